@@ -1,0 +1,26 @@
+/* Text generation: the prompt is prefilled as one chunk, then tokens are
+ * decoded one at a time.  Output follows llama2.c byte for byte: the prompt
+ * is echoed, `steps` counts prompt tokens too, BOS ends the text. */
+#ifndef POSENC_GENERATE_H
+#define POSENC_GENERATE_H
+#include <stdio.h>
+
+#include "model/context.h"
+#include "model/sampler.h"
+#include "tokenizer/tokenizer.h"
+
+typedef struct {
+    const char *prompt;
+    int steps;          /* total tokens including the prompt; <= 0: the context size */
+    int pos_offset;     /* position of the first token */
+    int verbose_stats;  /* print timing to stderr */
+} GenerateOptions;
+
+/* Writes the text to out.  Returns 0, or -1 with a one-line reason. */
+int generate_text(Context *ctx, const Tokenizer *tok, Sampler *sampler,
+                  const GenerateOptions *opt, FILE *out, PosencError *err);
+
+/* Writes a decoded piece, skipping lone bytes that are neither printable
+ * nor whitespace (stray control bytes from byte-fallback tokens). */
+void write_piece(FILE *out, const char *piece, size_t len);
+#endif

@@ -1,0 +1,60 @@
+#include "model/model.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Bounds well above any model this engine targets; they exist so that a
+ * corrupt header fails here instead of in a multi-terabyte malloc. */
+#define MAX_DIM (1 << 16)
+#define MAX_HIDDEN (1 << 18)
+#define MAX_LAYERS 1024
+#define MAX_VOCAB (1 << 22)
+#define MAX_SEQ (1 << 22)
+
+int model_kv_dim(const ModelConfig *c) { return c->dim / c->n_heads * c->n_kv_heads; }
+int model_head_size(const ModelConfig *c) { return c->dim / c->n_heads; }
+
+const char *model_arch_name(ModelArch a) { return a == MODEL_ARCH_LLAMA ? "llama" : "gpt2"; }
+
+static int check_range(const char *path, const char *what, long v, long max, PosencError *err) {
+    if (v <= 0 || v > max)
+        return posenc_error(err, "%s: %s = %ld is out of range (1..%ld)", path, what, v, max);
+    return 0;
+}
+
+int model_config_validate(const ModelConfig *c, const char *path, PosencError *err) {
+    if (check_range(path, "dim", c->dim, MAX_DIM, err) ||
+        check_range(path, "hidden_dim", c->hidden_dim, MAX_HIDDEN, err) ||
+        check_range(path, "n_layers", c->n_layers, MAX_LAYERS, err) ||
+        check_range(path, "n_heads", c->n_heads, c->dim, err) ||
+        check_range(path, "n_kv_heads", c->n_kv_heads, c->n_heads, err) ||
+        check_range(path, "vocab_size", c->vocab_size, MAX_VOCAB, err) ||
+        check_range(path, "seq_len", c->seq_len, MAX_SEQ, err))
+        return -1;
+    if (c->dim % c->n_heads != 0)
+        return posenc_error(err, "%s: dim %d is not a multiple of n_heads %d", path, c->dim,
+                            c->n_heads);
+    if (c->n_heads % c->n_kv_heads != 0)
+        return posenc_error(err, "%s: n_heads %d is not a multiple of n_kv_heads %d", path,
+                            c->n_heads, c->n_kv_heads);
+    if (!(c->norm_eps > 0.0f && c->norm_eps < 1.0f))
+        return posenc_error(err, "%s: norm epsilon %g is out of range", path, (double)c->norm_eps);
+    return 0;
+}
+
+int model_load(Model *m, const char *path, PosencError *err) {
+    memset(m, 0, sizeof *m);
+    MappedFile probe;
+    if (mapped_file_open(&probe, path, err)) return -1;
+    int is_gguf = probe.size >= 4 && memcmp(probe.data, "GGUF", 4) == 0;
+    mapped_file_close(&probe);
+    if (is_gguf) return posenc_error(err, "%s: GGUF files are not supported yet", path);
+    return model_load_llama2c(m, path, err);
+}
+
+void model_free(Model *m) {
+    free(m->weights.layers);
+    free(m->owned);
+    mapped_file_close(&m->file);
+    memset(m, 0, sizeof *m);
+}

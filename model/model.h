@@ -1,0 +1,72 @@
+/* A loaded checkpoint: configuration, weights (mmap'd where possible) and
+ * the positional scheme it was trained with. */
+#ifndef POSENC_MODEL_H
+#define POSENC_MODEL_H
+#include "model/tensor.h"
+#include "model/util.h"
+#include "positional/pe.h"
+
+typedef enum {
+    MODEL_ARCH_LLAMA, /* RMSNorm, SwiGLU, no biases, GQA */
+    MODEL_ARCH_GPT,   /* LayerNorm with bias, GELU, biases everywhere */
+} ModelArch;
+
+typedef struct {
+    ModelArch arch;
+    int dim;          /* residual width */
+    int hidden_dim;   /* feed-forward width */
+    int n_layers;
+    int n_heads;
+    int n_kv_heads;   /* < n_heads: grouped-query attention */
+    int vocab_size;
+    int seq_len;      /* trained context length */
+    float norm_eps;
+    float embed_scale; /* token embeddings are multiplied by this (1 or sqrt(dim)) */
+} ModelConfig;
+
+/* Vectors are always f32 (norms and biases are tiny); matrices may be any
+ * TensorType.  A NULL bias means "no bias". */
+typedef struct {
+    const float *attn_norm, *attn_norm_b; /* (dim) */
+    Tensor wq, wk, wv;                    /* (dim, dim) (kv_dim, dim) (kv_dim, dim) */
+    const float *bq, *bk, *bv;            /* (dim) (kv_dim) (kv_dim) */
+    Tensor wo;                            /* (dim, dim) */
+    const float *bo;                      /* (dim) */
+    const float *ffn_norm, *ffn_norm_b;   /* (dim) */
+    Tensor w_gate;                        /* (hidden_dim, dim), llama only */
+    Tensor w_up;                          /* (hidden_dim, dim) */
+    const float *b_up;                    /* (hidden_dim) */
+    Tensor w_down;                        /* (dim, hidden_dim) */
+    const float *b_down;                  /* (dim) */
+} LayerWeights;
+
+typedef struct {
+    Tensor token_embd;                     /* (vocab_size, dim) */
+    const float *position_embd;            /* (n_positions, dim) or NULL */
+    int n_positions;
+    LayerWeights *layers;                  /* (n_layers) */
+    const float *output_norm, *output_norm_b; /* (dim) */
+    Tensor output;                         /* (vocab_size, dim); token_embd when tied */
+} ModelWeights;
+
+typedef struct {
+    ModelConfig config;
+    ModelWeights weights;
+    PeParams pe;            /* the scheme the checkpoint was trained with */
+    MappedFile file;
+    void *owned;            /* buffers converted at load time, freed with the model */
+    char path[512];
+} Model;
+
+/* Loads a llama2.c legacy .bin or a GGUF file (by magic).  0 or -1 + err. */
+int model_load(Model *m, const char *path, PosencError *err);
+int model_load_llama2c(Model *m, const char *path, PosencError *err);
+void model_free(Model *m);
+
+int model_kv_dim(const ModelConfig *c);
+int model_head_size(const ModelConfig *c);
+const char *model_arch_name(ModelArch a);
+
+/* Checks dimensions for sanity and overflow; used by every loader. */
+int model_config_validate(const ModelConfig *c, const char *path, PosencError *err);
+#endif

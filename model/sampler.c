@@ -1,0 +1,99 @@
+#include "model/sampler.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/kernels.h"
+#include "model/util.h"
+
+void sampler_build(Sampler *s, int vocab_size, float temperature, float topp, int topk,
+                   uint64_t seed) {
+    s->vocab_size = vocab_size;
+    s->temperature = temperature;
+    s->topp = topp;
+    s->topk = topk;
+    s->rng_state = seed;
+    s->candidates = mallocCheck((size_t)vocab_size * sizeof(ProbIndex));
+    s->probs = mallocCheck((size_t)vocab_size * sizeof(float));
+}
+
+void sampler_free(Sampler *s) {
+    free(s->candidates);
+    free(s->probs);
+    s->candidates = NULL;
+    s->probs = NULL;
+}
+
+/* xorshift64* (Marsaglia/Vigna), taking the top 32 bits. */
+static uint32_t random_u32(uint64_t *state) {
+    *state ^= *state >> 12;
+    *state ^= *state << 25;
+    *state ^= *state >> 27;
+    return (uint32_t)((*state * 0x2545F4914F6CDD1Dull) >> 32);
+}
+
+/* Uniform in [0, 1) with 24 bits of resolution. */
+static float random_f32(uint64_t *state) { return (float)(random_u32(state) >> 8) / 16777216.0f; }
+
+int sampler_argmax(const float *x, int n) {
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[best]) best = i;
+    return best;
+}
+
+/* Walks the distribution until the cumulative probability passes coin. */
+static int sample_cdf(const float *probs, int n, float coin) {
+    float cdf = 0.0f;
+    for (int i = 0; i < n; i++) {
+        cdf += probs[i];
+        if (coin < cdf) return i;
+    }
+    return n - 1; /* rounding left the total a hair below 1 */
+}
+
+static int cmp_prob_desc(const void *a, const void *b) {
+    float pa = ((const ProbIndex *)a)->prob, pb = ((const ProbIndex *)b)->prob;
+    return (pa < pb) - (pa > pb);
+}
+
+/* Top-k then top-p over probs: sort the candidates by probability, keep the
+ * first k, then the shortest prefix whose mass exceeds topp, and sample
+ * within it.  Tokens below (1-topp)/(n-1) can never be in the nucleus, so
+ * they are dropped before sorting. */
+static int sample_truncated(Sampler *s, const float *probs, float coin) {
+    int n = s->vocab_size, m = 0;
+    int use_topp = s->topp > 0.0f && s->topp < 1.0f;
+    float cutoff = use_topp && n > 1 ? (1.0f - s->topp) / (float)(n - 1) : 0.0f;
+    for (int i = 0; i < n; i++)
+        if (probs[i] >= cutoff) s->candidates[m++] = (ProbIndex){probs[i], i};
+    qsort(s->candidates, (size_t)m, sizeof(ProbIndex), cmp_prob_desc);
+    if (s->topk > 0 && s->topk < m) m = s->topk;
+
+    float total = 0.0f;
+    int last = m - 1;
+    for (int i = 0; i < m; i++) {
+        total += s->candidates[i].prob;
+        if (use_topp && total > s->topp) {
+            last = i;
+            break;
+        }
+    }
+    float r = coin * total, cdf = 0.0f;
+    for (int i = 0; i <= last; i++) {
+        cdf += s->candidates[i].prob;
+        if (r < cdf) return s->candidates[i].index;
+    }
+    return s->candidates[last].index;
+}
+
+int sampler_sample(Sampler *s, const float *logits) {
+    int n = s->vocab_size;
+    if (s->temperature == 0.0f) return sampler_argmax(logits, n);
+    for (int i = 0; i < n; i++) s->probs[i] = logits[i] / s->temperature;
+    softmax(s->probs, n);
+    float coin = random_f32(&s->rng_state);
+    int truncate = (s->topp > 0.0f && s->topp < 1.0f) || (s->topk > 0 && s->topk < n);
+    return truncate ? sample_truncated(s, s->probs, coin) : sample_cdf(s->probs, n, coin);
+}

@@ -1,0 +1,145 @@
+#include "model/util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+void *malloc_check_(size_t n, const char *file, int line) {
+    void *p = malloc(n ? n : 1);
+    if (!p) {
+        fprintf(stderr, "error: out of memory allocating %zu bytes (%s:%d)\n", n, file, line);
+        exit(EXIT_FAILURE);
+    }
+    return p;
+}
+
+void *calloc_check_(size_t count, size_t size, const char *file, int line) {
+    void *p = calloc(count ? count : 1, size ? size : 1);
+    if (!p) {
+        fprintf(stderr, "error: out of memory allocating %zu x %zu bytes (%s:%d)\n",
+                count, size, file, line);
+        exit(EXIT_FAILURE);
+    }
+    return p;
+}
+
+FILE *fopen_check_(const char *path, const char *mode, const char *file, int line) {
+    FILE *f = fopen(path, mode);
+    if (!f) {
+        fprintf(stderr, "error: cannot open '%s': %s (%s:%d)\n", path, strerror(errno), file, line);
+        exit(EXIT_FAILURE);
+    }
+    return f;
+}
+
+int size_mul(size_t *out, size_t a, size_t b) {
+    size_t r;
+    if (__builtin_mul_overflow(a, b, &r)) return 0;
+    *out = r;
+    return 1;
+}
+
+int size_mul3(size_t *out, size_t a, size_t b, size_t c) {
+    size_t ab;
+    return size_mul(&ab, a, b) && size_mul(out, ab, c);
+}
+
+int size_add(size_t *out, size_t a, size_t b) {
+    size_t r;
+    if (__builtin_add_overflow(a, b, &r)) return 0;
+    *out = r;
+    return 1;
+}
+
+int posenc_error(PosencError *err, const char *fmt, ...) {
+    if (err) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+int mapped_file_open(MappedFile *mf, const char *path, PosencError *err) {
+    mf->data = NULL;
+    mf->size = 0;
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return posenc_error(err, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return posenc_error(err, "%s: not a regular file", path);
+    }
+    if (st.st_size == 0) {
+        close(fd);
+        return posenc_error(err, "%s: file is empty", path);
+    }
+    void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED) return posenc_error(err, "%s: mmap failed: %s", path, strerror(errno));
+    mf->data = p;
+    mf->size = (size_t)st.st_size;
+    return 0;
+}
+
+void mapped_file_close(MappedFile *mf) {
+    if (mf->data) munmap((void *)mf->data, mf->size);
+    mf->data = NULL;
+    mf->size = 0;
+}
+
+float fp16_to_fp32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h >> 15) << 31;
+    uint32_t exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
+    float f;
+    if (exp == 0) {                     /* zero or subnormal: mant * 2^-24 */
+        f = ldexpf((float)mant, -24);
+        uint32_t bits;
+        memcpy(&bits, &f, 4);
+        bits |= sign;
+        memcpy(&f, &bits, 4);
+        return f;
+    }
+    uint32_t bits = exp == 31 ? sign | 0x7f800000u | (mant << 13)
+                              : sign | ((exp + 112) << 23) | (mant << 13);
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+uint16_t fp32_to_fp16(float f) {
+    /* Round to nearest even, as numpy's float16 cast does. */
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint32_t sign = (x >> 16) & 0x8000;
+    uint32_t abs = x & 0x7fffffff;
+    if (abs >= 0x7f800000) return (uint16_t)(sign | 0x7c00 | (abs > 0x7f800000 ? 0x200 : 0));
+    if (abs >= 0x477ff000) return (uint16_t)(sign | 0x7c00);          /* overflow to inf */
+    if (abs < 0x38800000) {                                            /* subnormal half */
+        float a;
+        memcpy(&a, &abs, 4);
+        return (uint16_t)(sign | (uint32_t)lrintf(a * 16777216.0f));   /* a / 2^-24 */
+    }
+    uint32_t r = abs + 0xfff + ((abs >> 13) & 1);
+    return (uint16_t)(sign | ((r - 0x38000000) >> 13));
+}
+
+float bf16_to_fp32(uint16_t h) {
+    uint32_t bits = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+double time_now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}

@@ -1,0 +1,82 @@
+/* Rotary position embedding (Su et al.).  Each pair of dims (a, b) of a head
+ * is rotated by the angle pos * inv_freq[j].  Every scaling mode is folded
+ * into inv_freq, so a rotation stays a pure function of position and
+ * R(p + d) = R(d) R(p) holds: that is what lets a context shift re-rotate
+ * cached keys by the delta alone. */
+#include <math.h>
+
+#include "positional/pe.h"
+
+/* YaRN's ramp bounds (alpha, beta) in rotations over the original context. */
+#define YARN_ALPHA 1.0
+#define YARN_BETA 32.0
+
+static int rope_check(const PeParams *p, int head_size, int rope_dim, PosencError *err) {
+    if (rope_dim <= 0 || rope_dim > head_size || rope_dim % 2 != 0)
+        return posenc_error(err, "rope: rotary dims %d must be even and in 2..%d (head size)",
+                            rope_dim, head_size);
+    if (!(p->rope_theta > 1.0f))
+        return posenc_error(err, "--rope-theta must be > 1 (got %g)", (double)p->rope_theta);
+    if (p->rope_scaling != PE_ROPE_SCALING_NONE && !(p->rope_factor >= 1.0f))
+        return posenc_error(err, "--rope-factor must be >= 1 (got %g)", (double)p->rope_factor);
+    return 0;
+}
+
+/* NTK-by-parts: dims that rotate many times over the original context keep
+ * their frequency, dims that rotate less than once are interpolated, with a
+ * linear ramp between. */
+static float yarn_inv_freq(float inv_freq, float factor, int orig_ctx) {
+    double rotations = (double)orig_ctx * inv_freq / (2.0 * M_PI);
+    double ramp = (rotations - YARN_ALPHA) / (YARN_BETA - YARN_ALPHA);
+    if (ramp < 0.0) ramp = 0.0;
+    if (ramp > 1.0) ramp = 1.0;
+    return (float)((1.0 - ramp) * inv_freq / factor + ramp * inv_freq);
+}
+
+int pe_build_rope(PositionalEncoding *pe, int trained_ctx, PosencError *err) {
+    const PeParams *p = &pe->params;
+    int rope_dim = p->rope_dim > 0 ? p->rope_dim : pe->head_size;
+    if (rope_check(p, pe->head_size, rope_dim, err)) return -1;
+    pe->params.rope_dim = rope_dim;
+
+    float theta = p->rope_theta;
+    if (p->rope_scaling == PE_ROPE_SCALING_NTK)
+        theta *= powf(p->rope_factor, (float)rope_dim / (float)(rope_dim - 2));
+    int orig_ctx = p->rope_orig_ctx > 0 ? p->rope_orig_ctx : trained_ctx;
+
+    int half = rope_dim / 2;
+    pe->inv_freq = mallocCheck((size_t)half * sizeof(float));
+    for (int j = 0; j < half; j++) {
+        /* Same float expression as llama2.c, so the native path matches it bit for bit. */
+        float f = 1.0f / powf(theta, (float)(2 * j) / (float)rope_dim);
+        if (p->rope_scaling == PE_ROPE_SCALING_LINEAR) f /= p->rope_factor;
+        if (p->rope_scaling == PE_ROPE_SCALING_YARN) f = yarn_inv_freq(f, p->rope_factor, orig_ctx);
+        pe->inv_freq[j] = f;
+    }
+    if (p->rope_scaling == PE_ROPE_SCALING_YARN) {
+        /* sqrt(1/t) = 0.1 ln s + 1 scales both q and k: scores by its square. */
+        float m = 0.1f * logf(p->rope_factor) + 1.0f;
+        pe->attn_scale = m * m;
+    }
+    return 0;
+}
+
+void pe_rope_rotate(const PositionalEncoding *pe, float *vec, int n_heads, int pos) {
+    int half = pe->params.rope_dim / 2;
+    int hs = pe->head_size;
+    /* With NeoX pairing dim j pairs with j + half; interleaved pairs 2j, 2j+1. */
+    int neox = pe->params.rope_pairing == PE_ROPE_NEOX;
+    for (int j = 0; j < half; j++) {
+        float angle = (float)pos * pe->inv_freq[j];
+        float c = cosf(angle), s = sinf(angle);
+        int a = neox ? j : 2 * j, b = neox ? j + half : 2 * j + 1;
+        for (int h = 0; h < n_heads; h++) {
+            float *v = vec + (size_t)h * hs;
+            float v0 = v[a], v1 = v[b];
+            v[a] = v0 * c - v1 * s;
+            v[b] = v0 * s + v1 * c;
+        }
+    }
+}
+
+const PeOps pe_rope_ops = {"rope", NULL, pe_rope_rotate, NULL};

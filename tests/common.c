@@ -1,0 +1,118 @@
+#include "tests/common.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+int tests_run_suite(Suite *s) {
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
+
+const char *tests_models_dir(const char *what) {
+    const char *dir = getenv("POSENC_MODELS");
+    if (!dir || !*dir) dir = "../shared/models";
+    struct stat st;
+    if (stat(dir, &st) == 0 && S_ISDIR(st.st_mode)) return dir;
+    const char *ci = getenv("CI");
+    if (ci && strcmp(ci, "true") == 0) {
+        fprintf(stderr, "FATAL: models directory '%s' is missing under CI=true; "
+                        "real-model tests (%s) must run in CI\n", dir, what);
+        exit(EXIT_FAILURE);
+    }
+    fprintf(stderr, "SKIP: %s (models directory '%s' not found; set POSENC_MODELS)\n",
+            what, dir);
+    return NULL;
+}
+
+const char *tests_model_path(const char *models_dir, const char *rel) {
+    static char buf[8][1024];
+    static int next;
+    char *p = buf[next++ % 8];
+    snprintf(p, sizeof buf[0], "%s/%s", models_dir, rel);
+    return p;
+}
+
+static char *slurp_fd(int fd) {
+    size_t cap = 4096, n = 0;
+    char *s = malloc(cap);
+    ck_assert_ptr_nonnull(s);
+    for (;;) {
+        if (n + 1 >= cap) { cap *= 2; s = realloc(s, cap); ck_assert_ptr_nonnull(s); }
+        ssize_t got = read(fd, s + n, cap - n - 1);
+        if (got <= 0) break;
+        n += (size_t)got;
+    }
+    s[n] = '\0';
+    return s;
+}
+
+TestsRun tests_run_engine(const char *const *args) {
+    const char *bin = getenv("POSENC_RUN");
+    if (!bin || !*bin) bin = "./run";
+    int nargs = 0;
+    while (args[nargs]) nargs++;
+    char **argv = calloc((size_t)nargs + 2, sizeof *argv);
+    ck_assert_ptr_nonnull(argv);
+    argv[0] = (char *)bin;
+    for (int i = 0; i < nargs; i++) argv[i + 1] = (char *)args[i];
+
+    /* stdout and stderr go to temp files: pipes could fill up and deadlock. */
+    char out_path[] = "/tmp/posenc-out-XXXXXX", err_path[] = "/tmp/posenc-err-XXXXXX";
+    int out_fd = mkstemp(out_path), err_fd = mkstemp(err_path);
+    ck_assert(out_fd >= 0 && err_fd >= 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    ck_assert(pid >= 0);
+    if (pid == 0) {
+        dup2(out_fd, 1);
+        dup2(err_fd, 2);
+        int devnull = open("/dev/null", 0);
+        if (devnull >= 0) dup2(devnull, 0);
+        execv(bin, argv);
+        _exit(127);
+    }
+    int wstatus = 0;
+    waitpid(pid, &wstatus, 0);
+    TestsRun r;
+    r.status = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
+    lseek(out_fd, 0, SEEK_SET);
+    lseek(err_fd, 0, SEEK_SET);
+    r.out = slurp_fd(out_fd);
+    r.err = slurp_fd(err_fd);
+    close(out_fd); close(err_fd);
+    unlink(out_path); unlink(err_path);
+    free(argv);
+    return r;
+}
+
+void tests_run_free(TestsRun *r) {
+    free(r->out);
+    free(r->err);
+    r->out = r->err = NULL;
+}
+
+static char temp_paths[1024][64];
+static int n_temp_paths;
+
+static void remove_temps(void) {
+    for (int i = 0; i < n_temp_paths; i++) unlink(temp_paths[i]);
+}
+
+const char *tests_write_temp(const void *data, size_t n, const char *suffix) {
+    ck_assert_int_lt(n_temp_paths, 1024);
+    if (n_temp_paths == 0) atexit(remove_temps);
+    char *p = temp_paths[n_temp_paths++];
+    snprintf(p, sizeof temp_paths[0], "/tmp/posenc-test-XXXXXX%s", suffix ? suffix : "");
+    int fd = mkstemps(p, suffix ? (int)strlen(suffix) : 0);
+    ck_assert(fd >= 0);
+    ck_assert(write(fd, data, n) == (ssize_t)n);
+    close(fd);
+    return p;
+}

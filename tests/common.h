@@ -1,0 +1,34 @@
+/* Shared helpers for the Check suites: running a suite, finding the shared
+ * models, and running the ./run binary as a user would. */
+#ifndef POSENC_TESTS_COMMON_H
+#define POSENC_TESTS_COMMON_H
+#include <check.h>
+#include <stddef.h>
+
+/* Runs every test of `s` and returns the process exit status. */
+int tests_run_suite(Suite *s);
+
+/* Directory of the shared models ($POSENC_MODELS or ../shared/models), or
+ * NULL after printing what is skipped.  Under CI=true a missing directory is
+ * a hard failure: real-model tests must run there. */
+const char *tests_models_dir(const char *what);
+
+/* "<models_dir>/<rel>" in a static rotating buffer. */
+const char *tests_model_path(const char *models_dir, const char *rel);
+
+/* Result of running the engine binary ($POSENC_RUN, default ./run). */
+typedef struct {
+    int status;   /* exit status, or 128+signal when killed */
+    char *out;    /* stdout, NUL-terminated (malloc'd) */
+    char *err;    /* stderr, NUL-terminated (malloc'd) */
+} TestsRun;
+
+/* Runs the engine with argv (NULL-terminated, without argv[0]). */
+TestsRun tests_run_engine(const char *const *args);
+void tests_run_free(TestsRun *r);
+
+/* Writes `n` bytes to a fresh temporary file and returns its path (static
+ * rotating buffer); the file is removed at exit. */
+const char *tests_write_temp(const void *data, size_t n, const char *suffix);
+
+#endif
