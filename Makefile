@@ -54,7 +54,7 @@ build/asan/tests/%: build/asan/tests/%.o build/asan/tests/common.o build/asan/li
 build/rel/tests/%.o: tests/%.c tests/common.h $(LIB_HDR)
 	@mkdir -p $(dir $@)
 	$(CC) $(REL_FLAGS) $(CHECK_CFLAGS) -c $< -o $@
-.PRECIOUS: build/rel/tests/%.o build/asan/tests/%.o
+.SECONDARY:
 
 deps:
 	@sh tools/ensure_deps.sh

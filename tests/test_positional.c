@@ -1,0 +1,230 @@
+/* Positional math against closed forms: rotation composition, relative
+ * invariance, the two RoPE pairings, ALiBi slopes, sinusoids. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "positional/pe.h"
+#include "tests/common.h"
+
+#define HEAD 16
+#define HEADS 3
+
+/* Angles stay below 200 rad here; float rounding of pos*inv_freq is then
+ * < 200 * 2^-24 ~ 1.2e-5 rad, so rotated unit-scale vectors agree to 1e-4. */
+#define ROT_TOL 1e-4f
+
+static PositionalEncoding make_rope(PeRopePairing pairing, PeRopeScaling scaling) {
+    PeParams p = pe_params_default(PE_ROPE);
+    p.rope_pairing = pairing;
+    p.rope_scaling = scaling;
+    p.rope_factor = scaling == PE_ROPE_SCALING_NONE ? 1.0f : 4.0f;
+    PositionalEncoding pe;
+    PosencError err;
+    ck_assert_int_eq(pe_build(&pe, &p, HEAD * HEADS, HEADS, HEAD, 128, NULL, 0, &err), 0);
+    return pe;
+}
+
+static void fill(float *v, int n, unsigned seed) {
+    srand(seed);
+    for (int i = 0; i < n; i++) v[i] = (float)rand() / RAND_MAX * 2.0f - 1.0f;
+}
+
+static float max_diff(const float *a, const float *b, int n) {
+    float m = 0.0f;
+    for (int i = 0; i < n; i++) m = fmaxf(m, fabsf(a[i] - b[i]));
+    return m;
+}
+
+static float dot(const float *a, const float *b, int n) {
+    float s = 0.0f;
+    for (int i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+START_TEST(rope_composition) {
+    for (int pairing = 0; pairing < 2; pairing++)
+        for (int sc = 0; sc <= PE_ROPE_SCALING_YARN; sc++) {
+            PositionalEncoding pe = make_rope((PeRopePairing)pairing, (PeRopeScaling)sc);
+            float a[HEAD * HEADS], b[HEAD * HEADS], wrong[HEAD * HEADS];
+            fill(a, HEAD * HEADS, 1);
+            for (int i = 0; i < HEAD * HEADS; i++) b[i] = wrong[i] = a[i];
+            pe_rope_rotate(&pe, a, HEADS, 37);
+            pe_rope_rotate(&pe, a, HEADS, 58);   /* R(58) R(37) */
+            pe_rope_rotate(&pe, b, HEADS, 95);   /* R(95) */
+            pe_rope_rotate(&pe, wrong, HEADS, 96);
+            ck_assert_float_le(max_diff(a, b, HEAD * HEADS), ROT_TOL);
+            /* Negative control: one position off is far outside the tolerance. */
+            ck_assert_float_gt(max_diff(a, wrong, HEAD * HEADS), 100 * ROT_TOL);
+            pe_free(&pe);
+        }
+}
+END_TEST
+
+START_TEST(rope_relative) {
+    PositionalEncoding pe = make_rope(PE_ROPE_INTERLEAVED, PE_ROPE_SCALING_NONE);
+    float q0[HEAD], k0[HEAD];
+    fill(q0, HEAD, 2);
+    fill(k0, HEAD, 3);
+    float ref = 0.0f;
+    for (int shift = 0; shift <= 120; shift += 30) {
+        float q[HEAD], k[HEAD];
+        for (int i = 0; i < HEAD; i++) q[i] = q0[i], k[i] = k0[i];
+        pe_rope_rotate(&pe, q, 1, 10 + shift);
+        pe_rope_rotate(&pe, k, 1, 3 + shift);
+        float d = dot(q, k, HEAD);
+        if (shift == 0) ref = d;
+        ck_assert_float_le(fabsf(d - ref), ROT_TOL);
+    }
+    /* A different distance gives a different score. */
+    float q[HEAD], k[HEAD];
+    for (int i = 0; i < HEAD; i++) q[i] = q0[i], k[i] = k0[i];
+    pe_rope_rotate(&pe, q, 1, 10);
+    pe_rope_rotate(&pe, k, 1, 4);
+    ck_assert_float_gt(fabsf(dot(q, k, HEAD) - ref), 100 * ROT_TOL);
+    pe_free(&pe);
+}
+END_TEST
+
+/* Interleaved pair (2j, 2j+1) is NeoX pair (j, j+half) after permuting dims. */
+START_TEST(rope_pairings_equivalent) {
+    PositionalEncoding inter = make_rope(PE_ROPE_INTERLEAVED, PE_ROPE_SCALING_NONE);
+    PositionalEncoding neox = make_rope(PE_ROPE_NEOX, PE_ROPE_SCALING_NONE);
+    float v[HEAD * HEADS], u[HEAD * HEADS], vp[HEAD * HEADS];
+    fill(v, HEAD * HEADS, 4);
+    for (int h = 0; h < HEADS; h++)
+        for (int j = 0; j < HEAD / 2; j++) {
+            u[h * HEAD + j] = v[h * HEAD + 2 * j];
+            u[h * HEAD + j + HEAD / 2] = v[h * HEAD + 2 * j + 1];
+        }
+    pe_rope_rotate(&inter, v, HEADS, 77);
+    pe_rope_rotate(&neox, u, HEADS, 77);
+    for (int h = 0; h < HEADS; h++)
+        for (int j = 0; j < HEAD / 2; j++) {
+            vp[h * HEAD + j] = v[h * HEAD + 2 * j];
+            vp[h * HEAD + j + HEAD / 2] = v[h * HEAD + 2 * j + 1];
+        }
+    ck_assert_float_le(max_diff(vp, u, HEAD * HEADS), 1e-6f);
+    /* Without the permutation the two pairings disagree. */
+    float w[HEAD * HEADS];
+    fill(w, HEAD * HEADS, 4);
+    pe_rope_rotate(&neox, w, HEADS, 77);
+    ck_assert_float_gt(max_diff(v, w, HEAD * HEADS), 1e-2f);
+    pe_free(&inter);
+    pe_free(&neox);
+}
+END_TEST
+
+/* The ALiBi paper's get_slopes, written recursively as published. */
+static void reference_slopes(double *out, int n) {
+    int p2 = 1;
+    while (p2 * 2 <= n) p2 *= 2;
+    double start = pow(2.0, -pow(2.0, -(log2((double)p2) - 3)));
+    for (int i = 0; i < p2; i++) out[i] = start * pow(start, i);
+    if (p2 == n) return;
+    double *extra = malloc(sizeof(double) * 2 * (size_t)p2);
+    reference_slopes(extra, 2 * p2);
+    for (int i = 0; i < n - p2; i++) out[p2 + i] = extra[2 * i];
+    free(extra);
+}
+
+START_TEST(alibi_slopes_1_to_64) {
+    for (int n = 1; n <= 64; n++) {
+        float got[64];
+        double want[64];
+        pe_alibi_slopes(got, n, 8.0f);
+        reference_slopes(want, n);
+        for (int h = 0; h < n; h++)
+            ck_assert_msg(fabs(got[h] - want[h]) <= 1e-6 * want[h], "n=%d h=%d: %g vs %g", n, h,
+                          (double)got[h], want[h]);
+    }
+}
+END_TEST
+
+START_TEST(alibi_slopes_12_heads) {
+    float s[12];
+    pe_alibi_slopes(s, 12, 8.0f);
+    for (int h = 0; h < 8; h++) ck_assert_float_eq_tol(s[h], powf(2.0f, -(float)(h + 1)), 1e-7f);
+    const float tail[4] = {-0.5f, -1.5f, -2.5f, -3.5f};
+    for (int h = 0; h < 4; h++) ck_assert_float_eq_tol(s[8 + h], powf(2.0f, tail[h]), 1e-7f);
+}
+END_TEST
+
+START_TEST(alibi_bias_is_linear_in_distance) {
+    PeParams p = pe_params_default(PE_ALIBI);
+    PositionalEncoding pe;
+    PosencError err;
+    ck_assert_int_eq(pe_build(&pe, &p, 64, 4, 16, 128, NULL, 0, &err), 0);
+    int pos_k[3] = {0, 5, 10};
+    float scores[3] = {0, 0, 0};
+    pe_alibi_ops.bias(&pe, 1, 10, pos_k, scores, 3);
+    ck_assert_float_eq_tol(scores[0], -0.0625f * 10, 1e-6f);
+    ck_assert_float_eq_tol(scores[1], -0.0625f * 5, 1e-6f);
+    ck_assert_float_eq_tol(scores[2], 0.0f, 1e-6f);
+    pe_free(&pe);
+}
+END_TEST
+
+START_TEST(sinusoidal_closed_forms) {
+    for (int i = 0; i < 8; i++) ck_assert_float_eq(pe_sinusoid(0, i, 8), (i & 1) ? 1.0f : 0.0f);
+    ck_assert_float_eq_tol(pe_sinusoid(1, 0, 4), sinf(1.0f), 1e-7f);
+    ck_assert_float_eq_tol(pe_sinusoid(1, 1, 4), cosf(1.0f), 1e-7f);
+    ck_assert_float_eq_tol(pe_sinusoid(1, 2, 4), sinf(0.01f), 1e-7f);   /* 1/10000^(2/4) */
+    ck_assert_float_eq_tol(pe_sinusoid(1, 3, 4), cosf(0.01f), 1e-7f);
+    ck_assert_float_eq_tol(pe_sinusoid(1000, 6, 128), (float)sin(1000.0 / pow(10000.0, 6.0 / 128)),
+                           1e-6f);
+    /* The embed hook adds exactly these values. */
+    PeParams p = pe_params_default(PE_SINUSOIDAL);
+    PositionalEncoding pe;
+    PosencError err;
+    ck_assert_int_eq(pe_build(&pe, &p, 4, 1, 4, 16, NULL, 0, &err), 0);
+    float x[4] = {1, 1, 1, 1};
+    pe_sinusoidal_ops.embed(&pe, x, 1);
+    ck_assert_float_eq_tol(x[0], 1.0f + sinf(1.0f), 1e-6f);
+    ck_assert_float_eq_tol(x[3], 1.0f + cosf(0.01f), 1e-6f);
+    pe_free(&pe);
+}
+END_TEST
+
+START_TEST(learned_needs_a_table) {
+    PeParams p = pe_params_default(PE_LEARNED);
+    PositionalEncoding pe;
+    PosencError err;
+    ck_assert_int_eq(pe_build(&pe, &p, 4, 1, 4, 16, NULL, 0, &err), -1);
+    ck_assert_ptr_nonnull(strstr(err.msg, "no position embedding table"));
+    float table[2 * 4] = {1, 2, 3, 4, 5, 6, 7, 8};
+    ck_assert_int_eq(pe_build(&pe, &p, 4, 1, 4, 16, table, 2, &err), 0);
+    float x[4] = {0};
+    pe_learned_ops.embed(&pe, x, 1);
+    ck_assert_float_eq(x[0], 5.0f);
+    ck_assert_int_eq(pe_position_limit(&pe), 2);
+    pe_free(&pe);
+}
+END_TEST
+
+START_TEST(names_round_trip) {
+    for (int k = 0; k < PE_COUNT; k++) {
+        PeKind back;
+        ck_assert_int_eq(pe_kind_from_name(pe_kind_name((PeKind)k), &back), 0);
+        ck_assert_int_eq(back, k);
+    }
+    PeKind dummy;
+    ck_assert_int_eq(pe_kind_from_name("xpos", &dummy), -1);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("positional");
+    TCase *tc = tcase_create("math");
+    tcase_add_test(tc, rope_composition);
+    tcase_add_test(tc, rope_relative);
+    tcase_add_test(tc, rope_pairings_equivalent);
+    tcase_add_test(tc, alibi_slopes_1_to_64);
+    tcase_add_test(tc, alibi_slopes_12_heads);
+    tcase_add_test(tc, alibi_bias_is_linear_in_distance);
+    tcase_add_test(tc, sinusoidal_closed_forms);
+    tcase_add_test(tc, learned_needs_a_table);
+    tcase_add_test(tc, names_round_trip);
+    suite_add_tcase(s, tc);
+    return tests_run_suite(s);
+}

@@ -1,0 +1,18 @@
+#!/bin/sh
+# Makes sure `make test` has what it needs on a Debian/Ubuntu machine:
+# installs missing packages when run as root, otherwise prints the one
+# command that would.
+set -eu
+need=""
+pkg-config --version >/dev/null 2>&1 || need="$need pkg-config"
+pkg-config --exists check 2>/dev/null || need="$need check"
+[ -x /usr/bin/python3 ] || need="$need python3"
+[ -n "$need" ] || exit 0
+cmd="apt-get install -y$need"
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "make test: installing missing prerequisites:$need"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive $cmd
+else
+    echo "make test: missing prerequisites:$need. Install them with: sudo $cmd" >&2
+    exit 1
+fi
