@@ -1,0 +1,210 @@
+/* The command line as a user meets it: every bad input is one line on
+ * stderr, a non-zero exit and no crash (the asan build runs this too, so a
+ * leak or overflow report would break the one-line rule). */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/common.h"
+
+static const char *models;
+static char model_path[1024], tok_path[1024];
+
+static void setup(void) {
+    models = tests_models_dir("CLI tests on stories260K");
+    if (!models) return;
+    snprintf(model_path, sizeof model_path, "%s", tests_model_path(models, "stories260K/stories260K.bin"));
+    snprintf(tok_path, sizeof tok_path, "%s", tests_model_path(models, "stories260K/tok512.bin"));
+}
+
+static char *read_all(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    ck_assert_ptr_nonnull(f);
+    fseek(f, 0, SEEK_END);
+    *n = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc(*n + 16);
+    ck_assert_uint_eq(fread(buf, 1, *n, f), *n);
+    fclose(f);
+    return buf;
+}
+
+/* Asserts a clean failure: exit 1, one "error: ..." line that mentions `needle`. */
+static void expect_error(const char *const *args, const char *needle) {
+    TestsRun r = tests_run_engine(args);
+    ck_assert_msg(r.status == 1, "exit status %d (want 1) for %s; stderr: %s", r.status, args[0], r.err);
+    ck_assert_msg(strncmp(r.err, "error: ", 7) == 0, "stderr does not start with 'error: ': %s", r.err);
+    char *nl = strchr(r.err, '\n');
+    ck_assert_msg(nl && nl[1] == '\0', "stderr is not exactly one line: %s", r.err);
+    ck_assert_msg(strstr(r.err, needle), "stderr does not mention '%s': %s", needle, r.err);
+    ck_assert_str_eq(r.out, "");
+    tests_run_free(&r);
+}
+
+static void expect_model_error(const char *path, const char *needle) {
+    const char *args[] = {path, "-z", tok_path, "-n", "4", NULL};
+    expect_error(args, needle);
+}
+
+static const char *header_file(int32_t dim, int32_t hidden, int32_t layers, int32_t heads,
+                               int32_t kv_heads, int32_t vocab, int32_t seq, size_t extra) {
+    size_t n = 28 + extra;
+    int32_t *buf = calloc(1, n + 4);
+    int32_t h[7] = {dim, hidden, layers, heads, kv_heads, vocab, seq};
+    memcpy(buf, h, sizeof h);
+    const char *p = tests_write_temp(buf, n, ".bin");
+    free(buf);
+    return p;
+}
+
+START_TEST(bad_model_files) {
+    if (!models) return;
+    size_t n;
+    char *full = read_all(model_path, &n);
+    const char *p;
+    p = tests_write_temp(full, 1000, ".bin");
+    expect_model_error(p, p);                                 /* truncated */
+    expect_model_error(p, "truncated");
+    p = tests_write_temp(full, 20, ".bin");
+    expect_model_error(p, "shorter than the 28-byte");       /* shorter than a header */
+    memcpy(full + n, "junk", 4);
+    p = tests_write_temp(full, n + 4, ".bin");
+    expect_model_error(p, "the file has");                   /* trailing bytes */
+    free(full);
+    expect_model_error(header_file(0, 172, 5, 8, 4, 512, 512, 64), "dim = 0");
+    expect_model_error(header_file(-64, 172, 5, 8, 4, 512, 512, 64), "dim = -64");
+    expect_model_error(header_file(64, 172, 5, 8, 4, 512, -512, 64), "seq_len");
+    expect_model_error(header_file(1 << 30, 172, 5, 8, 4, 512, 512, 64), "dim");
+    expect_model_error(header_file(64, 172, 5, 8, 4, INT32_MIN, 512, 64), "vocab_size");
+    expect_model_error(header_file(64, 172, 5, 8, 3, 512, 512, 64), "n_kv_heads");
+    expect_model_error(header_file(64, 172, 5, 7, 7, 512, 512, 64), "multiple of n_heads");
+    expect_model_error(header_file(64, 1 << 18, 1024, 8, 4, 1 << 22, 1 << 22, 64), "header describes");
+    expect_model_error("/nonexistent/model.bin", "/nonexistent/model.bin");
+    expect_model_error("/tmp", "not a regular file");
+    expect_model_error(tests_write_temp("", 0, ".bin"), "empty");
+}
+END_TEST
+
+START_TEST(bad_tokenizers) {
+    if (!models) return;
+    const char *missing[] = {model_path, "-z", "/nonexistent/tok.bin", NULL};
+    expect_error(missing, "/nonexistent/tok.bin");
+    /* No -z and no tokenizer.bin beside the model. */
+    size_t n;
+    char *full = read_all(model_path, &n);
+    const char *lone = tests_write_temp(full, n, ".bin");
+    free(full);
+    const char *no_z[] = {lone, NULL};
+    expect_error(no_z, "pass -z");
+    /* A tokenizer of another size than the model's vocabulary. */
+    const char *wrong[] = {model_path, "-z", tests_model_path(models, "llama2-tokenizer/tokenizer.bin"), NULL};
+    expect_error(wrong, "32000 pieces but the model's vocabulary is 512");
+    char *tok = read_all(tok_path, &n);
+    const char *cut = tests_write_temp(tok, n - 3, ".bin");
+    const char *trunc[] = {model_path, "-z", cut, NULL};
+    expect_error(trunc, cut);
+    int32_t bad[3] = {16, 0, -5}; /* max_len, score, negative length */
+    const char *neg = tests_write_temp(bad, sizeof bad, ".bin");
+    const char *negargs[] = {model_path, "-z", neg, NULL};
+    expect_error(negargs, "invalid length -5");
+    free(tok);
+}
+END_TEST
+
+START_TEST(bad_flags) {
+    if (!models) return;
+    const char *unknown[] = {model_path, "-z", tok_path, "--frobnicate", "1", NULL};
+    expect_error(unknown, "--frobnicate");
+    const char *no_value[] = {model_path, "-z", tok_path, "-n", NULL};
+    expect_error(no_value, "-n needs a value");
+    const char *not_int[] = {model_path, "-z", tok_path, "-n", "12abc", NULL};
+    expect_error(not_int, "-n expects");
+    const char *neg_temp[] = {model_path, "-z", tok_path, "-t", "-1", NULL};
+    expect_error(neg_temp, "-t expects");
+    const char *topp[] = {model_path, "-z", tok_path, "-p", "1.5", NULL};
+    expect_error(topp, "-p expects");
+    const char *threads[] = {model_path, "-z", tok_path, "--threads", "0", NULL};
+    expect_error(threads, "--threads");
+    const char *pe[] = {model_path, "-z", tok_path, "--pe", "xpos", NULL};
+    expect_error(pe, "--pe: unknown scheme 'xpos'");
+    const char *learned[] = {model_path, "-z", tok_path, "--pe", "learned", NULL};
+    expect_error(learned, "no position embedding table");
+    const char *mode[] = {model_path, "-m", "dance", NULL};
+    expect_error(mode, "unknown mode 'dance'");
+    const char *stray[] = {model_path, "extra", NULL};
+    expect_error(stray, "unexpected argument 'extra'");
+    const char *none[] = {"-n", "4", NULL};
+    expect_error(none, "no model given");
+}
+END_TEST
+
+START_TEST(prompt_longer_than_context) {
+    if (!models) return;
+    size_t n = 600 * 6;
+    char *prompt = malloc(n + 1);
+    for (size_t i = 0; i < n; i += 6) memcpy(prompt + i, "hello ", 6);
+    prompt[n] = '\0';
+    const char *args[] = {model_path, "-z", tok_path, "-i", prompt, NULL};
+    expect_error(args, "but the context holds 512");
+    free(prompt);
+}
+END_TEST
+
+START_TEST(help_exits_zero) {
+    const char *args[] = {"-h", NULL};
+    TestsRun r = tests_run_engine(args);
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_ptr_nonnull(strstr(r.out, "--pe NAME"));
+    tests_run_free(&r);
+}
+END_TEST
+
+/* Greedy text through the binary equals llama2.c's own expected output. */
+START_TEST(greedy_matches_llama2c_test) {
+    if (!models) return;
+    const char *args[] = {model_path, "-z", tok_path, "-t", "0", "-n", "200", "-i", "", NULL};
+    TestsRun r = tests_run_engine(args);
+    ck_assert_int_eq(r.status, 0);
+    const char *want = "Once upon a time, there was a little girl named Lily. She loved to play "
+                       "outside in the park. One day, she saw a big, red ball.";
+    ck_assert_msg(strncmp(r.out, want, strlen(want)) == 0, "got: %s", r.out);
+    tests_run_free(&r);
+}
+END_TEST
+
+/* Sampling with a seed is a pure function of the seed: threads only split
+ * matmul rows, never the order of a sum. */
+START_TEST(seeded_sampling_independent_of_threads) {
+    if (!models) return;
+    const char *one[] = {model_path, "-z", tok_path, "-t", "1.0", "-p", "0.9", "-s", "42", "-n", "120",
+                         "--threads", "1", NULL};
+    const char *two[] = {model_path, "-z", tok_path, "-t", "1.0", "-p", "0.9", "-s", "42", "-n", "120",
+                         "--threads", "2", NULL};
+    const char *other[] = {model_path, "-z", tok_path, "-t", "1.0", "-p", "0.9", "-s", "43", "-n", "120",
+                           "--threads", "2", NULL};
+    TestsRun a = tests_run_engine(one), b = tests_run_engine(two), c = tests_run_engine(other);
+    ck_assert_int_eq(a.status, 0);
+    ck_assert_str_eq(a.out, b.out);
+    ck_assert_str_ne(a.out, c.out); /* control: the seed does matter */
+    tests_run_free(&a);
+    tests_run_free(&b);
+    tests_run_free(&c);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("cli");
+    TCase *tc = tcase_create("bad_input");
+    tcase_add_unchecked_fixture(tc, setup, NULL);
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, bad_model_files);
+    tcase_add_test(tc, bad_tokenizers);
+    tcase_add_test(tc, bad_flags);
+    tcase_add_test(tc, prompt_longer_than_context);
+    tcase_add_test(tc, help_exits_zero);
+    tcase_add_test(tc, greedy_matches_llama2c_test);
+    tcase_add_test(tc, seeded_sampling_independent_of_threads);
+    suite_add_tcase(s, tc);
+    return tests_run_suite(s);
+}
