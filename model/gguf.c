@@ -29,7 +29,10 @@ static int rd_fail(Reader *r, const char *fmt_problem, size_t need) {
 }
 
 static int rd_bytes(Reader *r, size_t n, const uint8_t **out) {
-    if (n > r->size - r->pos) return rd_fail(r, "truncated", n);
+    if (n > r->size - r->pos) {
+        rd_fail(r, "truncated", n);
+        return -1;   /* explicit, so the compiler sees *out is set on success */
+    }
     *out = r->base + r->pos;
     r->pos += n;
     return 0;
@@ -452,7 +455,7 @@ static int read_header(Reader *r, GgufFile *g, uint64_t *n_tensors, uint64_t *n_
 
 static int gguf_parse(GgufFile *g, PosencError *err) {
     Reader r = {.path = g->path, .base = g->map.data, .size = g->map.size, .err = err};
-    uint64_t n_tensors, n_kv;
+    uint64_t n_tensors = 0, n_kv = 0;
     if (read_header(&r, g, &n_tensors, &n_kv)) return -1;
 
     size_t cap = 0;

@@ -1,0 +1,763 @@
+#!/usr/bin/env python3
+"""Convert a model to GGUF (stdlib only).
+
+    convert.py INPUT OUTPUT.gguf [--tokenizer PATH] [--dtype f32|f16|bf16|q8_0]
+
+INPUT is either
+  * a llama2.c legacy checkpoint (.bin: 7 x int32 header, float32 weights),
+    with a llama2.c tokenizer.bin (--tokenizer, or tokenizer.bin next to it);
+  * a Hugging Face directory: config.json + model.safetensors (or shards
+    listed in model.safetensors.index.json), model_type `llama` (tokenizer
+    from --tokenizer or the directory) or `gpt2` (vocab.json + merges.txt).
+
+Keys and tensor names follow llama.cpp (arch `llama` or `gpt2`), so standard
+models stay interchangeable with that ecosystem.  What has no standard name
+goes under `posenc.*`:
+  posenc.positional       learned | sinusoidal | rope | alibi | none (always written)
+  posenc.rope.pairing     interleaved (Meta/llama2.c pairs 2i,2i+1) | neox (rotate_half: i, i+d/2)
+  posenc.embedding_scale  multiplier of the token embedding (sqrt(n_embd) when the
+                          config has scale_embedding: true)
+
+--dtype applies to 2-D matrices only; norms and biases stay f32, as in
+llama.cpp.  Q8_0 needs rows that are a multiple of 32 elements: other
+matrices fall back to f16 (with a note on stderr).  Errors are one line
+"convert.py: error: ..." and exit status 2.
+"""
+import argparse
+import array
+import json
+import math
+import os
+import re
+import struct
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gguf  # noqa: E402
+
+DTYPES = {"f32": gguf.GGML_F32, "f16": gguf.GGML_F16, "bf16": gguf.GGML_BF16,
+          "q8_0": gguf.GGML_Q8_0}
+POSITIONAL = ("learned", "sinusoidal", "rope", "alibi", "none")
+_LITTLE = sys.byteorder == "little"
+
+
+class ConvertError(Exception):
+    pass
+
+
+def fail(msg):
+    raise ConvertError(msg)
+
+
+def note(msg):
+    sys.stderr.write("convert.py: note: %s\n" % msg)
+
+
+def prod(shape):
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def read_f32(f, count):
+    a = array.array("f")
+    a.fromfile(f, count)          # EOFError if short: the caller has checked sizes
+    if not _LITTLE:
+        a.byteswap()
+    return a
+
+
+# ---- array reshuffles (flat row-major float arrays) --------------------------
+
+def transpose(a, rows, cols):
+    """(rows, cols) -> (cols, rows): row j of the result is column j of a."""
+    out = array.array("f")
+    for j in range(cols):
+        out.extend(a[j::cols])
+    return out
+
+
+def unpermute_rotate_half(a, n_head, head_dim, cols):
+    """HF stores q/k rows of each head as (2, head_dim/2): first halves, then
+    second halves (rotate_half).  Meta/llama2.c/llama.cpp interleave the
+    pairs: (head_dim/2, 2).  Row h*hd + 2i + j of the result is row
+    h*hd + j*hd/2 + i of the input."""
+    if head_dim % 2:
+        fail("head dimension %d is odd: cannot undo the rotate_half permutation" % head_dim)
+    half = head_dim // 2
+    out = array.array("f")
+    for h in range(n_head):
+        for i in range(half):
+            for j in (0, 1):
+                r = h * head_dim + j * half + i
+                out.extend(a[r * cols:(r + 1) * cols])
+    return out
+
+
+# ---- output -------------------------------------------------------------------------
+
+class Output:
+    """Collects metadata and tensors, picks tensor types, writes the file."""
+
+    def __init__(self, dtype_name):
+        self.w = gguf.Writer()
+        self.dtype = DTYPES[dtype_name]
+        self.fallbacks = []
+
+    def tensor(self, name, shape, source):
+        """1-D tensors (norms, biases) are always f32; matrices take --dtype."""
+        ttype = gguf.GGML_F32
+        if len(shape) >= 2:
+            ttype = self.dtype
+            if ttype == gguf.GGML_Q8_0 and shape[-1] % gguf.QK8_0:
+                ttype = gguf.GGML_F16
+                self.fallbacks.append(name)
+        self.w.add_tensor(name, shape, ttype, source)
+
+    def general(self, arch, name):
+        self.w.add_string("general.architecture", arch)
+        self.w.add_string("general.name", name)
+        self.w.add_uint32("general.file_type", gguf.FILE_TYPE[self.dtype])
+        self.w.add_uint32("general.alignment", gguf.DEFAULT_ALIGNMENT)
+
+    def write(self, path):
+        if self.fallbacks:
+            note("%d matrices have rows that are not a multiple of 32 and are stored as f16 "
+                 "instead of q8_0 (e.g. %s)" % (len(self.fallbacks), self.fallbacks[0]))
+        tmp = path + ".tmp"
+        try:
+            self.w.write(tmp)
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+
+
+# ---- tokenizers -----------------------------------------------------------------------
+
+_BYTE_PIECE = re.compile(rb"^<0x[0-9A-Fa-f]{2}>$")
+
+
+def read_llama2c_tokenizer(path, vocab_size):
+    """llama2.c tokenizer.bin: int32 max_token_length, then per token
+    f32 score, int32 length, bytes.  llama2.c's exporter replaced
+    SentencePiece's '\u2581' by ' ' and wrote BOS/EOS as '\\n<s>\\n' and
+    '\\n</s>\\n'; undo both so the vocabulary is SentencePiece's again, as
+    llama.cpp stores it."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if len(data) < 4:
+        fail("%s: not a llama2.c tokenizer (too short)" % path)
+    pos = 4
+    tokens, scores, types = [], [], []
+    for i in range(vocab_size):
+        if pos + 8 > len(data):
+            fail("%s: has %d tokens, the model needs %d" % (path, i, vocab_size))
+        score, n = struct.unpack_from("<fi", data, pos)
+        pos += 8
+        if n < 0 or pos + n > len(data):
+            fail("%s: token %d has bad length %d" % (path, i, n))
+        piece = data[pos:pos + n]
+        pos += n
+        if piece == b"\n<s>\n":
+            piece = b"<s>"
+        elif piece == b"\n</s>\n":
+            piece = b"</s>"
+        piece = piece.replace(b" ", "\u2581".encode("utf-8"))
+        if piece in (b"<s>", b"</s>"):
+            ttype = gguf.TOKEN_CONTROL
+        elif piece == b"<unk>":
+            ttype = gguf.TOKEN_UNKNOWN
+        elif _BYTE_PIECE.match(piece):
+            ttype = gguf.TOKEN_BYTE
+        else:
+            ttype = gguf.TOKEN_NORMAL
+        tokens.append(piece)
+        scores.append(score)
+        types.append(ttype)
+    if pos != len(data):
+        fail("%s: has more than the model's %d tokens" % (path, vocab_size))
+    return tokens, scores, types
+
+
+def read_llama_tokenizer(path, vocab_size):
+    if path.endswith(".model"):
+        fail("%s: SentencePiece .model tokenizers are not supported yet; pass a llama2.c "
+             "tokenizer.bin with --tokenizer" % path)
+    return read_llama2c_tokenizer(path, vocab_size)
+
+
+def add_llama_tokenizer(out, path, vocab_size, bos, eos):
+    tokens, scores, types = read_llama_tokenizer(path, vocab_size)
+    w = out.w
+    w.add_string("tokenizer.ggml.model", "llama")
+    w.add_array("tokenizer.ggml.tokens", gguf.STRING, tokens)
+    w.add_array("tokenizer.ggml.scores", gguf.FLOAT32, scores)
+    w.add_array("tokenizer.ggml.token_type", gguf.INT32, types)
+    w.add_uint32("tokenizer.ggml.bos_token_id", bos)
+    w.add_uint32("tokenizer.ggml.eos_token_id", eos)
+    if tokens and tokens[0] == b"<unk>":
+        w.add_uint32("tokenizer.ggml.unknown_token_id", 0)
+    w.add_bool("tokenizer.ggml.add_bos_token", True)
+    w.add_bool("tokenizer.ggml.add_eos_token", False)
+
+
+def add_gpt2_tokenizer(out, model_dir, n_rows, config):
+    vocab_path = os.path.join(model_dir, "vocab.json")
+    merges_path = os.path.join(model_dir, "merges.txt")
+    for p in (vocab_path, merges_path):
+        if not os.path.isfile(p):
+            fail("%s: missing (a gpt2 model needs vocab.json and merges.txt)" % p)
+    vocab = load_json(vocab_path)
+    if not isinstance(vocab, dict):
+        fail("%s: expected a JSON object of token -> id" % vocab_path)
+    tokens = [None] * n_rows
+    for tok, i in vocab.items():
+        if not isinstance(i, int) or not 0 <= i < n_rows:
+            fail("%s: token %r has id %r outside the embedding's %d rows"
+                 % (vocab_path, tok, i, n_rows))
+        if tokens[i] is not None:
+            fail("%s: id %d is used twice" % (vocab_path, i))
+        tokens[i] = tok
+    types = [gguf.TOKEN_NORMAL] * n_rows
+    for i in range(n_rows):   # embedding rows without a token, as llama.cpp pads
+        if tokens[i] is None:
+            tokens[i] = "[PAD%d]" % i
+            types[i] = gguf.TOKEN_UNUSED
+    with open(merges_path, encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    if lines and lines[0].startswith("#version"):
+        lines = lines[1:]
+    merges = []
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        if len(line.split(" ")) != 2:
+            fail("%s: line %d is not a merge 'a b': %r" % (merges_path, n, line[:40]))
+        merges.append(line)
+    w = out.w
+    w.add_string("tokenizer.ggml.model", "gpt2")
+    w.add_string("tokenizer.ggml.pre", "gpt-2")
+    w.add_array("tokenizer.ggml.tokens", gguf.STRING, tokens)
+    w.add_array("tokenizer.ggml.token_type", gguf.INT32, types)
+    w.add_array("tokenizer.ggml.merges", gguf.STRING, merges)
+    for key in ("bos_token_id", "eos_token_id"):
+        v = config.get(key)
+        if v is not None:
+            if not isinstance(v, int) or not 0 <= v < n_rows:
+                fail("config.json: %s %r is not a token id" % (key, v))
+            w.add_uint32("tokenizer.ggml." + key, v)
+
+
+# ---- llama2.c legacy .bin -------------------------------------------------------------
+
+def convert_llama2c(path, out, tokenizer):
+    size = os.path.getsize(path)
+    with open(path, "rb") as f:
+        head = f.read(28)
+        if len(head) < 28:
+            fail("%s: too short for a llama2.c header" % path)
+        if head[:4] == b"ak42":
+            fail("%s: llama2.c version-1/2 export format is not supported; "
+                 "export with --version 0 (legacy)" % path)
+        dim, hidden, n_layers, n_heads, n_kv, vocab, seq_len = struct.unpack("<7i", head)
+    shared = vocab > 0
+    vocab = abs(vocab)
+    if min(dim, hidden, n_layers, n_heads, n_kv, vocab, seq_len) <= 0:
+        fail("%s: not a llama2.c checkpoint (header %r)" % (path, (dim, hidden, n_layers,
+                                                                   n_heads, n_kv, vocab, seq_len)))
+    if dim % n_heads or n_heads % n_kv or (dim // n_heads) % 2:
+        fail("%s: inconsistent header: dim %d, %d heads, %d kv heads" % (path, dim, n_heads, n_kv))
+    hd = dim // n_heads
+    kv_dim = n_kv * hd
+    L = n_layers
+    # (name, per-layer shape or None for a single tensor) in file order.
+    layout = [
+        ("token_embd", (vocab, dim), 1), ("attn_norm", (dim,), L), ("attn_q", (dim, dim), L),
+        ("attn_k", (kv_dim, dim), L), ("attn_v", (kv_dim, dim), L),
+        ("attn_output", (dim, dim), L), ("ffn_norm", (dim,), L),
+        ("ffn_gate", (hidden, dim), L), ("ffn_down", (dim, hidden), L),
+        ("ffn_up", (hidden, dim), L), ("output_norm", (dim,), 1),
+        ("freq_cis", (2, seq_len * hd // 2), 1),   # RoPE tables, recomputed by the engine
+    ]
+    if not shared:
+        layout.append(("output", (vocab, dim), 1))
+    offset = 28
+    where = {}
+    for name, shape, count in layout:
+        where[name] = (offset, shape)
+        offset += 4 * prod(shape) * count
+    if offset != size:
+        fail("%s: file has %d bytes, the header implies %d" % (path, size, offset))
+
+    def load(name, layer=0):
+        off, shape = where[name]
+
+        def read():
+            with open(path, "rb") as f:
+                f.seek(off + 4 * prod(shape) * layer)
+                return read_f32(f, prod(shape))
+        return read
+
+    if tokenizer is None:
+        guess = os.path.join(os.path.dirname(os.path.abspath(path)), "tokenizer.bin")
+        if not os.path.isfile(guess):
+            fail("no tokenizer: pass --tokenizer (a llama2.c tokenizer.bin)")
+        tokenizer = guess
+
+    out.general("llama", os.path.splitext(os.path.basename(path))[0])
+    write_llama_hparams(out, ctx=seq_len, dim=dim, hidden=hidden, n_layers=L, n_heads=n_heads,
+                        n_kv=n_kv, head_dim=hd, eps=1e-5, theta=10000.0)
+    add_llama_tokenizer(out, tokenizer, vocab, bos=1, eos=2)
+    out.tensor("token_embd.weight", (vocab, dim), load("token_embd"))
+    for l in range(L):
+        for name in ("attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm",
+                     "ffn_gate", "ffn_down", "ffn_up"):
+            out.tensor("blk.%d.%s.weight" % (l, name), where[name][1], load(name, l))
+    out.tensor("output_norm.weight", (dim,), load("output_norm"))
+    if not shared:
+        out.tensor("output.weight", (vocab, dim), load("output"))
+
+
+def write_llama_hparams(out, ctx, dim, hidden, n_layers, n_heads, n_kv, head_dim, eps, theta):
+    w = out.w
+    w.add_uint32("llama.context_length", ctx)
+    w.add_uint32("llama.embedding_length", dim)
+    w.add_uint32("llama.block_count", n_layers)
+    w.add_uint32("llama.feed_forward_length", hidden)
+    w.add_uint32("llama.attention.head_count", n_heads)
+    w.add_uint32("llama.attention.head_count_kv", n_kv)
+    w.add_float32("llama.attention.layer_norm_rms_epsilon", eps)
+    w.add_float32("llama.rope.freq_base", theta)
+    w.add_uint32("llama.rope.dimension_count", head_dim)
+    if head_dim * n_heads != dim:
+        w.add_uint32("llama.attention.key_length", head_dim)
+        w.add_uint32("llama.attention.value_length", head_dim)
+    w.add_string("posenc.positional", "rope")
+    w.add_string("posenc.rope.pairing", "interleaved")
+
+
+# ---- Hugging Face safetensors ---------------------------------------------------------------
+
+_ST_DTYPES = {"F32": 4, "F16": 2, "BF16": 2}
+
+
+def load_json(path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except ValueError as e:
+        fail("%s: invalid JSON: %s" % (path, e))
+
+
+class SafeTensors:
+    """Tensor directory over one or more .safetensors files: 8-byte LE header
+    length, a JSON header {name: {dtype, shape, data_offsets}}, then data."""
+
+    def __init__(self, model_dir):
+        self.entries = {}   # name -> (file, dtype, shape, start, end)
+        index = os.path.join(model_dir, "model.safetensors.index.json")
+        single = os.path.join(model_dir, "model.safetensors")
+        if os.path.isfile(single):
+            files = [single]
+        elif os.path.isfile(index):
+            wm = load_json(index).get("weight_map")
+            if not isinstance(wm, dict):
+                fail("%s: no weight_map" % index)
+            files = [os.path.join(model_dir, f) for f in sorted(set(wm.values()))]
+        else:
+            fail("%s: no model.safetensors or model.safetensors.index.json" % model_dir)
+        for path in files:
+            self._read_header(path)
+
+    def _read_header(self, path):
+        size = os.path.getsize(path)
+        with open(path, "rb") as f:
+            raw = f.read(8)
+            if len(raw) < 8:
+                fail("%s: too short for safetensors" % path)
+            n = struct.unpack("<Q", raw)[0]
+            if n > size - 8:
+                fail("%s: header length %d exceeds the file" % (path, n))
+            try:
+                header = json.loads(f.read(n).decode("utf-8"))
+            except ValueError as e:
+                fail("%s: bad safetensors header: %s" % (path, e))
+        if not isinstance(header, dict):
+            fail("%s: bad safetensors header" % path)
+        data_start, data_len = 8 + n, size - 8 - n
+        for name, e in header.items():
+            if name == "__metadata__":
+                continue
+            try:
+                dtype, shape, (b, end) = e["dtype"], [int(d) for d in e["shape"]], e["data_offsets"]
+            except (KeyError, TypeError, ValueError):
+                fail("%s: bad entry for tensor %r" % (path, name))
+            if not 0 <= b <= end <= data_len:
+                fail("%s: tensor %r data [%d, %d) is outside the file" % (path, name, b, end))
+            if name in self.entries:
+                fail("%s: tensor %r appears twice" % (path, name))
+            if dtype in _ST_DTYPES and end - b != prod(shape) * _ST_DTYPES[dtype]:
+                fail("%s: tensor %r: %d bytes for %s %r" % (path, name, end - b, dtype, shape))
+            self.entries[name] = (path, dtype, shape, data_start + b, data_start + end)
+
+    def __contains__(self, name):
+        return name in self.entries
+
+    def names(self):
+        return list(self.entries)
+
+    def shape(self, name):
+        return tuple(self.entries[name][2])
+
+    def read(self, name):
+        path, dtype, shape, start, end = self.entries[name]
+        if dtype not in _ST_DTYPES:
+            fail("%s: tensor %r has dtype %s (supported: F32, F16, BF16)" % (path, name, dtype))
+        with open(path, "rb") as f:
+            f.seek(start)
+            raw = f.read(end - start)
+        n = prod(shape)
+        if dtype == "F32":
+            a = array.array("f")
+            a.frombytes(raw)
+            if not _LITTLE:
+                a.byteswap()
+            return a
+        if dtype == "F16":
+            return array.array("f", struct.unpack("<%de" % n, raw))
+        halves = struct.unpack("<%dH" % n, raw)
+        return array.array("f", struct.pack("<%dI" % n, *(h << 16 for h in halves)))
+
+
+class TensorPlan:
+    """Checks that every source tensor is present with the expected shape
+    and used exactly once, before anything is written."""
+
+    def __init__(self, st, ignore=()):
+        self.st = st
+        self.used = set()
+        self.ignore = ignore
+
+    def take(self, name, shape):
+        if name not in self.st:
+            fail("missing tensor %s" % name)
+        if self.st.shape(name) != tuple(shape):
+            fail("tensor %s has shape %s, expected %s" % (name, list(self.st.shape(name)),
+                                                          list(shape)))
+        self.used.add(name)
+        return name
+
+    def finish(self):
+        extra = [n for n in self.st.names()
+                 if n not in self.used and not any(n.endswith(s) for s in self.ignore)]
+        if extra:
+            fail("unexpected tensor %s (%d not converted)" % (extra[0], len(extra)))
+
+
+def cfg_int(config, key, default=None):
+    v = config.get(key, default)
+    if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+        fail("config.json: %s must be a positive integer, got %r" % (key, v))
+    return v
+
+
+def cfg_float(config, key, default):
+    v = config.get(key, default)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        fail("config.json: %s must be a number, got %r" % (key, v))
+    return float(v)
+
+
+def convert_hf_llama(model_dir, config, out, tokenizer):
+    st = SafeTensors(model_dir)
+    dim = cfg_int(config, "hidden_size")
+    hidden = cfg_int(config, "intermediate_size")
+    L = cfg_int(config, "num_hidden_layers")
+    n_heads = cfg_int(config, "num_attention_heads")
+    n_kv = cfg_int(config, "num_key_value_heads", n_heads)
+    hd = cfg_int(config, "head_dim") if config.get("head_dim") else dim // n_heads
+    if n_heads % n_kv or (config.get("head_dim") is None and dim % n_heads) or hd % 2:
+        fail("config.json: inconsistent attention: hidden_size %d, %d heads, %d kv heads"
+             % (dim, n_heads, n_kv))
+    if config.get("hidden_act", "silu") != "silu":
+        fail("config.json: hidden_act %r is not supported (llama uses silu)" % config["hidden_act"])
+    if config.get("attention_bias") or config.get("mlp_bias"):
+        fail("config.json: attention/mlp biases are not supported for llama")
+    vocab = cfg_int(config, "vocab_size")
+    ctx = cfg_int(config, "max_position_embeddings")
+
+    plan = TensorPlan(st, ignore=("rotary_emb.inv_freq",))
+    P = "model.layers.%d."
+    embd = plan.take("model.embed_tokens.weight", (vocab, dim))
+    tied = config.get("tie_word_embeddings", False)
+    head = None
+    if "lm_head.weight" in st and not tied:
+        head = plan.take("lm_head.weight", (vocab, dim))
+    elif "lm_head.weight" in st:
+        plan.used.add("lm_head.weight")   # tied: the copy is redundant
+    elif not tied:
+        fail("tie_word_embeddings is false but lm_head.weight is missing")
+
+    if tokenizer is None:
+        for cand in ("tokenizer.model", "tokenizer.bin"):
+            if os.path.isfile(os.path.join(model_dir, cand)):
+                tokenizer = os.path.join(model_dir, cand)
+                break
+        else:
+            fail("no tokenizer: pass --tokenizer (a llama2.c tokenizer.bin)")
+
+    out.general("llama", config.get("_name_or_path") or os.path.basename(os.path.normpath(model_dir)))
+    write_llama_hparams(out, ctx=ctx, dim=dim, hidden=hidden, n_layers=L, n_heads=n_heads,
+                        n_kv=n_kv, head_dim=hd, eps=cfg_float(config, "rms_norm_eps", 1e-5),
+                        theta=cfg_float(config, "rope_theta", 10000.0))
+    add_rope_scaling(out, config)
+    bos, eos = config.get("bos_token_id"), config.get("eos_token_id")
+    add_llama_tokenizer(out, tokenizer, vocab, bos=1 if bos is None else bos,
+                        eos=2 if eos is None else eos)
+
+    def plain(name):
+        return lambda: st.read(name)
+
+    def unpermuted(name, heads):
+        return lambda: unpermute_rotate_half(st.read(name), heads, hd, dim)
+
+    out.tensor("token_embd.weight", (vocab, dim), plain(embd))
+    for l in range(L):
+        p = P % l
+        b = "blk.%d." % l
+        out.tensor(b + "attn_norm.weight", (dim,),
+                   plain(plan.take(p + "input_layernorm.weight", (dim,))))
+        q = plan.take(p + "self_attn.q_proj.weight", (n_heads * hd, dim))
+        k = plan.take(p + "self_attn.k_proj.weight", (n_kv * hd, dim))
+        out.tensor(b + "attn_q.weight", (n_heads * hd, dim), unpermuted(q, n_heads))
+        out.tensor(b + "attn_k.weight", (n_kv * hd, dim), unpermuted(k, n_kv))
+        out.tensor(b + "attn_v.weight", (n_kv * hd, dim),
+                   plain(plan.take(p + "self_attn.v_proj.weight", (n_kv * hd, dim))))
+        out.tensor(b + "attn_output.weight", (dim, n_heads * hd),
+                   plain(plan.take(p + "self_attn.o_proj.weight", (dim, n_heads * hd))))
+        out.tensor(b + "ffn_norm.weight", (dim,),
+                   plain(plan.take(p + "post_attention_layernorm.weight", (dim,))))
+        out.tensor(b + "ffn_gate.weight", (hidden, dim),
+                   plain(plan.take(p + "mlp.gate_proj.weight", (hidden, dim))))
+        out.tensor(b + "ffn_down.weight", (dim, hidden),
+                   plain(plan.take(p + "mlp.down_proj.weight", (dim, hidden))))
+        out.tensor(b + "ffn_up.weight", (hidden, dim),
+                   plain(plan.take(p + "mlp.up_proj.weight", (hidden, dim))))
+    out.tensor("output_norm.weight", (dim,), plain(plan.take("model.norm.weight", (dim,))))
+    if head:
+        out.tensor("output.weight", (vocab, dim), plain(head))
+    plan.finish()
+
+
+def add_rope_scaling(out, config):
+    rs = config.get("rope_scaling")
+    if not rs:
+        return
+    if not isinstance(rs, dict):
+        fail("config.json: rope_scaling must be an object")
+    kind = rs.get("rope_type", rs.get("type"))
+    if kind == "default":
+        return
+    if kind not in ("linear", "yarn"):
+        fail("config.json: rope_scaling type %r is not supported (linear, yarn)" % kind)
+    w = out.w
+    w.add_string("llama.rope.scaling.type", kind)
+    w.add_float32("llama.rope.scaling.factor", cfg_float(rs, "factor", None))
+    if kind == "yarn" and "original_max_position_embeddings" in rs:
+        w.add_uint32("llama.rope.scaling.original_context_length",
+                     cfg_int(rs, "original_max_position_embeddings"))
+
+
+def alibi_slopes(n_heads, max_bias):
+    """The standard (BLOOM / llama.cpp) rule: m0 = 2^(-max_bias/n2) over the
+    largest power of two n2 <= n_heads; extra heads interleave m1's odd powers."""
+    n2 = 1 << (n_heads.bit_length() - 1)
+    m0 = 2.0 ** (-max_bias / n2)
+    m1 = 2.0 ** (-max_bias / 2.0 / n2)
+    return [m0 ** (h + 1) if h < n2 else m1 ** (2 * (h - n2) + 1) for h in range(n_heads)]
+
+
+def convert_hf_gpt2(model_dir, config, out):
+    st = SafeTensors(model_dir)
+    n_embd = cfg_int(config, "n_embd")
+    L = cfg_int(config, "n_layer")
+    n_head = cfg_int(config, "n_head")
+    n_ctx = cfg_int(config, "n_positions")
+    n_ff = config.get("n_inner") or 4 * n_embd
+    if n_embd % n_head:
+        fail("config.json: n_embd %d is not a multiple of n_head %d" % (n_embd, n_head))
+    hd = n_embd // n_head
+    act = config.get("activation_function", "gelu_new")
+    if act not in ("gelu_new", "gelu_pytorch_tanh", "gelu_fast", "gelu"):
+        fail("config.json: activation_function %r is not supported (tanh GELU)" % act)
+    if config.get("scale_attn_by_inverse_layer_idx") or config.get("add_cross_attention") \
+            or config.get("scale_attn_weights") is False:
+        fail("config.json: non-standard GPT-2 attention options are not supported")
+
+    pre = "transformer." if "transformer.wte.weight" in st else ""
+    plan = TensorPlan(st, ignore=(".attn.bias", ".attn.masked_bias"))
+    vocab = st.shape(pre + "wte.weight")[0] if pre + "wte.weight" in st else None
+    if vocab is None:
+        fail("missing tensor transformer.wte.weight")
+    if config.get("vocab_size") not in (None, vocab):
+        fail("config.json: vocab_size %r but wte has %d rows" % (config.get("vocab_size"), vocab))
+    wte = plan.take(pre + "wte.weight", (vocab, n_embd))
+
+    pe = config.get("position_embedding_type", "learned")
+    if pe == "absolute":   # BERT-style name for the same thing
+        pe = "learned"
+    if pe not in POSITIONAL:
+        fail("config.json: unknown position_embedding_type %r (expected one of %s)"
+             % (pe, ", ".join(POSITIONAL)))
+    has_wpe = pre + "wpe.weight" in st
+    if pe == "learned" and not has_wpe:
+        fail("position_embedding_type is learned but there is no %swpe.weight" % pre)
+    if pe != "learned" and has_wpe:
+        fail("position_embedding_type is %s but the model has a learned %swpe.weight" % (pe, pre))
+
+    tied = config.get("tie_word_embeddings", True)
+    head = None
+    if not tied:
+        if "lm_head.weight" not in st:
+            fail("tie_word_embeddings is false but lm_head.weight is missing")
+        head = plan.take("lm_head.weight", (vocab, n_embd))
+    elif "lm_head.weight" in st:
+        plan.used.add("lm_head.weight")
+
+    out.general("gpt2", config.get("_name_or_path") or os.path.basename(os.path.normpath(model_dir)))
+    w = out.w
+    w.add_uint32("gpt2.context_length", n_ctx)
+    w.add_uint32("gpt2.embedding_length", n_embd)
+    w.add_uint32("gpt2.block_count", L)
+    w.add_uint32("gpt2.feed_forward_length", n_ff)
+    w.add_uint32("gpt2.attention.head_count", n_head)
+    w.add_float32("gpt2.attention.layer_norm_epsilon",
+                  cfg_float(config, "layer_norm_epsilon", 1e-5))
+    w.add_string("posenc.positional", pe)
+    if pe == "rope":
+        style = config.get("rope_style", "neox")
+        pairing = {"neox": "neox", "rotate_half": "neox", "interleaved": "interleaved",
+                   "gptj": "interleaved", "meta": "interleaved"}.get(style)
+        if pairing is None:
+            fail("config.json: unknown rope_style %r (neox or interleaved)" % style)
+        rot = cfg_float(config, "rotary_pct", 1.0)
+        n_rot = int(round(rot * hd))
+        if not 0 < rot <= 1 or n_rot % 2 or n_rot == 0:
+            fail("config.json: rotary_pct %r gives %d rotated dims of %d (must be even, > 0)"
+                 % (rot, n_rot, hd))
+        w.add_float32("gpt2.rope.freq_base", cfg_float(config, "rope_theta", 10000.0))
+        w.add_uint32("gpt2.rope.dimension_count", n_rot)
+        w.add_string("posenc.rope.pairing", pairing)
+    if pe == "alibi":
+        max_bias = cfg_float(config, "alibi_max_bias", 8.0)
+        if max_bias <= 0:
+            fail("config.json: alibi_max_bias must be positive")
+        given = config.get("alibi_slopes")
+        if given is not None:
+            want = alibi_slopes(n_head, max_bias)
+            if not isinstance(given, list) or len(given) != n_head or any(
+                    not isinstance(g, (int, float)) or abs(g - m) > 1e-6 * m
+                    for g, m in zip(given, want)):
+                fail("config.json: alibi_slopes %r do not follow the standard rule for "
+                     "max_bias %g and %d heads (%s)" % (given, max_bias, n_head,
+                                                        ", ".join("%.6g" % m for m in want)))
+        w.add_float32("gpt2.attention.max_alibi_bias", max_bias)
+    if config.get("scale_embedding"):
+        w.add_float32("posenc.embedding_scale", math.sqrt(n_embd))
+    add_gpt2_tokenizer(out, model_dir, vocab, config)
+
+    def plain(name):
+        return lambda: st.read(name)
+
+    def conv1d(name, n_in, n_out):
+        """HF GPT-2 Conv1D weights are (in, out) for y = x W: store (out, in)."""
+        return lambda: transpose(st.read(name), n_in, n_out)
+
+    out.tensor("token_embd.weight", (vocab, n_embd), plain(wte))
+    if pe == "learned":
+        out.tensor("position_embd.weight", (n_ctx, n_embd),
+                   plain(plan.take(pre + "wpe.weight", (n_ctx, n_embd))))
+    for l in range(L):
+        p = pre + "h.%d." % l
+        b = "blk.%d." % l
+        for src, dst, n in (("ln_1", "attn_norm", n_embd), ("ln_2", "ffn_norm", n_embd)):
+            out.tensor(b + dst + ".weight", (n,), plain(plan.take(p + src + ".weight", (n,))))
+            out.tensor(b + dst + ".bias", (n,), plain(plan.take(p + src + ".bias", (n,))))
+        for src, dst, n_in, n_out in (("attn.c_attn", "attn_qkv", n_embd, 3 * n_embd),
+                                      ("attn.c_proj", "attn_output", n_embd, n_embd),
+                                      ("mlp.c_fc", "ffn_up", n_embd, n_ff),
+                                      ("mlp.c_proj", "ffn_down", n_ff, n_embd)):
+            wname = plan.take(p + src + ".weight", (n_in, n_out))
+            out.tensor(b + dst + ".weight", (n_out, n_in), conv1d(wname, n_in, n_out))
+            out.tensor(b + dst + ".bias", (n_out,),
+                       plain(plan.take(p + src + ".bias", (n_out,))))
+    out.tensor("output_norm.weight", (n_embd,), plain(plan.take(pre + "ln_f.weight", (n_embd,))))
+    out.tensor("output_norm.bias", (n_embd,), plain(plan.take(pre + "ln_f.bias", (n_embd,))))
+    if head:
+        out.tensor("output.weight", (vocab, n_embd), plain(head))
+    plan.finish()
+
+
+def convert_hf(model_dir, out, tokenizer):
+    cfg_path = os.path.join(model_dir, "config.json")
+    if not os.path.isfile(cfg_path):
+        fail("%s: not a Hugging Face model directory (no config.json)" % model_dir)
+    config = load_json(cfg_path)
+    if not isinstance(config, dict):
+        fail("%s: expected a JSON object" % cfg_path)
+    mt = config.get("model_type")
+    if mt == "llama":
+        convert_hf_llama(model_dir, config, out, tokenizer)
+    elif mt == "gpt2":
+        if tokenizer is not None:
+            fail("--tokenizer is not used for gpt2 models (vocab.json + merges.txt are read "
+                 "from the model directory)")
+        convert_hf_gpt2(model_dir, config, out)
+    else:
+        fail("%s: unsupported model_type %r (supported: llama, gpt2)" % (cfg_path, mt))
+
+
+# ---- main ---------------------------------------------------------------------------------
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        sys.stderr.write("convert.py: error: %s\n" % message)
+        sys.exit(2)
+
+
+def main(argv):
+    ap = _Parser(prog="convert.py", description=__doc__.split("\n\n")[0])
+    ap.add_argument("input", help="llama2.c .bin, or a Hugging Face model directory")
+    ap.add_argument("output", help="GGUF file to write")
+    ap.add_argument("--tokenizer", help="llama2.c tokenizer.bin (llama models)")
+    ap.add_argument("--dtype", choices=sorted(DTYPES), default="f32",
+                    help="type of 2-D weight matrices (default f32)")
+    args = ap.parse_args(argv)
+    if args.tokenizer is not None and not os.path.isfile(args.tokenizer):
+        fail("%s: tokenizer not found" % args.tokenizer)
+    out = Output(args.dtype)
+    if os.path.isdir(args.input):
+        convert_hf(args.input, out, args.tokenizer)
+    elif os.path.isfile(args.input):
+        convert_llama2c(args.input, out, args.tokenizer)
+    else:
+        fail("%s: no such file or directory" % args.input)
+    out.write(args.output)
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except (ConvertError, gguf.GGUFError) as e:
+        msg = str(e)
+    except OSError as e:
+        msg = "%s: %s" % (e.filename, e.strerror) if e.filename else str(e)
+    except Exception as e:   # never a traceback: one line, exit 2
+        msg = "internal error: %s: %s" % (type(e).__name__, e)
+    sys.stderr.write("convert.py: error: %s\n" % msg.replace("\n", " "))
+    sys.exit(2)
