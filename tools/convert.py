@@ -456,6 +456,10 @@ class TensorPlan:
             fail("unexpected tensor %s (%d not converted)" % (extra[0], len(extra)))
 
 
+def model_name(config, model_dir):
+    return config.get("_name_or_path") or os.path.basename(os.path.normpath(model_dir))
+
+
 def cfg_int(config, key, default=None):
     v = config.get(key, default)
     if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
@@ -508,7 +512,7 @@ def convert_hf_llama(model_dir, config, out, tokenizer):
         else:
             fail("no tokenizer: pass --tokenizer (a llama2.c tokenizer.bin)")
 
-    out.general("llama", config.get("_name_or_path") or os.path.basename(os.path.normpath(model_dir)))
+    out.general("llama", model_name(config, model_dir))
     write_llama_hparams(out, ctx=ctx, dim=dim, hidden=hidden, n_layers=L, n_heads=n_heads,
                         n_kv=n_kv, head_dim=hd, eps=cfg_float(config, "rms_norm_eps", 1e-5),
                         theta=cfg_float(config, "rope_theta", 10000.0))
@@ -626,7 +630,7 @@ def convert_hf_gpt2(model_dir, config, out):
     elif "lm_head.weight" in st:
         plan.used.add("lm_head.weight")
 
-    out.general("gpt2", config.get("_name_or_path") or os.path.basename(os.path.normpath(model_dir)))
+    out.general("gpt2", model_name(config, model_dir))
     w = out.w
     w.add_uint32("gpt2.context_length", n_ctx)
     w.add_uint32("gpt2.embedding_length", n_embd)

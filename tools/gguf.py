@@ -51,7 +51,8 @@ _BLOCK = {GGML_F32: (1, 4), GGML_F16: (1, 2), GGML_BF16: (1, 2), GGML_Q8_0: (QK8
 FILE_TYPE = {GGML_F32: 0, GGML_F16: 1, GGML_Q8_0: 7, GGML_BF16: 32}
 
 # Token types (tokenizer.ggml.token_type), as llama.cpp numbers them.
-TOKEN_NORMAL, TOKEN_UNKNOWN, TOKEN_CONTROL, TOKEN_USER_DEFINED, TOKEN_UNUSED, TOKEN_BYTE = range(1, 7)
+(TOKEN_NORMAL, TOKEN_UNKNOWN, TOKEN_CONTROL, TOKEN_USER_DEFINED, TOKEN_UNUSED,
+ TOKEN_BYTE) = range(1, 7)
 
 _LITTLE = sys.byteorder == "little"
 
@@ -71,7 +72,9 @@ def _le(a):
 
 
 def _as_f32_array(values):
-    return values if isinstance(values, array.array) and values.typecode == "f" else array.array("f", values)
+    if isinstance(values, array.array) and values.typecode == "f":
+        return values
+    return array.array("f", values)
 
 
 def encode_f32(values):
@@ -338,7 +341,8 @@ class Reader:
             if elem == STRING:
                 return (elem, [self._str() for _ in range(n)])
             fmt = _SCALAR_FMT[elem]
-            return (elem, list(struct.unpack("<%d%s" % (n, fmt), self._take(n * struct.calcsize(fmt)))))
+            raw = self._take(n * struct.calcsize(fmt))
+            return (elem, list(struct.unpack("<%d%s" % (n, fmt), raw)))
         return self._unpack("<" + _SCALAR_FMT[vtype])
 
     def floats(self, name):
@@ -351,7 +355,8 @@ class Reader:
             return list(struct.unpack("<%de" % (len(raw) // 2), raw))
         if t["type"] == GGML_BF16:
             hs = struct.unpack("<%dH" % (len(raw) // 2), raw)
-            return list(struct.unpack("<%df" % len(hs), struct.pack("<%dI" % len(hs), *(h << 16 for h in hs))))
+            bits = struct.pack("<%dI" % len(hs), *(h << 16 for h in hs))
+            return list(struct.unpack("<%df" % len(hs), bits))
         out = []
         for b in range(0, len(raw), 2 + QK8_0):
             d = struct.unpack_from("<e", raw, b)[0]
