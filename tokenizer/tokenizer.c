@@ -1,65 +1,234 @@
-#include "tokenizer/tokenizer.h"
+/* The format-independent part: building and validating a vocabulary from a
+ * TokenizerSpec, lookup, decoding, and the encode entry points. */
+#include "tokenizer/tokenizer_impl.h"
 
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
+#include <errno.h>
+#include <sys/stat.h>
 
-int tokenizer_load_llama2c(Tokenizer *t, const char *path, int expected_vocab, PosencError *err);
-
-int tokenizer_load(Tokenizer *t, const char *path, int expected_vocab, PosencError *err) {
-    memset(t, 0, sizeof *t);
-    return tokenizer_load_llama2c(t, path, expected_vocab, err);
-}
-
-void tokenizer_free(Tokenizer *t) {
-    if (t->pieces)
-        for (int i = 0; i < t->vocab_size; i++) free(t->pieces[i]);
-    free(t->pieces);
-    free(t->scores);
-    free(t->sorted);
-    memset(t, 0, sizeof *t);
-}
-
-static const Tokenizer *sort_ctx; /* qsort has no context argument */
-
-static int cmp_piece_ids(const void *a, const void *b) {
-    return strcmp(sort_ctx->pieces[*(const int *)a], sort_ctx->pieces[*(const int *)b]);
-}
-
-/* Builds the lookup index and byte table once the pieces are in. */
-void tokenizer_finish(Tokenizer *t) {
-    t->sorted = mallocCheck((size_t)t->vocab_size * sizeof(int));
-    for (int i = 0; i < t->vocab_size; i++) t->sorted[i] = i;
-    sort_ctx = t;
-    qsort(t->sorted, (size_t)t->vocab_size, sizeof(int), cmp_piece_ids);
-    sort_ctx = NULL;
-    for (int b = 0; b < 256; b++) {
-        t->byte_pieces[b][0] = (char)b;
-        t->byte_pieces[b][1] = '\0';
-    }
+static uint32_t hash_bytes(const char *s, size_t n) {
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 16777619u;
+    return h;
 }
 
 int tokenizer_lookup(const Tokenizer *t, const char *piece, size_t len) {
-    if (memchr(piece, '\0', len)) return -1; /* pieces are C strings */
-    int lo = 0, hi = t->vocab_size - 1;
-    while (lo <= hi) {
-        int mid = (lo + hi) / 2;
-        const char *p = t->pieces[t->sorted[mid]];
-        int c = strncmp(p, piece, len);
-        if (c == 0 && p[len] != '\0') c = 1; /* p is longer: it sorts after */
-        if (c == 0) return t->sorted[mid];
-        if (c < 0) lo = mid + 1;
-        else hi = mid - 1;
+    if (!t->hash) return -1;
+    for (uint32_t i = hash_bytes(piece, len) & t->hash_mask;; i = (i + 1) & t->hash_mask) {
+        int id = t->hash[i];
+        if (id < 0) return -1;
+        const char *p = t->pieces[id];
+        if (memcmp(p, piece, len) == 0 && p[len] == '\0') return id;
     }
-    return -1;
 }
 
-/* "<0xAB>" -> 0xAB, or -1 when the piece is not a byte piece. */
-static int byte_piece_value(const char *p) {
-    unsigned v;
-    char tail;
-    if (strlen(p) == 6 && sscanf(p, "<0x%2X%c", &v, &tail) == 2 && tail == '>') return (int)v;
-    return -1;
+/* Indexes the pieces; a repeated piece is an error except in llama2.c
+ * files, where the first one wins as it did with llama2.c's sorted search. */
+static int build_hash(Tokenizer *t, PosencError *err) {
+    uint32_t slots = 16;
+    while (slots < 2u * (uint32_t)t->vocab_size) slots *= 2;
+    t->hash_mask = slots - 1;
+    t->hash = mallocCheck(slots * sizeof(int));
+    memset(t->hash, -1, slots * sizeof(int));
+    for (int id = 0; id < t->vocab_size; id++) {
+        const char *p = t->pieces[id];
+        size_t n = strlen(p);
+        uint32_t i = hash_bytes(p, n) & t->hash_mask;
+        for (; t->hash[i] >= 0; i = (i + 1) & t->hash_mask) {
+            if (strcmp(t->pieces[t->hash[i]], p) != 0) continue;
+            if (t->kind == TOKENIZER_LLAMA2C) break;
+            return posenc_error(err, "piece %d '%s' repeats piece %d", id, p, t->hash[i]);
+        }
+        if (t->hash[i] < 0) t->hash[i] = id;
+    }
+    return 0;
+}
+
+int byte_piece_value(const char *p) {
+    static const char hex[] = "0123456789ABCDEF";
+    if (strlen(p) != 6 || memcmp(p, "<0x", 3) != 0 || p[5] != '>') return -1;
+    const char *hi = memchr(hex, p[3], 16), *lo = memchr(hex, p[4], 16);
+    if (!hi || !lo) return -1;
+    return (int)((hi - hex) * 16 + (lo - hex));
+}
+
+/* Appends the text token `id` stands for mid-sentence to `pool`. */
+static void append_surface(const Tokenizer *t, int id, const char *unk_surface, CharBuf *pool) {
+    const char *p = t->pieces[id];
+    int byte = byte_piece_value(p);
+    switch (t->kind) {
+    case TOKENIZER_LLAMA2C:
+        if (byte >= 0) {
+            char b = (char)byte;
+            charbuf_append(pool, &b, 1);
+        } else {
+            charbuf_append(pool, p, strlen(p));
+        }
+        break;
+    case TOKENIZER_SPM_BPE:
+    case TOKENIZER_SPM_UNIGRAM:
+        if (t->types[id] == TOKEN_CONTROL) break;
+        if (t->types[id] == TOKEN_UNKNOWN) {
+            charbuf_append(pool, unk_surface, strlen(unk_surface));
+        } else if (t->types[id] == TOKEN_BYTE) {
+            char b = (char)byte;
+            charbuf_append(pool, &b, 1);
+        } else {
+            for (; *p; p++) {
+                if (memcmp(p, "\xE2\x96\x81", 3) == 0) { /* ▁ */
+                    charbuf_append(pool, " ", 1);
+                    p += 2;
+                } else {
+                    charbuf_append(pool, p, 1);
+                }
+            }
+        }
+        break;
+    case TOKENIZER_GPT2:
+        for (size_t i = 0, n = strlen(p); i < n;) {
+            uint32_t cp;
+            int k = utf8_decode((const unsigned char *)p + i, n - i, &cp);
+            int b = k > 0 ? gpt2_char_byte(cp) : -1;
+            if (b >= 0) {
+                char c = (char)b;
+                charbuf_append(pool, &c, 1);
+            } else { /* not a byte-level character: kept as written */
+                charbuf_append(pool, p + i, k > 0 ? (size_t)k : 1);
+            }
+            i += k > 0 ? (size_t)k : 1;
+        }
+        break;
+    }
+    charbuf_append(pool, "", 1);
+}
+
+static void build_surfaces(Tokenizer *t, const char *unk_surface) {
+    CharBuf pool = {0};
+    t->surface_off = mallocCheck(((size_t)t->vocab_size + 1) * sizeof(size_t));
+    for (int id = 0; id < t->vocab_size; id++) {
+        t->surface_off[id] = pool.n;
+        append_surface(t, id, unk_surface, &pool);
+    }
+    t->surface_off[t->vocab_size] = pool.n;
+    t->surface_pool = pool.v;
+}
+
+/* Copies the pieces into one pool with NUL terminators. */
+static int copy_pieces(Tokenizer *t, const TokenizerSpec *spec, PosencError *err) {
+    size_t total = 0;
+    for (int i = 0; i < spec->n_pieces; i++) {
+        const char *p = spec->pieces[i] ? spec->pieces[i] : "";
+        size_t n = spec->piece_lens && spec->pieces[i] ? spec->piece_lens[i] : strlen(p);
+        if (n > TOKENIZER_MAX_PIECE_BYTES)
+            return posenc_error(err, "piece %d is %zu bytes long (limit %d)", i, n,
+                                TOKENIZER_MAX_PIECE_BYTES);
+        if (memchr(p, '\0', n)) return posenc_error(err, "piece %d contains a NUL byte", i);
+        total += n + 1;
+        if ((int)n > t->max_piece_len) t->max_piece_len = (int)n;
+    }
+    char *pool = mallocCheck(total ? total : 1);
+    t->pieces = mallocCheck((size_t)spec->n_pieces * sizeof(char *));
+    t->vocab_size = spec->n_pieces;
+    for (int i = 0; i < spec->n_pieces; i++) {
+        const char *p = spec->pieces[i] ? spec->pieces[i] : "";
+        size_t n = spec->piece_lens && spec->pieces[i] ? spec->piece_lens[i] : strlen(p);
+        memcpy(pool, p, n);
+        pool[n] = '\0';
+        t->pieces[i] = pool;
+        pool += n + 1;
+    }
+    return 0;
+}
+
+int tokenizer_build(Tokenizer *t, const TokenizerSpec *spec, PosencError *err) {
+    memset(t, 0, sizeof *t);
+    t->kind = spec->kind;
+    t->unk_id = -1;
+    if (spec->n_pieces <= 0) return posenc_error(err, "the vocabulary is empty");
+    if (spec->bos_id < -1 || spec->bos_id >= spec->n_pieces || spec->eos_id < -1 ||
+        spec->eos_id >= spec->n_pieces)
+        return posenc_error(err, "BOS/EOS id (%d/%d) outside the vocabulary of %d",
+                            spec->bos_id, spec->eos_id, spec->n_pieces);
+    int rc = copy_pieces(t, spec, err);
+    size_t n = (size_t)t->vocab_size;
+    if (rc == 0) {
+        t->scores = callocCheck(n, sizeof(float));
+        if (spec->scores) memcpy(t->scores, spec->scores, n * sizeof(float));
+        t->types = mallocCheck(n);
+        for (size_t i = 0; i < n && rc == 0; i++) {
+            t->types[i] = spec->types ? spec->types[i] : TOKEN_NORMAL;
+            if (t->types[i] < TOKEN_NORMAL || t->types[i] > TOKEN_BYTE)
+                rc = posenc_error(err, "piece %zu has unknown type %d", i, t->types[i]);
+        }
+    }
+    t->bos_id = spec->bos_id;
+    t->eos_id = spec->eos_id;
+    for (int b = 0; b < 256; b++) t->byte_ids[b] = -1;
+    if (rc == 0) rc = build_hash(t, err);
+    if (rc == 0 && (t->kind == TOKENIZER_SPM_BPE || t->kind == TOKENIZER_SPM_UNIGRAM))
+        rc = spm_init(t, spec, err);
+    if (rc == 0 && t->kind == TOKENIZER_GPT2) rc = gpt2_init(t, spec, err);
+    if (rc) {
+        tokenizer_free(t);
+        return -1;
+    }
+    build_surfaces(t, spec->unk_surface ? spec->unk_surface : " \xE2\x81\x87 ");
+    return 0;
+}
+
+void tokenizer_free(Tokenizer *t) {
+    if (t->pieces) free(t->pieces[0]);
+    free(t->pieces);
+    free(t->scores);
+    free(t->types);
+    free(t->hash);
+    free(t->surface_pool);
+    free(t->surface_off);
+    spm_free(t);
+    gpt2_free(t);
+    memset(t, 0, sizeof *t);
+}
+
+static int ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+/* By name first; otherwise a JSON object is a GPT-2 vocab, a protobuf
+ * starting with a piece (field 1) a SentencePiece model, else llama2.c. */
+static TokenizerKind guess_format(const char *path, PosencError *err, int *failed) {
+    struct stat st;
+    *failed = 0;
+    if (stat(path, &st) != 0) {
+        *failed = 1;
+        posenc_error(err, "%s: cannot open: %s", path, strerror(errno));
+        return TOKENIZER_LLAMA2C;
+    }
+    if (S_ISDIR(st.st_mode) || ends_with(path, ".json")) return TOKENIZER_GPT2;
+    if (ends_with(path, ".model")) return TOKENIZER_SPM_BPE;
+    if (ends_with(path, ".bin")) return TOKENIZER_LLAMA2C;
+    FILE *f = fopen(path, "rb");
+    int c = f ? fgetc(f) : EOF;
+    while (c == ' ' || c == '\n' || c == '\r' || c == '\t') c = fgetc(f);
+    if (f) fclose(f);
+    return c == '{' ? TOKENIZER_GPT2 : c == 0x0A ? TOKENIZER_SPM_BPE : TOKENIZER_LLAMA2C;
+}
+
+int tokenizer_load(Tokenizer *t, const char *path, int expected_vocab, PosencError *err) {
+    memset(t, 0, sizeof *t);
+    int failed;
+    TokenizerKind kind = guess_format(path, err, &failed);
+    if (failed) return -1;
+    int rc = kind == TOKENIZER_GPT2       ? gpt2_read(t, path, err)
+             : kind == TOKENIZER_LLAMA2C ? llama2c_read(t, path, err)
+                                         : spm_read(t, path, err);
+    if (rc) return -1;
+    if (expected_vocab > 0 && t->vocab_size != expected_vocab) {
+        posenc_error(err, "%s: tokenizer has %d pieces but the model's vocabulary is %d", path,
+                     t->vocab_size, expected_vocab);
+        tokenizer_free(t);
+        return -1;
+    }
+    return 0;
 }
 
 const char *tokenizer_decode(const Tokenizer *t, int prev, int token, size_t *len) {
@@ -67,21 +236,130 @@ const char *tokenizer_decode(const Tokenizer *t, int prev, int token, size_t *le
         *len = 0;
         return "";
     }
+    const char *s = t->surface_pool + t->surface_off[token];
+    size_t n = t->surface_off[token + 1] - t->surface_off[token] - 1;
     const char *p = t->pieces[token];
-    if (prev == t->bos_id && p[0] == ' ') p++;
-    int byte = byte_piece_value(p);
-    if (byte >= 0) {
-        *len = 1;
-        return t->byte_pieces[byte];
+    int drop = 0;
+    if (t->kind == TOKENIZER_LLAMA2C) {
+        drop = prev == t->bos_id && p[0] == ' ';
+    } else if (t->kind != TOKENIZER_GPT2) {
+        TokenType type = (TokenType)t->types[token];
+        drop = (prev < 0 || prev == t->bos_id) &&
+               (t->add_dummy_prefix || t->remove_extra_whitespaces) &&
+               memcmp(p, "\xE2\x96\x81", 3) == 0 && type != TOKEN_CONTROL &&
+               type != TOKEN_UNKNOWN && type != TOKEN_BYTE;
     }
-    *len = strlen(p);
-    return p;
+    *len = n - (size_t)drop;
+    return s + drop;
 }
 
-int tokenizer_encode_llama2c(const Tokenizer *t, const char *text, size_t len, int add_bos,
-                             int add_eos, int *ids, int *n_ids, PosencError *err);
+void scratch_free(TokScratch *s) {
+    free(s->norm.v);
+    free(s->syms);
+    free(s->heap.heap);
+    free(s->lattice);
+    free(s->spans.v);
+    free(s->rev.v);
+    memset(s, 0, sizeof *s);
+}
+
+BpeSymbol *scratch_symbols(TokScratch *s, size_t n) {
+    if (n > s->syms_cap) buf_reserve((void **)&s->syms, &s->syms_cap, 0, n, sizeof(BpeSymbol));
+    return s->syms;
+}
+
+static int encode_into(const Tokenizer *t, const char *text, size_t len, int add_bos,
+                       int add_eos, IntBuf *out, TokScratch *s, PosencError *err) {
+    out->n = 0;
+    if (add_bos && t->bos_id >= 0) intbuf_push(out, t->bos_id);
+    int rc = t->kind == TOKENIZER_LLAMA2C ? llama2c_encode(t, text, len, out, s, err)
+             : t->kind == TOKENIZER_GPT2  ? gpt2_encode(t, text, len, out, s, err)
+                                          : spm_encode(t, text, len, out, s, err);
+    if (rc) return -1;
+    if (add_eos && t->eos_id >= 0) intbuf_push(out, t->eos_id);
+    if (out->n > INT32_MAX) return posenc_error(err, "text encodes to too many tokens");
+    return 0;
+}
+
+int tokenizer_encode_alloc(const Tokenizer *t, const char *text, size_t len, int add_bos,
+                           int add_eos, int **ids, int *n_ids, PosencError *err) {
+    TokScratch s = {0};
+    IntBuf out = {0};
+    int rc = encode_into(t, text, len, add_bos, add_eos, &out, &s, err);
+    scratch_free(&s);
+    if (rc) {
+        free(out.v);
+        return -1;
+    }
+    *ids = out.v ? out.v : mallocCheck(sizeof(int));
+    *n_ids = (int)out.n;
+    return 0;
+}
 
 int tokenizer_encode(const Tokenizer *t, const char *text, size_t len, int add_bos, int add_eos,
                      int *ids, int *n_ids, PosencError *err) {
-    return tokenizer_encode_llama2c(t, text, len, add_bos, add_eos, ids, n_ids, err);
+    int *all, n;
+    if (tokenizer_encode_alloc(t, text, len, add_bos, add_eos, &all, &n, err)) return -1;
+    int rc = 0;
+    if ((size_t)n > len + 3)
+        rc = posenc_error(err, "%zu bytes of text normalize to %d tokens, more than the %zu "
+                               "a caller's buffer holds (use tokenizer_encode_alloc)",
+                          len, n, len + 3);
+    else
+        memcpy(ids, all, (size_t)n * sizeof(int));
+    *n_ids = rc ? 0 : n;
+    free(all);
+    return rc;
+}
+
+/* Encodes one line and prints it. */
+static int print_line(const Tokenizer *t, const char *line, size_t n, FILE *out, int pieces,
+                      IntBuf *ids, TokScratch *s, PosencError *err) {
+    if (encode_into(t, line, n, 0, 0, ids, s, err)) return -1;
+    for (size_t i = 0; i < ids->n; i++) {
+        if (i) fputc(' ', out);
+        if (pieces) fputs(t->pieces[ids->v[i]], out);
+        else fprintf(out, "%d", ids->v[i]);
+    }
+    fputc('\n', out);
+    return 0;
+}
+
+int tokenize_stream(const Tokenizer *t, FILE *in, FILE *out, int pieces, PosencError *err) {
+    TokScratch s = {0};
+    IntBuf ids = {0};
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    int rc = 0;
+    while (rc == 0 && (n = getline(&line, &cap, in)) >= 0) {
+        if (n > 0 && line[n - 1] == '\n') n--;
+        rc = print_line(t, line, (size_t)n, out, pieces, &ids, &s, err);
+    }
+    if (rc == 0 && ferror(in)) rc = posenc_error(err, "cannot read the input text");
+    if (rc == 0 && (fflush(out) != 0 || ferror(out)))
+        rc = posenc_error(err, "cannot write the output: %s", strerror(errno));
+    free(line);
+    free(ids.v);
+    scratch_free(&s);
+    return rc;
+}
+
+int tokenize_text(const Tokenizer *t, const char *text, size_t len, FILE *out, int pieces,
+                  PosencError *err) {
+    TokScratch s = {0};
+    IntBuf ids = {0};
+    int rc = 0;
+    size_t i = 0;
+    do {
+        const char *nl = memchr(text + i, '\n', len - i);
+        size_t end = nl ? (size_t)(nl - text) : len;
+        rc = print_line(t, text + i, end - i, out, pieces, &ids, &s, err);
+        i = end + 1;
+    } while (rc == 0 && i < len);
+    if (rc == 0 && (fflush(out) != 0 || ferror(out)))
+        rc = posenc_error(err, "cannot write the output: %s", strerror(errno));
+    free(ids.v);
+    scratch_free(&s);
+    return rc;
 }

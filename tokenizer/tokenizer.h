@@ -1,44 +1,148 @@
 /* Text <-> token ids.  One interface over the vocabularies posenc reads:
- * llama2.c tokenizer.bin (score-ordered BPE, as llama2.c encodes it), and —
- * from the tokenizer modules — SentencePiece models and GPT-2 byte-level BPE. */
+ *   llama2.c tokenizer.bin   score-ordered merges, as llama2.c encodes
+ *   SentencePiece .model     BPE and unigram with the library's normalizer
+ *                            (precompiled charsmap), byte fallback, user-defined
+ *                            pieces: the ids libsentencepiece 0.1.97 gives
+ *   GPT-2 vocab.json+merges  byte-level BPE with GPT-2's pre-tokenizer
+ * Every reader fills a TokenizerSpec (plain arrays) and calls tokenizer_build,
+ * so another container (GGUF's tokenizer.ggml.*) only has to fill the spec. */
 #ifndef POSENC_TOKENIZER_H
 #define POSENC_TOKENIZER_H
 #include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
 
 #include "model/util.h"
 
 typedef enum {
-    TOKENIZER_LLAMA2C,   /* llama2.c tokenizer.bin */
-    TOKENIZER_SPM_BPE,   /* SentencePiece BPE */
-    TOKENIZER_SPM_UNIGRAM,
-    TOKENIZER_GPT2,      /* byte-level BPE */
+    TOKENIZER_LLAMA2C,     /* llama2.c tokenizer.bin */
+    TOKENIZER_SPM_BPE,     /* SentencePiece BPE */
+    TOKENIZER_SPM_UNIGRAM, /* SentencePiece unigram (Viterbi) */
+    TOKENIZER_GPT2,        /* byte-level BPE */
 } TokenizerKind;
+
+/* Piece types, numbered as SentencePiece's ModelProto and GGUF number them. */
+typedef enum {
+    TOKEN_NORMAL = 1,
+    TOKEN_UNKNOWN = 2,
+    TOKEN_CONTROL = 3,      /* <s>, </s>: never produced from text */
+    TOKEN_USER_DEFINED = 4, /* matched in raw text before anything else */
+    TOKEN_UNUSED = 5,       /* a merge step only: re-split into its parts */
+    TOKEN_BYTE = 6,         /* <0xXX> byte fallback */
+} TokenType;
+
+/* Everything a tokenizer is made of.  Borrowed: tokenizer_build copies it. */
+typedef struct {
+    TokenizerKind kind;
+    int n_pieces;
+    const char *const *pieces;   /* (n_pieces) piece bytes */
+    const uint32_t *piece_lens;  /* (n_pieces) byte lengths, or NULL: NUL-terminated */
+    const float *scores;         /* (n_pieces) merge priority / log-prob, or NULL: 0 */
+    const uint8_t *types;        /* (n_pieces) TokenType, or NULL: all TOKEN_NORMAL */
+    int n_merges;
+    const char *const *merges;   /* (n_merges) "left right" in rank order (GPT-2) */
+    const uint8_t *charsmap;     /* SentencePiece precompiled_charsmap, or NULL */
+    size_t charsmap_size;
+    int bos_id, eos_id;          /* -1 when the vocabulary has none */
+    /* SentencePiece normalizer_spec / trainer_spec flags */
+    int add_dummy_prefix, remove_extra_whitespaces, escape_whitespaces;
+    int treat_whitespace_as_suffix, byte_fallback;
+    const char *unk_surface;     /* decoded text of <unk>; NULL: " \u2047 " */
+} TokenizerSpec;
+
+/* Byte-wise trie over a set of pieces (unigram lattice, user-defined
+ * symbols).  Children of a node form a sibling list; the root has a table. */
+typedef struct {
+    int first_child, next_sibling; /* -1 when none */
+    int value;                     /* piece id that ends here, or -1 */
+    unsigned char label;           /* byte on the edge into the node */
+} PieceTrieNode;
+
+typedef struct {
+    PieceTrieNode *nodes; /* (n_nodes) */
+    int n_nodes;
+    size_t cap;
+    int root[256];        /* child of the root per byte, or -1 */
+} PieceTrie;
 
 typedef struct {
     TokenizerKind kind;
     int vocab_size;
-    char **pieces;        /* (vocab_size) NUL-terminated piece text */
-    float *scores;        /* (vocab_size) merge priority / log-probability */
+    char **pieces;        /* (vocab_size) NUL-terminated piece text, as the vocabulary spells it */
+    float *scores;        /* (vocab_size) */
+    uint8_t *types;       /* (vocab_size) TokenType */
     int bos_id, eos_id;   /* -1 when the vocabulary has none */
-    int *sorted;          /* (vocab_size) ids ordered by piece, for lookup */
+    int unk_id;           /* -1 when none (llama2.c, GPT-2) */
     int max_piece_len;
-    char byte_pieces[256][2]; /* single bytes, for <0xXX> pieces */
+    int byte_ids[256];    /* token of each raw byte (<0xXX> or the GPT-2 byte symbol), -1 */
+
+    /* lookup: open addressing over piece ids, hash_mask + 1 slots */
+    int *hash;
+    uint32_t hash_mask;
+
+    /* decode: what each token contributes mid-text (byte pieces are the byte,
+     * ▁ is a space, control pieces are empty) */
+    char *surface_pool;
+    size_t *surface_off;  /* (vocab_size + 1) token i is pool[off[i], off[i+1]) */
+
+    /* SentencePiece */
+    int add_dummy_prefix, remove_extra_whitespaces, escape_whitespaces;
+    int treat_whitespace_as_suffix, byte_fallback;
+    uint32_t *charsmap_units;    /* (n_charsmap_units) Darts double-array of the normalizer */
+    size_t n_charsmap_units;
+    char *charsmap_text;         /* (charsmap_text_size) NUL-separated replacements */
+    size_t charsmap_text_size;
+    PieceTrie user_trie;         /* user-defined pieces (n_nodes 0 when none) */
+    PieceTrie unigram_trie;      /* normal + user-defined pieces (unigram) */
+    float min_score, max_score;  /* over normal pieces (unigram unknown penalty, bonus) */
+
+    /* GPT-2: merges as an open-addressing table keyed by the id pair */
+    uint64_t *merge_keys;        /* (merge_mask + 1) (left << 32 | right) + 1, 0 = empty */
+    int *merge_rank, *merge_result;
+    uint32_t merge_mask;
 } Tokenizer;
 
-/* Reads a tokenizer file.  expected_vocab > 0 must match its size. */
+/* Reads a tokenizer, choosing the format from the path and content:
+ * a directory holding vocab.json + merges.txt, a vocab.json (merges.txt
+ * beside it), a SentencePiece .model, or a llama2.c .bin.  expected_vocab > 0
+ * must match its size.  Errors are one line naming the file. */
 int tokenizer_load(Tokenizer *t, const char *path, int expected_vocab, PosencError *err);
+
+/* Builds a tokenizer from in-memory arrays (validating them). */
+int tokenizer_build(Tokenizer *t, const TokenizerSpec *spec, PosencError *err);
 void tokenizer_free(Tokenizer *t);
 
-/* Encodes len bytes of text.  ids must hold len + 3 entries (BOS, dummy
- * prefix, EOS); *n_ids receives the count.  Returns 0 or -1 + err. */
+/* Encodes len bytes of text (any bytes: invalid UTF-8 is handled as the
+ * reference library does, see README).  ids must hold len + 3 entries (BOS,
+ * dummy prefix, EOS).  Only a SentencePiece normalizer can produce more ids
+ * than that (NFKC expansions, U+FFFD for invalid bytes under byte fallback):
+ * such text returns an error instead; tokenizer_encode_alloc has no bound.
+ * *n_ids receives the count.  Returns 0 or -1 + err. */
 int tokenizer_encode(const Tokenizer *t, const char *text, size_t len, int add_bos, int add_eos,
                      int *ids, int *n_ids, PosencError *err);
 
+/* The same into a malloc'd array (*ids, caller frees). */
+int tokenizer_encode_alloc(const Tokenizer *t, const char *text, size_t len, int add_bos,
+                           int add_eos, int **ids, int *n_ids, PosencError *err);
+
 /* The bytes that `token` contributes to the text when it follows `prev`
- * (llama2.c's rule: the leading space of the first piece after BOS is
- * dropped; <0xXX> pieces are raw bytes).  NUL-terminated; *len excludes it. */
+ * (-1 at the start of text).  Byte pieces are raw bytes; control pieces are
+ * empty.  At the start of text (prev is -1 or BOS) the leading space of the
+ * piece is dropped: llama2.c's rule for .bin (after BOS only), the
+ * library's dummy-prefix rule for SentencePiece; GPT-2 keeps every byte.
+ * NUL-terminated; *len excludes it. */
 const char *tokenizer_decode(const Tokenizer *t, int prev, int token, size_t *len);
 
 /* Id of an exact piece, or -1. */
 int tokenizer_lookup(const Tokenizer *t, const char *piece, size_t len);
+
+/* `-m tokenize`: encodes each '\n'-terminated line of `in` (a final line
+ * without '\n' counts; '\r' and NUL bytes are text, as spm_encode reads
+ * lines) and writes one output line per input line: ids separated by
+ * spaces, or the pieces when `pieces` is set.  No BOS/EOS. */
+int tokenize_stream(const Tokenizer *t, FILE *in, FILE *out, int pieces, PosencError *err);
+
+/* The same over a string (`-i TEXT`); empty text is one empty line. */
+int tokenize_text(const Tokenizer *t, const char *text, size_t len, FILE *out, int pieces,
+                  PosencError *err);
 #endif

@@ -1,0 +1,105 @@
+/* SentencePiece: validating a vocabulary as the library does when it loads
+ * one, and the encode pipeline: normalize, segment (BPE or unigram), then
+ * unknown pieces become byte pieces (byte fallback) or one merged <unk>. */
+#include <float.h>
+
+#include "tokenizer/tokenizer_impl.h"
+
+/* The charsmap blob: uint32 trie size, the double array, then the
+ * NUL-separated replacement strings. */
+static int load_charsmap(Tokenizer *t, const uint8_t *blob, size_t size, PosencError *err) {
+    if (size == 0) return 0;
+    uint32_t trie_size = 0;
+    if (size > 4) trie_size = (uint32_t)blob[0] | (uint32_t)blob[1] << 8 |
+                              (uint32_t)blob[2] << 16 | (uint32_t)blob[3] << 24;
+    if (size <= 4 || trie_size >= size - 4)
+        return posenc_error(err, "normalization rules (precompiled_charsmap) are broken");
+    t->n_charsmap_units = trie_size / 4;
+    t->charsmap_units = mallocCheck((t->n_charsmap_units ? t->n_charsmap_units : 1) * 4);
+    for (size_t i = 0; i < t->n_charsmap_units; i++) {
+        const uint8_t *u = blob + 4 + 4 * i;
+        t->charsmap_units[i] = (uint32_t)u[0] | (uint32_t)u[1] << 8 | (uint32_t)u[2] << 16 |
+                               (uint32_t)u[3] << 24;
+    }
+    t->charsmap_text_size = size - 4 - trie_size;
+    t->charsmap_text = mallocCheck(t->charsmap_text_size);
+    memcpy(t->charsmap_text, blob + 4 + trie_size, t->charsmap_text_size);
+    return 0;
+}
+
+int spm_init(Tokenizer *t, const TokenizerSpec *spec, PosencError *err) {
+    t->add_dummy_prefix = spec->add_dummy_prefix;
+    t->remove_extra_whitespaces = spec->remove_extra_whitespaces;
+    t->escape_whitespaces = spec->escape_whitespaces;
+    t->treat_whitespace_as_suffix = spec->treat_whitespace_as_suffix;
+    t->byte_fallback = spec->byte_fallback;
+    t->min_score = FLT_MAX;
+    t->max_score = FLT_MIN; /* sic: the library's initial maximum */
+    for (int id = 0; id < t->vocab_size; id++) {
+        const char *p = t->pieces[id];
+        if (!*p) return posenc_error(err, "piece %d is empty", id);
+        switch (t->types[id]) {
+        case TOKEN_UNKNOWN:
+            if (t->unk_id >= 0)
+                return posenc_error(err, "two unknown pieces (%d and %d)", t->unk_id, id);
+            t->unk_id = id;
+            break;
+        case TOKEN_BYTE: {
+            int b = byte_piece_value(p);
+            if (!t->byte_fallback)
+                return posenc_error(err, "byte piece %s although byte_fallback is off", p);
+            if (b < 0) return posenc_error(err, "byte piece %d '%s' is not <0xXX>", id, p);
+            t->byte_ids[b] = id;
+            break;
+        }
+        case TOKEN_NORMAL:
+            if (t->scores[id] < t->min_score) t->min_score = t->scores[id];
+            if (t->scores[id] > t->max_score) t->max_score = t->scores[id];
+            break;
+        }
+    }
+    if (t->unk_id < 0) return posenc_error(err, "the vocabulary has no unknown piece");
+    for (int b = 0; b < 256 && t->byte_fallback; b++)
+        if (t->byte_ids[b] < 0)
+            return posenc_error(err, "byte_fallback is on but piece <0x%02X> is missing", b);
+    if (load_charsmap(t, spec->charsmap, spec->charsmap_size, err)) return -1;
+    static const int user_only[7] = {[TOKEN_USER_DEFINED] = 1};
+    static const int lattice[7] = {[TOKEN_NORMAL] = 1, [TOKEN_USER_DEFINED] = 1};
+    piece_trie_build(&t->user_trie, t, user_only);
+    if (t->kind == TOKENIZER_SPM_UNIGRAM) {
+        piece_trie_build(&t->unigram_trie, t, lattice);
+        if (t->unigram_trie.n_nodes == 0)
+            return posenc_error(err, "the unigram model has no normal pieces");
+    }
+    return 0;
+}
+
+void spm_free(Tokenizer *t) {
+    free(t->charsmap_units);
+    free(t->charsmap_text);
+    piece_trie_free(&t->user_trie);
+    piece_trie_free(&t->unigram_trie);
+}
+
+int spm_encode(const Tokenizer *t, const char *text, size_t len, IntBuf *out, TokScratch *s,
+               PosencError *err) {
+    spm_normalize(t, text, len, &s->norm);
+    if (s->norm.n >= INT32_MAX / 2) return posenc_error(err, "text too long to encode");
+    s->spans.n = 0;
+    if (s->norm.n == 0) return 0;
+    if (t->kind == TOKENIZER_SPM_BPE) spm_bpe_encode(t, s->norm.v, s->norm.n, s);
+    else spm_unigram_encode(t, s->norm.v, s->norm.n, s);
+    int prev_unk = 0;
+    for (size_t i = 0; i < s->spans.n; i += 3) {
+        int start = s->spans.v[i], n = s->spans.v[i + 1], id = s->spans.v[i + 2];
+        int unk = t->types[id] == TOKEN_UNKNOWN;
+        if (unk && t->byte_fallback) {
+            for (int k = 0; k < n; k++)
+                intbuf_push(out, t->byte_ids[(unsigned char)s->norm.v[start + k]]);
+        } else if (!(unk && prev_unk)) { /* a run of unknowns is one <unk> */
+            intbuf_push(out, id);
+        }
+        prev_unk = unk;
+    }
+    return 0;
+}

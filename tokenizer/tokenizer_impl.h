@@ -1,0 +1,143 @@
+/* Internals shared by the tokenizer/ files: growable buffers, the per-call
+ * scratch, the merge engine, the piece trie, UTF-8 and Unicode classes, and
+ * each format's reader and encoder. */
+#ifndef POSENC_TOKENIZER_IMPL_H
+#define POSENC_TOKENIZER_IMPL_H
+#include <stdlib.h>
+#include <string.h>
+
+#include "tokenizer/tokenizer.h"
+
+#define TOKENIZER_MAX_PIECE_BYTES 4096 /* longer pieces are refused at load */
+
+/* ---- growable buffers ---------------------------------------------------- */
+typedef struct {
+    int *v;
+    size_t n, cap;
+} IntBuf;
+
+typedef struct {
+    char *v;
+    size_t n, cap;
+} CharBuf;
+
+/* Makes room for `extra` more elements of `size` bytes in *v (capacity *cap). */
+void buf_reserve(void **v, size_t *cap, size_t n, size_t extra, size_t size);
+
+static inline void intbuf_push(IntBuf *b, int x) {
+    if (b->n == b->cap) buf_reserve((void **)&b->v, &b->cap, b->n, 1, sizeof(int));
+    b->v[b->n++] = x;
+}
+
+static inline void charbuf_append(CharBuf *b, const char *s, size_t n) {
+    if (b->cap - b->n < n) buf_reserve((void **)&b->v, &b->cap, b->n, n, 1);
+    memcpy(b->v + b->n, s, n);
+    b->n += n;
+}
+
+/* ---- merge engine (bpe.c) ------------------------------------------------- */
+/* A symbol of a word being merged: a span of `len` input units (bytes) linked
+ * to its live neighbours.  A merge keeps the left symbol and empties the
+ * right one, so a queued pair is stale exactly when its lengths changed. */
+typedef struct {
+    int prev, next;  /* -1 at the ends */
+    int id;          /* current token (or -1 while unknown) */
+    int start, len;  /* span in the word; len 0 once merged away */
+    int frozen;      /* never merges (SentencePiece user-defined symbol) */
+} BpeSymbol;
+
+typedef struct {
+    double priority; /* larger merges first */
+    int left, right; /* symbol indices */
+    int len;         /* left.len + right.len when queued */
+    int result;      /* merged token id */
+} BpePair;
+
+/* Looks up the merge of two adjacent symbols: returns 1 and fills
+ * *priority and *result when they merge. */
+typedef int (*BpePairFn)(const void *ctx, const BpeSymbol *a, const BpeSymbol *b,
+                         double *priority, int *result);
+
+typedef struct {
+    BpePair *heap;
+    size_t n, cap;
+} BpeHeap;
+
+/* Merges syms[0..n) in place: the highest-priority adjacent pair first, the
+ * leftmost among equals.  With rank_batches, pairs that a merge creates wait
+ * until every pair of the current priority is merged (GPT-2's encoder.py
+ * merges all occurrences of the best bigram per pass). */
+void bpe_merge(BpeSymbol *syms, int n, BpePairFn pair_fn, const void *ctx, int rank_batches,
+               BpeHeap *heap);
+
+/* ---- per-call scratch ---------------------------------------------------- */
+typedef struct {
+    CharBuf norm;     /* normalized text / mapped word */
+    BpeSymbol *syms;  /* BPE symbols */
+    size_t syms_cap;
+    BpeHeap heap;
+    void *lattice;    /* unigram best paths */
+    size_t lattice_cap;
+    IntBuf spans;     /* (start, len, id) triples from the model */
+    IntBuf rev;       /* (piece, left length) of unused merges seen (BPE) */
+} TokScratch;
+
+void scratch_free(TokScratch *s);
+BpeSymbol *scratch_symbols(TokScratch *s, size_t n);
+
+/* ---- piece trie (piece_trie.c) --------------------------------------------- */
+/* Builds a trie of the pieces whose type passes keep[type]. */
+void piece_trie_build(PieceTrie *pt, const Tokenizer *t, const int keep[7]);
+void piece_trie_free(PieceTrie *pt);
+/* Child of `node` (-1 = root) along byte c, or -1. */
+int piece_trie_step(const PieceTrie *pt, int node, unsigned char c);
+/* Length of the longest piece that prefixes s[0..n), or 0. */
+size_t piece_trie_longest(const PieceTrie *pt, const char *s, size_t n);
+
+/* ---- UTF-8 and Unicode classes (unicode.c, unicode_tables.c) ------------- */
+/* Decodes one strictly valid UTF-8 sequence (no overlongs, surrogates or
+ * values past U+10FFFF): returns its length and sets *cp, or returns 0 when
+ * the bytes at s are not one. */
+int utf8_decode(const unsigned char *s, size_t n, uint32_t *cp);
+
+typedef enum { UCLASS_OTHER = 0, UCLASS_LETTER, UCLASS_NUMBER, UCLASS_SPACE } UnicodeClass;
+typedef struct {
+    uint32_t first, last;
+    uint8_t cls;
+} UnicodeRange;
+extern const UnicodeRange unicode_ranges[];
+extern const int n_unicode_ranges;
+UnicodeClass unicode_class(uint32_t cp);
+
+/* ---- formats --------------------------------------------------------------- */
+int llama2c_read(Tokenizer *t, const char *path, PosencError *err);
+int llama2c_encode(const Tokenizer *t, const char *text, size_t len, IntBuf *out,
+                   TokScratch *s, PosencError *err);
+
+int spm_read(Tokenizer *t, const char *path, PosencError *err);
+int spm_init(Tokenizer *t, const TokenizerSpec *spec, PosencError *err);
+void spm_free(Tokenizer *t);
+int spm_encode(const Tokenizer *t, const char *text, size_t len, IntBuf *out, TokScratch *s,
+               PosencError *err);
+/* The normalizer: text -> s->norm. */
+void spm_normalize(const Tokenizer *t, const char *text, size_t len, CharBuf *out);
+/* The models: normalized text -> (start, len, id) triples in s->spans. */
+void spm_bpe_encode(const Tokenizer *t, const char *norm, size_t len, TokScratch *s);
+void spm_unigram_encode(const Tokenizer *t, const char *norm, size_t len, TokScratch *s);
+
+int gpt2_read(Tokenizer *t, const char *path, PosencError *err);
+int gpt2_init(Tokenizer *t, const TokenizerSpec *spec, PosencError *err);
+void gpt2_free(Tokenizer *t);
+int gpt2_encode(const Tokenizer *t, const char *text, size_t len, IntBuf *out, TokScratch *s,
+                PosencError *err);
+/* GPT-2's byte <-> printable-character map (bytes_to_unicode). */
+uint32_t gpt2_byte_char(unsigned char b);
+int gpt2_char_byte(uint32_t cp); /* -1 when cp is not in the map */
+
+/* "<0xAB>" (uppercase hex, as SentencePiece spells byte pieces) -> 0xAB, else -1. */
+int byte_piece_value(const char *piece);
+
+/* Byte length of the UTF-8 character led by c, as SentencePiece's OneCharLen
+ * reads it (lead byte only). */
+static inline int spm_char_len(unsigned char c) { return "\1\1\1\1\1\1\1\1\1\1\1\1\2\2\3\4"[c >> 4]; }
+#endif
