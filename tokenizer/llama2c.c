@@ -73,7 +73,7 @@ static int pair_piece(const void *ctx, const BpeSymbol *a, const BpeSymbol *b,
                       double *priority, int *result) {
     const PairCtx *c = ctx;
     const char *pa = c->t->pieces[a->id], *pb = c->t->pieces[b->id];
-    size_t la = strlen(pa), lb = strlen(pb);
+    size_t la = (size_t)c->t->piece_lens[a->id], lb = (size_t)c->t->piece_lens[b->id];
     memcpy(c->buf, pa, la);
     memcpy(c->buf + la, pb, lb);
     int id = tokenizer_lookup(c->t, c->buf, la + lb);

@@ -16,8 +16,7 @@ int tokenizer_lookup(const Tokenizer *t, const char *piece, size_t len) {
     for (uint32_t i = hash_bytes(piece, len) & t->hash_mask;; i = (i + 1) & t->hash_mask) {
         int id = t->hash[i];
         if (id < 0) return -1;
-        const char *p = t->pieces[id];
-        if (memcmp(p, piece, len) == 0 && p[len] == '\0') return id;
+        if ((size_t)t->piece_lens[id] == len && memcmp(t->pieces[id], piece, len) == 0) return id;
     }
 }
 
@@ -74,7 +73,7 @@ static void append_surface(const Tokenizer *t, int id, const char *unk_surface, 
             charbuf_append(pool, &b, 1);
         } else {
             for (; *p; p++) {
-                if (memcmp(p, "\xE2\x96\x81", 3) == 0) { /* ▁ */
+                if (strncmp(p, "\xE2\x96\x81", 3) == 0) { /* ▁ */
                     charbuf_append(pool, " ", 1);
                     p += 2;
                 } else {
@@ -127,6 +126,7 @@ static int copy_pieces(Tokenizer *t, const TokenizerSpec *spec, PosencError *err
     }
     char *pool = mallocCheck(total ? total : 1);
     t->pieces = mallocCheck((size_t)spec->n_pieces * sizeof(char *));
+    t->piece_lens = mallocCheck((size_t)spec->n_pieces * sizeof(int));
     t->vocab_size = spec->n_pieces;
     for (int i = 0; i < spec->n_pieces; i++) {
         const char *p = spec->pieces[i] ? spec->pieces[i] : "";
@@ -134,6 +134,7 @@ static int copy_pieces(Tokenizer *t, const TokenizerSpec *spec, PosencError *err
         memcpy(pool, p, n);
         pool[n] = '\0';
         t->pieces[i] = pool;
+        t->piece_lens[i] = (int)n;
         pool += n + 1;
     }
     return 0;
@@ -178,6 +179,7 @@ int tokenizer_build(Tokenizer *t, const TokenizerSpec *spec, PosencError *err) {
 void tokenizer_free(Tokenizer *t) {
     if (t->pieces) free(t->pieces[0]);
     free(t->pieces);
+    free(t->piece_lens);
     free(t->scores);
     free(t->types);
     free(t->hash);
@@ -246,7 +248,7 @@ const char *tokenizer_decode(const Tokenizer *t, int prev, int token, size_t *le
         TokenType type = (TokenType)t->types[token];
         drop = (prev < 0 || prev == t->bos_id) &&
                (t->add_dummy_prefix || t->remove_extra_whitespaces) &&
-               memcmp(p, "\xE2\x96\x81", 3) == 0 && type != TOKEN_CONTROL &&
+               strncmp(p, "\xE2\x96\x81", 3) == 0 && type != TOKEN_CONTROL &&
                type != TOKEN_UNKNOWN && type != TOKEN_BYTE;
     }
     *len = n - (size_t)drop;

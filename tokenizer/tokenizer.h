@@ -69,6 +69,7 @@ typedef struct {
     TokenizerKind kind;
     int vocab_size;
     char **pieces;        /* (vocab_size) NUL-terminated piece text, as the vocabulary spells it */
+    int *piece_lens;      /* (vocab_size) their byte lengths */
     float *scores;        /* (vocab_size) */
     uint8_t *types;       /* (vocab_size) TokenType */
     int bos_id, eos_id;   /* -1 when the vocabulary has none */
