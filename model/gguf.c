@@ -98,42 +98,6 @@ static int gguf_type_is_sint(GgufType t) {
            t == GGUF_TYPE_INT64;
 }
 
-/* ggml's ids, so that a refused file says which type it uses. */
-const char *ggml_type_name(uint32_t type) {
-    static const char *const names[] = {
-        [0] = "f32", [1] = "f16", [2] = "q4_0", [3] = "q4_1", [6] = "q5_0", [7] = "q5_1",
-        [8] = "q8_0", [9] = "q8_1", [10] = "q2_k", [11] = "q3_k", [12] = "q4_k",
-        [13] = "q5_k", [14] = "q6_k", [15] = "q8_k", [16] = "iq2_xxs", [17] = "iq2_xs",
-        [18] = "iq3_xxs", [19] = "iq1_s", [20] = "iq4_nl", [21] = "iq3_s", [22] = "iq2_s",
-        [23] = "iq4_xs", [24] = "i8", [25] = "i16", [26] = "i32", [27] = "i64",
-        [28] = "f64", [29] = "iq1_m", [30] = "bf16", [34] = "tq1_0", [35] = "tq2_0",
-    };
-    if (type < sizeof names / sizeof names[0] && names[type]) return names[type];
-    return "unknown";
-}
-
-int ggml_type_supported(uint32_t type) {
-    return type == GGML_TYPE_F32 || type == GGML_TYPE_F16 || type == GGML_TYPE_Q8_0 ||
-           type == GGML_TYPE_BF16;
-}
-
-size_t ggml_blck_size(GgmlType type) {
-    return type == GGML_TYPE_Q8_0 ? GGML_QK8_0 : 1;
-}
-
-size_t ggml_type_size(GgmlType type) {
-    switch (type) {
-    case GGML_TYPE_F32: return 4;
-    case GGML_TYPE_F16: case GGML_TYPE_BF16: return 2;
-    case GGML_TYPE_Q8_0: return 2 + GGML_QK8_0;
-    }
-    return 0;
-}
-
-size_t ggml_row_size(GgmlType type, size_t n) {
-    return n / ggml_blck_size(type) * ggml_type_size(type);
-}
-
 /* ---- parsing ----------------------------------------------------------------- */
 
 /* Keys and tensor names end up in error messages, which must stay one line,
@@ -317,17 +281,17 @@ static int read_tensor_info(Reader *r, size_t i, GgufTensor *t) {
 
     uint32_t type;
     if (rd_u32(r, &type)) return -1;
-    if (!ggml_type_supported(type))
+    if (!tensor_type_supported(type))
         return posenc_error(r->err, "%s: %s: unsupported tensor type %u (%s); supported: f32, "
-                            "f16, bf16, q8_0", r->path, r->ctx, type, ggml_type_name(type));
-    t->type = (GgmlType)type;
-    if ((size_t)t->ne[0] % ggml_blck_size(t->type) != 0)
+                            "f16, bf16, q8_0", r->path, r->ctx, type, tensor_type_name(type));
+    t->type = (TensorType)type;
+    if ((size_t)t->ne[0] % tensor_block_size(t->type) != 0)
         return posenc_error(r->err, "%s: %s: row length %lld is not a multiple of the %s block "
                             "size %zu", r->path, r->ctx, (long long)t->ne[0],
-                            ggml_type_name(type), ggml_blck_size(t->type));
+                            tensor_type_name(type), tensor_block_size(t->type));
     /* nelem fits size_t and the row splits into whole blocks, so
      * nelem/blck*size is the exact byte count; check its multiplication. */
-    if (!size_mul(&t->nbytes, nelem / ggml_blck_size(t->type), ggml_type_size(t->type)))
+    if (!size_mul(&t->nbytes, nelem / tensor_block_size(t->type), tensor_block_bytes(t->type)))
         return posenc_error(r->err, "%s: %s: byte size overflows", r->path, r->ctx);
     return rd_u64(r, &t->offset);
 }
@@ -390,7 +354,7 @@ static int check_tensor_data(GgufFile *g, PosencError *err) {
                                 g->data_offset, g->map.size);
         /* The engine reads F32/F16 in place, so a small general.alignment
          * must still leave each element naturally aligned. */
-        size_t elem_align = t->type == GGML_TYPE_F32 ? 4 : t->type == GGML_TYPE_Q8_0 ? 1 : 2;
+        size_t elem_align = t->type == TENSOR_F32 ? 4 : t->type == TENSOR_Q8_0 ? 1 : 2;
         if (start % elem_align != 0)
             return posenc_error(err, "%s: tensor '%s': data at file offset %zu is not %zu-byte "
                                 "aligned", g->path, t->name, start, elem_align);
@@ -705,39 +669,10 @@ const GgufTensor *gguf_get_tensor(const GgufFile *g, const char *name, int n_dim
     return t;
 }
 
-/* ---- dequantization ---------------------------------------------------------- */
-
-void ggml_dequantize_row(GgmlType type, const void *src, float *dst, size_t n) {
-    const uint8_t *p = src;
-    switch (type) {
-    case GGML_TYPE_F32:
-        memcpy(dst, p, n * sizeof(float));
-        break;
-    case GGML_TYPE_F16:
-    case GGML_TYPE_BF16:
-        for (size_t i = 0; i < n; i++) {
-            uint16_t h;
-            memcpy(&h, p + 2 * i, 2);
-            dst[i] = type == GGML_TYPE_F16 ? fp16_to_fp32(h) : bf16_to_fp32(h);
-        }
-        break;
-    case GGML_TYPE_Q8_0:
-        /* Blocks are 34 bytes, so the f16 scale is unaligned: memcpy it. */
-        for (size_t b = 0; b < n / GGML_QK8_0; b++, p += 2 + GGML_QK8_0) {
-            uint16_t h;
-            memcpy(&h, p, 2);
-            float d = fp16_to_fp32(h);
-            const int8_t *q = (const int8_t *)(p + 2);
-            for (int j = 0; j < GGML_QK8_0; j++) dst[b * GGML_QK8_0 + (size_t)j] = d * q[j];
-        }
-        break;
-    }
-}
-
 int gguf_tensor_row_f32(const GgufTensor *t, size_t row, float *out) {
     size_t n = (size_t)t->ne[0];
     if (row >= t->nelem / n) return -1;
-    size_t rs = ggml_row_size(t->type, n);
-    ggml_dequantize_row(t->type, (const uint8_t *)t->data + row * rs, out, n);
+    size_t rs = tensor_row_bytes(t->type, n);
+    tensor_dequantize(t->type, (const uint8_t *)t->data + row * rs, out, n);
     return 0;
 }

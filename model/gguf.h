@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "model/tensor.h"
 #include "model/util.h"
 
 #define GGUF_MAX_DIMS 4
@@ -43,17 +44,6 @@ typedef enum {
     GGUF_TYPE_FLOAT64 = 12,
     GGUF_TYPE_COUNT
 } GgufType;
-
-/* The ggml tensor types this engine reads (ggml's numbering).  Any other
- * type id is refused by gguf_open with the tensor's name. */
-typedef enum {
-    GGML_TYPE_F32 = 0,
-    GGML_TYPE_F16 = 1,
-    GGML_TYPE_Q8_0 = 8,   /* blocks of 32: f16 scale d, 32 x int8 q; x = d*q (34 bytes) */
-    GGML_TYPE_BF16 = 30,
-} GgmlType;
-
-#define GGML_QK8_0 32
 
 /* A byte string inside the mapping: not NUL-terminated. */
 typedef struct {
@@ -89,7 +79,7 @@ typedef struct {
     int64_t ne[GGUF_MAX_DIMS]; /* elements per dim, ggml order: ne[0] is the
                                   contiguous row length; dims >= n_dims are 1.
                                   A PyTorch (rows, cols) matrix is ne = {cols, rows}. */
-    GgmlType type;
+    TensorType type;         /* one of the supported types (tensor.h) */
     uint64_t offset;         /* from the start of the data blob */
     const void *data;        /* into the mapping; aligned to the file's alignment */
     size_t nelem;            /* ne[0]*ne[1]*ne[2]*ne[3] */
@@ -156,15 +146,6 @@ const GgufTensor *gguf_find_tensor(const GgufFile *g, const char *name);   /* NU
 const GgufTensor *gguf_get_tensor(const GgufFile *g, const char *name, int n_dims,
                                   const int64_t *ne, PosencError *err);
 
-const char *ggml_type_name(uint32_t type);   /* "f32", "q4_0", ..., or "unknown" */
-int ggml_type_supported(uint32_t type);      /* F32, F16, Q8_0, BF16 */
-size_t ggml_blck_size(GgmlType type);        /* elements per block: 1, or 32 for Q8_0 */
-size_t ggml_type_size(GgmlType type);        /* bytes per block */
-/* Bytes of a row of n elements; n must be a multiple of ggml_blck_size. */
-size_t ggml_row_size(GgmlType type, size_t n);
-
-/* Converts n elements (a multiple of the block size) of `type` at src to float. */
-void ggml_dequantize_row(GgmlType type, const void *src, float *dst, size_t n);
 /* Row `row` (ne[0] elements) of t as float, e.g. an embedding lookup.
  * -1 if row >= nelem / ne[0]. */
 int gguf_tensor_row_f32(const GgufTensor *t, size_t row, float *out);

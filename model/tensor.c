@@ -4,53 +4,77 @@
 
 #include "model/util.h"
 
-const char *tensor_type_name(TensorType t) {
+const char *tensor_type_name(uint32_t type) {
+    static const char *const names[] = {
+        [0] = "f32", [1] = "f16", [2] = "q4_0", [3] = "q4_1", [6] = "q5_0", [7] = "q5_1",
+        [8] = "q8_0", [9] = "q8_1", [10] = "q2_k", [11] = "q3_k", [12] = "q4_k",
+        [13] = "q5_k", [14] = "q6_k", [15] = "q8_k", [16] = "iq2_xxs", [17] = "iq2_xs",
+        [18] = "iq3_xxs", [19] = "iq1_s", [20] = "iq4_nl", [21] = "iq3_s", [22] = "iq2_s",
+        [23] = "iq4_xs", [24] = "i8", [25] = "i16", [26] = "i32", [27] = "i64",
+        [28] = "f64", [29] = "iq1_m", [30] = "bf16", [34] = "tq1_0", [35] = "tq2_0",
+    };
+    if (type < sizeof names / sizeof names[0] && names[type]) return names[type];
+    return "unknown";
+}
+
+int tensor_type_supported(uint32_t type) {
+    return type == TENSOR_F32 || type == TENSOR_F16 || type == TENSOR_Q8_0 ||
+           type == TENSOR_BF16;
+}
+
+size_t tensor_block_size(TensorType t) { return t == TENSOR_Q8_0 ? Q8_0_BLOCK : 1; }
+
+size_t tensor_block_bytes(TensorType t) {
     switch (t) {
-    case TENSOR_F32:  return "f32";
-    case TENSOR_F16:  return "f16";
-    case TENSOR_BF16: return "bf16";
-    case TENSOR_Q8_0: return "q8_0";
+    case TENSOR_F32:  return 4;
+    case TENSOR_F16:
+    case TENSOR_BF16: return 2;
+    case TENSOR_Q8_0: return 2 + Q8_0_BLOCK;
     }
-    return "?";
+    return 0;
 }
 
 size_t tensor_row_bytes(TensorType t, size_t cols) {
-    switch (t) {
-    case TENSOR_F32:  return cols * 4;
+    size_t bs = tensor_block_size(t);
+    return cols % bs ? 0 : cols / bs * tensor_block_bytes(t);
+}
+
+void tensor_dequantize(TensorType type, const void *src, float *dst, size_t n) {
+    const uint8_t *p = src;
+    switch (type) {
+    case TENSOR_F32:
+        memcpy(dst, p, n * sizeof(float));
+        return;
     case TENSOR_F16:
-    case TENSOR_BF16: return cols * 2;
-    case TENSOR_Q8_0: return cols % Q8_0_BLOCK ? 0 : cols / Q8_0_BLOCK * (2 + Q8_0_BLOCK);
+    case TENSOR_BF16:
+        for (size_t i = 0; i < n; i++) {
+            uint16_t h;
+            memcpy(&h, p + 2 * i, 2);
+            dst[i] = type == TENSOR_F16 ? fp16_to_fp32(h) : bf16_to_fp32(h);
+        }
+        return;
+    case TENSOR_Q8_0:
+        /* Blocks are 34 bytes, so the f16 scale is unaligned: memcpy it. */
+        for (size_t b = 0; b < n / Q8_0_BLOCK; b++, p += 2 + Q8_0_BLOCK) {
+            uint16_t h;
+            memcpy(&h, p, 2);
+            float d = fp16_to_fp32(h);
+            const int8_t *q = (const int8_t *)(p + 2);
+            for (int j = 0; j < Q8_0_BLOCK; j++) dst[b * Q8_0_BLOCK + (size_t)j] = d * q[j];
+        }
+        return;
     }
-    return 0;
 }
 
 const void *tensor_row(const Tensor *t, int row) {
     return (const uint8_t *)t->data + (size_t)row * tensor_row_bytes(t->type, (size_t)t->cols);
 }
 
+Tensor tensor_rows(const Tensor *t, int first, int n) {
+    Tensor r = {t->type, tensor_row(t, first), n, t->cols};
+    return r;
+}
+
 void tensor_row_to_f32(const Tensor *t, int row, float *out) {
-    const void *src = tensor_row(t, row);
-    int n = t->cols;
-    switch (t->type) {
-    case TENSOR_F32:
-        memcpy(out, src, (size_t)n * sizeof(float));
-        return;
-    case TENSOR_F16:
-        for (int i = 0; i < n; i++) out[i] = fp16_to_fp32(((const uint16_t *)src)[i]);
-        return;
-    case TENSOR_BF16:
-        for (int i = 0; i < n; i++) out[i] = bf16_to_fp32(((const uint16_t *)src)[i]);
-        return;
-    case TENSOR_Q8_0: {
-        const uint8_t *b = src;
-        for (int blk = 0; blk < n / Q8_0_BLOCK; blk++, b += 2 + Q8_0_BLOCK) {
-            uint16_t d16;
-            memcpy(&d16, b, 2);
-            float d = fp16_to_fp32(d16);
-            for (int i = 0; i < Q8_0_BLOCK; i++)
-                out[blk * Q8_0_BLOCK + i] = d * (float)(int8_t)b[2 + i];
-        }
-        return;
-    }
-    }
+    tensor_dequantize(t->type, tensor_row(t, row), out, (size_t)t->cols);
 }

@@ -1,6 +1,8 @@
-/* A 2-D weight matrix viewed in place (usually inside the mmap'd file).
- * Rows are output features, columns are input features, row-major; the type
- * values equal ggml's so GGUF tensor types map over unchanged. */
+/* Tensor types and 2-D weight matrices, shared by the engine and the GGUF
+ * reader.  The type values are ggml's, so GGUF tensor types map over
+ * unchanged; the four below are the ones this engine computes with.
+ * A Tensor is viewed in place (usually inside the mmap'd file): rows are
+ * output features, columns input features, row-major. */
 #ifndef POSENC_TENSOR_H
 #define POSENC_TENSOR_H
 #include <stddef.h>
@@ -9,7 +11,7 @@
 typedef enum {
     TENSOR_F32 = 0,
     TENSOR_F16 = 1,
-    TENSOR_Q8_0 = 8,
+    TENSOR_Q8_0 = 8,   /* blocks of 32: f16 scale d, 32 x int8 q; x = d*q (34 bytes) */
     TENSOR_BF16 = 30,
 } TensorType;
 
@@ -21,10 +23,22 @@ typedef struct {
     int rows, cols;
 } Tensor;
 
-const char *tensor_type_name(TensorType t);
+/* Any ggml type id: "f32", "q4_0", ..., or "unknown", so that a refused
+ * file can say which type it uses. */
+const char *tensor_type_name(uint32_t type);
+int tensor_type_supported(uint32_t type);   /* F32, F16, Q8_0, BF16 */
+size_t tensor_block_size(TensorType t);     /* elements per block: 1, or 32 for Q8_0 */
+size_t tensor_block_bytes(TensorType t);    /* bytes per block */
 /* Bytes of one row of `cols` elements; 0 when cols does not fit the type. */
 size_t tensor_row_bytes(TensorType t, size_t cols);
+
+/* Converts n elements (a multiple of the block size) of `type` at src, which
+ * may be unaligned, to f32. */
+void tensor_dequantize(TensorType type, const void *src, float *dst, size_t n);
+
 const void *tensor_row(const Tensor *t, int row);
+/* Rows [first, first + n) of t as a tensor of their own (fused qkv). */
+Tensor tensor_rows(const Tensor *t, int first, int n);
 /* Expands one row to f32 (embedding lookups, tables). */
 void tensor_row_to_f32(const Tensor *t, int row, float *out);
 #endif

@@ -160,8 +160,8 @@ static void build(Buf *b, const Spec *s, Layout *L) {
     /* Tensor infos; offsets laid out back to back, each aligned. */
     const int64_t ne[N_TENSORS][2] = {{3, 2}, {4, 1}, {2, 2}, {q8_row, 2}};
     const int n_dims[N_TENSORS] = {2, 1, 2, 2};
-    const GgmlType types[N_TENSORS] = {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16,
-                                       GGML_TYPE_Q8_0};
+    const TensorType types[N_TENSORS] = {TENSOR_F32, TENSOR_F16, TENSOR_BF16,
+                                       TENSOR_Q8_0};
     const size_t nbytes[N_TENSORS] = {24, 8, 8, (size_t)(q8_row / 32) * 34 * 2};
     uint64_t off = 0;
     for (int i = 0; i < N_TENSORS; i++) {
@@ -373,8 +373,8 @@ START_TEST(test_tensors_read_back) {
     ck_assert_uint_eq(g.n_tensors, N_TENSORS);
     ck_assert_uint_eq(g.data_offset, L.data_at);
     const size_t nbytes[N_TENSORS] = {24, 8, 8, 68};
-    const GgmlType types[N_TENSORS] = {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16,
-                                       GGML_TYPE_Q8_0};
+    const TensorType types[N_TENSORS] = {TENSOR_F32, TENSOR_F16, TENSOR_BF16,
+                                       TENSOR_Q8_0};
     for (int i = 0; i < N_TENSORS; i++) {
         const GgufTensor *t = gguf_find_tensor(&g, tensor_names[i]);
         ck_assert_ptr_nonnull(t);
@@ -406,7 +406,7 @@ START_TEST(test_tensors_read_back) {
 
     t = gguf_find_tensor(&g, "t.q8");
     ck_assert(t->ne[0] == 32 && t->ne[1] == 2);
-    ck_assert_uint_eq(ggml_row_size(t->type, 32), 34);
+    ck_assert_uint_eq(tensor_row_bytes(t->type, 32), 34);
     for (size_t r = 0; r < 2; r++) {
         ck_assert_int_eq(gguf_tensor_row_f32(t, r, row), 0);
         for (int j = 0; j < 32; j++)
@@ -666,7 +666,7 @@ START_TEST(test_bad_tensor_infos) {
     expect_fail(&b, "'t.f32': unsupported tensor type 2 (q4_0)");
     patch_u32(&b, L.type_at[0], 12345);
     expect_fail(&b, "unsupported tensor type 12345 (unknown)");
-    patch_u32(&b, L.type_at[0], GGML_TYPE_F32);
+    patch_u32(&b, L.type_at[0], TENSOR_F32);
 
     patch_u64(&b, L.offset_at[3], L.offset[3] + 4096);
     expect_fail(&b, "past the end");
@@ -853,12 +853,12 @@ static float get_f32(const GgufFile *g, const char *key) {
 }
 
 static const GgufTensor *expect_tensor(const GgufFile *g, const char *name, int n_dims,
-                                       int64_t ne0, int64_t ne1, GgmlType type) {
+                                       int64_t ne0, int64_t ne1, TensorType type) {
     PosencError err;
     const int64_t ne[2] = {ne0, ne1};
     const GgufTensor *t = gguf_get_tensor(g, name, n_dims, ne, &err);
     ck_assert_msg(t != NULL, "%s", err.msg);
-    ck_assert_msg(t->type == type, "%s has type %s", name, ggml_type_name(t->type));
+    ck_assert_msg(t->type == type, "%s has type %s", name, tensor_type_name(t->type));
     return t;
 }
 
@@ -892,12 +892,12 @@ START_TEST(test_convert_zoo_rope) {
     ck_assert_uint_eq(merges->n, 0);
     ck_assert_ptr_null(gguf_find_kv(&g, "tokenizer.ggml.bos_token_id"));
 
-    expect_tensor(&g, "token_embd.weight", 2, 128, 65, GGML_TYPE_F32);
-    expect_tensor(&g, "blk.0.attn_qkv.weight", 2, 128, 384, GGML_TYPE_F32);
-    expect_tensor(&g, "blk.3.attn_qkv.bias", 1, 384, 0, GGML_TYPE_F32);
-    expect_tensor(&g, "blk.3.ffn_up.weight", 2, 128, 512, GGML_TYPE_F32);
-    expect_tensor(&g, "blk.3.ffn_down.weight", 2, 512, 128, GGML_TYPE_F32);
-    expect_tensor(&g, "output_norm.bias", 1, 128, 0, GGML_TYPE_F32);
+    expect_tensor(&g, "token_embd.weight", 2, 128, 65, TENSOR_F32);
+    expect_tensor(&g, "blk.0.attn_qkv.weight", 2, 128, 384, TENSOR_F32);
+    expect_tensor(&g, "blk.3.attn_qkv.bias", 1, 384, 0, TENSOR_F32);
+    expect_tensor(&g, "blk.3.ffn_up.weight", 2, 128, 512, TENSOR_F32);
+    expect_tensor(&g, "blk.3.ffn_down.weight", 2, 512, 128, TENSOR_F32);
+    expect_tensor(&g, "output_norm.bias", 1, 128, 0, TENSOR_F32);
     ck_assert_ptr_null(gguf_find_tensor(&g, "position_embd.weight"));
     ck_assert_ptr_null(gguf_find_tensor(&g, "output.weight"));   /* tied */
     ck_assert_uint_eq(g.n_tensors, 3 + 4 * 12);
@@ -923,7 +923,7 @@ START_TEST(test_convert_zoo_schemes) {
 
     convert_and_open(&g, py, tests_model_path(models, "zoo/learned"), NULL, NULL, NULL, NULL);
     expect_str(&g, "posenc.positional", "learned");
-    expect_tensor(&g, "position_embd.weight", 2, 128, 128, GGML_TYPE_F32);
+    expect_tensor(&g, "position_embd.weight", 2, 128, 128, TENSOR_F32);
     gguf_close(&g);
 
     convert_and_open(&g, py, tests_model_path(models, "zoo/none"), NULL, NULL, NULL, NULL);
@@ -934,8 +934,8 @@ START_TEST(test_convert_zoo_schemes) {
     /* makemore: learned positions, untied head, BOS = EOS = '.' = 0 */
     convert_and_open(&g, py, tests_model_path(models, "makemore-names"), NULL, NULL, NULL, NULL);
     expect_str(&g, "posenc.positional", "learned");
-    expect_tensor(&g, "position_embd.weight", 2, 64, 16, GGML_TYPE_F32);
-    expect_tensor(&g, "output.weight", 2, 64, 27, GGML_TYPE_F32);
+    expect_tensor(&g, "position_embd.weight", 2, 64, 16, TENSOR_F32);
+    expect_tensor(&g, "output.weight", 2, 64, 27, TENSOR_F32);
     ck_assert_uint_eq(get_u32(&g, "tokenizer.ggml.bos_token_id"), 0);
     ck_assert_uint_eq(get_u32(&g, "tokenizer.ggml.eos_token_id"), 0);
     gguf_close(&g);
@@ -962,8 +962,8 @@ START_TEST(test_convert_llama_bin_equals_hf) {
     ck_assert_uint_eq(get_u32(&a, "llama.attention.head_count_kv"), 4);
     ck_assert_uint_eq(get_u32(&a, "llama.rope.dimension_count"), 8);
     ck_assert_uint_eq(get_u32(&a, "llama.context_length"), 512);
-    expect_tensor(&a, "blk.0.attn_k.weight", 2, 64, 32, GGML_TYPE_F32);
-    expect_tensor(&a, "blk.4.ffn_down.weight", 2, 172, 64, GGML_TYPE_F32);
+    expect_tensor(&a, "blk.0.attn_k.weight", 2, 64, 32, TENSOR_F32);
+    expect_tensor(&a, "blk.4.ffn_down.weight", 2, 172, 64, TENSOR_F32);
     ck_assert_ptr_null(gguf_find_tensor(&a, "output.weight"));
 
     ck_assert_uint_eq(a.n_tensors, b.n_tensors);
@@ -992,7 +992,7 @@ END_TEST
 
 /* --dtype: every 2-D weight dequantizes close to the f32 conversion; 1-D
  * tensors stay f32. */
-static void check_dtype(const char *py, const char *model, const char *dtype, GgmlType want,
+static void check_dtype(const char *py, const char *model, const char *dtype, TensorType want,
                         float rel_tol) {
     GgufFile ref, q;
     convert_and_open(&ref, py, model, NULL, NULL, NULL, NULL);
@@ -1002,7 +1002,7 @@ static void check_dtype(const char *py, const char *model, const char *dtype, Gg
     for (size_t i = 0; i < ref.n_tensors; i++) {
         const GgufTensor *tr = &ref.tensors[i], *tq = gguf_find_tensor(&q, tr->name);
         ck_assert_ptr_nonnull(tq);
-        ck_assert_int_eq(tq->type, tr->n_dims == 2 ? want : GGML_TYPE_F32);
+        ck_assert_int_eq(tq->type, tr->n_dims == 2 ? want : TENSOR_F32);
         size_t n = (size_t)tr->ne[0];
         ck_assert_uint_le(n, 4096);
         /* Check's asserts are slow in a loop: find the worst element first. */
@@ -1033,9 +1033,9 @@ START_TEST(test_convert_dtypes) {
     const char *models = tests_models_dir("convert.py --dtype");
     if (!py || !models) return;
     const char *zoo = tests_model_path(models, "zoo/alibi");
-    check_dtype(py, zoo, "f16", GGML_TYPE_F16, 1.0f / 1024);
-    check_dtype(py, zoo, "bf16", GGML_TYPE_BF16, 1.0f / 128);
-    check_dtype(py, zoo, "q8_0", GGML_TYPE_Q8_0, 0.6f);
+    check_dtype(py, zoo, "f16", TENSOR_F16, 1.0f / 1024);
+    check_dtype(py, zoo, "bf16", TENSOR_BF16, 1.0f / 128);
+    check_dtype(py, zoo, "q8_0", TENSOR_Q8_0, 0.6f);
     GgufFile g;
     convert_and_open(&g, py, zoo, "--dtype", "q8_0", NULL, NULL);
     ck_assert_uint_eq(get_u32(&g, "general.file_type"), 7);   /* MOSTLY_Q8_0 */
