@@ -122,6 +122,7 @@ const float *context_forward(Context *ctx, const int *tokens, int n, int pos0, i
     ForwardState *s = &ctx->state;
 
     embed_tokens(ctx, tokens, n, pos0);
+    memcpy(ctx->cache.token + ctx->cache.n_used, tokens, (size_t)n * sizeof(int));
     for (int l = 0; l < c->n_layers; l++) {
         attention_block(ctx, l, n, pos0);
         ffn_block(ctx, l, n);

@@ -18,18 +18,53 @@ static void emit(FILE *out, const Tokenizer *tok, int prev, int token) {
     fflush(out);
 }
 
+static void trace_step(const Context *ctx, int pos_q) {
+    char ranges[256];
+    kv_cache_format_positions(&ctx->cache, ranges, sizeof ranges);
+    fprintf(stderr, "[pos] q=%d cache=%s (%d/%d cells)\n", pos_q, ranges, ctx->cache.n_used,
+            ctx->cache.n_ctx);
+}
+
+/* Makes room for one more token, or tells the caller to stop (returns 1). */
+static int make_room(Context *ctx, const GenerateOptions *opt, PosencError *err) {
+    KVCache *kv = &ctx->cache;
+    if (kv->n_used < kv->n_ctx) return 0;
+    if (opt->shift == CONTEXT_SHIFT_OFF) return 1;
+    int discard = context_shift_discard(ctx, opt->keep);
+    int first_pos = kv->pos[opt->keep], last_pos = kv->pos[opt->keep + discard - 1];
+    if (context_shift(ctx, opt->keep, discard, opt->shift, err)) return -1;
+    if (opt->trace)
+        fprintf(stderr, "[shift] kept %d, discarded positions %d-%d, moved %d cells by -%d (%s)\n",
+                opt->keep, first_pos, last_pos, kv->n_used - opt->keep, discard,
+                opt->shift == CONTEXT_SHIFT_NO_REROTATE ? "keys NOT re-rotated"
+                : ctx->pe.params.kind == PE_ROPE ? "keys re-rotated"
+                : ctx->pe.params.kind == PE_SINUSOIDAL || ctx->pe.params.kind == PE_LEARNED
+                    ? "recomputed"
+                    : "positions updated");
+    return 0;
+}
+
 /* Decodes after the prefilled prompt until `steps` tokens or BOS. */
 static int decode_loop(Context *ctx, const Tokenizer *tok, Sampler *sampler, const float *logits,
-                       int token, int n_done, int steps, int pos0, FILE *out, int *n_decoded,
-                       PosencError *err) {
-    for (int pos = n_done;; pos++) {
+                       int token, int n_done, const GenerateOptions *opt, int steps, FILE *out,
+                       int *n_decoded, PosencError *err) {
+    for (int step = n_done;; step++) {
         int next = sampler_sample(sampler, logits);
         if (next == tok->bos_id) return 0;
         emit(out, tok, token, next);
         token = next;
-        if (pos >= steps) return 0;
-        if (context_check_chunk(ctx, &token, 1, pos0 + pos, err)) return -1;
-        logits = context_forward(ctx, &token, 1, pos0 + pos, 0);
+        if (step >= steps) return 0;
+        int room = make_room(ctx, opt, err);
+        if (room < 0) return -1;
+        if (room > 0) {
+            fprintf(stderr, "note: context full (%d tokens); stopping (--no-shift)\n",
+                    ctx->cache.n_ctx);
+            return 0;
+        }
+        int pos = ctx->cache.pos[ctx->cache.n_used - 1] + 1;
+        if (context_check_chunk(ctx, &token, 1, pos, err)) return -1;
+        if (opt->trace) trace_step(ctx, pos);
+        logits = context_forward(ctx, &token, 1, pos, 0);
         (*n_decoded)++;
     }
 }
@@ -51,7 +86,9 @@ int generate_text(Context *ctx, const Tokenizer *tok, Sampler *sampler,
         goto out;
     }
     if (context_check_chunk(ctx, ids, n_prompt, pos0, err)) goto out;
-    int steps = opt->steps <= 0 || opt->steps > n_ctx ? n_ctx : opt->steps;
+    /* Without shifting the context bounds the text, as in llama2.c. */
+    int steps = opt->steps;
+    if (steps <= 0 || (opt->shift == CONTEXT_SHIFT_OFF && steps > n_ctx)) steps = n_ctx;
 
     /* Echo the prompt (what llama2.c prints while it feeds it). */
     int echoed = n_prompt - 1 < steps ? n_prompt - 1 : steps;
@@ -59,9 +96,10 @@ int generate_text(Context *ctx, const Tokenizer *tok, Sampler *sampler,
     int n_decoded = 0;
     double t0 = time_now_s(), t1 = t0;
     if (n_prompt - 1 < steps) {
+        if (opt->trace) trace_step(ctx, pos0 + n_prompt - 1);
         const float *logits = context_forward(ctx, ids, n_prompt, pos0, 0);
         t1 = time_now_s();
-        if (decode_loop(ctx, tok, sampler, logits, ids[n_prompt - 1], n_prompt, steps, pos0, out,
+        if (decode_loop(ctx, tok, sampler, logits, ids[n_prompt - 1], n_prompt, opt, steps, out,
                         &n_decoded, err))
             goto out;
     }

@@ -1,18 +1,24 @@
 /* Text generation: the prompt is prefilled as one chunk, then tokens are
- * decoded one at a time.  Output follows llama2.c byte for byte: the prompt
- * is echoed, `steps` counts prompt tokens too, BOS ends the text. */
+ * decoded one at a time; when the cache is full a context shift makes room
+ * (or generation stops, with CONTEXT_SHIFT_OFF).  Output follows llama2.c
+ * byte for byte: the prompt is echoed, `steps` counts prompt tokens too,
+ * BOS ends the text. */
 #ifndef POSENC_GENERATE_H
 #define POSENC_GENERATE_H
 #include <stdio.h>
 
 #include "model/context.h"
 #include "model/sampler.h"
+#include "model/shift.h"
 #include "tokenizer/tokenizer.h"
 
 typedef struct {
     const char *prompt;
     int steps;          /* total tokens including the prompt; <= 0: the context size */
     int pos_offset;     /* position of the first token */
+    int keep;           /* cells a context shift never discards (attention sinks) */
+    ContextShiftMode shift;
+    int trace;          /* one stderr line per step: query position, cache positions, shifts */
     int verbose_stats;  /* print timing to stderr */
 } GenerateOptions;
 

@@ -13,7 +13,8 @@ int kv_cache_build(KVCache *kv, int n_layers, int kv_dim, int n_ctx, PosencError
     kv->key = malloc(n);
     kv->value = malloc(n);
     kv->pos = malloc((size_t)n_ctx * sizeof(int));
-    if (!kv->key || !kv->value || !kv->pos) {
+    kv->token = malloc((size_t)n_ctx * sizeof(int));
+    if (!kv->key || !kv->value || !kv->pos || !kv->token) {
         kv_cache_free(kv);
         return posenc_error(err, "KV cache: out of memory for %d cells (%zu bytes per tensor)",
                             n_ctx, n);
@@ -28,7 +29,34 @@ void kv_cache_free(KVCache *kv) {
     free(kv->key);
     free(kv->value);
     free(kv->pos);
+    free(kv->token);
     memset(kv, 0, sizeof *kv);
 }
 
 void kv_cache_clear(KVCache *kv) { kv->n_used = 0; }
+
+void kv_cache_remove(KVCache *kv, int first, int count) {
+    int tail = kv->n_used - first - count;
+    size_t row = (size_t)kv->kv_dim * sizeof(float);
+    for (int l = 0; l < kv->n_layers; l++) {
+        memmove(kv_cache_key(kv, l, first), kv_cache_key(kv, l, first + count), (size_t)tail * row);
+        memmove(kv_cache_value(kv, l, first), kv_cache_value(kv, l, first + count), (size_t)tail * row);
+    }
+    memmove(kv->token + first, kv->token + first + count, (size_t)tail * sizeof(int));
+    for (int i = 0; i < tail; i++) kv->pos[first + i] = kv->pos[first + count + i] - count;
+    kv->n_used -= count;
+}
+
+void kv_cache_format_positions(const KVCache *kv, char *buf, size_t n) {
+    size_t at = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < kv->n_used && at < n;) {
+        int j = i;
+        while (j + 1 < kv->n_used && kv->pos[j + 1] == kv->pos[j] + 1) j++;
+        int w = i == j ? snprintf(buf + at, n - at, "%s%d", at ? "," : "", kv->pos[i])
+                       : snprintf(buf + at, n - at, "%s%d-%d", at ? "," : "", kv->pos[i], kv->pos[j]);
+        at += (size_t)w;
+        i = j + 1;
+    }
+    if (kv->n_used == 0) snprintf(buf, n, "empty");
+}

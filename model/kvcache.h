@@ -14,11 +14,18 @@ typedef struct {
     float *key;    /* (layer, n_ctx, kv_dim) */
     float *value;  /* (layer, n_ctx, kv_dim) */
     int *pos;      /* (n_ctx) position of each occupied cell */
+    int *token;    /* (n_ctx) token of each occupied cell, for recomputation */
 } KVCache;
 
 int kv_cache_build(KVCache *kv, int n_layers, int kv_dim, int n_ctx, PosencError *err);
 void kv_cache_free(KVCache *kv);
 void kv_cache_clear(KVCache *kv);
+/* Removes cells [first, first+count) and moves the later cells down, their
+ * positions lowered by `count` so that positions stay contiguous.  Keys
+ * are moved as they are: re-rotating them is the caller's business. */
+void kv_cache_remove(KVCache *kv, int first, int count);
+/* Writes the occupied positions as ranges, e.g. "0-3,260-516". */
+void kv_cache_format_positions(const KVCache *kv, char *buf, size_t n);
 
 static inline float *kv_cache_key(const KVCache *kv, int layer, int cell) {
     return kv->key + ((size_t)layer * kv->n_ctx + cell) * kv->kv_dim;

@@ -104,7 +104,7 @@ START_TEST(greedy_text_matches_reference) {
     char *text = NULL;
     size_t len = 0;
     FILE *out = open_memstream(&text, &len);
-    GenerateOptions g = {ref->prompt, ref->steps, 0, 0};
+    GenerateOptions g = {.prompt = ref->prompt, .steps = ref->steps};
     ck_assert_msg(generate_text(&ctx, &tok, &sampler, &g, out, &err) == 0, "%s", err.msg);
     fclose(out);
     ck_assert_msg(strcmp(text, ref->text) == 0, "%s '%s': got\n%s\nwant\n%s", ref->pe, ref->prompt,

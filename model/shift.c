@@ -1,0 +1,52 @@
+#include "model/shift.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static void rerotate_keys(Context *ctx, int first, int count, int delta) {
+    KVCache *kv = &ctx->cache;
+    int n_kv_heads = ctx->model->config.n_kv_heads;
+    for (int l = 0; l < kv->n_layers; l++)
+        for (int c = first; c < first + count; c++)
+            pe_rope_rotate(&ctx->pe, kv_cache_key(kv, l, c), n_kv_heads, delta);
+}
+
+/* Drops cells [first, n_used) and runs their tokens again at their
+ * (already updated) positions, in chunks the state can hold. */
+static void recompute_cells(Context *ctx, int first) {
+    KVCache *kv = &ctx->cache;
+    int n = kv->n_used - first, pos = kv->pos[first];
+    int *tokens = mallocCheck((size_t)n * sizeof(int));
+    memcpy(tokens, kv->token + first, (size_t)n * sizeof(int));
+    kv->n_used = first;
+    for (int done = 0; done < n;) {
+        int chunk = n - done < ctx->state.max_tokens ? n - done : ctx->state.max_tokens;
+        context_forward(ctx, tokens + done, chunk, pos + done, 0);
+        done += chunk;
+    }
+    free(tokens);
+}
+
+int context_shift_discard(const Context *ctx, int keep) { return (ctx->cache.n_used - keep) / 2; }
+
+int context_shift(Context *ctx, int keep, int discard, ContextShiftMode mode, PosencError *err) {
+    KVCache *kv = &ctx->cache;
+    if (keep < 0 || discard <= 0 || keep + discard > kv->n_used)
+        return posenc_error(err, "context shift: cannot keep %d and discard %d of %d cells "
+                                 "(is --keep smaller than the context?)", keep, discard, kv->n_used);
+    kv_cache_remove(kv, keep, discard);
+    int moved = kv->n_used - keep;
+    if (moved == 0 || mode == CONTEXT_SHIFT_NO_REROTATE) return 0;
+    switch (ctx->pe.params.kind) {
+    case PE_ROPE:
+        rerotate_keys(ctx, keep, moved, -discard);
+        break;
+    case PE_SINUSOIDAL:
+    case PE_LEARNED:
+        recompute_cells(ctx, keep);
+        break;
+    default: /* alibi, none: the stored positions are all there is */
+        break;
+    }
+    return 0;
+}

@@ -1,0 +1,25 @@
+/* Context shift: when the cache is full, keep the first `keep` cells
+ * (attention sinks), discard the next `discard`, move the rest down, and
+ * make the moved cells agree with their new positions — which each scheme
+ * needs differently:
+ *   rope        keys were cached rotated: rotate them by -discard
+ *               (R(p - d) = R(-d) R(p), exact under every scaling mode);
+ *   alibi, none positions are all they use: updating them is enough;
+ *   sinusoidal, learned: the position is inside every layer's residual
+ *               stream, so the moved tokens are recomputed. */
+#ifndef POSENC_SHIFT_H
+#define POSENC_SHIFT_H
+#include "model/context.h"
+
+typedef enum {
+    CONTEXT_SHIFT_ON,          /* shift when full (default) */
+    CONTEXT_SHIFT_OFF,         /* stop at the end of the context */
+    CONTEXT_SHIFT_NO_REROTATE, /* the classic bug, for demonstration: positions move, keys don't */
+} ContextShiftMode;
+
+/* 0, or -1 + err when keep/discard do not fit the cache. */
+int context_shift(Context *ctx, int keep, int discard, ContextShiftMode mode, PosencError *err);
+
+/* How a shift at full cache splits it: half of what is not kept, as llama.cpp. */
+int context_shift_discard(const Context *ctx, int keep);
+#endif
