@@ -233,26 +233,82 @@ int tokenizer_load(Tokenizer *t, const char *path, int expected_vocab, PosencErr
     return 0;
 }
 
+/* SentencePiece drops the ▁ a piece starts with at the start of text when
+ * the normalizer adds a dummy prefix or strips leading spaces. */
+static int spm_drops_space(const Tokenizer *t, int token) {
+    TokenType type = (TokenType)t->types[token];
+    return (t->add_dummy_prefix || t->remove_extra_whitespaces) &&
+           strncmp(t->pieces[token], "\xE2\x96\x81", 3) == 0 && type != TOKEN_CONTROL &&
+           type != TOKEN_UNKNOWN && type != TOKEN_BYTE;
+}
+
+static const char *surface(const Tokenizer *t, int token, int drop_space, size_t *len) {
+    size_t off = t->surface_off[token];
+    *len = t->surface_off[token + 1] - off - 1 - (size_t)drop_space;
+    return t->surface_pool + off + drop_space;
+}
+
 const char *tokenizer_decode(const Tokenizer *t, int prev, int token, size_t *len) {
     if (token < 0 || token >= t->vocab_size) {
         *len = 0;
         return "";
     }
-    const char *s = t->surface_pool + t->surface_off[token];
-    size_t n = t->surface_off[token + 1] - t->surface_off[token] - 1;
-    const char *p = t->pieces[token];
     int drop = 0;
-    if (t->kind == TOKENIZER_LLAMA2C) {
-        drop = prev == t->bos_id && p[0] == ' ';
-    } else if (t->kind != TOKENIZER_GPT2) {
-        TokenType type = (TokenType)t->types[token];
-        drop = (prev < 0 || prev == t->bos_id) &&
-               (t->add_dummy_prefix || t->remove_extra_whitespaces) &&
-               strncmp(p, "\xE2\x96\x81", 3) == 0 && type != TOKEN_CONTROL &&
-               type != TOKEN_UNKNOWN && type != TOKEN_BYTE;
+    if (t->kind == TOKENIZER_LLAMA2C)
+        drop = prev == t->bos_id && t->pieces[token][0] == ' ';
+    else if (t->kind != TOKENIZER_GPT2)
+        drop = (prev < 0 || prev == t->bos_id) && spm_drops_space(t, token);
+    return surface(t, token, drop, len);
+}
+
+/* Bytes of a run of byte pieces; what is not UTF-8 becomes U+FFFD per byte. */
+static void append_byte_run(const Tokenizer *t, const int *ids, int n, CharBuf *out) {
+    unsigned char bytes[4];
+    int i = 0;
+    while (i < n) {
+        int k = 0;
+        while (k < 4 && i + k < n) bytes[k] = (unsigned char)t->surface_pool[t->surface_off[ids[i + k]]], k++;
+        uint32_t cp;
+        int len = utf8_decode(bytes, (size_t)k, &cp);
+        if (len == 0) charbuf_append(out, "\xEF\xBF\xBD", 3);
+        else charbuf_append(out, (const char *)bytes, (size_t)len);
+        i += len ? len : 1;
     }
-    *len = n - (size_t)drop;
-    return s + drop;
+}
+
+char *tokenizer_decode_text(const Tokenizer *t, const int *ids, int n, size_t *len) {
+    CharBuf out = {0};
+    int spm = t->kind == TOKENIZER_SPM_BPE || t->kind == TOKENIZER_SPM_UNIGRAM;
+    int at_start = 1, dropped = 0, prev = -1;
+    for (int i = 0; i < n; i++) {
+        int id = ids[i];
+        if (id < 0 || id >= t->vocab_size) continue;
+        size_t k;
+        const char *s;
+        if (!spm) {
+            s = tokenizer_decode(t, prev, id, &k);
+            charbuf_append(&out, s, k);
+            prev = id;
+            continue;
+        }
+        if (t->types[id] == TOKEN_BYTE) {
+            int j = i;
+            while (j < n && ids[j] >= 0 && ids[j] < t->vocab_size && t->types[ids[j]] == TOKEN_BYTE) j++;
+            append_byte_run(t, ids + i, j - i, &out);
+            i = j - 1;
+            continue;
+        }
+        /* the library keeps stripping while nothing has been written, unless
+         * the last piece already gave up its dummy-prefix ▁ */
+        if (dropped || out.n > 0) at_start = 0;
+        int drop = at_start && spm_drops_space(t, id);
+        dropped = drop && !t->remove_extra_whitespaces;
+        s = surface(t, id, drop, &k);
+        charbuf_append(&out, s, k);
+    }
+    charbuf_append(&out, "", 1);
+    *len = out.n - 1;
+    return out.v;
 }
 
 void scratch_free(TokScratch *s) {

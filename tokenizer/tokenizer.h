@@ -134,6 +134,13 @@ int tokenizer_encode_alloc(const Tokenizer *t, const char *text, size_t len, int
  * NUL-terminated; *len excludes it. */
 const char *tokenizer_decode(const Tokenizer *t, int prev, int token, size_t *len);
 
+/* A whole sequence as the reference decoders give it (malloc'd,
+ * NUL-terminated, *len bytes): for SentencePiece the library's exact rules,
+ * i.e. leading ▁ stripped until text appears, runs of byte pieces joined and
+ * their invalid UTF-8 replaced by U+FFFD; otherwise tokenizer_decode from
+ * the start of text.  Ids outside the vocabulary are skipped. */
+char *tokenizer_decode_text(const Tokenizer *t, const int *ids, int n, size_t *len);
+
 /* Id of an exact piece, or -1. */
 int tokenizer_lookup(const Tokenizer *t, const char *piece, size_t len);
 

@@ -1,0 +1,606 @@
+/* Parity with the reference tokenizers: every line of the files in ../shared/text plus
+ * a generated adversarial set is encoded by the reference (spm_encode for
+ * SentencePiece, tools/gpt2_reference.py on python3-regex for GPT-2, the
+ * previous quadratic llama2.c encoder for tokenizer.bin) and by posenc, and
+ * the ids must be identical on every line.  Decoding is checked against
+ * spm_decode and, for GPT-2, by the exact round trip.  Each check prints the
+ * number of lines compared and the first mismatch, if any.
+ *
+ * The full corpus runs in both builds (about a minute under ASan), except
+ * the quadratic llama2.c oracle, which sees every 10th line. */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tests/common.h"
+#include "tokenizer/tokenizer.h"
+
+typedef struct {
+    char *v;
+    size_t n, cap;
+} Text;
+
+static void text_add(Text *t, const void *s, size_t n) {
+    if (t->n + n + 1 > t->cap) {
+        t->cap = (t->n + n + 1) * 2;
+        t->v = realloc(t->v, t->cap);
+        ck_assert_ptr_nonnull(t->v);
+    }
+    memcpy(t->v + t->n, s, n);
+    t->n += n;
+    t->v[t->n] = '\0';
+}
+
+static void text_line(Text *t, const char *s) {
+    text_add(t, s, strlen(s));
+    text_add(t, "\n", 1);
+}
+
+static char *read_all(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "cannot open %s", path);
+    Text t = {0};
+    char buf[65536];
+    size_t got;
+    while ((got = fread(buf, 1, sizeof buf, f)) > 0) text_add(&t, buf, got);
+    fclose(f);
+    if (!t.v) text_add(&t, "", 0);
+    *n = t.n;
+    return t.v;
+}
+
+/* ---- inputs -------------------------------------------------------------- */
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+static uint32_t rng(void) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (uint32_t)(rng_state >> 16);
+}
+
+static void put_cp(Text *t, uint32_t cp) {
+    char u[4];
+    size_t n;
+    if (cp < 0x80) u[0] = (char)cp, n = 1;
+    else if (cp < 0x800) u[0] = (char)(0xC0 | cp >> 6), u[1] = (char)(0x80 | (cp & 0x3F)), n = 2;
+    else if (cp < 0x10000)
+        u[0] = (char)(0xE0 | cp >> 12), u[1] = (char)(0x80 | ((cp >> 6) & 0x3F)),
+        u[2] = (char)(0x80 | (cp & 0x3F)), n = 3;
+    else
+        u[0] = (char)(0xF0 | cp >> 18), u[1] = (char)(0x80 | ((cp >> 12) & 0x3F)),
+        u[2] = (char)(0x80 | ((cp >> 6) & 0x3F)), u[3] = (char)(0x80 | (cp & 0x3F)), n = 4;
+    text_add(t, u, n);
+}
+
+/* Code-point ranges the random lines draw from: scripts, marks, symbols,
+ * compatibility forms NFKC rewrites, emoji parts, spaces and controls. */
+static const uint32_t pools[][2] = {
+    {0x20, 0x7E}, {0x20, 0x20}, {0x30, 0x39}, {0x00, 0x1F}, {0x7F, 0xA0}, {0xA1, 0xFF},
+    {0x100, 0x24F}, {0x300, 0x36F}, {0x370, 0x3FF}, {0x400, 0x4FF}, {0x590, 0x5FF},
+    {0x600, 0x6FF}, {0x900, 0x97F}, {0xE00, 0xE7F}, {0x1100, 0x11FF}, {0x2000, 0x206F},
+    {0x2150, 0x218F}, {0x2460, 0x24FF}, {0x3000, 0x30FF}, {0x3200, 0x33FF}, {0x4E00, 0x4FFF},
+    {0xAC00, 0xAD00}, {0xFB00, 0xFB4F}, {0xFE00, 0xFE0F}, {0xFE30, 0xFE6F}, {0xFF00, 0xFFEF},
+    {0x1D400, 0x1D7FF}, {0x1F1E6, 0x1F1FF}, {0x1F300, 0x1F6FF}, {0x1F900, 0x1F9FF},
+    {0x200D, 0x200D}, {0x1F3FB, 0x1F3FF}, {0xE0020, 0xE007F}, {0x10000, 0x1007F},
+    {0x11F00, 0x11F5F}, {0xFFFD, 0xFFFD},
+};
+
+static void adversarial(Text *t) {
+    static const char *fixed[] = {
+        "", " ", "   ", "\t", "\t\t x", " leading", "trailing ", "a  b   c    d",
+        "tab\tsep\tvalues", "\r", "carriage\rreturn", "crlf\r", "I'm you're we've they'll he'd it's",
+        "'s 'S 'RE 'll'd'' O'Neil's rock'n'roll", "1234567890 3.14159 2,000,000 1e-9",
+        "\xC2\xBD \xC2\xB2 \xC2\xB3 \xE2\x91\xA0 \xE2\x85\xB7 \xD9\xA3\xD9\xA4 \xE0\xA5\xAA\xE0\xA5\xAB",
+        "\xEF\xBC\xA1\xEF\xBC\xA2\xEF\xBC\xA3\xE3\x80\x80\xEF\xBD\x81\xEF\xBD\x82\xEF\xBC\x81\xEF\xBC\x91",
+        "\xE6\x97\xA5\xE6\x9C\xAC\xE8\xAA\x9E\xE3\x81\xAE\xE3\x83\x86\xE3\x82\xAD\xE3\x82\xB9\xE3\x83\x88\xE3\x80\x82",
+        "\xED\x95\x9C\xEA\xB5\xAD\xEC\x96\xB4 \xE4\xB8\xAD\xE6\x96\x87\xEF\xBC\x8C",
+        "\xF0\x9F\x91\xA9\xE2\x80\x8D\xF0\x9F\x91\xA9\xE2\x80\x8D\xF0\x9F\x91\xA7 family "
+        "\xF0\x9F\x8F\xB3\xEF\xB8\x8F\xE2\x80\x8D\xF0\x9F\x8C\x88 \xF0\x9F\x91\x8D\xF0\x9F\x8F\xBD",
+        "\xE2\x9D\xA4\xEF\xB8\x8F \xF0\x9F\x87\xBA\xF0\x9F\x87\xB8\xF0\x9F\x87\xAB\xF0\x9F\x87\xB7",
+        "e\xCC\x81 a\xCC\x88 n\xCC\x83 \xCC\x81leading mark Z\xCC\xB8\xCC\xA1" "a\xCC\xB5l\xCC\xB7",
+        "\xCE\x95\xCE\xBB\xCE\xBB \xD0\xA0\xD1\x83\xD1\x81 \xD7\xA2\xD7\x91 \xD8\xA7\xD9\x84\xD8\xB9 "
+        "\xE0\xA4\xB9\xE0\xA4\xBF\xE0\xA4\xA8\xE0\xA5\x8D \xE0\xB9\x84\xE0\xB8\x97",
+        "\x01\x02\x1B[31mred\x1B[0m\x7F", "\xE2\x80\x8B zero\xE2\x80\x8C width\xE2\x80\x8D \xEF\xBB\xBF bom",
+        "\xE2\x80\xA8 line sep \xE2\x80\xA9 para \xC2\xA0nbsp\xC2\xA0 \xE3\x80\x80 \xC2\x85 nel",
+        "\xEF\xAC\x81 \xEF\xAC\x82 \xE3\x8E\x8F \xE3\x8D\xBB \xEF\xB7\xBA \xE2\x85\xAB \xE2\x84\x83 \xE2\x84\xA2",
+        "\xEF\xBD\xB6\xEF\xBE\x9E\xEF\xBD\xB7\xEF\xBE\x9E halfwidth", "\xE2\x96\x81\xE2\x96\x81 literal",
+        "<s> </s> <unk> <0x41> <|endoftext|> <sep> <ctl> Lily ab the 123",
+        "\xFF", "\xC3", "abc\xC3(def", "\xE2\x82", "\xE2\x82(", "\xF0\x9F\x98", "\xF0\x9F\x98 x",
+        "\xED\xA0\x80 surrogate", "\xC0\xAF overlong", "\xF4\x90\x80\x80 past max", "\x80\x80 bare",
+        "\xEF\xBF\xBD replacement", "mixed \xFE\xFF ok \xC3\xA9 \xE9 end",
+    };
+    for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++) text_line(t, fixed[i]);
+    text_add(t, "nul\0byte \0\0 x\n", 15);
+    static const char *reps[] = {"a", "abc", "supercalifragilistic", "1", "\xF0\x9F\x98\x80", " ",
+                                 "\xE3\x81\x82", "'s", "\xE2\x96\x81", "\t "};
+    for (size_t i = 0; i < sizeof reps / sizeof *reps; i++) {
+        for (int k = 0; k < 1500; k++) text_add(t, reps[i], strlen(reps[i]));
+        text_add(t, "\n", 1);
+    }
+    for (int line = 0; line < 400; line++) {
+        int len = (int)(rng() % 60);
+        if (line % 50 == 0) len = 2000;
+        for (int k = 0; k < len; k++) {
+            if (line % 7 == 6 && rng() % 10 == 0) { /* stray bytes */
+                char b = (char)(0x80 + rng() % 0x80);
+                text_add(t, &b, 1);
+                continue;
+            }
+            const uint32_t *p = pools[rng() % (sizeof pools / sizeof *pools)];
+            uint32_t cp = p[0] + rng() % (p[1] - p[0] + 1);
+            if (cp == '\n' || (cp >= 0xD800 && cp < 0xE000)) cp = ' ';
+            put_cp(t, cp);
+        }
+        text_add(t, "\n", 1);
+    }
+}
+
+static const char *models;
+
+/* Every line of ../shared/text's files (+ the adversarial set), as one file. */
+static const char *corpus_path(int with_adversarial, Text *out) {
+    static const char *files[] = {"tinystories-valid-head.txt", "tiny-shakespeare.txt",
+                                  "wikitext-2-raw-test.txt", "names.txt"};
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+        char rel[256];
+        snprintf(rel, sizeof rel, "../text/%s", files[i]);
+        size_t n;
+        char *s = read_all(tests_model_path(models, rel), &n);
+        text_add(out, s, n);
+        if (n && s[n - 1] != '\n') text_add(out, "\n", 1);
+        free(s);
+    }
+    if (with_adversarial) adversarial(out);
+    return tests_write_temp(out->v, out->n, ".txt");
+}
+
+/* ---- references ------------------------------------------------------------ */
+/* Runs argv with stdin from in_path; returns its stdout (malloc'd). */
+static char *run_reference(const char *const *argv, const char *in_path, size_t *n) {
+    char out_path[] = "/tmp/posenc-ref-XXXXXX";
+    int out_fd = mkstemp(out_path);
+    ck_assert(out_fd >= 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    ck_assert(pid >= 0);
+    if (pid == 0) {
+        int in_fd = open(in_path, O_RDONLY), null_fd = open("/dev/null", O_WRONLY);
+        if (in_fd < 0 || null_fd < 0) _exit(126);
+        dup2(in_fd, 0);
+        dup2(out_fd, 1);
+        dup2(null_fd, 2);
+        execvp(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    close(out_fd);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                  "reference %s failed (status %d); install it with `make deps`", argv[0], status);
+    char *s = read_all(out_path, n);
+    unlink(out_path);
+    return s;
+}
+
+static const char *python(void) {
+    const char *p = getenv("PYTHON");
+    return p && *p ? p : "/usr/bin/python3";
+}
+
+/* Escaped first bytes of a line, for failure messages. */
+static const char *show(const char *s, size_t n) {
+    static char buf[4][400];
+    static int next;
+    char *b = buf[next++ % 4];
+    size_t k = 0;
+    for (size_t i = 0; i < n && k < sizeof buf[0] - 8; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x20 && c < 0x7F && c != '\\') b[k++] = (char)c;
+        else k += (size_t)snprintf(b + k, 8, "\\x%02X", c);
+    }
+    if (k >= sizeof buf[0] - 8) k += (size_t)snprintf(b + k, 4, "...");
+    b[k] = '\0';
+    return b;
+}
+
+/* Cursor over '\n'-separated lines. */
+typedef struct {
+    const char *s, *end;
+} Lines;
+
+static int next_line(Lines *l, const char **line, size_t *n) {
+    if (l->s >= l->end) return 0;
+    const char *nl = memchr(l->s, '\n', (size_t)(l->end - l->s));
+    *line = l->s;
+    *n = nl ? (size_t)(nl - l->s) : (size_t)(l->end - l->s);
+    l->s += *n + 1;
+    return 1;
+}
+
+typedef void (*FormatFn)(const Tokenizer *t, const char *line, size_t n, Text *out);
+
+static void format_ids(const Tokenizer *t, const char *line, size_t n, Text *out) {
+    int *ids, k;
+    PosencError err;
+    out->n = 0;
+    text_add(out, "", 0);
+    ck_assert_msg(tokenizer_encode_alloc(t, line, n, 0, 0, &ids, &k, &err) == 0, "%s", err.msg);
+    char num[16];
+    for (int i = 0; i < k; i++) text_add(out, num, (size_t)snprintf(num, sizeof num, i ? " %d" : "%d", ids[i]));
+    free(ids);
+}
+
+/* Decodes a line of ids. */
+static void format_decoded(const Tokenizer *t, const char *line, size_t n, Text *out) {
+    int *ids = malloc((n / 2 + 1) * sizeof(int)), k = 0;
+    ck_assert_ptr_nonnull(ids);
+    char *copy = strndup(line, n), *save = NULL;
+    for (char *tok = strtok_r(copy, " ", &save); tok; tok = strtok_r(NULL, " ", &save))
+        ids[k++] = atoi(tok);
+    size_t len;
+    char *s = tokenizer_decode_text(t, ids, k, &len);
+    out->n = 0;
+    text_add(out, s, len);
+    free(s);
+    free(copy);
+    free(ids);
+}
+
+/* Compares fmt(line) with the reference's line, for every line. */
+static void compare(const char *what, const Tokenizer *t, const char *input, size_t in_n,
+                    const char *ref, size_t ref_n, FormatFn fmt) {
+    Lines in = {input, input + in_n}, rf = {ref, ref + ref_n};
+    const char *line, *want;
+    size_t n, want_n;
+    long count = 0;
+    Text got = {0};
+    while (next_line(&in, &line, &n)) {
+        ck_assert_msg(next_line(&rf, &want, &want_n), "%s: reference output ends at line %ld",
+                      what, count + 1);
+        fmt(t, line, n, &got);
+        count++;
+        if (got.n != want_n || memcmp(got.v, want, want_n) != 0) {
+            printf("%s: MISMATCH at line %ld of %ld compared\n  input: %s\n  want:  %s\n  got:   %s\n",
+                   what, count, count, show(line, n), show(want, want_n), show(got.v, got.n));
+            ck_abort_msg("%s: line %ld differs from the reference", what, count);
+        }
+    }
+    ck_assert_msg(!next_line(&rf, &want, &want_n), "%s: reference has extra lines", what);
+    printf("%s: %ld lines compared, 0 mismatches\n", what, count);
+    free(got.v);
+}
+
+static void load(Tokenizer *t, const char *path) {
+    PosencError err;
+    ck_assert_msg(tokenizer_load(t, path, 0, &err) == 0, "%s", err.msg);
+}
+
+/* spm_encode ids (and spm_decode of them) against ours for one model. */
+static void spm_parity(const char *name, const char *model, const char *input_path) {
+    Tokenizer t;
+    load(&t, model);
+    size_t in_n, ref_n, dec_n;
+    char *input = read_all(input_path, &in_n);
+    char flag[1100];
+    snprintf(flag, sizeof flag, "--model=%s", model);
+    const char *enc[] = {"spm_encode", flag, "--output_format=id", NULL};
+    char *ref = run_reference(enc, input_path, &ref_n);
+    char what[256];
+    snprintf(what, sizeof what, "%s encode", name);
+    compare(what, &t, input, in_n, ref, ref_n, format_ids);
+    const char *ids_path = tests_write_temp(ref, ref_n, ".ids");
+    const char *dec[] = {"spm_decode", flag, "--input_format=id", NULL};
+    char *decoded = run_reference(dec, ids_path, &dec_n);
+    snprintf(what, sizeof what, "%s decode", name);
+    compare(what, &t, ref, ref_n, decoded, dec_n, format_decoded);
+    free(input);
+    free(ref);
+    free(decoded);
+    tokenizer_free(&t);
+}
+
+static Text corpus;
+static const char *corpus_file;
+
+/* Made inside each test: a forked test's exit removes the temp files it
+ * inherited. */
+static int need_corpus(void) {
+    if (!models) return 0;
+    if (!corpus_file) corpus_file = corpus_path(1, &corpus);
+    return 1;
+}
+
+START_TEST(spm_llama2) {
+    if (!need_corpus()) return;
+    spm_parity("llama2 tokenizer.model (BPE, identity)",
+               tests_model_path(models, "llama2-tokenizer/tokenizer.model"), corpus_file);
+}
+END_TEST
+
+START_TEST(spm_tinystories_bpe) {
+    if (!need_corpus()) return;
+    spm_parity("tinystories-bpe-1k (BPE, nmt_nfkc, byte fallback)",
+               tests_model_path(models, "spm/tinystories-bpe-1k.model"), corpus_file);
+}
+END_TEST
+
+START_TEST(spm_tinystories_unigram) {
+    if (!need_corpus()) return;
+    spm_parity("tinystories-unigram-1k (unigram, nmt_nfkc, byte fallback)",
+               tests_model_path(models, "spm/tinystories-unigram-1k.model"), corpus_file);
+}
+END_TEST
+
+/* `tokenize_stream --pieces` prints what `spm_encode --output_format=piece`
+ * prints (no unknowns can occur with byte fallback). */
+START_TEST(spm_pieces_stream) {
+    if (!need_corpus()) return;
+    const char *model = tests_model_path(models, "spm/tinystories-bpe-1k.model");
+    Tokenizer t;
+    load(&t, model);
+    char flag[1100];
+    snprintf(flag, sizeof flag, "--model=%s", model);
+    const char *enc[] = {"spm_encode", flag, "--output_format=piece", NULL};
+    size_t ref_n, got_n;
+    char *ref = run_reference(enc, corpus_file, &ref_n);
+    char *got = NULL;
+    FILE *in = fopen(corpus_file, "rb"), *out = open_memstream(&got, &got_n);
+    ck_assert(in && out);
+    PosencError err;
+    ck_assert_msg(tokenize_stream(&t, in, out, 1, &err) == 0, "%s", err.msg);
+    fclose(in);
+    fclose(out);
+    size_t i = 0;
+    long line = 1;
+    while (i < ref_n && i < got_n && ref[i] == got[i]) line += ref[i++] == '\n';
+    ck_assert_msg(ref_n == got_n && i == ref_n, "--pieces differs from spm_encode at line %ld",
+                  line);
+    printf("tinystories-bpe-1k --pieces stream: %ld lines compared, 0 mismatches\n", line - 1);
+    free(ref);
+    free(got);
+    tokenizer_free(&t);
+}
+END_TEST
+
+/* Models trained here with the options the shared ones lack: user-defined
+ * and control symbols, no byte fallback (runs of unknowns), whitespace as
+ * suffix, kept extra spaces, no dummy prefix, other normalization rules,
+ * a custom unknown surface. */
+START_TEST(spm_trained_variants) {
+    if (!need_corpus()) return;
+    static const char *variants[][2] = {
+        {"bpe-nfkc_cf-suffix-userdef", "--model_type=bpe --vocab_size=400 --character_coverage=1.0 "
+         "--user_defined_symbols='<sep>,Lily,ab' --control_symbols='<ctl>' "
+         "--normalization_rule_name=nfkc_cf --treat_whitespace_as_suffix=true "
+         "--remove_extra_whitespaces=false"},
+        {"unigram-identity-noprefix-bytes", "--model_type=unigram --vocab_size=500 "
+         "--user_defined_symbols='<sep>,the,123' --normalization_rule_name=identity "
+         "--add_dummy_prefix=false --byte_fallback=true --split_digits=true"},
+        {"unigram-nmt_nfkc_cf-unk", "--model_type=unigram --vocab_size=300 "
+         "--normalization_rule_name=nmt_nfkc_cf --character_coverage=0.98 --unk_surface='<?>'"},
+        {"bpe-nfkc-bytes-noprefix", "--model_type=bpe --vocab_size=600 --normalization_rule_name=nfkc "
+         "--add_dummy_prefix=false --byte_fallback=true --character_coverage=0.99"},
+    };
+    const char *train_path = tests_write_temp(corpus.v, 200000, ".txt"); /* TinyStories */
+    char dir[] = "/tmp/posenc-spm-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    for (size_t v = 0; v < sizeof variants / sizeof *variants; v++) {
+        char cmd[2048], model[512];
+        snprintf(model, sizeof model, "%s/%s.model", dir, variants[v][0]);
+        snprintf(cmd, sizeof cmd,
+                 "spm_train --input=%s --model_prefix=%s/%s --input_sentence_size=20000 "
+                 "--shuffle_input_sentence=false %s >/dev/null 2>&1",
+                 train_path, dir, variants[v][0], variants[v][1]);
+        ck_assert_msg(system(cmd) == 0, "spm_train failed: %s", cmd);
+        spm_parity(variants[v][0], model, corpus_file);
+        unlink(model);
+        snprintf(model, sizeof model, "%s/%s.vocab", dir, variants[v][0]);
+        unlink(model);
+    }
+    rmdir(dir);
+}
+END_TEST
+
+/* ---- a hand-made BPE model with unused pieces ------------------------------ */
+static void pb_varint(Text *t, uint64_t v) {
+    do {
+        unsigned char b = (unsigned char)(v & 0x7F);
+        v >>= 7;
+        if (v) b |= 0x80;
+        text_add(t, &b, 1);
+    } while (v);
+}
+
+static void pb_bytes(Text *t, int field, const void *s, size_t n) {
+    pb_varint(t, (uint64_t)field << 3 | 2);
+    pb_varint(t, n);
+    text_add(t, s, n);
+}
+
+static void pb_piece(Text *model, const char *piece, float score, int type) {
+    Text p = {0};
+    pb_bytes(&p, 1, piece, strlen(piece));
+    pb_varint(&p, 2 << 3 | 5);
+    text_add(&p, &score, 4);
+    pb_varint(&p, 3 << 3 | 0);
+    pb_varint(&p, (uint64_t)type);
+    pb_bytes(model, 1, p.v, p.n);
+    free(p.v);
+}
+
+/* Unused pieces are merge steps only: the library splits them back into the
+ * parts they were last built from. */
+START_TEST(spm_unused_pieces) {
+    if (!need_corpus()) return;
+    Text m = {0};
+    pb_piece(&m, "<unk>", 0, TOKEN_UNKNOWN);
+    pb_piece(&m, "<s>", 0, TOKEN_CONTROL);
+    pb_piece(&m, "</s>", 0, TOKEN_CONTROL);
+    static const char *merges[] = {"\xE2\x96\x81t", "th", "he", "the", "\xE2\x96\x81th",
+                                   "\xE2\x96\x81the", "an", "and", "\xE2\x96\x81" "a", "nd", "er",
+                                   "ther", "\xE2\x96\x81\xE2\x96\x81", "ee", "eee"};
+    for (size_t i = 0; i < sizeof merges / sizeof *merges; i++)
+        pb_piece(&m, merges[i], -(float)i, i % 3 == 1 ? TOKEN_UNUSED : TOKEN_NORMAL);
+    const char *chars = "abcdefghijklmnopqrstuvwxyzT.,'";
+    for (const char *c = chars; *c; c++) {
+        char s[2] = {*c, 0};
+        pb_piece(&m, s, -100.0f - (float)(c - chars), TOKEN_NORMAL);
+    }
+    pb_piece(&m, "\xE2\x96\x81", -200, TOKEN_NORMAL);
+    Text spec = {0};
+    pb_varint(&spec, 3 << 3 | 0);
+    pb_varint(&spec, 2); /* BPE */
+    pb_bytes(&m, 2, spec.v, spec.n);
+    Text norm = {0};
+    pb_bytes(&norm, 1, "identity", 8);
+    pb_varint(&norm, 4 << 3 | 0);
+    pb_varint(&norm, 0); /* keep extra spaces */
+    pb_bytes(&m, 3, norm.v, norm.n);
+    const char *model = tests_write_temp(m.v, m.n, ".model");
+    spm_parity("hand-made BPE with unused pieces", model, corpus_file);
+    free(m.v);
+    free(spec.v);
+    free(norm.v);
+}
+END_TEST
+
+/* ---- GPT-2 ------------------------------------------------------------------ */
+static void gpt2_parity(const char *name, const char *dir, const char *input_path) {
+    Tokenizer t;
+    load(&t, dir);
+    const char *script = "tools/gpt2_reference.py";
+    ck_assert_msg(access(script, R_OK) == 0, "run from the repository root (%s)", script);
+    const char *argv[] = {python(), script, dir, NULL};
+    size_t in_n, ref_n;
+    char *input = read_all(input_path, &in_n);
+    char *ref = run_reference(argv, input_path, &ref_n);
+    char what[256];
+    snprintf(what, sizeof what, "%s encode", name);
+    compare(what, &t, input, in_n, ref, ref_n, format_ids);
+    /* byte-level: decoding gives back every input byte */
+    snprintf(what, sizeof what, "%s round trip", name);
+    compare(what, &t, ref, ref_n, input, in_n, format_decoded);
+    free(input);
+    free(ref);
+    tokenizer_free(&t);
+}
+
+START_TEST(gpt2_byte_level) {
+    if (!need_corpus()) return;
+    gpt2_parity("gpt2 vocab.json+merges.txt", tests_model_path(models, "gpt2-tokenizer"),
+                corpus_file);
+}
+END_TEST
+
+/* The zoo's character vocabularies (empty merges.txt) on the text they
+ * were trained on: ids as the reference gives them, exact round trip. */
+START_TEST(gpt2_zoo_chars) {
+    if (!need_corpus()) return;
+    static const char *zoo[] = {"rope", "alibi", "learned", "sinusoidal", "none"};
+    const char *text = tests_model_path(models, "../text/tiny-shakespeare.txt");
+    for (size_t i = 0; i < sizeof zoo / sizeof *zoo; i++) {
+        char rel[64], name[64];
+        snprintf(rel, sizeof rel, "zoo/%s", zoo[i]);
+        snprintf(name, sizeof name, "zoo/%s vocab.json", zoo[i]);
+        gpt2_parity(name, tests_model_path(models, rel), text);
+    }
+}
+END_TEST
+
+/* ---- llama2.c tokenizer.bin ------------------------------------------------- */
+/* The encoder posenc had before the heap: rescan every pair after each
+ * merge, take the best score (leftmost on ties). */
+static void naive_llama2c(const Tokenizer *t, const char *text, size_t len, Text *out) {
+    int *ids = malloc((len + 2) * sizeof(int)), n = 0;
+    ck_assert_ptr_nonnull(ids);
+    if (len > 0) ids[n++] = tokenizer_lookup(t, " ", 1);
+    for (size_t i = 0; i < len;) {
+        size_t start = i++;
+        while (i < len && ((unsigned char)text[i] & 0xC0) == 0x80 && i - start < 4) i++;
+        int id = tokenizer_lookup(t, text + start, i - start);
+        if (id >= 0) ids[n++] = id;
+        else
+            for (size_t b = start; b < i; b++) ids[n++] = (unsigned char)text[b] + 3;
+    }
+    char *buf = malloc((size_t)t->max_piece_len * 2 + 1);
+    for (;;) {
+        float best = -1e10f;
+        int best_id = -1, at = -1;
+        for (int i = 0; i + 1 < n; i++) {
+            size_t la = strlen(t->pieces[ids[i]]), lb = strlen(t->pieces[ids[i + 1]]);
+            memcpy(buf, t->pieces[ids[i]], la);
+            memcpy(buf + la, t->pieces[ids[i + 1]], lb);
+            int id = tokenizer_lookup(t, buf, la + lb);
+            if (id >= 0 && t->scores[id] > best) best = t->scores[id], best_id = id, at = i;
+        }
+        if (at < 0) break;
+        ids[at] = best_id;
+        memmove(ids + at + 1, ids + at + 2, (size_t)(n - at - 2) * sizeof(int));
+        n--;
+    }
+    out->n = 0;
+    text_add(out, "", 0);
+    char num[16];
+    for (int i = 0; i < n; i++) text_add(out, num, (size_t)snprintf(num, sizeof num, i ? " %d" : "%d", ids[i]));
+    free(buf);
+    free(ids);
+}
+
+START_TEST(llama2c_heap_equals_rescan) {
+    if (!need_corpus()) return;
+    static const char *bins[] = {"stories260K/tok512.bin", "llama2-tokenizer/tokenizer.bin"};
+    Text sample = {0}, want = {0}, got = {0};
+    Lines in = {corpus.v, corpus.v + corpus.n};
+    const char *line;
+    size_t n;
+    for (long k = 0; next_line(&in, &line, &n); k++)
+        if (k % 10 == 0 && !memchr(line, '\0', n)) {
+            text_add(&sample, line, n);
+            text_add(&sample, "\n", 1);
+        }
+    for (size_t b = 0; b < sizeof bins / sizeof *bins; b++) {
+        Tokenizer t;
+        load(&t, tests_model_path(models, bins[b]));
+        Lines s = {sample.v, sample.v + sample.n};
+        long count = 0;
+        while (next_line(&s, &line, &n)) {
+            naive_llama2c(&t, line, n, &want);
+            format_ids(&t, line, n, &got);
+            count++;
+            ck_assert_msg(got.n == want.n && memcmp(got.v, want.v, want.n) == 0,
+                          "%s: line %ld differs from the rescanning encoder\n  input: %s\n"
+                          "  want: %s\n  got:  %s",
+                          bins[b], count, show(line, n), show(want.v, want.n), show(got.v, got.n));
+        }
+        printf("%s heap vs rescan: %ld lines compared, 0 mismatches\n", bins[b], count);
+        tokenizer_free(&t);
+    }
+    free(sample.v);
+    free(want.v);
+    free(got.v);
+}
+END_TEST
+
+int main(void) {
+    models = tests_models_dir("tokenizer parity");
+    Suite *s = suite_create("tokenizer_parity");
+    TCase *tc = tcase_create("parity");
+    tcase_set_timeout(tc, 900);
+    tcase_add_test(tc, spm_llama2);
+    tcase_add_test(tc, spm_tinystories_bpe);
+    tcase_add_test(tc, spm_tinystories_unigram);
+    tcase_add_test(tc, spm_pieces_stream);
+    tcase_add_test(tc, spm_trained_variants);
+    tcase_add_test(tc, spm_unused_pieces);
+    tcase_add_test(tc, gpt2_byte_level);
+    tcase_add_test(tc, gpt2_zoo_chars);
+    tcase_add_test(tc, llama2c_heap_equals_rescan);
+    suite_add_tcase(s, tc);
+    int rc = tests_run_suite(s);
+    free(corpus.v);
+    return rc;
+}
