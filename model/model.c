@@ -48,13 +48,14 @@ int model_load(Model *m, const char *path, PosencError *err) {
     if (mapped_file_open(&probe, path, err)) return -1;
     int is_gguf = probe.size >= 4 && memcmp(probe.data, "GGUF", 4) == 0;
     mapped_file_close(&probe);
-    if (is_gguf) return posenc_error(err, "%s: GGUF files are not supported yet", path);
-    return model_load_llama2c(m, path, err);
+    return is_gguf ? model_load_gguf(m, path, err) : model_load_llama2c(m, path, err);
 }
 
 void model_free(Model *m) {
     free(m->weights.layers);
     free(m->owned);
     mapped_file_close(&m->file);
+    if (m->gguf) gguf_close(m->gguf);
+    free(m->gguf);
     memset(m, 0, sizeof *m);
 }

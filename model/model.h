@@ -2,6 +2,7 @@
  * the positional scheme it was trained with. */
 #ifndef POSENC_MODEL_H
 #define POSENC_MODEL_H
+#include "model/gguf.h"
 #include "model/tensor.h"
 #include "model/util.h"
 #include "positional/pe.h"
@@ -53,7 +54,9 @@ typedef struct {
     ModelConfig config;
     ModelWeights weights;
     PeParams pe;            /* the scheme the checkpoint was trained with */
-    MappedFile file;
+    MappedFile file;        /* llama2.c .bin: the mapping the weights point into */
+    GgufFile *gguf;         /* GGUF: the open file (weights point into its mapping),
+                               kept for its tokenizer.ggml.* vocabulary; NULL for .bin */
     void *owned;            /* buffers converted at load time, freed with the model */
     char path[512];
 } Model;
@@ -61,6 +64,8 @@ typedef struct {
 /* Loads a llama2.c legacy .bin or a GGUF file (by magic).  0 or -1 + err. */
 int model_load(Model *m, const char *path, PosencError *err);
 int model_load_llama2c(Model *m, const char *path, PosencError *err);
+/* GGUF with llama.cpp's names, architecture `llama` or `gpt2` (load_gguf.c). */
+int model_load_gguf(Model *m, const char *path, PosencError *err);
 void model_free(Model *m);
 
 int model_kv_dim(const ModelConfig *c);

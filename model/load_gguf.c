@@ -1,0 +1,341 @@
+/* GGUF checkpoints with llama.cpp's key and tensor names, architectures
+ * `llama` (RMSNorm, SwiGLU, GQA) and `gpt2` (LayerNorm, GELU, biases).
+ * Matrices are viewed in the mapping whatever their type; vectors (norms,
+ * biases, the learned position table) are used as f32, so those stored
+ * otherwise are converted into m->owned.  The file stays open with the
+ * model: its tokenizer.ggml.* vocabulary is read later.
+ *
+ * What has no llama.cpp name comes from posenc.* keys (tools/convert.py):
+ *   posenc.positional       learned|sinusoidal|rope|alibi|none
+ *                           (default: rope for llama, learned for gpt2)
+ *   posenc.rope.pairing     interleaved|neox (default: interleaved for llama,
+ *                           neox for gpt2, as llama.cpp's rope types)
+ *   posenc.embedding_scale  token embedding multiplier (default 1) */
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/model.h"
+
+typedef struct {
+    const GgufFile *g;
+    const char *arch;     /* "llama" or "gpt2": the prefix of hyperparameter keys */
+    PosencError *err;
+    unsigned char *used;  /* (n_tensors) taken by the model: the rest is an error */
+    float *arena;         /* f32 copies of vectors stored in another type (m->owned) */
+    size_t arena_used;
+    char key[128];        /* "{arch}.suffix" of the last arch_key() */
+} Loader;
+
+static const char *arch_key(Loader *l, const char *suffix) {
+    snprintf(l->key, sizeof l->key, "%s.%s", l->arch, suffix);
+    return l->key;
+}
+
+/* ---- metadata ------------------------------------------------------------ */
+
+/* A positive count that fits an int (model_config_validate bounds it). */
+static int key_int(Loader *l, const char *key, int *out) {
+    uint32_t v;
+    if (gguf_get_u32(l->g, key, &v, l->err)) return -1;
+    if (v > INT_MAX)
+        return posenc_error(l->err, "%s: key '%s' = %u is out of range", l->g->path, key, v);
+    *out = (int)v;
+    return 0;
+}
+
+/* Optional keys keep *out when absent. */
+static int key_int_opt(Loader *l, const char *key, int *out) {
+    return gguf_find_kv(l->g, key) ? key_int(l, key, out) : 0;
+}
+
+static int key_f32_opt(Loader *l, const char *key, float *out) {
+    return gguf_find_kv(l->g, key) ? gguf_get_f32(l->g, key, out, l->err) : 0;
+}
+
+static int key_str_opt(Loader *l, const char *key, const char **out) {
+    return gguf_find_kv(l->g, key) ? gguf_get_str(l->g, key, out, l->err) : 0;
+}
+
+/* ---- tensors ------------------------------------------------------------- */
+
+/* Floats the vectors may need once converted to f32: every 1-D tensor and
+ * the position table not stored as f32.  An upper bound, so that one
+ * allocation holds them all and pointers into it stay valid. */
+static size_t conversion_floats(const GgufFile *g) {
+    size_t n = 0;
+    for (size_t i = 0; i < g->n_tensors; i++) {
+        const GgufTensor *t = &g->tensors[i];
+        if (t->type != TENSOR_F32 &&
+            (t->n_dims == 1 || strcmp(t->name, "position_embd.weight") == 0))
+            n += t->nelem;   /* each fits the file: the sum cannot overflow */
+    }
+    return n;
+}
+
+/* `name` shaped (rows, cols) in PyTorch order, i.e. ne = {cols, rows};
+ * rows = 0 asks for a vector of cols elements. */
+static const GgufTensor *get(Loader *l, const char *name, int rows, int cols) {
+    const int64_t ne[2] = {cols, rows};
+    const GgufTensor *t = gguf_get_tensor(l->g, name, rows ? 2 : 1, ne, l->err);
+    if (t) l->used[t - l->g->tensors] = 1;
+    return t;
+}
+
+static int take_matrix(Loader *l, Tensor *out, const char *name, int rows, int cols) {
+    const GgufTensor *t = get(l, name, rows, cols);
+    if (!t) return -1;
+    *out = (Tensor){t->type, t->data, rows, cols};
+    return 0;
+}
+
+/* The whole tensor as f32: in place when stored so, else a converted copy. */
+static const float *as_f32(Loader *l, const GgufTensor *t) {
+    if (t->type == TENSOR_F32) return t->data;
+    float *dst = l->arena + l->arena_used;
+    tensor_dequantize(t->type, t->data, dst, t->nelem);
+    l->arena_used += t->nelem;
+    return dst;
+}
+
+static int take_vector(Loader *l, const float **out, const char *name, int n) {
+    const GgufTensor *t = get(l, name, 0, n);
+    if (!t) return -1;
+    *out = as_f32(l, t);
+    return 0;
+}
+
+/* A bias that gpt2 requires and llama may have: NULL when absent and allowed. */
+static int take_bias(Loader *l, const float **out, const char *name, int n, int required) {
+    *out = NULL;
+    if (!required && !gguf_find_tensor(l->g, name)) return 0;
+    return take_vector(l, out, name, n);
+}
+
+/* "blk.N.what" in buf (names are at most 64 bytes; GGUF_MAX_NAME_LEN). */
+static const char *blk(char *buf, int layer, const char *what) {
+    snprintf(buf, GGUF_MAX_NAME_LEN + 1, "blk.%d.%s", layer, what);
+    return buf;
+}
+
+/* q, k, v from one fused attn_qkv (rows q | k | v, so each is a view at a
+ * row offset, whatever the type) or from separate attn_q/k/v. */
+static int take_qkv(Loader *l, const ModelConfig *c, int i, LayerWeights *w, int biased) {
+    char name[GGUF_MAX_NAME_LEN + 1];
+    int d = c->dim, kv = model_kv_dim(c);
+    if (gguf_find_tensor(l->g, blk(name, i, "attn_qkv.weight"))) {
+        Tensor qkv;
+        const float *b;
+        if (take_matrix(l, &qkv, name, d + 2 * kv, d) ||
+            take_bias(l, &b, blk(name, i, "attn_qkv.bias"), d + 2 * kv, biased))
+            return -1;
+        w->wq = tensor_rows(&qkv, 0, d);
+        w->wk = tensor_rows(&qkv, d, kv);
+        w->wv = tensor_rows(&qkv, d + kv, kv);
+        if (b) {
+            w->bq = b;
+            w->bk = b + d;
+            w->bv = b + d + kv;
+        }
+        return 0;
+    }
+    return take_matrix(l, &w->wq, blk(name, i, "attn_q.weight"), d, d) ||
+           take_bias(l, &w->bq, blk(name, i, "attn_q.bias"), d, biased) ||
+           take_matrix(l, &w->wk, blk(name, i, "attn_k.weight"), kv, d) ||
+           take_bias(l, &w->bk, blk(name, i, "attn_k.bias"), kv, biased) ||
+           take_matrix(l, &w->wv, blk(name, i, "attn_v.weight"), kv, d) ||
+           take_bias(l, &w->bv, blk(name, i, "attn_v.bias"), kv, biased) ? -1 : 0;
+}
+
+static int take_layer(Loader *l, const ModelConfig *c, int i, LayerWeights *w) {
+    char name[GGUF_MAX_NAME_LEN + 1];
+    int d = c->dim, h = c->hidden_dim, gpt = c->arch == MODEL_ARCH_GPT;
+    /* LayerNorm has a bias, RMSNorm none; gpt2 has biases everywhere,
+     * llama may have them (as llama.cpp, optional). */
+    if (take_vector(l, &w->attn_norm, blk(name, i, "attn_norm.weight"), d) ||
+        (gpt && take_vector(l, &w->attn_norm_b, blk(name, i, "attn_norm.bias"), d)) ||
+        take_qkv(l, c, i, w, gpt) ||
+        take_matrix(l, &w->wo, blk(name, i, "attn_output.weight"), d, d) ||
+        take_bias(l, &w->bo, blk(name, i, "attn_output.bias"), d, gpt) ||
+        take_vector(l, &w->ffn_norm, blk(name, i, "ffn_norm.weight"), d) ||
+        (gpt && take_vector(l, &w->ffn_norm_b, blk(name, i, "ffn_norm.bias"), d)) ||
+        (!gpt && take_matrix(l, &w->w_gate, blk(name, i, "ffn_gate.weight"), h, d)) ||
+        take_matrix(l, &w->w_up, blk(name, i, "ffn_up.weight"), h, d) ||
+        take_bias(l, &w->b_up, blk(name, i, "ffn_up.bias"), h, gpt) ||
+        take_matrix(l, &w->w_down, blk(name, i, "ffn_down.weight"), d, h) ||
+        take_bias(l, &w->b_down, blk(name, i, "ffn_down.bias"), d, gpt))
+        return -1;
+    return 0;
+}
+
+/* ---- configuration --------------------------------------------------------- */
+
+static int read_config(Loader *l, ModelConfig *c) {
+    const char *path = l->g->path;
+    if (gguf_get_str(l->g, "general.architecture", &l->arch, l->err)) return -1;
+    if (strcmp(l->arch, "llama") == 0) c->arch = MODEL_ARCH_LLAMA;
+    else if (strcmp(l->arch, "gpt2") == 0) c->arch = MODEL_ARCH_GPT;
+    else return posenc_error(l->err, "%s: unsupported architecture '%.64s' (supported: llama, "
+                                     "gpt2)", path, l->arch);
+    int gpt = c->arch == MODEL_ARCH_GPT;
+    if (key_int(l, arch_key(l, "context_length"), &c->seq_len) ||
+        key_int(l, arch_key(l, "embedding_length"), &c->dim) ||
+        key_int(l, arch_key(l, "block_count"), &c->n_layers) ||
+        key_int(l, arch_key(l, "feed_forward_length"), &c->hidden_dim) ||
+        key_int(l, arch_key(l, "attention.head_count"), &c->n_heads))
+        return -1;
+    c->n_kv_heads = c->n_heads;
+    c->embed_scale = 1.0f;
+    if (key_int_opt(l, arch_key(l, "attention.head_count_kv"), &c->n_kv_heads) ||
+        gguf_get_f32(l->g, arch_key(l, gpt ? "attention.layer_norm_epsilon"
+                                           : "attention.layer_norm_rms_epsilon"),
+                     &c->norm_eps, l->err) ||
+        key_f32_opt(l, "posenc.embedding_scale", &c->embed_scale))
+        return -1;
+    /* The vocabulary size is the embedding's row count, as in llama.cpp. */
+    const GgufTensor *te = gguf_find_tensor(l->g, "token_embd.weight");
+    if (!te) return posenc_error(l->err, "%s: missing tensor 'token_embd.weight'", path);
+    c->vocab_size = (int)(te->ne[1] < INT_MAX ? te->ne[1] : INT_MAX);
+    if (model_config_validate(c, path, l->err)) return -1;
+
+    /* The forward pass assumes head size = dim / n_heads for q, k and v. */
+    int hs = model_head_size(c);
+    const char *const head_keys[] = {"attention.key_length", "attention.value_length"};
+    for (int k = 0; k < 2; k++) {
+        int v = hs;
+        if (key_int_opt(l, arch_key(l, head_keys[k]), &v)) return -1;
+        if (v != hs)
+            return posenc_error(l->err, "%s: %s = %d differs from embedding_length / head_count "
+                                        "= %d (not supported)", path, l->key, v, hs);
+    }
+    if (!(c->embed_scale > 0.0f && c->embed_scale < 1e6f))
+        return posenc_error(l->err, "%s: posenc.embedding_scale %g is out of range", path,
+                            (double)c->embed_scale);
+    const GgufArray *tokens;
+    if (!gguf_find_kv(l->g, "tokenizer.ggml.tokens")) return 0;
+    if (gguf_get_arr(l->g, "tokenizer.ggml.tokens", GGUF_TYPE_STRING, &tokens, l->err))
+        return -1;
+    if (tokens->n != (size_t)c->vocab_size)
+        return posenc_error(l->err, "%s: tokenizer.ggml.tokens has %zu tokens but "
+                                    "token_embd.weight has %d rows", path, tokens->n,
+                            c->vocab_size);
+    return 0;
+}
+
+static int read_rope_scaling(Loader *l, PeParams *p) {
+    const char *type = NULL;
+    if (key_str_opt(l, arch_key(l, "rope.scaling.type"), &type)) return -1;
+    if (!type) {   /* older files: only a linear factor */
+        if (!gguf_find_kv(l->g, arch_key(l, "rope.scale_linear"))) return 0;
+        p->rope_scaling = PE_ROPE_SCALING_LINEAR;
+        return gguf_get_f32(l->g, l->key, &p->rope_factor, l->err);
+    }
+    if (pe_rope_scaling_from_name(type, &p->rope_scaling))
+        return posenc_error(l->err, "%s: unsupported rope scaling '%.64s' (none, linear, ntk, "
+                                    "yarn)", l->g->path, type);
+    if (p->rope_scaling == PE_ROPE_SCALING_NONE) return 0;
+    return gguf_get_f32(l->g, arch_key(l, "rope.scaling.factor"), &p->rope_factor, l->err) ||
+           key_int_opt(l, arch_key(l, "rope.scaling.original_context_length"),
+                       &p->rope_orig_ctx) ? -1 : 0;
+}
+
+static int read_positional(Loader *l, ModelArch arch, PeParams *p) {
+    const char *path = l->g->path;
+    const char *kind = arch == MODEL_ARCH_LLAMA ? "rope" : "learned";
+    const char *pairing = arch == MODEL_ARCH_LLAMA ? "interleaved" : "neox";
+    if (key_str_opt(l, "posenc.positional", &kind) ||
+        key_str_opt(l, "posenc.rope.pairing", &pairing))
+        return -1;
+    PeKind k;
+    if (pe_kind_from_name(kind, &k))
+        return posenc_error(l->err, "%s: unknown posenc.positional '%.64s' (sinusoidal, "
+                                    "learned, rope, alibi, none)", path, kind);
+    *p = pe_params_default(k);
+    if (strcmp(pairing, "interleaved") == 0) p->rope_pairing = PE_ROPE_INTERLEAVED;
+    else if (strcmp(pairing, "neox") == 0) p->rope_pairing = PE_ROPE_NEOX;
+    else return posenc_error(l->err, "%s: unknown posenc.rope.pairing '%.64s' (interleaved, "
+                                     "neox)", path, pairing);
+    if (key_f32_opt(l, arch_key(l, "rope.freq_base"), &p->rope_theta) ||
+        key_int_opt(l, arch_key(l, "rope.dimension_count"), &p->rope_dim) ||
+        read_rope_scaling(l, p))
+        return -1;
+    /* llama.cpp writes 0 for "no alibi": keep the default for --pe alibi then. */
+    float max_bias = p->alibi_max_bias;
+    if (key_f32_opt(l, arch_key(l, "attention.max_alibi_bias"), &max_bias)) return -1;
+    if (max_bias != 0.0f || k == PE_ALIBI) p->alibi_max_bias = max_bias;
+    return 0;
+}
+
+/* Instantiates the native scheme once, so that a parameter it refuses
+ * (odd rotary dims, theta <= 1, learned without a table, ...) fails at load
+ * time with the file's name rather than later. */
+static int check_positional(const Model *m, PosencError *err) {
+    const ModelConfig *c = &m->config;
+    PositionalEncoding pe;
+    PosencError why;
+    if (pe_build(&pe, &m->pe, c->dim, c->n_heads, model_head_size(c), c->seq_len,
+                 m->weights.position_embd, m->weights.n_positions, &why))
+        return posenc_error(err, "%s: positional scheme %s: %s", m->path,
+                            pe_kind_name(m->pe.kind), why.msg);
+    pe_free(&pe);
+    return 0;
+}
+
+/* ---- weights --------------------------------------------------------------- */
+
+static int take_weights(Loader *l, const ModelConfig *c, ModelWeights *w) {
+    int d = c->dim, gpt = c->arch == MODEL_ARCH_GPT;
+    if (take_matrix(l, &w->token_embd, "token_embd.weight", c->vocab_size, d)) return -1;
+    const GgufTensor *pos = gguf_find_tensor(l->g, "position_embd.weight");
+    if (pos) {
+        /* Any length: the scheme refuses positions past it. */
+        w->n_positions = (int)(pos->ne[1] < INT_MAX ? pos->ne[1] : INT_MAX);
+        if (!(pos = get(l, "position_embd.weight", w->n_positions, d))) return -1;
+        w->position_embd = as_f32(l, pos);
+    }
+    w->layers = callocCheck((size_t)c->n_layers, sizeof *w->layers);
+    for (int i = 0; i < c->n_layers; i++)
+        if (take_layer(l, c, i, &w->layers[i])) return -1;
+    if (take_vector(l, &w->output_norm, "output_norm.weight", d) ||
+        (gpt && take_vector(l, &w->output_norm_b, "output_norm.bias", d)))
+        return -1;
+    if (!gguf_find_tensor(l->g, "output.weight")) {
+        w->output = w->token_embd;   /* tied classifier */
+        return 0;
+    }
+    return take_matrix(l, &w->output, "output.weight", c->vocab_size, d);
+}
+
+/* Every tensor must have been taken: a leftover means a layout this loader
+ * does not understand (e.g. both fused and separate q/k/v). */
+static int check_all_used(const Loader *l) {
+    for (size_t i = 0; i < l->g->n_tensors; i++)
+        if (!l->used[i])
+            return posenc_error(l->err, "%s: unexpected tensor '%s' for architecture %s",
+                                l->g->path, l->g->tensors[i].name, l->arch);
+    return 0;
+}
+
+static int load(Model *m, Loader *l) {
+    if (read_config(l, &m->config) || read_positional(l, m->config.arch, &m->pe)) return -1;
+    size_t n = conversion_floats(l->g);
+    m->owned = l->arena = n ? mallocCheck(n * sizeof(float)) : NULL;
+    l->used = callocCheck(l->g->n_tensors ? l->g->n_tensors : 1, 1);
+    if (take_weights(l, &m->config, &m->weights) || check_all_used(l)) return -1;
+    return check_positional(m, l->err);
+}
+
+int model_load_gguf(Model *m, const char *path, PosencError *err) {
+    memset(m, 0, sizeof *m);
+    snprintf(m->path, sizeof m->path, "%s", path);
+    m->gguf = mallocCheck(sizeof *m->gguf);
+    if (gguf_open(m->gguf, path, err)) {
+        model_free(m);
+        return -1;
+    }
+    Loader l = {.g = m->gguf, .err = err};
+    int rc = load(m, &l);
+    free(l.used);
+    if (rc) model_free(m);
+    return rc;
+}
