@@ -1,0 +1,246 @@
+/* model_inspect: one walk over the model feeds an emitter that writes
+ * either "key  value" lines (nested by indentation) or JSON, so the two
+ * formats always carry the same fields. */
+#include "model/inspect.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    FILE *out;
+    int json;
+    int depth;       /* text: indentation level */
+    int need_comma;  /* json: a value precedes at this level */
+    size_t n_tensors, n_params, n_bytes;
+} Emitter;
+
+static void json_string(FILE *out, const char *s) {
+    fputc('"', out);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\') fprintf(out, "\\%c", *p);
+        else if (*p < 0x20) fprintf(out, "\\u%04x", *p);
+        else fputc(*p, out);
+    }
+    fputc('"', out);
+}
+
+static void em_key(Emitter *e, const char *key) {
+    if (e->json) {
+        if (e->need_comma) fputc(',', e->out);
+        json_string(e->out, key);
+        fputc(':', e->out);
+    } else {
+        fprintf(e->out, "%*s%-*s ", 2 * e->depth, "", 18 - 2 * e->depth, key);
+    }
+    e->need_comma = 1;
+}
+
+/* v NULL: JSON null. */
+static void em_str(Emitter *e, const char *key, const char *v) {
+    em_key(e, key);
+    if (!e->json) fprintf(e->out, "%s\n", v);
+    else if (v) json_string(e->out, v);
+    else fputs("null", e->out);
+}
+
+static void em_int(Emitter *e, const char *key, long long v) {
+    em_key(e, key);
+    fprintf(e->out, e->json ? "%lld" : "%lld\n", v);
+}
+
+/* The shortest decimal that reads back as the same float: 1e-05, not
+ * 9.99999975e-06. */
+static void em_num(Emitter *e, const char *key, float v) {
+    char buf[32];
+    for (int prec = 6; prec <= 9; prec++) {
+        snprintf(buf, sizeof buf, "%.*g", prec, (double)v);
+        if (strtof(buf, NULL) == v) break;
+    }
+    em_key(e, key);
+    fprintf(e->out, e->json ? "%s" : "%s\n", buf);
+}
+
+static void em_bool(Emitter *e, const char *key, int v) {
+    em_key(e, key);
+    fprintf(e->out, e->json ? "%s" : "%s\n", v ? "true" : "false");
+}
+
+/* Opens a nested object or array (json) or an indented section (text). */
+static void em_begin(Emitter *e, const char *key, char open) {
+    if (e->json) {
+        em_key(e, key);
+        fputc(open, e->out);
+    } else {
+        fprintf(e->out, "%*s%s\n", 2 * e->depth, "", key);
+    }
+    e->depth++;
+    e->need_comma = 0;
+}
+
+static void em_end(Emitter *e, char close) {
+    if (e->json) fputc(close, e->out);
+    e->depth--;
+    e->need_comma = 1;
+}
+
+/* ---- sections ---------------------------------------------------------------- */
+
+static void emit_config(Emitter *e, const Model *m) {
+    const ModelConfig *c = &m->config;
+    em_begin(e, "config", '{');
+    em_int(e, "dim", c->dim);
+    em_int(e, "hidden_dim", c->hidden_dim);
+    em_int(e, "n_layers", c->n_layers);
+    em_int(e, "n_heads", c->n_heads);
+    em_int(e, "n_kv_heads", c->n_kv_heads);
+    em_int(e, "head_size", model_head_size(c));
+    em_int(e, "vocab_size", c->vocab_size);
+    em_int(e, "context_length", c->seq_len);
+    em_num(e, "norm_eps", c->norm_eps);
+    em_num(e, "embedding_scale", c->embed_scale);
+    em_bool(e, "tied_output", m->weights.output.data == m->weights.token_embd.data);
+    em_end(e, '}');
+}
+
+static void emit_positional(Emitter *e, const Model *m) {
+    const PeParams *p = &m->pe;
+    em_begin(e, "positional", '{');
+    em_str(e, "scheme", pe_kind_name(p->kind));
+    if (p->kind == PE_ROPE) {
+        em_num(e, "rope_theta", p->rope_theta);
+        em_str(e, "rope_pairing", p->rope_pairing == PE_ROPE_NEOX ? "neox" : "interleaved");
+        em_int(e, "rope_dim", p->rope_dim ? p->rope_dim : model_head_size(&m->config));
+        em_str(e, "rope_scaling", pe_rope_scaling_name(p->rope_scaling));
+        if (p->rope_scaling != PE_ROPE_SCALING_NONE) {
+            em_num(e, "rope_factor", p->rope_factor);
+            em_int(e, "rope_orig_ctx", p->rope_orig_ctx ? p->rope_orig_ctx : m->config.seq_len);
+        }
+    }
+    if (p->kind == PE_ALIBI) em_num(e, "alibi_max_bias", p->alibi_max_bias);
+    /* A table can be present whatever the scheme (it enables --pe learned). */
+    em_int(e, "n_positions", m->weights.n_positions);
+    em_end(e, '}');
+}
+
+static void emit_tokenizer(Emitter *e, const Model *m) {
+    const char *kind = NULL;
+    size_t n_tokens = 0;
+    PosencError err;
+    const GgufArray *tokens;
+    if (m->gguf && gguf_find_kv(m->gguf, "tokenizer.ggml.model"))
+        gguf_get_str(m->gguf, "tokenizer.ggml.model", &kind, &err);
+    if (m->gguf && gguf_find_kv(m->gguf, "tokenizer.ggml.tokens") &&
+        gguf_get_arr(m->gguf, "tokenizer.ggml.tokens", GGUF_TYPE_STRING, &tokens, &err) == 0)
+        n_tokens = tokens->n;
+    em_begin(e, "tokenizer", '{');
+    em_bool(e, "embedded", kind != NULL);
+    em_str(e, "model", kind || e->json ? kind : "none embedded");
+    em_int(e, "n_tokens", (long long)n_tokens);
+    em_end(e, '}');
+}
+
+/* ---- tensor table ---------------------------------------------------------- */
+
+/* shape: outermost first, as PyTorch prints it ((rows, cols) for a matrix). */
+static void emit_tensor(Emitter *e, const char *name, TensorType type, int n_dims,
+                        const int64_t *shape, size_t bytes) {
+    size_t n = 1;
+    for (int d = 0; d < n_dims; d++) n *= (size_t)shape[d];
+    e->n_tensors++;
+    e->n_params += n;
+    e->n_bytes += bytes;
+    if (e->json) {
+        if (e->need_comma) fputc(',', e->out);
+        fputs("{\"name\":", e->out);
+        json_string(e->out, name);
+        fprintf(e->out, ",\"type\":\"%s\",\"shape\":[", tensor_type_name(type));
+        for (int d = 0; d < n_dims; d++) fprintf(e->out, "%s%lld", d ? "," : "", (long long)shape[d]);
+        fprintf(e->out, "],\"bytes\":%zu}", bytes);
+        e->need_comma = 1;
+        return;
+    }
+    char dims[64] = "";
+    for (int d = 0, o = 0; d < n_dims; d++)
+        o += snprintf(dims + o, sizeof dims - (size_t)o, "%s%lld", d ? " x " : "", (long long)shape[d]);
+    fprintf(e->out, "%*s%-32s %-5s %-16s %12zu\n", 2 * e->depth, "", name,
+            tensor_type_name(type), dims, bytes);
+}
+
+static void emit_gguf_tensors(Emitter *e, const GgufFile *g) {
+    for (size_t i = 0; i < g->n_tensors; i++) {
+        const GgufTensor *t = &g->tensors[i];
+        int64_t shape[GGUF_MAX_DIMS];
+        for (int d = 0; d < t->n_dims; d++) shape[d] = t->ne[t->n_dims - 1 - d];
+        emit_tensor(e, t->name, t->type, t->n_dims, shape, t->nbytes);
+    }
+}
+
+static void emit_matrix(Emitter *e, const char *name, const Tensor *t) {
+    const int64_t shape[2] = {t->rows, t->cols};
+    emit_tensor(e, name, t->type, 2, shape,
+                (size_t)t->rows * tensor_row_bytes(t->type, (size_t)t->cols));
+}
+
+static void emit_vector(Emitter *e, const char *name, int n) {
+    const int64_t shape[1] = {n};
+    emit_tensor(e, name, TENSOR_F32, 1, shape, (size_t)n * sizeof(float));
+}
+
+/* A llama2.c .bin names nothing: list its weights under the names
+ * tools/convert.py gives them in GGUF. */
+static void emit_llama2c_tensors(Emitter *e, const Model *m) {
+    const ModelConfig *c = &m->config;
+    const ModelWeights *w = &m->weights;
+    emit_matrix(e, "token_embd.weight", &w->token_embd);
+    for (int l = 0; l < c->n_layers; l++) {
+        const LayerWeights *lw = &w->layers[l];
+        const struct { const char *name; const Tensor *t; } mats[] = {
+            {"attn_q", &lw->wq}, {"attn_k", &lw->wk}, {"attn_v", &lw->wv},
+            {"attn_output", &lw->wo}, {"ffn_gate", &lw->w_gate}, {"ffn_down", &lw->w_down},
+            {"ffn_up", &lw->w_up},
+        };
+        char name[64];
+        snprintf(name, sizeof name, "blk.%d.attn_norm.weight", l);
+        emit_vector(e, name, c->dim);
+        for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++) {
+            snprintf(name, sizeof name, "blk.%d.%s.weight", l, mats[i].name);
+            emit_matrix(e, name, mats[i].t);
+        }
+        snprintf(name, sizeof name, "blk.%d.ffn_norm.weight", l);
+        emit_vector(e, name, c->dim);
+    }
+    emit_vector(e, "output_norm.weight", c->dim);
+    if (w->output.data != w->token_embd.data) emit_matrix(e, "output.weight", &w->output);
+}
+
+static void emit_tensors(Emitter *e, const Model *m) {
+    em_begin(e, "tensors", '[');
+    if (!e->json) fprintf(e->out, "  %-32s %-5s %-16s %12s\n", "name", "type", "shape", "bytes");
+    if (m->gguf) emit_gguf_tensors(e, m->gguf);
+    else emit_llama2c_tensors(e, m);
+    em_end(e, ']');
+    em_begin(e, "totals", '{');
+    em_int(e, "n_tensors", (long long)e->n_tensors);
+    em_int(e, "n_params", (long long)e->n_params);
+    em_int(e, "bytes", (long long)e->n_bytes);
+    em_end(e, '}');
+}
+
+void model_inspect(const Model *m, FILE *out, int json) {
+    Emitter e = {.out = out, .json = json};
+    const char *name = NULL;
+    PosencError err;
+    if (m->gguf && gguf_find_kv(m->gguf, "general.name"))
+        gguf_get_str(m->gguf, "general.name", &name, &err);
+    if (json) fputc('{', out);
+    em_str(&e, "file", m->path);
+    em_str(&e, "format", m->gguf ? "gguf" : "llama2.c");
+    if (m->gguf) em_int(&e, "gguf_version", m->gguf->version);
+    if (name) em_str(&e, "name", name);
+    em_str(&e, "architecture", model_arch_name(m->config.arch));
+    emit_config(&e, m);
+    emit_positional(&e, m);
+    emit_tokenizer(&e, m);
+    emit_tensors(&e, m);
+    if (json) fputs("}\n", out);
+}

@@ -1,0 +1,11 @@
+/* `-m inspect`: what a checkpoint holds (architecture, dimensions,
+ * positional scheme and its parameters, embedded tokenizer, tensor table)
+ * as aligned text, or with `json` as one JSON object on one line. */
+#ifndef POSENC_INSPECT_H
+#define POSENC_INSPECT_H
+#include <stdio.h>
+
+#include "model/model.h"
+
+void model_inspect(const Model *m, FILE *out, int json);
+#endif
