@@ -209,10 +209,10 @@ static TokenizerKind guess_format(const char *path, PosencError *err, int *faile
     if (ends_with(path, ".model")) return TOKENIZER_SPM_BPE;
     if (ends_with(path, ".bin")) return TOKENIZER_LLAMA2C;
     FILE *f = fopen(path, "rb");
-    int c = f ? fgetc(f) : EOF;
+    int first = f ? fgetc(f) : EOF, c = first;
     while (c == ' ' || c == '\n' || c == '\r' || c == '\t') c = fgetc(f);
     if (f) fclose(f);
-    return c == '{' ? TOKENIZER_GPT2 : c == 0x0A ? TOKENIZER_SPM_BPE : TOKENIZER_LLAMA2C;
+    return c == '{' ? TOKENIZER_GPT2 : first == 0x0A ? TOKENIZER_SPM_BPE : TOKENIZER_LLAMA2C;
 }
 
 int tokenizer_load(Tokenizer *t, const char *path, int expected_vocab, PosencError *err) {

@@ -30,6 +30,7 @@ static inline void intbuf_push(IntBuf *b, int x) {
 }
 
 static inline void charbuf_append(CharBuf *b, const char *s, size_t n) {
+    if (n == 0) return;
     if (b->cap - b->n < n) buf_reserve((void **)&b->v, &b->cap, b->n, n, 1);
     memcpy(b->v + b->n, s, n);
     b->n += n;
