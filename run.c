@@ -254,6 +254,7 @@ static int split_variants(const Options *o, char *buf, size_t n, const char **ou
 static void check_positions(const Model *m, const PeParams *p, int last_pos) {
     if (p->kind == PE_LEARNED) {
         int table = m->weights.n_positions;
+        if (table == 0) return; /* no table at all: context_build refuses with the reason */
         if (last_pos >= table && p->learned_overflow == PE_OVERFLOW_ERROR)
             die("--pe learned: position %d is past the table of %d positions "
                 "(lower --ctx/--pos-offset, or --pe-overflow clamp)", last_pos, table);
@@ -341,7 +342,10 @@ static int run_generate(const Options *o) {
     Model model;
     Tokenizer tok;
     load_model_and_tokenizer(o, &model, &tok);
-    PeParams pe = variant_params(&model, o, o->pe_list);
+    char buf[1024];
+    const char *spec[MAX_VARIANTS];
+    split_variants(o, buf, sizeof buf, spec);
+    PeParams pe = variant_params(&model, o, spec[0]);
     int n_ctx = o->ctx ? o->ctx : model.config.seq_len;
     if (o->keep >= n_ctx) die("--keep %d must be smaller than the context (%d)", o->keep, n_ctx);
     ContextShiftMode shift = shift_mode(o);
@@ -437,19 +441,23 @@ static int run_ppl(const Options *o) {
     PplOptions popt = {.window = C, .stride = o->stride, .max_chunks = o->chunks,
                        .stream = o->stream, .keep = o->keep, .shift = shift_mode(o),
                        .pos_offset = o->pos_offset};
+    if (o->stride > C) die("--stride %d must be in 1..%d (the window, --ctx)", o->stride, C);
     PplResult res[MAX_VARIANTS];
     const char *labels[MAX_VARIANTS];
+    PeParams params[MAX_VARIANTS];
+    for (int v = 0; v < n_var; v++) { /* every variant is checked before any work */
+        params[v] = variant_params(&model, o, specs[v]);
+        labels[v] = specs[v] ? specs[v] : pe_kind_name(params[v].kind);
+        check_positions(&model, &params[v], o->pos_offset + C - 1);
+    }
     if (!o->json)
         printf("# %s on %s: %d tokens, %s of %d%s\n%-22s %6s %9s %9s %10s %8s %9s\n",
                o->model_path, o->text_file, n_ids, o->stream ? "stream through a cache" : "windows",
                C, o->stride ? " (sliding)" : "", "variant", "ctx", "tokens", "nll", "ppl", "seconds",
                "tok/s");
     for (int v = 0; v < n_var; v++) {
-        PeParams p = variant_params(&model, o, specs[v]);
-        labels[v] = specs[v] ? specs[v] : pe_kind_name(p.kind);
-        check_positions(&model, &p, o->pos_offset + C - 1);
         Context ctx;
-        build_context(&ctx, &model, &p, C);
+        build_context(&ctx, &model, &params[v], C);
         int bar = isatty(STDERR_FILENO);
         if (ppl_evaluate(&ctx, ids, n_ids, &popt, &res[v], bar ? progress_bar : NULL,
                          (void *)labels[v], &err))

@@ -86,9 +86,7 @@ int generate_text(Context *ctx, const Tokenizer *tok, Sampler *sampler,
         goto out;
     }
     if (context_check_chunk(ctx, ids, n_prompt, pos0, err)) goto out;
-    /* Without shifting the context bounds the text, as in llama2.c. */
-    int steps = opt->steps;
-    if (steps <= 0 || (opt->shift == CONTEXT_SHIFT_OFF && steps > n_ctx)) steps = n_ctx;
+    int steps = opt->steps <= 0 ? n_ctx : opt->steps;
 
     /* Echo the prompt (what llama2.c prints while it feeds it). */
     int echoed = n_prompt - 1 < steps ? n_prompt - 1 : steps;

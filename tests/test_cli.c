@@ -193,6 +193,70 @@ START_TEST(seeded_sampling_independent_of_threads) {
 }
 END_TEST
 
+START_TEST(bad_position_flags) {
+    if (!models) return;
+    const char *list[] = {model_path, "-z", tok_path, "--pe", "rope,alibi", NULL};
+    expect_error(list, "needs -m ppl");
+    const char *scaling[] = {model_path, "-z", tok_path, "-m", "ppl", "-f", tok_path, "--pe", "rope:zoom:2", NULL};
+    expect_error(scaling, "unknown scaling 'zoom'");
+    const char *alibi_scaled[] = {model_path, "-z", tok_path, "--pe", "alibi:linear:2", NULL};
+    expect_error(alibi_scaled, "only rope takes a scaling mode");
+    const char *rs[] = {model_path, "-z", tok_path, "--rope-scaling", "wild", NULL};
+    expect_error(rs, "--rope-scaling: unknown mode 'wild'");
+    const char *factor[] = {model_path, "-z", tok_path, "--rope-factor", "0.5", NULL};
+    expect_error(factor, "--rope-factor expects");
+    const char *keep[] = {model_path, "-z", tok_path, "--ctx", "32", "--keep", "32", NULL};
+    expect_error(keep, "--keep 32 must be smaller than the context");
+    const char *overflow[] = {model_path, "-z", tok_path, "--pe-overflow", "wrap", NULL};
+    expect_error(overflow, "--pe-overflow: unknown policy 'wrap'");
+    const char *both[] = {model_path, "-z", tok_path, "--no-shift", "--shift-no-rerotate", NULL};
+    expect_error(both, "exclude each other");
+    const char *no_file[] = {model_path, "-z", tok_path, "-m", "ppl", NULL};
+    expect_error(no_file, "-m ppl needs -f FILE");
+    const char *missing[] = {model_path, "-z", tok_path, "-m", "ppl", "-f", "/nonexistent.txt", NULL};
+    expect_error(missing, "/nonexistent.txt");
+    const char *stride[] = {model_path, "-z", tok_path, "-m", "ppl", "-f", tok_path, "--ctx", "16", "--stride", "17", NULL};
+    expect_error(stride, "--stride 17");
+}
+END_TEST
+
+/* Generation past --ctx shifts the cache, visibly with --trace-positions;
+ * --no-shift stops at the end of the context instead. */
+START_TEST(shift_and_trace) {
+    if (!models) return;
+    const char *args[] = {model_path, "-z", tok_path, "-t", "0", "-n", "80", "--ctx", "32", "--keep", "2",
+                          "--trace-positions", NULL};
+    TestsRun r = tests_run_engine(args);
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_msg(strstr(r.err, "[shift] kept 2, discarded positions 2-16, moved 15 cells by -15 "
+                                "(keys re-rotated)"), "%s", r.err);
+    ck_assert_ptr_nonnull(strstr(r.err, "[pos] q=17 cache=0-16 (17/32 cells)"));
+    tests_run_free(&r);
+
+    const char *stop[] = {model_path, "-z", tok_path, "-t", "0", "-n", "80", "--ctx", "32", "--no-shift", NULL};
+    r = tests_run_engine(stop);
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_ptr_nonnull(strstr(r.err, "context full (32 tokens); stopping"));
+    tests_run_free(&r);
+
+    const char *bug[] = {model_path, "-z", tok_path, "-t", "0", "-n", "40", "--ctx", "32", "--shift-no-rerotate", NULL};
+    r = tests_run_engine(bug);
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_ptr_nonnull(strstr(r.err, "warning: --shift-no-rerotate"));
+    tests_run_free(&r);
+}
+END_TEST
+
+START_TEST(extrapolation_warns) {
+    if (!models) return;
+    const char *args[] = {model_path, "-z", tok_path, "-t", "0", "-n", "20", "--pos-offset", "500", NULL};
+    TestsRun r = tests_run_engine(args);
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_ptr_nonnull(strstr(r.err, "warning: positions up to 519 exceed the trained context 512; rope extrapolates"));
+    tests_run_free(&r);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("cli");
     TCase *tc = tcase_create("bad_input");
@@ -205,6 +269,9 @@ int main(void) {
     tcase_add_test(tc, help_exits_zero);
     tcase_add_test(tc, greedy_matches_llama2c_test);
     tcase_add_test(tc, seeded_sampling_independent_of_threads);
+    tcase_add_test(tc, bad_position_flags);
+    tcase_add_test(tc, shift_and_trace);
+    tcase_add_test(tc, extrapolation_warns);
     suite_add_tcase(s, tc);
     return tests_run_suite(s);
 }
