@@ -14,6 +14,7 @@
 
 #include "model/context.h"
 #include "model/generate.h"
+#include "model/inspect.h"
 #include "model/model.h"
 #include "model/perplexity.h"
 #include "model/plot_svg.h"
@@ -40,18 +41,22 @@ typedef struct {
     int no_shift, shift_no_rerotate, trace;
     /* ppl */
     int chunks, stride, stream, bos, json;
+    int pieces;                 /* tokenize: print pieces instead of ids */
     const char *csv_path, *svg_path;
 } Options;
 
 static void usage(FILE *f) {
     fprintf(f,
         "usage: run MODEL [options]\n"
-        "       run -m tokenize -z TOKENIZER -i TEXT\n"
+        "       run [MODEL] -m tokenize [-z TOKENIZER] (-i TEXT | -f FILE) [--pieces]\n"
         "\n"
-        "MODEL is a llama2.c .bin checkpoint.\n"
+        "MODEL is a GGUF file (weights, vocabulary and positional configuration in one)\n"
+        "or a llama2.c .bin checkpoint.\n"
         "\n"
-        "  -m MODE              generate (default) | ppl | tokenize\n"
-        "  -z PATH              tokenizer (default: tokenizer.bin beside the model)\n"
+        "  -m MODE              generate (default) | ppl | tokenize | inspect\n"
+        "  -z PATH              tokenizer: tokenizer.bin, SentencePiece .model, or a\n"
+        "                       vocab.json+merges.txt directory (default: the GGUF's own\n"
+        "                       vocabulary, or tokenizer.bin beside a .bin model)\n"
         "  -i TEXT              prompt (default: empty)\n"
         "  -n N                 total tokens including the prompt (default 256; 0 = context)\n"
         "  -t F                 temperature (default 1.0; 0 = greedy)\n"
@@ -83,6 +88,9 @@ static void usage(FILE *f) {
         "  --json               one JSON object per variant\n"
         "  --csv PATH           mean NLL by position within the window\n"
         "  --svg PATH           NLL-vs-position chart of all variants\n"
+        "tokenize / inspect:\n"
+        "  --pieces             tokenize: print pieces instead of ids\n"
+        "  --json               inspect: one JSON object\n"
         "  -h, --help           this text\n");
 }
 
@@ -123,6 +131,7 @@ static int parse_switch(Options *o, const char *f) {
                 : !strcmp(f, "--stream")            ? &o->stream
                 : !strcmp(f, "--bos")               ? &o->bos
                 : !strcmp(f, "--json")              ? &o->json
+                : !strcmp(f, "--pieces")            ? &o->pieces
                                                     : NULL;
     if (target) *target = 1;
     return target != NULL;
@@ -181,10 +190,10 @@ static Options parse_args(int argc, char **argv) {
         if (!parse_value(&o, f, argv[i + 1])) die("unknown flag '%s' (see %s -h)", f, argv[0]);
         i++;
     }
-    const char *modes[] = {"generate", "ppl", "tokenize"};
+    const char *modes[] = {"generate", "ppl", "tokenize", "inspect"};
     int known = 0;
     for (size_t m = 0; m < sizeof modes / sizeof *modes; m++) known |= !strcmp(o.mode, modes[m]);
-    if (!known) die("-m: unknown mode '%s' (generate|ppl|tokenize)", o.mode);
+    if (!known) die("-m: unknown mode '%s' (generate|ppl|tokenize|inspect)", o.mode);
     if (o.no_shift && o.shift_no_rerotate) die("--no-shift and --shift-no-rerotate exclude each other");
     return o;
 }
@@ -282,14 +291,35 @@ static const char *default_tokenizer(const char *model_path, char *buf, size_t n
     return buf;
 }
 
-static void load_model_and_tokenizer(const Options *o, Model *model, Tokenizer *tok) {
+static void load_model(const Options *o, Model *model) {
     if (!o->model_path) die("no model given (usage: run MODEL [options])");
     PosencError err;
     if (model_load(model, o->model_path, &err)) die("%s", err.msg);
-    char buf[1024];
-    const char *path = o->tokenizer_path ? o->tokenizer_path
-                                         : default_tokenizer(o->model_path, buf, sizeof buf);
-    if (tokenizer_load(tok, path, model->config.vocab_size, &err)) die("%s", err.msg);
+}
+
+/* -z wins; then the GGUF's own vocabulary; then tokenizer.bin beside a .bin. */
+static void load_tokenizer(const Options *o, const Model *model, Tokenizer *tok) {
+    PosencError err;
+    int vocab = model ? model->config.vocab_size : 0;
+    if (o->tokenizer_path) {
+        if (tokenizer_load(tok, o->tokenizer_path, vocab, &err)) die("%s", err.msg);
+    } else if (model && model->gguf) {
+        if (tokenizer_load_gguf(tok, model->gguf, &err)) die("%s", err.msg);
+        if (tok->vocab_size != vocab)
+            die("%s: the vocabulary has %d tokens but the model %d", o->model_path, tok->vocab_size,
+                vocab);
+    } else if (model) {
+        char buf[1024];
+        if (tokenizer_load(tok, default_tokenizer(o->model_path, buf, sizeof buf), vocab, &err))
+            die("%s", err.msg);
+    } else {
+        die("-m tokenize needs -z TOKENIZER or a GGUF model");
+    }
+}
+
+static void load_model_and_tokenizer(const Options *o, Model *model, Tokenizer *tok) {
+    load_model(o, model);
+    load_tokenizer(o, model, tok);
 }
 
 static char *read_text_file(const char *path, size_t *len) {
@@ -313,18 +343,32 @@ static char *read_text_file(const char *path, size_t *len) {
 }
 
 static int run_tokenize(const Options *o) {
-    if (!o->tokenizer_path) die("-m tokenize needs -z TOKENIZER");
+    Model model;
+    if (o->model_path) load_model(o, &model);
     Tokenizer tok;
+    load_tokenizer(o, o->model_path ? &model : NULL, &tok);
     PosencError err;
-    if (tokenizer_load(&tok, o->tokenizer_path, 0, &err)) die("%s", err.msg);
-    const char *text = o->prompt ? o->prompt : "";
-    size_t len = strlen(text);
-    int *ids = mallocCheck((len + 3) * sizeof(int)), n = 0;
-    if (tokenizer_encode(&tok, text, len, 0, 0, ids, &n, &err)) die("%s", err.msg);
-    for (int i = 0; i < n; i++) printf(i ? " %d" : "%d", ids[i]);
-    printf("\n");
-    free(ids);
+    int rc;
+    if (o->text_file) {
+        FILE *in = fopen(o->text_file, "rb");
+        if (!in) die("-f: cannot open '%s': %s", o->text_file, strerror(errno));
+        rc = tokenize_stream(&tok, in, stdout, o->pieces, &err);
+        fclose(in);
+    } else {
+        const char *text = o->prompt ? o->prompt : "";
+        rc = tokenize_text(&tok, text, strlen(text), stdout, o->pieces, &err);
+    }
+    if (rc) die("%s", err.msg);
     tokenizer_free(&tok);
+    if (o->model_path) model_free(&model);
+    return EXIT_SUCCESS;
+}
+
+static int run_inspect(const Options *o) {
+    Model model;
+    load_model(o, &model);
+    model_inspect(&model, stdout, o->json);
+    model_free(&model);
     return EXIT_SUCCESS;
 }
 
@@ -489,5 +533,6 @@ int main(int argc, char **argv) {
     if (o.threads > 0) omp_set_num_threads(o.threads);
     if (!strcmp(o.mode, "tokenize")) return run_tokenize(&o);
     if (!strcmp(o.mode, "ppl")) return run_ppl(&o);
+    if (!strcmp(o.mode, "inspect")) return run_inspect(&o);
     return run_generate(&o);
 }

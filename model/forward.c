@@ -84,7 +84,8 @@ static void attention_block(Context *ctx, int l, int n, int pos0) {
     for (int t = 0; t < n; t++) kv->pos[first + t] = pos0 + t;
 
     int n_cells = first + n;
-    #pragma omp parallel for schedule(dynamic, 1)
+    #pragma omp parallel for schedule(dynamic, 1) \
+        if ((size_t)n * c->n_heads * n_cells * hs >= PARALLEL_MIN_MACS)
     for (int th = 0; th < n * c->n_heads; th++) {
         int t = th / c->n_heads, h = th % c->n_heads;
         float *scores = s->att + (size_t)omp_get_thread_num() * kv->n_ctx;

@@ -44,16 +44,17 @@ static int make_room(Context *ctx, const GenerateOptions *opt, PosencError *err)
     return 0;
 }
 
-/* Decodes after the prefilled prompt until `steps` tokens or BOS. */
+/* Samples `needed` tokens after the prefilled prompt (fewer if BOS comes);
+ * every sampled token but the last is fed back. */
 static int decode_loop(Context *ctx, const Tokenizer *tok, Sampler *sampler, const float *logits,
-                       int token, int n_done, const GenerateOptions *opt, int steps, FILE *out,
+                       int token, int needed, const GenerateOptions *opt, FILE *out,
                        int *n_decoded, PosencError *err) {
-    for (int step = n_done;; step++) {
+    for (int made = 0;;) {
         int next = sampler_sample(sampler, logits);
         if (next == tok->bos_id) return 0;
         emit(out, tok, token, next);
         token = next;
-        if (step >= steps) return 0;
+        if (++made >= needed) return 0;
         int room = make_room(ctx, opt, err);
         if (room < 0) return -1;
         if (room > 0) {
@@ -88,16 +89,18 @@ int generate_text(Context *ctx, const Tokenizer *tok, Sampler *sampler,
     if (context_check_chunk(ctx, ids, n_prompt, pos0, err)) goto out;
     int steps = opt->steps <= 0 ? n_ctx : opt->steps;
 
-    /* Echo the prompt (what llama2.c prints while it feeds it). */
-    int echoed = n_prompt - 1 < steps ? n_prompt - 1 : steps;
-    for (int i = 1; i <= echoed; i++) emit(out, tok, ids[i - 1], ids[i]);
+    /* `steps` counts the tokens of the text, prompt included; a leading BOS
+     * is not text (so with BOS this is llama2.c's count of positions). */
+    int first = ids[0] == tok->bos_id, n_text = n_prompt - first;
+    int echoed = n_text < steps ? n_text : steps;
+    for (int i = first; i < first + echoed; i++) emit(out, tok, i ? ids[i - 1] : -1, ids[i]);
     int n_decoded = 0;
     double t0 = time_now_s(), t1 = t0;
-    if (n_prompt - 1 < steps) {
+    if (n_text < steps) {
         if (opt->trace) trace_step(ctx, pos0 + n_prompt - 1);
         const float *logits = context_forward(ctx, ids, n_prompt, pos0, 0);
         t1 = time_now_s();
-        if (decode_loop(ctx, tok, sampler, logits, ids[n_prompt - 1], n_prompt, opt, steps, out,
+        if (decode_loop(ctx, tok, sampler, logits, ids[n_prompt - 1], steps - n_text, opt, out,
                         &n_decoded, err))
             goto out;
     }

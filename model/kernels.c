@@ -52,7 +52,7 @@ void matmul(float *out, const float *x, const Tensor *w, int n) {
     int rows = w->rows, cols = w->cols;
     /* Row-outer: each weight row is read from memory once and reused for
      * all n tokens while it sits in L1. */
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) if ((size_t)rows * cols * n >= PARALLEL_MIN_MACS)
     for (int r = 0; r < rows; r++)
         for (int t = 0; t < n; t++)
             out[(size_t)t * rows + r] = dot_row(w, r, x + (size_t)t * cols);

@@ -4,6 +4,11 @@
 #define POSENC_KERNELS_H
 #include "model/tensor.h"
 
+/* Below this many multiply-adds a parallel region costs more than it saves
+ * (a fork/join takes microseconds; on a busy machine a descheduled thread
+ * can hold a barrier for a whole time slice). */
+#define PARALLEL_MIN_MACS (1 << 15)
+
 /* out (n, w->rows) = x (n, w->cols) . w^T, parallel over output rows. */
 void matmul(float *out, const float *x, const Tensor *w, int n);
 /* y (n, width) += b (width) broadcast over rows; no-op when b is NULL. */

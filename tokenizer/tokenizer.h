@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "model/gguf.h"
 #include "model/util.h"
 
 typedef enum {
@@ -109,6 +110,8 @@ typedef struct {
  * must match its size.  Errors are one line naming the file. */
 int tokenizer_load(Tokenizer *t, const char *path, int expected_vocab, PosencError *err);
 
+/* The vocabulary stored in a GGUF file (tokenizer.ggml.*). */
+int tokenizer_load_gguf(Tokenizer *t, const GgufFile *g, PosencError *err);
 /* Builds a tokenizer from in-memory arrays (validating them). */
 int tokenizer_build(Tokenizer *t, const TokenizerSpec *spec, PosencError *err);
 void tokenizer_free(Tokenizer *t);
