@@ -22,8 +22,9 @@ uint32_t gpt2_byte_char(unsigned char b) {
 
 int gpt2_char_byte(uint32_t cp) {
     if (cp < 256) return byte_is_printable((int)cp) ? (int)cp : -1;
+    uint32_t n = cp - 256; /* the n-th byte that is not printable */
     for (int b = 0; b < 256; b++)
-        if (!byte_is_printable(b) && gpt2_byte_char((unsigned char)b) == cp) return b;
+        if (!byte_is_printable(b) && n-- == 0) return b;
     return -1;
 }
 
