@@ -3,29 +3,6 @@
  * all pairs after each merge.  Stale heap entries are dropped when popped. */
 #include "tokenizer/tokenizer_impl.h"
 
-void buf_reserve(void **v, size_t *cap, size_t n, size_t extra, size_t size) {
-    size_t need;
-    if (!size_add(&need, n, extra)) {
-        fprintf(stderr, "tokenizer: buffer size overflow\n");
-        exit(EXIT_FAILURE);
-    }
-    if (need <= *cap) return;
-    size_t cap2 = *cap ? *cap : 16;
-    while (cap2 < need) cap2 = cap2 > SIZE_MAX / 2 ? need : cap2 * 2;
-    size_t bytes;
-    if (!size_mul(&bytes, cap2, size)) {
-        fprintf(stderr, "tokenizer: buffer size overflow\n");
-        exit(EXIT_FAILURE);
-    }
-    void *p = realloc(*v, bytes);
-    if (!p) {
-        fprintf(stderr, "tokenizer: out of memory (%zu bytes)\n", bytes);
-        exit(EXIT_FAILURE);
-    }
-    *v = p;
-    *cap = cap2;
-}
-
 /* a is popped before b */
 static int pair_before(const BpePair *a, const BpePair *b) {
     return a->priority > b->priority || (a->priority == b->priority && a->left < b->left);

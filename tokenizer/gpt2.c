@@ -40,11 +40,8 @@ static uint64_t merge_key(int left, int right) {
 int gpt2_init(Tokenizer *t, const TokenizerSpec *spec, PosencError *err) {
     for (int b = 0; b < 256; b++) {
         char buf[4];
-        uint32_t cp = gpt2_byte_char((unsigned char)b); /* < 0x800: two bytes at most */
-        size_t n = cp < 0x80 ? 1 : 2;
-        if (n == 1) buf[0] = (char)cp;
-        else buf[0] = (char)(0xC0 | (cp >> 6)), buf[1] = (char)(0x80 | (cp & 0x3F));
-        t->byte_ids[b] = tokenizer_lookup(t, buf, n);
+        int n = utf8_encode(gpt2_byte_char((unsigned char)b), buf);
+        t->byte_ids[b] = tokenizer_lookup(t, buf, (size_t)n);
     }
     uint32_t slots = 16;
     while (slots < 2u * (uint32_t)spec->n_merges) slots *= 2;

@@ -56,20 +56,6 @@ static int hex4(const char *s, uint32_t *v) {
     return 0;
 }
 
-static void put_utf8(CharBuf *b, uint32_t cp) {
-    char u[4];
-    size_t n;
-    if (cp < 0x80) u[0] = (char)cp, n = 1;
-    else if (cp < 0x800) u[0] = (char)(0xC0 | cp >> 6), u[1] = (char)(0x80 | (cp & 0x3F)), n = 2;
-    else if (cp < 0x10000)
-        u[0] = (char)(0xE0 | cp >> 12), u[1] = (char)(0x80 | ((cp >> 6) & 0x3F)),
-        u[2] = (char)(0x80 | (cp & 0x3F)), n = 3;
-    else
-        u[0] = (char)(0xF0 | cp >> 18), u[1] = (char)(0x80 | ((cp >> 12) & 0x3F)),
-        u[2] = (char)(0x80 | ((cp >> 6) & 0x3F)), u[3] = (char)(0x80 | (cp & 0x3F)), n = 4;
-    charbuf_append(b, u, n);
-}
-
 /* A JSON string into j->strings (the \u escapes of vocab.json included). */
 static int json_string(Json *j, PosencError *err) {
     if (j->s >= j->end || *j->s != '"') return json_fail(j, err, "expected a string");
@@ -102,7 +88,8 @@ static int json_string(Json *j, PosencError *err) {
             j->s += 6;
             cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
         }
-        put_utf8(&j->strings, cp);
+        char u[4];
+        charbuf_append(&j->strings, u, (size_t)utf8_encode(cp, u));
     }
     charbuf_append(&j->strings, "", 1);
     return 0;

@@ -5,6 +5,29 @@
 #include <errno.h>
 #include <sys/stat.h>
 
+void buf_reserve(void **v, size_t *cap, size_t n, size_t extra, size_t size) {
+    size_t need;
+    if (!size_add(&need, n, extra)) {
+        fprintf(stderr, "tokenizer: buffer size overflow\n");
+        exit(EXIT_FAILURE);
+    }
+    if (need <= *cap) return;
+    size_t cap2 = *cap ? *cap : 16;
+    while (cap2 < need) cap2 = cap2 > SIZE_MAX / 2 ? need : cap2 * 2;
+    size_t bytes;
+    if (!size_mul(&bytes, cap2, size)) {
+        fprintf(stderr, "tokenizer: buffer size overflow\n");
+        exit(EXIT_FAILURE);
+    }
+    void *p = realloc(*v, bytes);
+    if (!p) {
+        fprintf(stderr, "tokenizer: out of memory (%zu bytes)\n", bytes);
+        exit(EXIT_FAILURE);
+    }
+    *v = p;
+    *cap = cap2;
+}
+
 static uint32_t hash_bytes(const char *s, size_t n) {
     uint32_t h = 2166136261u; /* FNV-1a */
     for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 16777619u;
@@ -21,7 +44,7 @@ int tokenizer_lookup(const Tokenizer *t, const char *piece, size_t len) {
 }
 
 /* Indexes the pieces; a repeated piece is an error except in llama2.c
- * files, where the first one wins as it did with llama2.c's sorted search. */
+ * files, where the first one wins (llama2.c's binary search finds either). */
 static int build_hash(Tokenizer *t, PosencError *err) {
     uint32_t slots = 16;
     while (slots < 2u * (uint32_t)t->vocab_size) slots *= 2;

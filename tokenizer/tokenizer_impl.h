@@ -101,6 +101,9 @@ size_t piece_trie_longest(const PieceTrie *pt, const char *s, size_t n);
  * the bytes at s are not one. */
 int utf8_decode(const unsigned char *s, size_t n, uint32_t *cp);
 
+/* Writes cp (<= U+10FFFF) as UTF-8 into out; returns the length. */
+int utf8_encode(uint32_t cp, char out[4]);
+
 typedef enum { UCLASS_OTHER = 0, UCLASS_LETTER, UCLASS_NUMBER, UCLASS_SPACE } UnicodeClass;
 typedef struct {
     uint32_t first, last;
