@@ -117,3 +117,55 @@ const char *tests_write_temp(const void *data, size_t n, const char *suffix) {
     close(fd);
     return p;
 }
+
+const char *tests_convert(const char *models_dir, const char *input, const char *const *extra) {
+    const char *python = getenv("PYTHON");
+    if (!python || !*python) python = "/usr/bin/python3";
+    char in[1024];
+    snprintf(in, sizeof in, "%s/%s", models_dir, input);
+    const char *out = tests_write_temp("", 0, ".gguf");
+    const char *argv[16] = {python, "tools/convert.py", in, out};
+    int n = 4;
+    for (int i = 0; extra && extra[i] && n < 15; i++) argv[n++] = extra[i];
+    argv[n] = NULL;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        execv(python, (char *const *)argv);
+        _exit(127);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        fprintf(stderr, "tests_convert: %s tools/convert.py %s failed (status %d)\n", python, in,
+                WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+        return NULL;
+    }
+    return out;
+}
+
+const char *tests_text_path(const char *models_dir, const char *name) {
+    static char buf[4][1024];
+    static int next;
+    char *p = buf[next++ % 4];
+    snprintf(p, sizeof buf[0], "%s/../text/%s", models_dir, name);
+    return p;
+}
+
+char *tests_read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    if (!buf || fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        fclose(f);
+        return NULL;
+    }
+    fclose(f);
+    buf[n] = '\0';
+    if (len) *len = (size_t)n;
+    return buf;
+}

@@ -31,4 +31,14 @@ void tests_run_free(TestsRun *r);
  * rotating buffer); the file is removed at exit. */
 const char *tests_write_temp(const void *data, size_t n, const char *suffix);
 
+/* Converts <models_dir>/<input> with tools/convert.py ($PYTHON) into a
+ * temporary GGUF (removed at exit); extra args NULL-terminated.  Returns
+ * the path, or NULL after printing why (missing python, converter error). */
+const char *tests_convert(const char *models_dir, const char *input, const char *const *extra);
+
+/* "<models_dir>/../text/<name>": the shared texts sit beside the models. */
+const char *tests_text_path(const char *models_dir, const char *name);
+
+/* Whole file into a NUL-terminated malloc'd buffer, or NULL. */
+char *tests_read_file(const char *path, size_t *len);
 #endif
