@@ -313,7 +313,7 @@ static void load_tokenizer(const Options *o, const Model *model, Tokenizer *tok)
         if (tokenizer_load(tok, default_tokenizer(o->model_path, buf, sizeof buf), vocab, &err))
             die("%s", err.msg);
     } else {
-        die("-m tokenize needs -z TOKENIZER or a GGUF model");
+        die("-m tokenize needs -z TOKENIZER or a GGUF file");
     }
 }
 
@@ -342,12 +342,32 @@ static char *read_text_file(const char *path, size_t *len) {
     return buf;
 }
 
+static int is_gguf(const char *path) {
+    char magic[4] = {0};
+    FILE *f = fopen(path, "rb");
+    if (!f) die("cannot open '%s': %s", path, strerror(errno));
+    size_t got = fread(magic, 1, 4, f);
+    fclose(f);
+    return got == 4 && memcmp(magic, "GGUF", 4) == 0;
+}
+
+/* Tokenizing needs no weights: a GGUF's vocabulary is read without them,
+ * so vocabulary-only GGUF files work too. */
 static int run_tokenize(const Options *o) {
-    Model model;
-    if (o->model_path) load_model(o, &model);
     Tokenizer tok;
-    load_tokenizer(o, o->model_path ? &model : NULL, &tok);
     PosencError err;
+    GgufFile g;
+    int from_gguf = !o->tokenizer_path && o->model_path && is_gguf(o->model_path);
+    char buf[1024];
+    if (from_gguf) {
+        if (gguf_open(&g, o->model_path, &err)) die("%s", err.msg);
+        if (tokenizer_load_gguf(&tok, &g, &err)) die("%s", err.msg);
+    } else if (!o->tokenizer_path && o->model_path) {
+        if (tokenizer_load(&tok, default_tokenizer(o->model_path, buf, sizeof buf), 0, &err))
+            die("%s", err.msg);
+    } else {
+        load_tokenizer(o, NULL, &tok);
+    }
     int rc;
     if (o->text_file) {
         FILE *in = fopen(o->text_file, "rb");
@@ -360,7 +380,7 @@ static int run_tokenize(const Options *o) {
     }
     if (rc) die("%s", err.msg);
     tokenizer_free(&tok);
-    if (o->model_path) model_free(&model);
+    if (from_gguf) gguf_close(&g);
     return EXIT_SUCCESS;
 }
 
@@ -473,9 +493,9 @@ static int run_ppl(const Options *o) {
     load_model_and_tokenizer(o, &model, &tok);
     size_t len;
     char *text = read_text_file(o->text_file, &len);
-    int *ids = mallocCheck((len + 3) * sizeof(int)), n_ids = 0;
+    int *ids = NULL, n_ids = 0;
     PosencError err;
-    if (tokenizer_encode(&tok, text, len, o->bos, 0, ids, &n_ids, &err)) die("%s", err.msg);
+    if (tokenizer_encode_alloc(&tok, text, len, o->bos, 0, &ids, &n_ids, &err)) die("%s", err.msg);
     free(text);
 
     char buf[1024];

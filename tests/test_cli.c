@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "tests/common.h"
 
@@ -93,10 +94,17 @@ START_TEST(bad_tokenizers) {
     /* No -z and no tokenizer.bin beside the model. */
     size_t n;
     char *full = read_all(model_path, &n);
-    const char *lone = tests_write_temp(full, n, ".bin");
+    char dir[] = "/tmp/posenc-lone-XXXXXX", lone[64];
+    ck_assert_ptr_nonnull(mkdtemp(dir)); /* a directory surely without tokenizer.bin */
+    snprintf(lone, sizeof lone, "%s/model.bin", dir);
+    FILE *f = fopen(lone, "wb");
+    ck_assert_uint_eq(fwrite(full, 1, n, f), n);
+    fclose(f);
     free(full);
     const char *no_z[] = {lone, NULL};
     expect_error(no_z, "pass -z");
+    unlink(lone);
+    rmdir(dir);
     /* A tokenizer of another size than the model's vocabulary. */
     const char *wrong[] = {model_path, "-z", tests_model_path(models, "llama2-tokenizer/tokenizer.bin"), NULL};
     expect_error(wrong, "32000 pieces but the model's vocabulary is 512");
