@@ -36,11 +36,7 @@ static int make_room(Context *ctx, const GenerateOptions *opt, PosencError *err)
     if (opt->trace)
         fprintf(stderr, "[shift] kept %d, discarded positions %d-%d, moved %d cells by -%d (%s)\n",
                 opt->keep, first_pos, last_pos, kv->n_used - opt->keep, discard,
-                opt->shift == CONTEXT_SHIFT_NO_REROTATE ? "keys NOT re-rotated"
-                : ctx->pe.params.kind == PE_ROPE ? "keys re-rotated"
-                : ctx->pe.params.kind == PE_SINUSOIDAL || ctx->pe.params.kind == PE_LEARNED
-                    ? "recomputed"
-                    : "positions updated");
+                context_shift_action(ctx, opt->shift));
     return 0;
 }
 

@@ -29,6 +29,18 @@ static void recompute_cells(Context *ctx, int first) {
 
 int context_shift_discard(const Context *ctx, int keep) { return (ctx->cache.n_used - keep) / 2; }
 
+static int shift_recomputes(PeKind kind) {
+    return kind == PE_SINUSOIDAL || kind == PE_LEARNED || kind == PE_NONE;
+}
+
+const char *context_shift_action(const Context *ctx, ContextShiftMode mode) {
+    PeKind kind = ctx->pe.params.kind;
+    if (mode == CONTEXT_SHIFT_NO_REROTATE)
+        return kind == PE_ALIBI ? "positions updated" : "stale: keys NOT re-rotated or recomputed";
+    return kind == PE_ROPE ? "keys re-rotated" : shift_recomputes(kind) ? "recomputed"
+                                                                        : "positions updated";
+}
+
 int context_shift(Context *ctx, int keep, int discard, ContextShiftMode mode, PosencError *err) {
     KVCache *kv = &ctx->cache;
     if (keep < 0 || discard <= 0 || keep + discard > kv->n_used)
@@ -37,16 +49,8 @@ int context_shift(Context *ctx, int keep, int discard, ContextShiftMode mode, Po
     kv_cache_remove(kv, keep, discard);
     int moved = kv->n_used - keep;
     if (moved == 0 || mode == CONTEXT_SHIFT_NO_REROTATE) return 0;
-    switch (ctx->pe.params.kind) {
-    case PE_ROPE:
-        rerotate_keys(ctx, keep, moved, -discard);
-        break;
-    case PE_SINUSOIDAL:
-    case PE_LEARNED:
-        recompute_cells(ctx, keep);
-        break;
-    default: /* alibi, none: the stored positions are all there is */
-        break;
-    }
+    /* alibi needs nothing more: the stored positions are all it uses */
+    if (ctx->pe.params.kind == PE_ROPE) rerotate_keys(ctx, keep, moved, -discard);
+    else if (shift_recomputes(ctx->pe.params.kind)) recompute_cells(ctx, keep);
     return 0;
 }
