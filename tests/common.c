@@ -101,14 +101,19 @@ void tests_run_free(TestsRun *r) {
 
 static char temp_paths[1024][64];
 static int n_temp_paths;
+static pid_t temp_owner; /* Check forks a child per test: only the creator cleans up */
 
 static void remove_temps(void) {
+    if (getpid() != temp_owner) return;
     for (int i = 0; i < n_temp_paths; i++) unlink(temp_paths[i]);
 }
 
 const char *tests_write_temp(const void *data, size_t n, const char *suffix) {
     ck_assert_int_lt(n_temp_paths, 1024);
-    if (n_temp_paths == 0) atexit(remove_temps);
+    if (n_temp_paths == 0) {
+        temp_owner = getpid();
+        atexit(remove_temps);
+    }
     char *p = temp_paths[n_temp_paths++];
     snprintf(p, sizeof temp_paths[0], "/tmp/posenc-test-XXXXXX%s", suffix ? suffix : "");
     int fd = mkstemps(p, suffix ? (int)strlen(suffix) : 0);
