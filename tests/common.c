@@ -174,3 +174,26 @@ char *tests_read_file(const char *path, size_t *len) {
     if (len) *len = (size_t)n;
     return buf;
 }
+
+int tests_load_models(TestsModel *out, const char *what) {
+    static const char *const zoo[] = {"sinusoidal", "learned", "rope", "alibi", "none"};
+    const char *dir = tests_models_dir(what);
+    if (!dir) return 0;
+    PosencError err;
+    out[0].name = "stories260K";
+    ck_assert_msg(model_load(&out[0].model, tests_model_path(dir, "stories260K/stories260K.bin"),
+                             &err) == 0, "%s", err.msg);
+    for (int i = 0; i < 5; i++) {
+        char rel[64];
+        snprintf(rel, sizeof rel, "zoo/%s", zoo[i]);
+        const char *gguf = tests_convert(dir, rel, NULL);
+        ck_assert_msg(gguf != NULL, "could not convert %s", rel);
+        out[1 + i].name = zoo[i];
+        ck_assert_msg(model_load(&out[1 + i].model, gguf, &err) == 0, "%s", err.msg);
+    }
+    return 1;
+}
+
+void tests_free_models(TestsModel *models) {
+    for (int i = 0; i < TESTS_N_MODELS; i++) model_free(&models[i].model);
+}

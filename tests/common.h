@@ -5,6 +5,8 @@
 #include <check.h>
 #include <stddef.h>
 
+#include "model/model.h"
+
 /* Runs every test of `s` and returns the process exit status. */
 int tests_run_suite(Suite *s);
 
@@ -41,4 +43,16 @@ const char *tests_text_path(const char *models_dir, const char *name);
 
 /* Whole file into a NUL-terminated malloc'd buffer, or NULL. */
 char *tests_read_file(const char *path, size_t *len);
+/* The real models the cache suites run on, one per architecture family and
+ * positional scheme: stories260K (llama, RoPE native) and the five PE-zoo
+ * models (gpt2; sinusoidal, learned, rope, alibi, none), converted to GGUF. */
+#define TESTS_N_MODELS 6
+typedef struct {
+    const char *name;
+    Model model;
+} TestsModel;
+/* Loads them all; returns 0 (after the SKIP/CI handling of
+ * tests_models_dir) when the shared models are absent. */
+int tests_load_models(TestsModel *out, const char *what);
+void tests_free_models(TestsModel *models);
 #endif
