@@ -14,13 +14,14 @@ static float *alloc_matrix(size_t rows, size_t cols, const char *what, PosencErr
 }
 
 static void forward_state_free(ForwardState *s) {
-    free(s->x); free(s->xb); free(s->xb2); free(s->q);
+    free(s->x); free(s->xb); free(s->xb2); free(s->q); free(s->k); free(s->v);
     free(s->hb); free(s->hb2); free(s->att); free(s->logits);
+    matmul_scratch_free(&s->mm);
     memset(s, 0, sizeof *s);
 }
 
 static int forward_state_build(ForwardState *s, const ModelConfig *c, int n_ctx, int max_tokens,
-                               PosencError *err) {
+                               int f16_cache, PosencError *err) {
     memset(s, 0, sizeof *s);
     size_t n = (size_t)max_tokens;
     s->max_tokens = max_tokens;
@@ -29,10 +30,14 @@ static int forward_state_build(ForwardState *s, const ModelConfig *c, int n_ctx,
         !(s->xb = alloc_matrix(n, (size_t)c->dim, "activations", err)) ||
         !(s->xb2 = alloc_matrix(n, (size_t)c->dim, "activations", err)) ||
         !(s->q = alloc_matrix(n, (size_t)c->dim, "queries", err)) ||
+        (f16_cache && !(s->k = alloc_matrix(n, (size_t)model_kv_dim(c), "keys", err))) ||
+        (f16_cache && !(s->v = alloc_matrix(n, (size_t)model_kv_dim(c), "values", err))) ||
         !(s->hb = alloc_matrix(n, (size_t)c->hidden_dim, "feed-forward buffer", err)) ||
         !(s->hb2 = alloc_matrix(n, (size_t)c->hidden_dim, "feed-forward buffer", err)) ||
-        !(s->att = alloc_matrix((size_t)s->att_rows, (size_t)n_ctx, "attention scores", err)) ||
-        !(s->logits = alloc_matrix(n, (size_t)c->vocab_size, "logits", err))) {
+        !(s->att = alloc_matrix((size_t)s->att_rows * ATT_TILE, (size_t)n_ctx, "attention scores",
+                                err)) ||
+        !(s->logits = alloc_matrix(n, (size_t)c->vocab_size, "logits", err)) ||
+        matmul_scratch_build(&s->mm, c->dim > c->hidden_dim ? c->dim : c->hidden_dim, err)) {
         forward_state_free(s);
         return -1;
     }
@@ -41,6 +46,11 @@ static int forward_state_build(ForwardState *s, const ModelConfig *c, int n_ctx,
 
 int context_build(Context *ctx, const Model *m, const PeParams *pe, int n_ctx, int max_tokens,
                   PosencError *err) {
+    return context_build_kv(ctx, m, pe, n_ctx, max_tokens, TENSOR_F32, err);
+}
+
+int context_build_kv(Context *ctx, const Model *m, const PeParams *pe, int n_ctx, int max_tokens,
+                     TensorType kv_type, PosencError *err) {
     memset(ctx, 0, sizeof *ctx);
     const ModelConfig *c = &m->config;
     if (n_ctx <= 0) return posenc_error(err, "--ctx must be positive (got %d)", n_ctx);
@@ -49,8 +59,8 @@ int context_build(Context *ctx, const Model *m, const PeParams *pe, int n_ctx, i
     if (pe_build(&ctx->pe, pe, c->dim, c->n_heads, model_head_size(c), c->seq_len,
                  m->weights.position_embd, m->weights.n_positions, err))
         return -1;
-    if (kv_cache_build(&ctx->cache, c->n_layers, model_kv_dim(c), n_ctx, err) ||
-        forward_state_build(&ctx->state, c, n_ctx, max_tokens, err)) {
+    if (kv_cache_build(&ctx->cache, c->n_layers, model_kv_dim(c), n_ctx, kv_type, err) ||
+        forward_state_build(&ctx->state, c, n_ctx, max_tokens, kv_type == TENSOR_F16, err)) {
         context_free(ctx);
         return -1;
     }

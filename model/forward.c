@@ -30,35 +30,40 @@ static void embed_tokens(Context *ctx, const int *tokens, int n, int pos0) {
     }
 }
 
-/* One query row of one head against every visible cell; writes (head_size)
- * to out.  `scores` is this thread's (n_ctx) scratch row. */
-static void attend(const Context *ctx, int layer, int head, const float *q, int pos_q, int n_cells,
-                   float *scores, float *out) {
+/* Query rows [t0, t0 + nt) of one head against the cells they may see.
+ * Every row is computed as it would be alone (decode): cells past a
+ * query's own are masked to -inf, weigh exactly 0 after the softmax and
+ * add exactly nothing to the values' sum.  `att` is this thread's
+ * (ATT_TILE, n_ctx) scratch. */
+static void attend_tile(const Context *ctx, int layer, int head, int t0, int nt, int first, int pos0,
+                        float *att) {
     const ModelConfig *c = &ctx->model->config;
     const KVCache *kv = &ctx->cache;
+    const ForwardState *s = &ctx->state;
     const PeOps *ops = pe_ops(&ctx->pe);
-    int hs = model_head_size(c);
-    int kv_off = head / (c->n_heads / c->n_kv_heads) * hs;
-    float scale = ctx->pe.attn_scale;
-    for (int cell = 0; cell < n_cells; cell++) {
-        if (kv->pos[cell] > pos_q) { scores[cell] = -INFINITY; continue; }
-        const float *k = kv_cache_key(kv, layer, cell) + kv_off;
-        float s = 0.0f;
-        for (int i = 0; i < hs; i++) s += q[i] * k[i];
-        scores[cell] = s / sqrtf((float)hs) * scale;
+    int hs = model_head_size(c), kv_dim = model_kv_dim(c);
+    size_t es = kv->type == TENSOR_F16 ? 2 : 4;
+    size_t kv_off = (size_t)(head / (c->n_heads / c->n_kv_heads) * hs) * es;
+    int cells = first + t0 + nt;
+    float scale = ctx->pe.attn_scale, root = sqrtf((float)hs);
+    const float *q = s->q + (size_t)t0 * c->dim + (size_t)head * hs;
+    dot_rows(att, (size_t)kv->n_ctx, q, (size_t)c->dim, kv->type,
+             (const char *)kv_cache_key(kv, layer, 0) + kv_off, (size_t)kv_dim, nt, cells, hs);
+    for (int t = 0; t < nt; t++) {
+        float *row = att + (size_t)t * kv->n_ctx;
+        int pos_q = pos0 + t0 + t;
+        for (int cell = 0; cell < cells; cell++)
+            row[cell] = kv->pos[cell] > pos_q ? -INFINITY : row[cell] / root * scale;
+        if (ops->bias) ops->bias(&ctx->pe, head, pos_q, kv->pos, row, cells);
+        softmax(row, cells);
     }
-    if (ops->bias) ops->bias(&ctx->pe, head, pos_q, kv->pos, scores, n_cells);
-    softmax(scores, n_cells);
-    memset(out, 0, (size_t)hs * sizeof(float));
-    for (int cell = 0; cell < n_cells; cell++) {
-        if (kv->pos[cell] > pos_q) continue;
-        const float *v = kv_cache_value(kv, layer, cell) + kv_off;
-        float a = scores[cell];
-        for (int i = 0; i < hs; i++) out[i] += a * v[i];
-    }
+    mix_rows(s->xb + (size_t)t0 * c->dim + (size_t)head * hs, (size_t)c->dim, att,
+             (size_t)kv->n_ctx, kv->type, (const char *)kv_cache_value(kv, layer, 0) + kv_off,
+             (size_t)kv_dim, nt, cells, hs);
 }
 
-/* q, k, v for the chunk; k and v go straight into their cache cells. */
+/* q, k, v for the chunk; an f32 cache takes k and v straight into its
+ * cells, an f16 one after bias and rotation in f32. */
 static void attention_block(Context *ctx, int l, int n, int pos0) {
     const ModelConfig *c = &ctx->model->config;
     const LayerWeights *w = &ctx->model->weights.layers[l];
@@ -66,13 +71,13 @@ static void attention_block(Context *ctx, int l, int n, int pos0) {
     KVCache *kv = &ctx->cache;
     const PeOps *ops = pe_ops(&ctx->pe);
     int kv_dim = model_kv_dim(c), hs = model_head_size(c);
-    int first = kv->n_used;
-    float *kc = kv_cache_key(kv, l, first), *vc = kv_cache_value(kv, l, first);
+    int first = kv->n_used, f16 = kv->type == TENSOR_F16;
+    float *kc = f16 ? s->k : kv_cache_key(kv, l, first), *vc = f16 ? s->v : kv_cache_value(kv, l, first);
 
     norm_rows(c, s->xb, s->x, w->attn_norm, w->attn_norm_b, n);
-    matmul(s->q, s->xb, &w->wq, n);
-    matmul(kc, s->xb, &w->wk, n);
-    matmul(vc, s->xb, &w->wv, n);
+    matmul(s->q, s->xb, &w->wq, n, &s->mm);
+    matmul(kc, s->xb, &w->wk, n, &s->mm);
+    matmul(vc, s->xb, &w->wv, n, &s->mm);
     add_bias(s->q, w->bq, n, c->dim);
     add_bias(kc, w->bk, n, kv_dim);
     add_bias(vc, w->bv, n, kv_dim);
@@ -81,18 +86,22 @@ static void attention_block(Context *ctx, int l, int n, int pos0) {
             ops->rotate(&ctx->pe, s->q + (size_t)t * c->dim, c->n_heads, pos0 + t);
             ops->rotate(&ctx->pe, kc + (size_t)t * kv_dim, c->n_kv_heads, pos0 + t);
         }
+    if (f16) {
+        convert_to_f16(kv_cache_key(kv, l, first), kc, (size_t)n * kv_dim);
+        convert_to_f16(kv_cache_value(kv, l, first), vc, (size_t)n * kv_dim);
+    }
     for (int t = 0; t < n; t++) kv->pos[first + t] = pos0 + t;
 
-    int n_cells = first + n;
+    /* Later tiles see more cells: dynamic scheduling evens the load. */
+    int tiles = (n + ATT_TILE - 1) / ATT_TILE, n_cells = first + n;
     #pragma omp parallel for schedule(dynamic, 1) \
         if ((size_t)n * c->n_heads * n_cells * hs >= PARALLEL_MIN_MACS)
-    for (int th = 0; th < n * c->n_heads; th++) {
-        int t = th / c->n_heads, h = th % c->n_heads;
-        float *scores = s->att + (size_t)omp_get_thread_num() * kv->n_ctx;
-        attend(ctx, l, h, s->q + (size_t)t * c->dim + (size_t)h * hs, pos0 + t, n_cells, scores,
-               s->xb + (size_t)t * c->dim + (size_t)h * hs);
+    for (int it = 0; it < tiles * c->n_heads; it++) {
+        int h = it % c->n_heads, t0 = it / c->n_heads * ATT_TILE;
+        float *att = s->att + (size_t)omp_get_thread_num() * ATT_TILE * kv->n_ctx;
+        attend_tile(ctx, l, h, t0, n - t0 < ATT_TILE ? n - t0 : ATT_TILE, first, pos0, att);
     }
-    matmul(s->xb2, s->xb, &w->wo, n);
+    matmul(s->xb2, s->xb, &w->wo, n, &s->mm);
     add_bias(s->xb2, w->bo, n, c->dim);
     for (size_t i = 0; i < (size_t)n * c->dim; i++) s->x[i] += s->xb2[i];
 }
@@ -104,15 +113,15 @@ static void ffn_block(Context *ctx, int l, int n) {
 
     norm_rows(c, s->xb, s->x, w->ffn_norm, w->ffn_norm_b, n);
     if (c->arch == MODEL_ARCH_LLAMA) {
-        matmul(s->hb, s->xb, &w->w_gate, n);
-        matmul(s->hb2, s->xb, &w->w_up, n);
+        matmul(s->hb, s->xb, &w->w_gate, n, &s->mm);
+        matmul(s->hb2, s->xb, &w->w_up, n, &s->mm);
         swiglu(s->hb, s->hb2, (int)((size_t)n * c->hidden_dim));
     } else {
-        matmul(s->hb, s->xb, &w->w_up, n);
+        matmul(s->hb, s->xb, &w->w_up, n, &s->mm);
         add_bias(s->hb, w->b_up, n, c->hidden_dim);
         gelu(s->hb, (int)((size_t)n * c->hidden_dim));
     }
-    matmul(s->xb, s->hb, &w->w_down, n);
+    matmul(s->xb, s->hb, &w->w_down, n, &s->mm);
     add_bias(s->xb, w->b_down, n, c->dim);
     for (size_t i = 0; i < (size_t)n * c->dim; i++) s->x[i] += s->xb[i];
 }
@@ -134,6 +143,6 @@ const float *context_forward(Context *ctx, const int *tokens, int n, int pos0, i
     int first = all_logits ? 0 : n - 1, rows = n - first;
     float *x = s->x + (size_t)first * c->dim;
     norm_rows(c, x, x, w->output_norm, w->output_norm_b, rows);
-    matmul(s->logits, x, &w->output, rows);
+    matmul(s->logits, x, &w->output, rows, &s->mm);
     return s->logits;
 }

@@ -1,62 +1,165 @@
+/* Threading, cache blocking and path selection around the per-path inner
+ * loops (kernels_impl.h), plus the small row-wise kernels. */
 #include "model/kernels.h"
 
 #include <math.h>
-#include <stdint.h>
+#include <omp.h>
+#include <stdlib.h>
 #include <string.h>
 
-#include "model/util.h"
+#include "model/kernels_impl.h"
 
-/* Sequential float sums: the same rounding as llama2.c's matmul, which is
- * what keeps greedy text byte-identical to it. */
-static float dot_f32(const float *w, const float *x, int n) {
-    float s = 0.0f;
-    for (int i = 0; i < n; i++) s += w[i] * x[i];
-    return s;
+static const KernelPath *best_path(void) {
+    if (kernels_avx512) return kernels_avx512;
+    if (kernels_avx2) return kernels_avx2;
+    return &kernels_portable;
 }
 
-static float dot_f16(const uint16_t *w, const float *x, int n) {
-    float s = 0.0f;
-    for (int i = 0; i < n; i++) s += fp16_to_fp32(w[i]) * x[i];
-    return s;
+static const KernelPath *path;
+
+static const KernelPath *kp(void) {
+    if (!path) path = best_path();
+    return path;
 }
 
-static float dot_bf16(const uint16_t *w, const float *x, int n) {
-    float s = 0.0f;
-    for (int i = 0; i < n; i++) s += bf16_to_fp32(w[i]) * x[i];
-    return s;
+int kernels_use(const char *name) {
+    const KernelPath *all[] = {&kernels_portable, kernels_avx2, kernels_avx512};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (all[i] && !strcmp(all[i]->name, name)) {
+            path = all[i];
+            return 0;
+        }
+    return -1;
 }
 
-static float dot_q8_0(const uint8_t *w, const float *x, int n) {
-    float s = 0.0f;
-    for (int blk = 0; blk < n / Q8_0_BLOCK; blk++, w += 2 + Q8_0_BLOCK, x += Q8_0_BLOCK) {
-        uint16_t d16;
-        memcpy(&d16, w, 2);
-        float part = 0.0f;
-        for (int i = 0; i < Q8_0_BLOCK; i++) part += (float)(int8_t)w[2 + i] * x[i];
-        s += fp16_to_fp32(d16) * part;
+const char *kernels_path_name(void) { return kp()->name; }
+
+/* ---- matmul -------------------------------------------------------------- */
+
+/* A weight panel of 256 KB and a token panel of as much stay in the 1 MB
+ * L2 of a core together while every row meets every token of the tile. */
+#define PANEL_FLOATS (1 << 16)
+/* Rows per matrix-vector work item: contiguous halves for two threads,
+ * in steps that keep the 16-row tiles whole. */
+#define GEMV_ROW_STEP 16
+
+int matmul_scratch_build(MatmulScratch *s, int max_cols, PosencError *err) {
+    memset(s, 0, sizeof *s);
+    s->n_threads = omp_get_max_threads();
+    s->max_cols = max_cols;
+    s->panel_floats = PANEL_FLOATS > (size_t)16 * max_cols ? PANEL_FLOATS : (size_t)16 * max_cols;
+    s->panel = malloc(s->panel_floats * sizeof(float) * (size_t)s->n_threads);
+    s->xq = malloc((size_t)max_cols);
+    s->xd = malloc((size_t)(max_cols / 32 + 1) * sizeof(float));
+    if (!s->panel || !s->xq || !s->xd) {
+        matmul_scratch_free(s);
+        return posenc_error(err, "out of memory for matmul scratch (%d threads x %zu floats)",
+                            omp_get_max_threads(), (size_t)PANEL_FLOATS);
     }
-    return s;
+    return 0;
 }
 
-static float dot_row(const Tensor *w, int row, const float *x) {
-    const void *r = tensor_row(w, row);
+void matmul_scratch_free(MatmulScratch *s) {
+    free(s->panel);
+    free(s->xq);
+    free(s->xd);
+    memset(s, 0, sizeof *s);
+}
+
+static int n_threads_for(const MatmulScratch *s, size_t macs) {
+    if (macs < PARALLEL_MIN_MACS) return 1;
+    int t = omp_get_max_threads();
+    return t < s->n_threads ? t : s->n_threads;
+}
+
+static void gemv_rows(float *out, const float *x, const Tensor *w, int r0, int r1,
+                      const MatmulScratch *s) {
+    const KernelPath *p = kp();
+    int k = w->cols;
+    const void *rows = tensor_row(w, r0);
     switch (w->type) {
-    case TENSOR_F16:  return dot_f16(r, x, w->cols);
-    case TENSOR_BF16: return dot_bf16(r, x, w->cols);
-    case TENSOR_Q8_0: return dot_q8_0(r, x, w->cols);
-    default:          return dot_f32(r, x, w->cols);
+    case TENSOR_F16:  p->dot_f16(out + r0, 0, x, 0, rows, (size_t)k, 1, r1 - r0, k); break;
+    case TENSOR_BF16: p->dot_bf16(out + r0, 0, x, 0, rows, (size_t)k, 1, r1 - r0, k); break;
+    case TENSOR_Q8_0:
+        p->dot_q8(out + r0, s->xq, s->xd, rows, tensor_row_bytes(TENSOR_Q8_0, (size_t)k), r1 - r0, k);
+        break;
+    default:          p->dot_f32(out + r0, 0, x, 0, rows, (size_t)k, 1, r1 - r0, k); break;
     }
 }
 
-void matmul(float *out, const float *x, const Tensor *w, int n) {
-    int rows = w->rows, cols = w->cols;
-    /* Row-outer: each weight row is read from memory once and reused for
-     * all n tokens while it sits in L1. */
-    #pragma omp parallel for schedule(static) if ((size_t)rows * cols * n >= PARALLEL_MIN_MACS)
-    for (int r = 0; r < rows; r++)
-        for (int t = 0; t < n; t++)
-            out[(size_t)t * rows + r] = dot_row(w, r, x + (size_t)t * cols);
+static void gemv(float *out, const float *x, const Tensor *w, MatmulScratch *s) {
+    if (w->type == TENSOR_Q8_0) kp()->quantize_q8(s->xq, s->xd, x, w->cols);
+    int steps = (w->rows + GEMV_ROW_STEP - 1) / GEMV_ROW_STEP;
+    int nt = n_threads_for(s, (size_t)w->rows * w->cols);
+    #pragma omp parallel num_threads(nt)
+    {
+        int t = omp_get_thread_num(), n = omp_get_num_threads();
+        int r0 = (int)((long)steps * t / n) * GEMV_ROW_STEP;
+        int r1 = (int)((long)steps * (t + 1) / n) * GEMV_ROW_STEP;
+        if (r1 > w->rows) r1 = w->rows;
+        if (r0 < r1) gemv_rows(out, x, w, r0, r1, s);
+    }
 }
+
+/* Work item (row panel, token panel); a panel of f16/bf16/Q8_0 rows is
+ * converted to f32 once per thread and reused for the following items
+ * that share it. */
+static void gemm(float *out, const float *x, const Tensor *w, int n, MatmulScratch *s) {
+    const KernelPath *p = kp();
+    int rows = w->rows, k = w->cols;
+    int mc_max = (int)(s->panel_floats / (size_t)k) / 16 * 16;
+    if (mc_max < 16) mc_max = 16;
+    int n_rp = (rows + mc_max - 1) / mc_max;
+    int mc = ((rows + n_rp - 1) / n_rp + 15) / 16 * 16; /* equal panels */
+    int nc = PANEL_FLOATS / k / 4 * 4;
+    if (nc < 16) nc = 16;
+    if (nc > 128) nc = 128;
+    int n_tp = (n + nc - 1) / nc;
+    int items = n_rp * n_tp;
+    int nt = n_threads_for(s, (size_t)rows * k * n);
+    #pragma omp parallel num_threads(nt)
+    {
+        float *panel = s->panel + (size_t)omp_get_thread_num() * s->panel_floats;
+        int have = -1;
+        #pragma omp for schedule(dynamic, 1)
+        for (int it = 0; it < items; it++) {
+            int rp = it / n_tp, tp = it % n_tp;
+            int r0 = rp * mc, r1 = r0 + mc < rows ? r0 + mc : rows;
+            int t0 = tp * nc, t1 = t0 + nc < n ? t0 + nc : n;
+            const float *wf = tensor_row(w, r0);
+            if (w->type != TENSOR_F32) {
+                if (have != rp) p->to_f32(panel, wf, w->type, (size_t)(r1 - r0) * k);
+                have = rp;
+                wf = panel;
+            }
+            p->dot_f32(out + (size_t)t0 * rows + r0, (size_t)rows, x + (size_t)t0 * k, (size_t)k, wf,
+                       (size_t)k, t1 - t0, r1 - r0, k);
+        }
+    }
+}
+
+void matmul(float *out, const float *x, const Tensor *w, int n, MatmulScratch *s) {
+    if (n == 1) gemv(out, x, w, s);
+    else gemm(out, x, w, n, s);
+}
+
+void dot_rows(float *out, size_t ldo, const float *x, size_t ldx, TensorType wt, const void *w,
+              size_t ldw, int n, int m, int k) {
+    if (wt == TENSOR_F16) kp()->dot_f16(out, ldo, x, ldx, w, ldw, n, m, k);
+    else kp()->dot_f32(out, ldo, x, ldx, w, ldw, n, m, k);
+}
+
+void mix_rows(float *out, size_t ldo, const float *p, size_t ldp, TensorType vt, const void *v,
+              size_t ldv, int n, int cells, int hs) {
+    if (vt == TENSOR_F16) kp()->mix_f16(out, ldo, p, ldp, v, ldv, n, cells, hs);
+    else kp()->mix_f32(out, ldo, p, ldp, v, ldv, n, cells, hs);
+}
+
+void convert_to_f16(uint16_t *dst, const float *src, size_t n) { kp()->to_f16(dst, src, n); }
+
+void convert_to_f32(float *dst, const void *src, TensorType t, size_t n) { kp()->to_f32(dst, src, t, n); }
+
+/* ---- row-wise kernels ------------------------------------------------------ */
 
 void add_bias(float *y, const float *b, int n, int width) {
     if (!b) return;
@@ -83,30 +186,8 @@ void layernorm(float *out, const float *x, const float *w, const float *b, int d
     for (int i = 0; i < dim; i++) out[i] = ((float)(x[i] - mean) * inv) * w[i] + b[i];
 }
 
-void softmax(float *x, int n) {
-    float max = x[0];
-    for (int i = 1; i < n; i++)
-        if (x[i] > max) max = x[i];
-    float sum = 0.0f;
-    for (int i = 0; i < n; i++) {
-        x[i] = expf(x[i] - max);
-        sum += x[i];
-    }
-    for (int i = 0; i < n; i++) x[i] /= sum;
-}
+void softmax(float *x, int n) { kp()->softmax(x, n); }
 
-void swiglu(float *h, const float *g, int n) {
-    for (int i = 0; i < n; i++) {
-        float v = h[i];
-        v *= 1.0f / (1.0f + expf(-v));
-        h[i] = v * g[i];
-    }
-}
+void swiglu(float *h, const float *g, int n) { kp()->swiglu(h, g, n); }
 
-void gelu(float *h, int n) {
-    const float k = 0.7978845608028654f; /* sqrt(2/pi) */
-    for (int i = 0; i < n; i++) {
-        float v = h[i];
-        h[i] = 0.5f * v * (1.0f + tanhf(k * (v + 0.044715f * v * v * v)));
-    }
-}
+void gelu(float *h, int n) { kp()->gelu(h, n); }

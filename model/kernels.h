@@ -1,16 +1,60 @@
 /* Numeric kernels of the forward pass.  Activations are row-major
- * (n_tokens, width) matrices; n = 1 is decoding, n > 1 is prefill. */
+ * (n_tokens, width) matrices; n = 1 is decoding, n > 1 is prefill.
+ *
+ * Each kernel runs on one instruction-set path (kernels_impl.h): AVX-512
+ * or AVX2 when the build targets them (`make` uses -march=native), else
+ * portable C (`make PORTABLE=1`).  Results never depend on the number of
+ * threads, and decode and prefill round alike, except for Q8_0 weights,
+ * which decode with int8 activations and prefill with f32 ones (see
+ * matmul). */
 #ifndef POSENC_KERNELS_H
 #define POSENC_KERNELS_H
+#include <stddef.h>
+#include <stdint.h>
+
 #include "model/tensor.h"
+#include "model/util.h"
 
 /* Below this many multiply-adds a parallel region costs more than it saves
  * (a fork/join takes microseconds; on a busy machine a descheduled thread
  * can hold a barrier for a whole time slice). */
 #define PARALLEL_MIN_MACS (1 << 15)
 
-/* out (n, w->rows) = x (n, w->cols) . w^T, parallel over output rows. */
-void matmul(float *out, const float *x, const Tensor *w, int n);
+/* Working memory of matmul, sized once per context so that no kernel
+ * allocates per token. */
+typedef struct {
+    int n_threads;
+    int max_cols;        /* widest input a matmul may see */
+    size_t panel_floats; /* per thread */
+    float *panel;        /* (n_threads, panel_floats) weight rows converted to f32 */
+    int8_t *xq;          /* (max_cols) one token's activations as Q8 */
+    float *xd;           /* (max_cols / 32) their scales */
+} MatmulScratch;
+
+int matmul_scratch_build(MatmulScratch *s, int max_cols, PosencError *err);
+void matmul_scratch_free(MatmulScratch *s);
+
+/* out (n, w->rows) = x (n, w->cols) . w^T, parallel over output rows (and,
+ * for n > 1, over blocks of tokens).  n = 1 streams the weights once with
+ * a matrix-vector kernel; Q8_0 then quantizes x to int8 blocks and uses
+ * integer dot products.  n > 1 runs a cache-blocked matrix-matrix kernel
+ * on f32 copies of L2-sized weight panels (Q8_0 included: on this kind of
+ * CPU that is faster than an int8 product, which needs a scale per block
+ * and per output). */
+void matmul(float *out, const float *x, const Tensor *w, int n, MatmulScratch *s);
+
+/* Single-threaded pieces of attention, for callers that parallelize over
+ * heads themselves.  w and v are f32 or f16 (the KV cache's types).
+ *   dot_rows: out[t*ldo + r] = x[t*ldx + 0..k) . w[r*ldw + 0..k)   (t < n, r < m)
+ *   mix_rows: out[t*ldo + 0..hs) = sum_c p[t*ldp + c] * v[c*ldv + 0..hs)  (c < cells) */
+void dot_rows(float *out, size_t ldo, const float *x, size_t ldx, TensorType wt, const void *w,
+              size_t ldw, int n, int m, int k);
+void mix_rows(float *out, size_t ldo, const float *p, size_t ldp, TensorType vt, const void *v,
+              size_t ldv, int n, int cells, int hs);
+/* f32 <-> f16 (round to nearest even) for the f16 KV cache. */
+void convert_to_f16(uint16_t *dst, const float *src, size_t n);
+void convert_to_f32(float *dst, const void *src, TensorType t, size_t n);
+
 /* y (n, width) += b (width) broadcast over rows; no-op when b is NULL. */
 void add_bias(float *y, const float *b, int n, int width);
 
@@ -21,4 +65,11 @@ void softmax(float *x, int n);
 void swiglu(float *h, const float *g, int n);
 /* GELU, tanh approximation (GPT-2's "gelu_new"). */
 void gelu(float *h, int n);
+
+/* The instruction-set paths, for tests and benchmarks: "portable", "avx2",
+ * "avx512".  kernels_use() switches every kernel above to one (0), or
+ * returns -1 when this build lacks it; kernels_path_name() names the one
+ * in use (the best compiled in, by default). */
+int kernels_use(const char *name);
+const char *kernels_path_name(void);
 #endif

@@ -3,11 +3,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-int kv_cache_build(KVCache *kv, int n_layers, int kv_dim, int n_ctx, PosencError *err) {
+int kv_cache_build(KVCache *kv, int n_layers, int kv_dim, int n_ctx, TensorType type,
+                   PosencError *err) {
     memset(kv, 0, sizeof *kv);
+    if (type != TENSOR_F32 && type != TENSOR_F16)
+        return posenc_error(err, "KV cache type must be f32 or f16 (got %s)", tensor_type_name(type));
     size_t n;
     if (n_ctx <= 0 || !size_mul3(&n, (size_t)n_layers, (size_t)n_ctx, (size_t)kv_dim) ||
-        !size_mul(&n, n, sizeof(float)))
+        !size_mul(&n, n, type == TENSOR_F16 ? 2 : 4))
         return posenc_error(err, "KV cache of %d cells x %d layers x %d dims is too large",
                             n_ctx, n_layers, kv_dim);
     kv->key = malloc(n);
@@ -22,6 +25,7 @@ int kv_cache_build(KVCache *kv, int n_layers, int kv_dim, int n_ctx, PosencError
     kv->n_layers = n_layers;
     kv->kv_dim = kv_dim;
     kv->n_ctx = n_ctx;
+    kv->type = type;
     return 0;
 }
 
@@ -37,7 +41,7 @@ void kv_cache_clear(KVCache *kv) { kv->n_used = 0; }
 
 void kv_cache_remove(KVCache *kv, int first, int count) {
     int tail = kv->n_used - first - count;
-    size_t row = (size_t)kv->kv_dim * sizeof(float);
+    size_t row = kv_cache_row_bytes(kv);
     for (int l = 0; l < kv->n_layers; l++) {
         memmove(kv_cache_key(kv, l, first), kv_cache_key(kv, l, first + count), (size_t)tail * row);
         memmove(kv_cache_value(kv, l, first), kv_cache_value(kv, l, first + count), (size_t)tail * row);
@@ -59,4 +63,11 @@ void kv_cache_format_positions(const KVCache *kv, char *buf, size_t n) {
         i = j + 1;
     }
     if (kv->n_used == 0) snprintf(buf, n, "empty");
+}
+
+int kv_cache_type_from_name(const char *name, TensorType *out) {
+    if (!strcmp(name, "f32")) *out = TENSOR_F32;
+    else if (!strcmp(name, "f16")) *out = TENSOR_F16;
+    else return -1;
+    return 0;
 }

@@ -2,22 +2,28 @@
  * RoPE) and values for every layer, and the token's position.  Positions —
  * not cell indices — decide what a query may see and every positional
  * computation, so moving cells around (context shift) stays correct as long
- * as the stored positions and the rotation of the keys agree. */
+ * as the stored positions and the rotation of the keys agree.
+ *
+ * Keys and values are f32 or f16 (half the memory and bandwidth: each
+ * element rounded to 11 significant bits, ~2.4e-4 relative). */
 #ifndef POSENC_KVCACHE_H
 #define POSENC_KVCACHE_H
+#include "model/tensor.h"
 #include "model/util.h"
 
 typedef struct {
     int n_layers, kv_dim;
-    int n_ctx;     /* cells */
-    int n_used;    /* cells 0..n_used-1 are occupied */
-    float *key;    /* (layer, n_ctx, kv_dim) */
-    float *value;  /* (layer, n_ctx, kv_dim) */
-    int *pos;      /* (n_ctx) position of each occupied cell */
-    int *token;    /* (n_ctx) token of each occupied cell, for recomputation */
+    int n_ctx;       /* cells */
+    int n_used;      /* cells 0..n_used-1 are occupied */
+    TensorType type; /* TENSOR_F32 or TENSOR_F16 */
+    void *key;       /* (layer, n_ctx, kv_dim) of type */
+    void *value;     /* (layer, n_ctx, kv_dim) of type */
+    int *pos;        /* (n_ctx) position of each occupied cell */
+    int *token;      /* (n_ctx) token of each occupied cell, for recomputation */
 } KVCache;
 
-int kv_cache_build(KVCache *kv, int n_layers, int kv_dim, int n_ctx, PosencError *err);
+int kv_cache_build(KVCache *kv, int n_layers, int kv_dim, int n_ctx, TensorType type,
+                   PosencError *err);
 void kv_cache_free(KVCache *kv);
 void kv_cache_clear(KVCache *kv);
 /* Removes cells [first, first+count) and moves the later cells down, their
@@ -26,11 +32,16 @@ void kv_cache_clear(KVCache *kv);
 void kv_cache_remove(KVCache *kv, int first, int count);
 /* Writes the occupied positions as ranges, e.g. "0-3,260-516". */
 void kv_cache_format_positions(const KVCache *kv, char *buf, size_t n);
+/* "f32" | "f16" to the cache type; -1 for anything else. */
+int kv_cache_type_from_name(const char *name, TensorType *out);
 
-static inline float *kv_cache_key(const KVCache *kv, int layer, int cell) {
-    return kv->key + ((size_t)layer * kv->n_ctx + cell) * kv->kv_dim;
+static inline size_t kv_cache_row_bytes(const KVCache *kv) {
+    return (size_t)kv->kv_dim * (kv->type == TENSOR_F16 ? 2 : 4);
 }
-static inline float *kv_cache_value(const KVCache *kv, int layer, int cell) {
-    return kv->value + ((size_t)layer * kv->n_ctx + cell) * kv->kv_dim;
+static inline void *kv_cache_key(const KVCache *kv, int layer, int cell) {
+    return (char *)kv->key + ((size_t)layer * kv->n_ctx + cell) * kv_cache_row_bytes(kv);
+}
+static inline void *kv_cache_value(const KVCache *kv, int layer, int cell) {
+    return (char *)kv->value + ((size_t)layer * kv->n_ctx + cell) * kv_cache_row_bytes(kv);
 }
 #endif

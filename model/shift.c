@@ -3,12 +3,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* An f16 key is rotated in f32 (the forward pass's k scratch) and rounded
+ * back: each shift adds one f16 rounding, as writing it did. */
 static void rerotate_keys(Context *ctx, int first, int count, int delta) {
     KVCache *kv = &ctx->cache;
     int n_kv_heads = ctx->model->config.n_kv_heads;
+    float *k = ctx->state.k;
     for (int l = 0; l < kv->n_layers; l++)
-        for (int c = first; c < first + count; c++)
-            pe_rope_rotate(&ctx->pe, kv_cache_key(kv, l, c), n_kv_heads, delta);
+        for (int c = first; c < first + count; c++) {
+            if (kv->type == TENSOR_F32) {
+                pe_rope_rotate(&ctx->pe, kv_cache_key(kv, l, c), n_kv_heads, delta);
+                continue;
+            }
+            convert_to_f32(k, kv_cache_key(kv, l, c), TENSOR_F16, (size_t)kv->kv_dim);
+            pe_rope_rotate(&ctx->pe, k, n_kv_heads, delta);
+            convert_to_f16(kv_cache_key(kv, l, c), k, (size_t)kv->kv_dim);
+        }
 }
 
 /* Drops cells [first, n_used) and runs their tokens again at their

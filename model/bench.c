@@ -1,0 +1,208 @@
+#include "model/bench.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/context.h"
+#include "model/kernels.h"
+
+BenchOptions bench_options_default(void) {
+    BenchOptions o = {0};
+    o.reps = 5;
+    o.kv_type = TENSOR_F32;
+    return o;
+}
+
+int bench_parse_sizes(int *sizes, int *count, const char *list, PosencError *err) {
+    const char *p = list;
+    for (;;) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < 1 || v > (1 << 22) || (*end && *end != ','))
+            return posenc_error(err, "expected a comma list of token counts, got '%s'", list);
+        if (*count == BENCH_MAX_TESTS) return posenc_error(err, "at most %d sizes", BENCH_MAX_TESTS);
+        sizes[(*count)++] = (int)v;
+        if (!*end) return 0;
+        p = end + 1;
+    }
+}
+
+/* ---- bandwidth --------------------------------------------------------- */
+
+/* 1 GiB: 30x the largest L3 of the machines this runs on, so no pass is
+ * served from cache. */
+#define BW_BYTES ((size_t)1 << 30)
+#define BW_PASSES 5
+
+double bench_read_bandwidth(void) {
+    size_t n = BW_BYTES / sizeof(uint64_t);
+    uint64_t *buf = malloc(BW_BYTES);
+    if (!buf) return 0.0;
+    #pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) buf[i] = i; /* pages touched by the thread that reads them */
+    double best = 0.0;
+    uint64_t sink = 0;
+    for (int pass = 0; pass < BW_PASSES; pass++) {
+        double t0 = time_now_s();
+        uint64_t total = 0;
+        /* an integer sum vectorizes (it reassociates exactly), so loads bound it */
+        #pragma omp parallel for schedule(static) reduction(+ : total)
+        for (size_t i = 0; i < n; i++) total += buf[i];
+        double gbs = (double)BW_BYTES / (time_now_s() - t0) / 1e9;
+        sink += total;
+        if (gbs > best) best = gbs;
+    }
+    free(buf);
+    return sink == 1 ? 0.0 : best; /* sink keeps the sums alive */
+}
+
+/* ---- model facts ------------------------------------------------------ */
+
+static double tensor_bytes(const Tensor *t) {
+    return (double)tensor_row_bytes(t->type, (size_t)t->cols) * t->rows;
+}
+
+double bench_weight_bytes_per_token(const Model *m) {
+    const ModelWeights *w = &m->weights;
+    double b = tensor_bytes(&w->output) + tensor_bytes(&w->token_embd) / w->token_embd.rows;
+    for (int l = 0; l < m->config.n_layers; l++) {
+        const LayerWeights *lw = &w->layers[l];
+        b += tensor_bytes(&lw->wq) + tensor_bytes(&lw->wk) + tensor_bytes(&lw->wv) +
+             tensor_bytes(&lw->wo) + tensor_bytes(&lw->w_up) + tensor_bytes(&lw->w_down);
+        if (m->config.arch == MODEL_ARCH_LLAMA) b += tensor_bytes(&lw->w_gate);
+    }
+    return b;
+}
+
+/* Every distinct matrix of the file once (a tied head is the embedding). */
+static double model_bytes(const Model *m, double *params) {
+    const ModelWeights *w = &m->weights;
+    double b = tensor_bytes(&w->token_embd), p = (double)w->token_embd.rows * w->token_embd.cols;
+    if (w->output.data != w->token_embd.data) {
+        b += tensor_bytes(&w->output);
+        p += (double)w->output.rows * w->output.cols;
+    }
+    for (int l = 0; l < m->config.n_layers; l++) {
+        const LayerWeights *lw = &w->layers[l];
+        const Tensor *ts[] = {&lw->wq, &lw->wk, &lw->wv, &lw->wo, &lw->w_gate, &lw->w_up, &lw->w_down};
+        for (int i = 0; i < 7; i++)
+            if (ts[i]->data) {
+                b += tensor_bytes(ts[i]);
+                p += (double)ts[i]->rows * ts[i]->cols;
+            }
+    }
+    *params = p;
+    return b;
+}
+
+/* ---- tests ------------------------------------------------------------ */
+
+typedef struct {
+    char name[32];
+    int n_prompt, n_gen;
+    double mean, sd;    /* tok/s */
+    double bytes_per_token;
+    double bw_fraction; /* decode only; 0 otherwise */
+} BenchResult;
+
+static double run_once(Context *ctx, const int *tokens, int n_prompt, int n_gen) {
+    kv_cache_clear(&ctx->cache);
+    double t0 = time_now_s();
+    if (n_prompt > 0) context_forward(ctx, tokens, n_prompt, 0, 0);
+    for (int i = 0; i < n_gen; i++) context_forward(ctx, tokens + i, 1, i, 0);
+    return time_now_s() - t0;
+}
+
+static int run_test(const Model *m, const BenchOptions *o, int n_prompt, int n_gen, double bw,
+                    BenchResult *r, PosencError *err) {
+    const ModelConfig *c = &m->config;
+    int n = n_prompt > n_gen ? n_prompt : n_gen;
+    int *tokens = mallocCheck((size_t)n * sizeof(int));
+    uint64_t s = 0x2545F4914F6CDD1Dull;
+    for (int i = 0; i < n; i++) { /* fixed pseudo-random ids: every run reads the same rows */
+        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+        tokens[i] = (int)(s % (uint64_t)c->vocab_size);
+    }
+    Context ctx;
+    if (context_build_kv(&ctx, m, &m->pe, n, n_prompt > 0 ? n_prompt : 1, o->kv_type, err) ||
+        context_check_chunk(&ctx, tokens, n_prompt > 0 ? n_prompt : 1, 0, err) ||
+        (n_gen > 0 && context_check_chunk(&ctx, tokens, 1, n_gen - 1, err))) {
+        free(tokens);
+        if (ctx.model) context_free(&ctx);
+        return -1;
+    }
+    run_once(&ctx, tokens, n_prompt, n_gen); /* warm-up: page in the weights, spin up threads */
+    double sum = 0.0, sum2 = 0.0;
+    for (int rep = 0; rep < o->reps; rep++) {
+        double ts = (n_prompt + n_gen) / run_once(&ctx, tokens, n_prompt, n_gen);
+        sum += ts;
+        sum2 += ts * ts;
+    }
+    context_free(&ctx);
+    free(tokens);
+
+    snprintf(r->name, sizeof r->name, n_prompt ? "pp%d" : "tg%d", n_prompt ? n_prompt : n_gen);
+    r->n_prompt = n_prompt;
+    r->n_gen = n_gen;
+    r->mean = sum / o->reps;
+    r->sd = o->reps > 1 ? sqrt(fmax(0.0, (sum2 - sum * sum / o->reps) / (o->reps - 1))) : 0.0;
+    /* A decoded token at position i reads i + 1 cached keys and values per layer. */
+    double kv_row = (double)model_kv_dim(c) * (o->kv_type == TENSOR_F16 ? 2 : 4);
+    double kv_bytes = n_gen ? 2.0 * c->n_layers * kv_row * (n_gen + 1) / 2.0 : 0.0;
+    r->bytes_per_token = bench_weight_bytes_per_token(m) + kv_bytes;
+    r->bw_fraction = n_gen && bw > 0.0 ? r->bytes_per_token * r->mean / (bw * 1e9) : 0.0;
+    return 0;
+}
+
+static const char *weight_type(const Model *m) {
+    return tensor_type_name(m->weights.layers[0].wq.type);
+}
+
+static const char *model_name(const Model *m) {
+    const char *slash = strrchr(m->path, '/');
+    return slash ? slash + 1 : m->path;
+}
+
+int bench_run(const Model *m, const BenchOptions *o, FILE *out, PosencError *err) {
+    if (o->reps < 1) return posenc_error(err, "-r must be at least 1 (got %d)", o->reps);
+    if (o->threads > 0) omp_set_num_threads(o->threads);
+    int threads = omp_get_max_threads();
+    double params, size = model_bytes(m, &params);
+    double bw = o->n_tg > 0 ? bench_read_bandwidth() : 0.0;
+    const char *kv = o->kv_type == TENSOR_F16 ? "f16" : "f32";
+    if (!o->json) {
+        fprintf(out, "# %s: %s, %.1f MB, %.1f M params, weights %s, KV cache %s, %d threads, "
+                     "kernels %s%s", model_name(m), model_arch_name(m->config.arch), size / 1e6,
+                params / 1e6, weight_type(m), kv, threads, kernels_path_name(),
+                bw > 0.0 ? "" : "\n");
+        if (bw > 0.0) fprintf(out, ", read bandwidth %.1f GB/s\n", bw);
+        fprintf(out, "| %-8s | %16s | %14s | %9s |\n", "test", "tok/s", "MB/token", "of bw");
+        fprintf(out, "| %-8s | %16s | %14s | %9s |\n", "--------", "---------------:",
+                "-------------:", "--------:");
+    }
+    for (int i = 0; i < o->n_pp + o->n_tg; i++) {
+        int pp = i < o->n_pp ? o->pp[i] : 0, tg = i < o->n_pp ? 0 : o->tg[i - o->n_pp];
+        BenchResult r;
+        if (run_test(m, o, pp, tg, bw, &r, err)) return -1;
+        if (o->json) {
+            fprintf(out, "{\"model\": \"%s\", \"arch\": \"%s\", \"size_bytes\": %.0f, \"params\": %.0f, "
+                         "\"weight_type\": \"%s\", \"kv_type\": \"%s\", \"kernels\": \"%s\", "
+                         "\"threads\": %d, \"test\": \"%s\", \"n_prompt\": %d, \"n_gen\": %d, "
+                         "\"reps\": %d, \"tok_s\": %.3f, \"tok_s_sd\": %.3f, "
+                         "\"bytes_per_token\": %.0f, \"read_bw_gbs\": %.2f, \"bw_fraction\": %.4f}\n",
+                    model_name(m), model_arch_name(m->config.arch), size, params, weight_type(m), kv,
+                    kernels_path_name(), threads, r.name, r.n_prompt, r.n_gen, o->reps, r.mean, r.sd,
+                    r.bytes_per_token, bw, r.bw_fraction);
+        } else {
+            char ts[32], frac[16] = "";
+            snprintf(ts, sizeof ts, "%.2f ± %.2f", r.mean, r.sd);
+            if (r.bw_fraction > 0.0) snprintf(frac, sizeof frac, "%.1f%%", 100.0 * r.bw_fraction);
+            fprintf(out, "| %-8s | %16s | %14.2f | %9s |\n", r.name, ts, r.bytes_per_token / 1e6, frac);
+        }
+        fflush(out);
+    }
+    return 0;
+}

@@ -1,0 +1,42 @@
+/* -m bench, in the manner of llama-bench: prefill (ppN: N tokens as one
+ * chunk from an empty cache, logits of the last only) and decode (tgN: N
+ * tokens one at a time from an empty cache) throughput, each repeated
+ * after one unmeasured warm-up run, reported as mean ± sample standard
+ * deviation of tokens per second.  Decode is also put against the
+ * machine's read bandwidth, measured in the same run with the same
+ * threads: the bytes a token reads (every weight matrix once, plus the
+ * cached keys and values it attends to) times tok/s over GB/s. */
+#ifndef POSENC_BENCH_H
+#define POSENC_BENCH_H
+#include <stdio.h>
+
+#include "model/model.h"
+
+#define BENCH_MAX_TESTS 8
+
+typedef struct {
+    int pp[BENCH_MAX_TESTS], n_pp; /* prefill sizes */
+    int tg[BENCH_MAX_TESTS], n_tg; /* decode lengths */
+    int reps;                      /* measured repetitions (>= 1) */
+    int threads;                   /* OpenMP threads; 0 = as set */
+    TensorType kv_type;            /* TENSOR_F32 or TENSOR_F16 */
+    int json;                      /* one JSON object per line and test instead of a table */
+} BenchOptions;
+
+/* Defaults: pp512, tg128, 5 repetitions, f32 cache, table. */
+BenchOptions bench_options_default(void);
+
+/* Adds the sizes of a comma list ("128,512") to pp or tg; 0 or -1 + err. */
+int bench_parse_sizes(int *sizes, int *count, const char *list, PosencError *err);
+
+/* Runs every test and writes one row (or JSON line) per test to out. */
+int bench_run(const Model *m, const BenchOptions *o, FILE *out, PosencError *err);
+
+/* Read bandwidth of this machine in GB/s with the current OpenMP threads:
+ * the best of a few passes summing a buffer far larger than the caches. */
+double bench_read_bandwidth(void);
+
+/* Bytes one decoded token reads from the weights (every matrix once; one
+ * row of the embedding). */
+double bench_weight_bytes_per_token(const Model *m);
+#endif

@@ -1,0 +1,397 @@
+/* AVX2 + FMA + F16C path: 8 float lanes.  Dot products sum 8-lane
+ * partials over k (the tail through a masked load into the low lanes) and
+ * reduce the lanes with the tree ((l + l+4) + (l+2 + l+6)), then the two
+ * halves — the portable path's tree; reduce8 does it for 8 outputs at
+ * once. */
+#include "model/kernels_impl.h"
+
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#define INLINE static inline __attribute__((always_inline))
+
+enum { W_F32, W_F16, W_BF16 };
+
+/* Lane masks for the first 0..8 lanes. */
+static const int32_t TAIL[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+INLINE __m256i tail_mask(int k) { return _mm256_loadu_si256((const __m256i *)(TAIL + 8 - k)); }
+
+INLINE __m256 load_w(const void *p, int type) {
+    if (type == W_F16) return _mm256_cvtph_ps(_mm_loadu_si128(p));
+    if (type == W_BF16)
+        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(p)), 16));
+    return _mm256_loadu_ps(p);
+}
+
+/* The first `k` (< 8) elements; 16-bit types are copied out first, as AVX2
+ * has no 16-bit masked load. */
+INLINE __m256 load_w_part(const void *p, int type, int k) {
+    if (type == W_F32) return _mm256_maskload_ps(p, tail_mask(k));
+    uint16_t h[8] = {0};
+    memcpy(h, p, (size_t)k * 2);
+    return load_w(h, type);
+}
+
+/* Element e of the result is the lane sum of b[e]. */
+INLINE __m256 reduce8(const __m256 *b) {
+    __m256 c[4], d[2];
+    /* B_i = b[4(i%2) + i/2] leaves the sums in natural order. */
+#pragma GCC unroll 4
+    for (int p = 0; p < 4; p++) {
+        __m256 lo = b[4 * ((2 * p) % 2) + (2 * p) / 2], hi = b[4 * ((2 * p + 1) % 2) + (2 * p + 1) / 2];
+        c[p] = _mm256_add_ps(_mm256_permute2f128_ps(lo, hi, 0x20), _mm256_permute2f128_ps(lo, hi, 0x31));
+    }
+#pragma GCC unroll 2
+    for (int p = 0; p < 2; p++)
+        d[p] = _mm256_add_ps(_mm256_shuffle_ps(c[2 * p], c[2 * p + 1], 0x44),
+                             _mm256_shuffle_ps(c[2 * p], c[2 * p + 1], 0xEE));
+    return _mm256_add_ps(_mm256_shuffle_ps(d[0], d[1], 0x88), _mm256_shuffle_ps(d[0], d[1], 0xDD));
+}
+
+INLINE float hsum8(__m256 v) {
+    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
+}
+
+INLINE void dot_tile(float *out, size_t ldo, const float *x, size_t ldx, const char *w,
+                     size_t wrow, int k, int type, int MR, int NR, int mv, int nv) {
+    const float *xp[2];
+    const char *wp[8];
+    int es = type == W_F32 ? 4 : 2;
+#pragma GCC unroll 2
+    for (int j = 0; j < NR; j++) xp[j] = x + (size_t)(j < nv ? j : nv - 1) * ldx;
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; i++) wp[i] = w + (size_t)(i < mv ? i : mv - 1) * wrow;
+    __m256 acc[8];
+#pragma GCC unroll 8
+    for (int a = 0; a < 8; a++) acc[a] = _mm256_setzero_ps();
+    int kk = 0;
+    for (; kk + 8 <= k; kk += 8) {
+        __m256 xv[2];
+#pragma GCC unroll 2
+        for (int j = 0; j < NR; j++) xv[j] = _mm256_loadu_ps(xp[j] + kk);
+#pragma GCC unroll 8
+        for (int i = 0; i < MR; i++) {
+            __m256 wv = load_w(wp[i] + (size_t)kk * es, type);
+#pragma GCC unroll 2
+            for (int j = 0; j < NR; j++) acc[j * MR + i] = _mm256_fmadd_ps(wv, xv[j], acc[j * MR + i]);
+        }
+    }
+    if (kk < k) {
+        __m256 xv[2];
+#pragma GCC unroll 2
+        for (int j = 0; j < NR; j++) xv[j] = _mm256_maskload_ps(xp[j] + kk, tail_mask(k - kk));
+#pragma GCC unroll 8
+        for (int i = 0; i < MR; i++) {
+            __m256 wv = load_w_part(wp[i] + (size_t)kk * es, type, k - kk);
+#pragma GCC unroll 2
+            for (int j = 0; j < NR; j++) acc[j * MR + i] = _mm256_fmadd_ps(wv, xv[j], acc[j * MR + i]);
+        }
+    }
+    __m256 sums = reduce8(acc);
+    if (MR == 8 && mv == 8) {
+        _mm256_storeu_ps(out, sums);
+        return;
+    }
+    float tmp[8];
+    _mm256_storeu_ps(tmp, sums);
+    for (int j = 0; j < nv; j++)
+        for (int i = 0; i < mv; i++) out[(size_t)j * ldo + i] = tmp[j * MR + i];
+}
+
+/* One token against rows streamed one after another (see the AVX-512 path). */
+INLINE void dot_stream(float *out, const float *x, const char *w, size_t wrow, int m, int k, int type) {
+    int es = type == W_F32 ? 4 : 2;
+    for (int r = 0; r < m; r++, w += wrow) {
+        __m256 acc = _mm256_setzero_ps();
+        int kk = 0;
+        for (; kk + 8 <= k; kk += 8)
+            acc = _mm256_fmadd_ps(load_w(w + (size_t)kk * es, type), _mm256_loadu_ps(x + kk), acc);
+        if (kk < k)
+            acc = _mm256_fmadd_ps(load_w_part(w + (size_t)kk * es, type, k - kk),
+                                  _mm256_maskload_ps(x + kk, tail_mask(k - kk)), acc);
+        out[r] = hsum8(acc);
+    }
+}
+
+INLINE void dot_any(float *out, size_t ldo, const float *x, size_t ldx, const void *w, size_t ldw,
+                    int n, int m, int k, int type) {
+    size_t wrow = ldw * (type == W_F32 ? 4 : 2);
+    const char *wb = w;
+    int t = 0;
+    for (; t + 2 <= n; t += 2)
+        for (int r = 0; r < m; r += 4)
+            dot_tile(out + (size_t)t * ldo + r, ldo, x + (size_t)t * ldx, ldx, wb + r * wrow, wrow, k,
+                     type, 4, 2, m - r < 4 ? m - r : 4, 2);
+    if (t == n) return;
+    if (k >= 128) {
+        dot_stream(out + (size_t)t * ldo, x + (size_t)t * ldx, wb, wrow, m, k, type);
+        return;
+    }
+    for (int r = 0; r < m; r += 8)
+        dot_tile(out + (size_t)t * ldo + r, ldo, x + (size_t)t * ldx, ldx, wb + r * wrow, wrow, k, type,
+                 8, 1, m - r < 8 ? m - r : 8, 1);
+}
+
+static void dot_f32(float *out, size_t ldo, const float *x, size_t ldx, const float *w, size_t ldw,
+                    int n, int m, int k) {
+    dot_any(out, ldo, x, ldx, w, ldw, n, m, k, W_F32);
+}
+
+static void dot_f16(float *out, size_t ldo, const float *x, size_t ldx, const uint16_t *w,
+                    size_t ldw, int n, int m, int k) {
+    dot_any(out, ldo, x, ldx, w, ldw, n, m, k, W_F16);
+}
+
+static void dot_bf16(float *out, size_t ldo, const float *x, size_t ldx, const uint16_t *w,
+                     size_t ldw, int n, int m, int k) {
+    dot_any(out, ldo, x, ldx, w, ldw, n, m, k, W_BF16);
+}
+
+/* NV vectors (hs <= 32 per pass) of NT tokens. */
+INLINE void mix_tile(float *out, size_t ldo, const float *p, size_t ldp, const char *v, size_t vrow,
+                     int cells, int type, int NT, int NV, int nt, int last) {
+    __m256 acc[2][4];
+#pragma GCC unroll 2
+    for (int t = 0; t < NT; t++)
+#pragma GCC unroll 4
+        for (int j = 0; j < NV; j++) acc[t][j] = _mm256_setzero_ps();
+    const float *pp[2];
+#pragma GCC unroll 2
+    for (int t = 0; t < NT; t++) pp[t] = p + (size_t)(t < nt ? t : nt - 1) * ldp;
+    int es = type == W_F32 ? 4 : 2;
+    for (int c = 0; c < cells; c++) {
+        const char *vc = v + (size_t)c * vrow;
+        __m256 vv[4];
+#pragma GCC unroll 4
+        for (int j = 0; j < NV; j++)
+            vv[j] = j == NV - 1 && last < 8 ? load_w_part(vc + 8 * j * es, type, last)
+                                            : load_w(vc + 8 * j * es, type);
+#pragma GCC unroll 2
+        for (int t = 0; t < NT; t++) {
+            __m256 pb = _mm256_set1_ps(pp[t][c]);
+#pragma GCC unroll 4
+            for (int j = 0; j < NV; j++) acc[t][j] = _mm256_fmadd_ps(pb, vv[j], acc[t][j]);
+        }
+    }
+    for (int t = 0; t < nt; t++)
+#pragma GCC unroll 4
+        for (int j = 0; j < NV; j++) {
+            float *o = out + (size_t)t * ldo + 8 * j;
+            if (j == NV - 1 && last < 8) _mm256_maskstore_ps(o, tail_mask(last), acc[t][j]);
+            else _mm256_storeu_ps(o, acc[t][j]);
+        }
+}
+
+INLINE void mix_any(float *out, size_t ldo, const float *p, size_t ldp, const void *v, size_t ldv,
+                    int n, int cells, int hs, int type) {
+    size_t vrow = ldv * (type == W_F32 ? 4 : 2);
+    int es = type == W_F32 ? 4 : 2;
+    for (int i0 = 0; i0 < hs; i0 += 32) {
+        int w = hs - i0 < 32 ? hs - i0 : 32, nv = (w + 7) / 8, last = w - 8 * (nv - 1);
+        const char *vb = (const char *)v + (size_t)i0 * es;
+        for (int t = 0; t < n; t += 2) {
+            int nt = n - t < 2 ? n - t : 2;
+            float *o = out + (size_t)t * ldo + i0;
+            const float *pt = p + (size_t)t * ldp;
+#define MIX(NT, NV) mix_tile(o, ldo, pt, ldp, vb, vrow, cells, type, NT, NV, nt, last)
+            if (nt == 1) {
+                if (nv == 1) MIX(1, 1); else if (nv == 2) MIX(1, 2); else if (nv == 3) MIX(1, 3); else MIX(1, 4);
+            } else {
+                if (nv == 1) MIX(2, 1); else if (nv == 2) MIX(2, 2); else if (nv == 3) MIX(2, 3); else MIX(2, 4);
+            }
+#undef MIX
+        }
+    }
+}
+
+static void mix_f32(float *out, size_t ldo, const float *p, size_t ldp, const float *v, size_t ldv,
+                    int n, int cells, int hs) {
+    mix_any(out, ldo, p, ldp, v, ldv, n, cells, hs, W_F32);
+}
+
+static void mix_f16(float *out, size_t ldo, const float *p, size_t ldp, const uint16_t *v,
+                    size_t ldv, int n, int cells, int hs) {
+    mix_any(out, ldo, p, ldp, v, ldv, n, cells, hs, W_F16);
+}
+
+/* ---- Q8_0 ---------------------------------------------------------------- */
+
+static void quantize_q8(int8_t *q, float *d, const float *x, int k) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (int b = 0; b < k / 32; b++, x += 32, q += 32) {
+        __m256 v[4], amax = _mm256_setzero_ps();
+        for (int j = 0; j < 4; j++) {
+            v[j] = _mm256_loadu_ps(x + 8 * j);
+            amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign, v[j]));
+        }
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        float m = _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
+        d[b] = m / 127.0f;
+        __m256 vid = _mm256_set1_ps(m > 0.0f ? 127.0f / m : 0.0f);
+        __m256i i[4];
+        for (int j = 0; j < 4; j++) i[j] = _mm256_cvtps_epi32(_mm256_mul_ps(v[j], vid));
+        /* pack 32-bit to 8-bit; the packs interleave 128-bit lanes, undone by the permute */
+        __m256i s = _mm256_packs_epi16(_mm256_packs_epi32(i[0], i[1]), _mm256_packs_epi32(i[2], i[3]));
+        s = _mm256_permutevar8x32_epi32(s, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        _mm256_storeu_si256((__m256i *)q, s);
+    }
+}
+
+INLINE __m256 dot32_i8(__m256i x, __m256i w) {
+    __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(x, x), _mm256_sign_epi8(w, x));
+    return _mm256_cvtepi32_ps(_mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+}
+
+/* One row at a time, for the prefetcher (see dot_stream). */
+static void dot_q8(float *out, const int8_t *xq, const float *xd, const uint8_t *w, size_t row_bytes,
+                   int m, int k) {
+    for (int r = 0; r < m; r++) {
+        __m256 acc = _mm256_setzero_ps();
+        const uint8_t *blk = w + (size_t)r * row_bytes;
+        for (int b = 0; b < k / 32; b++, blk += 34) {
+            uint16_t h;
+            memcpy(&h, blk, 2);
+            __m256 s = _mm256_set1_ps(_cvtsh_ss(h) * xd[b]);
+            __m256i xv = _mm256_loadu_si256((const __m256i *)(xq + 32 * b));
+            __m256i wv = _mm256_loadu_si256((const __m256i *)(blk + 2));
+            acc = _mm256_fmadd_ps(dot32_i8(xv, wv), s, acc);
+        }
+        out[r] = hsum8(acc);
+    }
+}
+
+/* ---- conversions ----------------------------------------------------------- */
+
+static void to_f32(float *dst, const void *src, TensorType t, size_t n) {
+    const uint8_t *p = src;
+    if (t == TENSOR_F32) {
+        memcpy(dst, src, n * sizeof(float));
+        return;
+    }
+    if (t == TENSOR_Q8_0) {
+        for (size_t b = 0; b < n / 32; b++, p += 34) {
+            uint16_t h;
+            memcpy(&h, p, 2);
+            __m256 d = _mm256_set1_ps(_cvtsh_ss(h));
+            for (int j = 0; j < 4; j++) {
+                __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p + 2 + 8 * j)));
+                _mm256_storeu_ps(dst + 32 * b + 8 * j, _mm256_mul_ps(d, _mm256_cvtepi32_ps(q)));
+            }
+        }
+        return;
+    }
+    int type = t == TENSOR_F16 ? W_F16 : W_BF16;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, load_w(p + 2 * i, type));
+    if (i < n) {
+        float tmp[8];
+        _mm256_storeu_ps(tmp, load_w_part(p + 2 * i, type, (int)(n - i)));
+        memcpy(dst + i, tmp, (n - i) * sizeof(float));
+    }
+}
+
+static void to_f16(uint16_t *dst, const float *src, size_t n) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(dst + i),
+                         _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+    if (i < n) {
+        uint16_t tmp[8];
+        __m256 v = _mm256_maskload_ps(src + i, tail_mask((int)(n - i)));
+        _mm_storeu_si128((__m128i *)tmp, _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+        memcpy(dst + i, tmp, (n - i) * 2);
+    }
+}
+
+/* ---- activations ------------------------------------------------------------ */
+
+/* e^x as in the AVX-512 path, with 2^n built in the exponent field. */
+INLINE __m256 exp8(__m256 x) {
+    __m256 live = _mm256_cmp_ps(x, _mm256_set1_ps(-87.33654f), _CMP_GE_OQ);
+    x = _mm256_max_ps(_mm256_min_ps(x, _mm256_set1_ps(88.3762626647949f)), _mm256_set1_ps(-87.33654f));
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500E-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507E-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073E-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894E-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459E-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201E-1f));
+    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    /* n in [-126, 127]: 2^n is a normal float */
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), live);
+}
+
+static void softmax(float *x, int n) {
+    __m256 vmax = _mm256_set1_ps(-INFINITY);
+    int i = 0;
+    for (; i + 8 <= n; i += 8) vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(x + i));
+    float mx = -INFINITY;
+    float lanes[8];
+    _mm256_storeu_ps(lanes, vmax);
+    for (int l = 0; l < 8; l++) mx = lanes[l] > mx ? lanes[l] : mx;
+    for (int j = i; j < n; j++) mx = x[j] > mx ? x[j] : mx;
+    __m256 vm = _mm256_set1_ps(mx), sum = _mm256_setzero_ps();
+    for (i = 0; i + 8 <= n; i += 8) {
+        __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
+        _mm256_storeu_ps(x + i, e);
+        sum = _mm256_add_ps(sum, e);
+    }
+    if (i < n) {
+        __m256i m = tail_mask(n - i);
+        __m256 e = _mm256_and_ps(exp8(_mm256_sub_ps(_mm256_maskload_ps(x + i, m), vm)), _mm256_castsi256_ps(m));
+        _mm256_maskstore_ps(x + i, m, e);
+        sum = _mm256_add_ps(sum, e);
+    }
+    __m256 vs = _mm256_set1_ps(hsum8(sum));
+    for (i = 0; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_div_ps(_mm256_loadu_ps(x + i), vs));
+    for (; i < n; i++) x[i] /= _mm256_cvtss_f32(vs);
+}
+
+INLINE __m256 silu_mul(__m256 h, __m256 g) {
+    __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), h));
+    return _mm256_mul_ps(_mm256_div_ps(h, _mm256_add_ps(_mm256_set1_ps(1.0f), e)), g);
+}
+
+static void swiglu(float *h, const float *g, int n) {
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(h + i, silu_mul(_mm256_loadu_ps(h + i), _mm256_loadu_ps(g + i)));
+    if (i < n) {
+        __m256i m = tail_mask(n - i);
+        _mm256_maskstore_ps(h + i, m, silu_mul(_mm256_maskload_ps(h + i, m), _mm256_maskload_ps(g + i, m)));
+    }
+}
+
+INLINE __m256 gelu8(__m256 v) {
+    const __m256 k = _mm256_set1_ps(0.7978845608028654f), c = _mm256_set1_ps(0.044715f);
+    __m256 u = _mm256_mul_ps(k, _mm256_fmadd_ps(_mm256_mul_ps(c, v), _mm256_mul_ps(v, v), v));
+    __m256 e = exp8(_mm256_add_ps(u, u)), one = _mm256_set1_ps(1.0f);
+    return _mm256_mul_ps(v, _mm256_sub_ps(one, _mm256_div_ps(one, _mm256_add_ps(e, one))));
+}
+
+static void gelu(float *h, int n) {
+    int i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(h + i, gelu8(_mm256_loadu_ps(h + i)));
+    if (i < n) {
+        __m256i m = tail_mask(n - i);
+        _mm256_maskstore_ps(h + i, m, gelu8(_mm256_maskload_ps(h + i, m)));
+    }
+}
+
+static const KernelPath path = {
+    "avx2", dot_f32, dot_f16, dot_bf16, mix_f32, mix_f16, quantize_q8, dot_q8,
+    to_f32, to_f16, softmax, swiglu, gelu,
+};
+const KernelPath *const kernels_avx2 = &path;
+#else
+const KernelPath *const kernels_avx2 = NULL;
+#endif

@@ -1,0 +1,477 @@
+/* AVX-512 path (F, BW, VL; VNNI for Q8_0 when present): 16 float lanes.
+ * Dot products keep one accumulator per output and sum 16-lane partials
+ * over k (the tail through a masked load into the low lanes), then reduce
+ * the lanes with the tree ((l + l+8) + (l+4 + l+12)), then pairs (0,2)
+ * (1,3), then the two halves: reduce16 below does that for 16 outputs at
+ * once, so every output of a tile rounds as if it had been computed
+ * alone. */
+#include "model/kernels_impl.h"
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && \
+    defined(__FMA__) && defined(__F16C__)
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#define INLINE static inline __attribute__((always_inline))
+
+enum { W_F32, W_F16, W_BF16 };
+
+/* 16 weights at p as floats; the masked form reads only the first lanes. */
+INLINE __m512 load_w(const void *p, int type) {
+    if (type == W_F16) return _mm512_cvtph_ps(_mm256_loadu_si256(p));
+    if (type == W_BF16)
+        return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(p)), 16));
+    return _mm512_loadu_ps(p);
+}
+
+INLINE __m512 load_w_mask(const void *p, int type, __mmask16 m) {
+    if (type == W_F16) return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
+    if (type == W_BF16)
+        return _mm512_castsi512_ps(
+            _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
+    return _mm512_maskz_loadu_ps(m, p);
+}
+
+/* Element e of the result is the lane sum of a[e]. */
+INLINE __m512 reduce16(const __m512 *a) {
+    __m512 c[8], g[4], u[2];
+    /* The tree's stages pair accumulators 0-1, 2-3, ...; feeding them as
+     * A_i = a[4(i%4) + i/4] leaves the sums in natural order. */
+#pragma GCC unroll 8
+    for (int p = 0; p < 8; p++) {
+        __m512 lo = a[4 * ((2 * p) % 4) + (2 * p) / 4], hi = a[4 * ((2 * p + 1) % 4) + (2 * p + 1) / 4];
+        c[p] = _mm512_add_ps(_mm512_shuffle_f32x4(lo, hi, 0x44), _mm512_shuffle_f32x4(lo, hi, 0xEE));
+    }
+#pragma GCC unroll 4
+    for (int p = 0; p < 4; p++)
+        g[p] = _mm512_add_ps(_mm512_shuffle_f32x4(c[2 * p], c[2 * p + 1], 0x88),
+                             _mm512_shuffle_f32x4(c[2 * p], c[2 * p + 1], 0xDD));
+#pragma GCC unroll 2
+    for (int p = 0; p < 2; p++)
+        u[p] = _mm512_add_ps(_mm512_shuffle_ps(g[2 * p], g[2 * p + 1], 0x44),
+                             _mm512_shuffle_ps(g[2 * p], g[2 * p + 1], 0xEE));
+    return _mm512_add_ps(_mm512_shuffle_ps(u[0], u[1], 0x88), _mm512_shuffle_ps(u[0], u[1], 0xDD));
+}
+
+/* The same tree for one vector. */
+INLINE float hsum16(__m512 v) {
+    __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
+}
+
+/* One MR x NR tile: rows [0, mv) of w against tokens [0, nv) of x (mv <= MR,
+ * nv <= NR; missing rows and tokens repeat the last valid one and are not
+ * stored).  Rows stay in L1 while the caller walks tokens. */
+INLINE void dot_tile(float *out, size_t ldo, const float *x, size_t ldx, const char *w,
+                     size_t wrow, int k, int type, int MR, int NR, int mv, int nv) {
+    const float *xp[4];
+    const char *wp[16];
+    int es = type == W_F32 ? 4 : 2;
+#pragma GCC unroll 4
+    for (int j = 0; j < NR; j++) xp[j] = x + (size_t)(j < nv ? j : nv - 1) * ldx;
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; i++) wp[i] = w + (size_t)(i < mv ? i : mv - 1) * wrow;
+    __m512 acc[16];
+#pragma GCC unroll 16
+    for (int a = 0; a < 16; a++) acc[a] = _mm512_setzero_ps();
+    int kk = 0;
+    for (; kk + 16 <= k; kk += 16) {
+        __m512 xv[4];
+#pragma GCC unroll 4
+        for (int j = 0; j < NR; j++) xv[j] = _mm512_loadu_ps(xp[j] + kk);
+#pragma GCC unroll 16
+        for (int i = 0; i < MR; i++) {
+            __m512 wv = load_w(wp[i] + (size_t)kk * es, type);
+#pragma GCC unroll 4
+            for (int j = 0; j < NR; j++) acc[j * MR + i] = _mm512_fmadd_ps(wv, xv[j], acc[j * MR + i]);
+        }
+    }
+    if (kk < k) {
+        __mmask16 m = (__mmask16)((1u << (k - kk)) - 1);
+        __m512 xv[4];
+#pragma GCC unroll 4
+        for (int j = 0; j < NR; j++) xv[j] = _mm512_maskz_loadu_ps(m, xp[j] + kk);
+#pragma GCC unroll 16
+        for (int i = 0; i < MR; i++) {
+            __m512 wv = load_w_mask(wp[i] + (size_t)kk * es, type, m);
+#pragma GCC unroll 4
+            for (int j = 0; j < NR; j++) acc[j * MR + i] = _mm512_fmadd_ps(wv, xv[j], acc[j * MR + i]);
+        }
+    }
+    __m512 sums = reduce16(acc);
+    if (mv == MR && MR == 16) {
+        _mm512_storeu_ps(out, sums);
+        return;
+    }
+    float tmp[16];
+    _mm512_storeu_ps(tmp, sums);
+    for (int j = 0; j < nv; j++)
+        for (int i = 0; i < mv; i++) out[(size_t)j * ldo + i] = tmp[j * MR + i];
+}
+
+/* One token against rows streamed one after another: the hardware
+ * prefetcher keeps up with one ascending stream per core (measured 43 GB/s
+ * for two threads) but not with several interleaved rows (20 GB/s). */
+INLINE void dot_stream(float *out, const float *x, const char *w, size_t wrow, int m, int k, int type) {
+    int es = type == W_F32 ? 4 : 2;
+    __mmask16 tail = (__mmask16)((1u << (k % 16)) - 1);
+    for (int r = 0; r < m; r++, w += wrow) {
+        __m512 acc = _mm512_setzero_ps();
+        int kk = 0;
+        for (; kk + 16 <= k; kk += 16)
+            acc = _mm512_fmadd_ps(load_w(w + (size_t)kk * es, type), _mm512_loadu_ps(x + kk), acc);
+        if (kk < k)
+            acc = _mm512_fmadd_ps(load_w_mask(w + (size_t)kk * es, type, tail), _mm512_maskz_loadu_ps(tail, x + kk), acc);
+        out[r] = hsum16(acc);
+    }
+}
+
+/* Tokens in groups of 4 against rows in groups of 4; a remainder of 1..3
+ * tokens uses taller tiles so that 16 accumulators stay busy.  A single
+ * token against long rows (a weight matrix, not a head's keys) streams. */
+INLINE void dot_any(float *out, size_t ldo, const float *x, size_t ldx, const void *w, size_t ldw,
+                    int n, int m, int k, int type) {
+    size_t wrow = ldw * (type == W_F32 ? 4 : 2);
+    const char *wb = w;
+    int t = 0;
+    for (; t + 4 <= n; t += 4)
+        for (int r = 0; r < m; r += 4)
+            dot_tile(out + (size_t)t * ldo + r, ldo, x + (size_t)t * ldx, ldx, wb + r * wrow, wrow, k,
+                     type, 4, 4, m - r < 4 ? m - r : 4, 4);
+    int nv = n - t;
+    if (nv == 0) return;
+    if (nv == 1 && k >= 128) {
+        dot_stream(out + (size_t)t * ldo, x + (size_t)t * ldx, wb, wrow, m, k, type);
+        return;
+    }
+    float *o = out + (size_t)t * ldo;
+    const float *xt = x + (size_t)t * ldx;
+    for (int r = 0; r < m;) {
+        int left = m - r;
+        if (nv == 1) {
+            dot_tile(o + r, ldo, xt, ldx, wb + r * wrow, wrow, k, type, 16, 1, left < 16 ? left : 16, 1);
+            r += 16;
+        } else if (nv == 2) {
+            dot_tile(o + r, ldo, xt, ldx, wb + r * wrow, wrow, k, type, 8, 2, left < 8 ? left : 8, 2);
+            r += 8;
+        } else {
+            dot_tile(o + r, ldo, xt, ldx, wb + r * wrow, wrow, k, type, 5, 3, left < 5 ? left : 5, 3);
+            r += 5;
+        }
+    }
+}
+
+static void dot_f32(float *out, size_t ldo, const float *x, size_t ldx, const float *w, size_t ldw,
+                    int n, int m, int k) {
+    dot_any(out, ldo, x, ldx, w, ldw, n, m, k, W_F32);
+}
+
+static void dot_f16(float *out, size_t ldo, const float *x, size_t ldx, const uint16_t *w,
+                    size_t ldw, int n, int m, int k) {
+    dot_any(out, ldo, x, ldx, w, ldw, n, m, k, W_F16);
+}
+
+static void dot_bf16(float *out, size_t ldo, const float *x, size_t ldx, const uint16_t *w,
+                     size_t ldw, int n, int m, int k) {
+    dot_any(out, ldo, x, ldx, w, ldw, n, m, k, W_BF16);
+}
+
+/* NV vectors (hs <= 64 per pass) of NT tokens; the last vector is masked
+ * to the head's width. */
+INLINE void mix_tile(float *out, size_t ldo, const float *p, size_t ldp, const char *v, size_t vrow,
+                     int cells, int type, int NT, int NV, int nt, __mmask16 last) {
+    __m512 acc[4][4];
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; t++)
+#pragma GCC unroll 4
+        for (int j = 0; j < NV; j++) acc[t][j] = _mm512_setzero_ps();
+    const float *pp[4];
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; t++) pp[t] = p + (size_t)(t < nt ? t : nt - 1) * ldp;
+    int es = type == W_F32 ? 4 : 2;
+    for (int c = 0; c < cells; c++) {
+        const char *vc = v + (size_t)c * vrow;
+        __m512 vv[4];
+#pragma GCC unroll 4
+        for (int j = 0; j < NV; j++)
+            vv[j] = j == NV - 1 ? load_w_mask(vc + 16 * j * es, type, last) : load_w(vc + 16 * j * es, type);
+#pragma GCC unroll 4
+        for (int t = 0; t < NT; t++) {
+            __m512 pb = _mm512_set1_ps(pp[t][c]);
+#pragma GCC unroll 4
+            for (int j = 0; j < NV; j++) acc[t][j] = _mm512_fmadd_ps(pb, vv[j], acc[t][j]);
+        }
+    }
+    for (int t = 0; t < nt; t++)
+#pragma GCC unroll 4
+        for (int j = 0; j < NV; j++) {
+            if (j == NV - 1) _mm512_mask_storeu_ps(out + (size_t)t * ldo + 16 * j, last, acc[t][j]);
+            else _mm512_storeu_ps(out + (size_t)t * ldo + 16 * j, acc[t][j]);
+        }
+}
+
+INLINE void mix_any(float *out, size_t ldo, const float *p, size_t ldp, const void *v, size_t ldv,
+                    int n, int cells, int hs, int type) {
+    size_t vrow = ldv * (type == W_F32 ? 4 : 2);
+    int es = type == W_F32 ? 4 : 2;
+    for (int i0 = 0; i0 < hs; i0 += 64) {
+        int w = hs - i0 < 64 ? hs - i0 : 64, nv = (w + 15) / 16;
+        __mmask16 last = (__mmask16)(w % 16 ? (1u << (w % 16)) - 1 : 0xFFFF);
+        const char *vb = (const char *)v + (size_t)i0 * es;
+        for (int t = 0; t < n; t += 4) {
+            int nt = n - t < 4 ? n - t : 4;
+            float *o = out + (size_t)t * ldo + i0;
+            const float *pt = p + (size_t)t * ldp;
+#define MIX(NT, NV) mix_tile(o, ldo, pt, ldp, vb, vrow, cells, type, NT, NV, nt, last)
+            if (nt == 1) {
+                if (nv == 1) MIX(1, 1); else if (nv == 2) MIX(1, 2); else if (nv == 3) MIX(1, 3); else MIX(1, 4);
+            } else {
+                if (nv == 1) MIX(4, 1); else if (nv == 2) MIX(4, 2); else if (nv == 3) MIX(4, 3); else MIX(4, 4);
+            }
+#undef MIX
+        }
+    }
+}
+
+static void mix_f32(float *out, size_t ldo, const float *p, size_t ldp, const float *v, size_t ldv,
+                    int n, int cells, int hs) {
+    mix_any(out, ldo, p, ldp, v, ldv, n, cells, hs, W_F32);
+}
+
+static void mix_f16(float *out, size_t ldo, const float *p, size_t ldp, const uint16_t *v,
+                    size_t ldv, int n, int cells, int hs) {
+    mix_any(out, ldo, p, ldp, v, ldv, n, cells, hs, W_F16);
+}
+
+/* ---- Q8_0 ---------------------------------------------------------------- */
+
+static void quantize_q8(int8_t *q, float *d, const float *x, int k) {
+    const __m512 sign = _mm512_set1_ps(-0.0f);
+    for (int b = 0; b < k / 32; b++, x += 32, q += 32) {
+        __m512 x0 = _mm512_loadu_ps(x), x1 = _mm512_loadu_ps(x + 16);
+        __m512 amax = _mm512_max_ps(_mm512_andnot_ps(sign, x0), _mm512_andnot_ps(sign, x1));
+        float m = _mm512_reduce_max_ps(amax);
+        float db = m / 127.0f, id = m > 0.0f ? 127.0f / m : 0.0f;
+        d[b] = db;
+        __m512 vid = _mm512_set1_ps(id);
+        /* nearest-even rounding; |x * id| <= 127 so the narrowing never saturates */
+        __m512i i0 = _mm512_cvtps_epi32(_mm512_mul_ps(x0, vid));
+        __m512i i1 = _mm512_cvtps_epi32(_mm512_mul_ps(x1, vid));
+        _mm_storeu_si128((__m128i *)q, _mm512_cvtepi32_epi8(i0));
+        _mm_storeu_si128((__m128i *)(q + 16), _mm512_cvtepi32_epi8(i1));
+    }
+}
+
+/* Two blocks' quants (32 + 32 int8, 34 bytes apart) in one register. */
+INLINE __m512i load_q8_pair(const uint8_t *blk) {
+    __m256i a = _mm256_loadu_si256((const __m256i *)(blk + 2));
+    __m256i b = _mm256_loadu_si256((const __m256i *)(blk + 36));
+    return _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1);
+}
+
+/* Per int32 lane: the sum of 4 products of signed bytes, through the
+ * unsigned-by-signed instruction: |x| times w with x's sign moved onto w
+ * (|q| <= 127, so the negation never overflows). */
+INLINE __m512i dot4_i8(__m512i ax, __mmask64 xneg, __m512i w) {
+    __m512i sw = _mm512_mask_sub_epi8(w, xneg, _mm512_setzero_si512(), w);
+#ifdef __AVX512VNNI__
+    return _mm512_dpbusd_epi32(_mm512_setzero_si512(), ax, sw);
+#else
+    return _mm512_madd_epi16(_mm512_maddubs_epi16(ax, sw), _mm512_set1_epi16(1));
+#endif
+}
+
+INLINE __m512 scale_pair(const uint8_t *blk) {
+    uint16_t a, b;
+    memcpy(&a, blk, 2);
+    memcpy(&b, blk + 34, 2);
+    __m256i h = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi16((short)a)),
+                                        _mm_set1_epi16((short)b), 1);
+    return _mm512_cvtph_ps(h);
+}
+
+/* R rows at a time share the activation loads; lanes 0-7 hold the even
+ * block of a pair, 8-15 the odd one.  An odd last block goes through the
+ * low half with the high half's activations zeroed. */
+INLINE void dot_q8_rows(float *out, const int8_t *xq, const float *xd, const uint8_t *w,
+                        size_t row_bytes, int k, int R, int rv) {
+    const uint8_t *wr[4];
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++) wr[i] = w + (size_t)(i < rv ? i : rv - 1) * row_bytes;
+    __m512 acc[16];
+#pragma GCC unroll 16
+    for (int a = 0; a < 16; a++) acc[a] = _mm512_setzero_ps();
+    int nb = k / 32;
+    for (int b = 0; b < nb; b += 2) {
+        __m512i xv;
+        __m512 xs;
+        if (b + 1 < nb) {
+            xv = _mm512_loadu_si512(xq + 32 * b);
+            xs = _mm512_insertf32x8(_mm512_set1_ps(xd[b]), _mm256_set1_ps(xd[b + 1]), 1);
+        } else {
+            xv = _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i *)(xq + 32 * b)));
+            xs = _mm512_insertf32x8(_mm512_set1_ps(xd[b]), _mm256_setzero_ps(), 1);
+        }
+        __mmask64 neg = _mm512_movepi8_mask(xv);
+        __m512i ax = _mm512_abs_epi8(xv);
+#pragma GCC unroll 4
+        for (int i = 0; i < R; i++) {
+            const uint8_t *blk = wr[i] + (size_t)b * 34;
+            __m512i wv;
+            __m512 ws;
+            if (b + 1 < nb) {
+                wv = load_q8_pair(blk);
+                ws = scale_pair(blk);
+            } else { /* the row ends after this block: do not read past it */
+                wv = _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i *)(blk + 2)));
+                uint16_t h;
+                memcpy(&h, blk, 2);
+                ws = _mm512_cvtph_ps(_mm256_set1_epi16((short)h));
+            }
+            __m512 prod = _mm512_cvtepi32_ps(dot4_i8(ax, neg, wv));
+            acc[i] = _mm512_fmadd_ps(prod, _mm512_mul_ps(ws, xs), acc[i]);
+        }
+    }
+    float tmp[16];
+    _mm512_storeu_ps(tmp, reduce16(acc));
+    for (int i = 0; i < rv; i++) out[i] = tmp[i];
+}
+
+static void dot_q8(float *out, const int8_t *xq, const float *xd, const uint8_t *w, size_t row_bytes,
+                   int m, int k) {
+    /* one row at a time, for the prefetcher (see dot_stream) */
+    for (int r = 0; r < m; r++) dot_q8_rows(out + r, xq, xd, w + (size_t)r * row_bytes, row_bytes, k, 1, 1);
+}
+
+/* ---- conversions ----------------------------------------------------------- */
+
+static void to_f32(float *dst, const void *src, TensorType t, size_t n) {
+    const uint8_t *p = src;
+    size_t i = 0;
+    if (t == TENSOR_Q8_0) {
+        for (size_t b = 0; b < n / 32; b++, p += 34) {
+            uint16_t h;
+            memcpy(&h, p, 2);
+            __m512 d = _mm512_cvtph_ps(_mm256_set1_epi16((short)h));
+            __m128i q0 = _mm_loadu_si128((const __m128i *)(p + 2));
+            __m128i q1 = _mm_loadu_si128((const __m128i *)(p + 18));
+            _mm512_storeu_ps(dst + 32 * b, _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q0))));
+            _mm512_storeu_ps(dst + 32 * b + 16,
+                             _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q1))));
+        }
+        return;
+    }
+    if (t == TENSOR_F32) {
+        memcpy(dst, src, n * sizeof(float));
+        return;
+    }
+    int type = t == TENSOR_F16 ? W_F16 : W_BF16;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(dst + i, load_w(p + 2 * i, type));
+    if (i < n) {
+        __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+        _mm512_mask_storeu_ps(dst + i, m, load_w_mask(p + 2 * i, type, m));
+    }
+}
+
+static void to_f16(uint16_t *dst, const float *src, size_t n) {
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm256_storeu_si256((__m256i *)(dst + i),
+                            _mm512_cvtps_ph(_mm512_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+    if (i < n) {
+        __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+        __m256i h = _mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, src + i), _MM_FROUND_TO_NEAREST_INT);
+        _mm256_mask_storeu_epi16(dst + i, m, h);
+    }
+}
+
+/* ---- activations ------------------------------------------------------------ */
+
+/* e^x within 2 ulp (Cephes' polynomial on [-ln2/2, ln2/2], scaled by 2^n);
+ * exactly 0 below -87.3 (where e^x leaves the normal floats), so masked
+ * scores (-inf) weigh nothing. */
+INLINE __m512 exp16(__m512 x) {
+    __mmask16 live = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.33654f), _CMP_GE_OQ);
+    x = _mm512_min_ps(x, _mm512_set1_ps(88.3762626647949f));
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500E-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507E-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073E-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894E-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459E-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201E-1f));
+    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    return _mm512_maskz_scalef_ps(live, p, n);
+}
+
+static void softmax(float *x, int n) {
+    __m512 vmax = _mm512_set1_ps(-INFINITY);
+    int i = 0;
+    for (; i + 16 <= n; i += 16) vmax = _mm512_max_ps(vmax, _mm512_loadu_ps(x + i));
+    __mmask16 tail = (__mmask16)((1u << (n - i)) - 1);
+    if (i < n) vmax = _mm512_mask_max_ps(vmax, tail, vmax, _mm512_maskz_loadu_ps(tail, x + i));
+    __m512 mx = _mm512_set1_ps(_mm512_reduce_max_ps(vmax));
+    __m512 sum = _mm512_setzero_ps();
+    for (i = 0; i + 16 <= n; i += 16) {
+        __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i), mx));
+        _mm512_storeu_ps(x + i, e);
+        sum = _mm512_add_ps(sum, e);
+    }
+    if (i < n) {
+        __m512 e = _mm512_maskz_mov_ps(tail, exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(tail, x + i), mx)));
+        _mm512_mask_storeu_ps(x + i, tail, e);
+        sum = _mm512_add_ps(sum, e);
+    }
+    __m512 vs = _mm512_set1_ps(hsum16(sum));
+    for (i = 0; i + 16 <= n; i += 16) _mm512_storeu_ps(x + i, _mm512_div_ps(_mm512_loadu_ps(x + i), vs));
+    if (i < n) _mm512_mask_storeu_ps(x + i, tail, _mm512_div_ps(_mm512_maskz_loadu_ps(tail, x + i), vs));
+}
+
+INLINE __m512 silu_mul(__m512 h, __m512 g) {
+    __m512 one = _mm512_set1_ps(1.0f);
+    __m512 e = exp16(_mm512_sub_ps(_mm512_setzero_ps(), h));
+    return _mm512_mul_ps(_mm512_div_ps(h, _mm512_add_ps(one, e)), g);
+}
+
+static void swiglu(float *h, const float *g, int n) {
+    int i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(h + i, silu_mul(_mm512_loadu_ps(h + i), _mm512_loadu_ps(g + i)));
+    if (i < n) {
+        __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+        _mm512_mask_storeu_ps(h + i, m, silu_mul(_mm512_maskz_loadu_ps(m, h + i), _mm512_maskz_loadu_ps(m, g + i)));
+    }
+}
+
+/* 0.5 v (1 + tanh u) = v (1 - 1 / (e^2u + 1)) */
+INLINE __m512 gelu16(__m512 v) {
+    const __m512 k = _mm512_set1_ps(0.7978845608028654f), c = _mm512_set1_ps(0.044715f);
+    __m512 u = _mm512_mul_ps(k, _mm512_fmadd_ps(_mm512_mul_ps(c, v), _mm512_mul_ps(v, v), v));
+    __m512 e = exp16(_mm512_add_ps(u, u));
+    __m512 one = _mm512_set1_ps(1.0f);
+    return _mm512_mul_ps(v, _mm512_sub_ps(one, _mm512_div_ps(one, _mm512_add_ps(e, one))));
+}
+
+static void gelu(float *h, int n) {
+    int i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(h + i, gelu16(_mm512_loadu_ps(h + i)));
+    if (i < n) {
+        __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+        _mm512_mask_storeu_ps(h + i, m, gelu16(_mm512_maskz_loadu_ps(m, h + i)));
+    }
+}
+
+static const KernelPath path = {
+    "avx512", dot_f32, dot_f16, dot_bf16, mix_f32, mix_f16, quantize_q8, dot_q8,
+    to_f32, to_f16, softmax, swiglu, gelu,
+};
+const KernelPath *const kernels_avx512 = &path;
+#else
+const KernelPath *const kernels_avx512 = NULL;
+#endif

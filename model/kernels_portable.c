@@ -1,0 +1,152 @@
+/* Portable C path: the reference the SIMD paths are tested against, and
+ * what `make PORTABLE=1` runs.  Dot products keep 8 lane-strided partial
+ * sums (element i goes to lane i % 8, which lets compilers vectorize
+ * without reassociating) and reduce them with the AVX2 path's tree. */
+#include <math.h>
+#include <string.h>
+
+#include "model/kernels_impl.h"
+#include "model/util.h"
+
+#define LANES 8
+
+static float reduce_lanes(const float *s) {
+    float a0 = (s[0] + s[4]) + (s[2] + s[6]), a1 = (s[1] + s[5]) + (s[3] + s[7]);
+    return a0 + a1;
+}
+
+enum { W_F32, W_F16, W_BF16 };
+
+static inline float weight(const void *w, size_t i, int type) {
+    if (type == W_F16) return fp16_to_fp32(((const uint16_t *)w)[i]);
+    if (type == W_BF16) return bf16_to_fp32(((const uint16_t *)w)[i]);
+    return ((const float *)w)[i];
+}
+
+static float dot(const float *x, const void *w, int k, int type) {
+    float s[LANES] = {0};
+    int i = 0;
+    for (; i + LANES <= k; i += LANES)
+        for (int l = 0; l < LANES; l++) s[l] += x[i + l] * weight(w, (size_t)(i + l), type);
+    for (int l = 0; i + l < k; l++) s[l] += x[i + l] * weight(w, (size_t)(i + l), type);
+    return reduce_lanes(s);
+}
+
+static void dot_any(float *out, size_t ldo, const float *x, size_t ldx, const void *w, size_t ldw,
+                    int n, int m, int k, int type) {
+    size_t es = type == W_F32 ? 4 : 2;
+    for (int r = 0; r < m; r++)
+        for (int t = 0; t < n; t++)
+            out[(size_t)t * ldo + r] = dot(x + (size_t)t * ldx, (const char *)w + (size_t)r * ldw * es, k, type);
+}
+
+static void dot_f32(float *out, size_t ldo, const float *x, size_t ldx, const float *w, size_t ldw,
+                    int n, int m, int k) {
+    dot_any(out, ldo, x, ldx, w, ldw, n, m, k, W_F32);
+}
+
+static void dot_f16(float *out, size_t ldo, const float *x, size_t ldx, const uint16_t *w,
+                    size_t ldw, int n, int m, int k) {
+    dot_any(out, ldo, x, ldx, w, ldw, n, m, k, W_F16);
+}
+
+static void dot_bf16(float *out, size_t ldo, const float *x, size_t ldx, const uint16_t *w,
+                     size_t ldw, int n, int m, int k) {
+    dot_any(out, ldo, x, ldx, w, ldw, n, m, k, W_BF16);
+}
+
+static void mix_any(float *out, size_t ldo, const float *p, size_t ldp, const void *v, size_t ldv,
+                    int n, int cells, int hs, int type) {
+    size_t es = type == W_F32 ? 4 : 2;
+    for (int t = 0; t < n; t++) {
+        float *o = out + (size_t)t * ldo;
+        memset(o, 0, (size_t)hs * sizeof(float));
+        for (int c = 0; c < cells; c++) {
+            float a = p[(size_t)t * ldp + c];
+            const char *vc = (const char *)v + (size_t)c * ldv * es;
+            for (int i = 0; i < hs; i++) o[i] += a * weight(vc, (size_t)i, type);
+        }
+    }
+}
+
+static void mix_f32(float *out, size_t ldo, const float *p, size_t ldp, const float *v, size_t ldv,
+                    int n, int cells, int hs) {
+    mix_any(out, ldo, p, ldp, v, ldv, n, cells, hs, W_F32);
+}
+
+static void mix_f16(float *out, size_t ldo, const float *p, size_t ldp, const uint16_t *v,
+                    size_t ldv, int n, int cells, int hs) {
+    mix_any(out, ldo, p, ldp, v, ldv, n, cells, hs, W_F16);
+}
+
+static void quantize_q8(int8_t *q, float *d, const float *x, int k) {
+    for (int b = 0; b < k / 32; b++, x += 32, q += 32) {
+        float m = 0.0f;
+        for (int i = 0; i < 32; i++) m = fmaxf(m, fabsf(x[i]));
+        d[b] = m / 127.0f;
+        float id = m > 0.0f ? 127.0f / m : 0.0f;
+        for (int i = 0; i < 32; i++) q[i] = (int8_t)lrintf(x[i] * id);
+    }
+}
+
+static void dot_q8(float *out, const int8_t *xq, const float *xd, const uint8_t *w, size_t row_bytes,
+                   int m, int k) {
+    for (int r = 0; r < m; r++) {
+        const uint8_t *blk = w + (size_t)r * row_bytes;
+        float s = 0.0f;
+        for (int b = 0; b < k / 32; b++, blk += 34) {
+            uint16_t h;
+            memcpy(&h, blk, 2);
+            /* The block's integer dot product, summed in float: every partial
+             * sum is an integer below 2^24, so this is exact.  (An int32 sum
+             * of int8 products is miscompiled by GCC 12 at -O3 with AVX-512
+             * VNNI, which vectorizes it as an unsigned-by-signed product.) */
+            float acc = 0.0f;
+            for (int i = 0; i < 32; i++) acc += (float)(int8_t)blk[2 + i] * (float)xq[32 * b + i];
+            s += acc * (fp16_to_fp32(h) * xd[b]);
+        }
+        out[r] = s;
+    }
+}
+
+static void to_f32(float *dst, const void *src, TensorType t, size_t n) {
+    tensor_dequantize(t, src, dst, n);
+}
+
+static void to_f16(uint16_t *dst, const float *src, size_t n) {
+    for (size_t i = 0; i < n; i++) dst[i] = fp32_to_fp16(src[i]);
+}
+
+static void softmax(float *x, int n) {
+    float max = x[0];
+    for (int i = 1; i < n; i++)
+        if (x[i] > max) max = x[i];
+    float s[LANES] = {0};
+    for (int i = 0; i < n; i++) {
+        x[i] = expf(x[i] - max);
+        s[i % LANES] += x[i];
+    }
+    float sum = reduce_lanes(s);
+    for (int i = 0; i < n; i++) x[i] /= sum;
+}
+
+static void swiglu(float *h, const float *g, int n) {
+    for (int i = 0; i < n; i++) {
+        float v = h[i];
+        v *= 1.0f / (1.0f + expf(-v));
+        h[i] = v * g[i];
+    }
+}
+
+static void gelu(float *h, int n) {
+    const float k = 0.7978845608028654f; /* sqrt(2/pi) */
+    for (int i = 0; i < n; i++) {
+        float v = h[i];
+        h[i] = 0.5f * v * (1.0f + tanhf(k * (v + 0.044715f * v * v * v)));
+    }
+}
+
+const KernelPath kernels_portable = {
+    "portable", dot_f32, dot_f16, dot_bf16, mix_f32, mix_f16, quantize_q8, dot_q8,
+    to_f32, to_f16, softmax, swiglu, gelu,
+};

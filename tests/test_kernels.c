@@ -1,0 +1,424 @@
+/* Every SIMD path of the kernels against the portable one, in this one
+ * binary (kernels_use switches paths), plus the properties the engine
+ * relies on within a path: results independent of the thread count and of
+ * how many tokens a call carries (decode = prefill, bit for bit), masked
+ * attention cells weighing exactly nothing, exact conversions.
+ *
+ * Tolerances are bounds, not measurements: two float32 sums of the same k
+ * products in different orders (with or without FMA) each lie within
+ * (k - 1) u sum|x_i w_i| of the exact value (u = 2^-24), so they differ by
+ * at most 2 k u sum|x_i w_i|. */
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/kernels.h"
+#include "tests/common.h"
+
+#define U 5.9604645e-8 /* 2^-24 */
+
+static const char *const SIMD[] = {"avx2", "avx512"};
+#define N_SIMD 2
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+static float frand(void) { /* uniform in [-1, 1) */
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (float)((rng >> 40) * (1.0 / 8388608.0)) - 1.0f;
+}
+
+static float *random_floats(size_t n) {
+    float *p = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) p[i] = frand();
+    return p;
+}
+
+/* A rows x cols tensor of `type` with random weights; *ref gets them as f32. */
+static Tensor random_tensor(TensorType type, int rows, int cols, float **ref) {
+    size_t n = (size_t)rows * cols, bytes = tensor_row_bytes(type, (size_t)cols) * rows;
+    uint8_t *data = malloc(bytes);
+    for (size_t i = 0; i < n; i++) {
+        float v = frand();
+        if (type == TENSOR_F32) memcpy(data + 4 * i, &v, 4);
+        if (type == TENSOR_F16) {
+            uint16_t h = fp32_to_fp16(v);
+            memcpy(data + 2 * i, &h, 2);
+        }
+        if (type == TENSOR_BF16) {
+            uint32_t b;
+            memcpy(&b, &v, 4);
+            uint16_t h = (uint16_t)(b >> 16);
+            memcpy(data + 2 * i, &h, 2);
+        }
+    }
+    if (type == TENSOR_Q8_0)
+        for (size_t b = 0; b < n / 32; b++) {
+            uint16_t d = fp32_to_fp16(0.01f + 0.002f * (float)(b % 7));
+            memcpy(data + 34 * b, &d, 2);
+            for (int j = 0; j < 32; j++) data[34 * b + 2 + j] = (uint8_t)(int8_t)lrintf(127.0f * frand());
+        }
+    *ref = malloc(n * sizeof(float));
+    tensor_dequantize(type, data, *ref, n);
+    return (Tensor){type, data, rows, cols};
+}
+
+/* sum |x_i w_i| for the bound. */
+static double abs_dot(const float *x, const float *w, int k) {
+    double s = 0.0;
+    for (int i = 0; i < k; i++) s += fabs((double)x[i] * w[i]);
+    return s;
+}
+
+static double exact_dot(const float *x, const float *w, int k) {
+    double s = 0.0;
+    for (int i = 0; i < k; i++) s += (double)x[i] * w[i];
+    return s;
+}
+
+static int have(const char *path) {
+    if (kernels_use(path) == 0) return 1;
+    printf("kernels: %s not compiled in; skipped\n", path);
+    return 0;
+}
+
+START_TEST(paths_are_named) {
+    ck_assert_int_eq(kernels_use("portable"), 0);
+    ck_assert_str_eq(kernels_path_name(), "portable");
+    ck_assert_int_eq(kernels_use("sse9"), -1);
+    ck_assert_str_eq(kernels_path_name(), "portable");
+}
+END_TEST
+
+/* dot_rows on odd shapes and strides, every path within the bound of the
+ * exact (double) result, which implies the bound between paths. */
+START_TEST(dot_rows_within_bound) {
+    static const int NS[] = {1, 2, 3, 4, 5, 9}, MS[] = {1, 3, 16, 17, 37}, KS[] = {1, 7, 8, 16, 17, 48, 100, 288};
+    static const TensorType TYPES[] = {TENSOR_F32, TENSOR_F16};
+    const char *paths[] = {"portable", "avx2", "avx512"};
+    for (int p = 0; p < 3; p++) {
+        if (!have(paths[p])) continue;
+        for (int ty = 0; ty < 2; ty++)
+            for (int a = 0; a < 6; a++)
+                for (int b = 0; b < 5; b++)
+                    for (int c = 0; c < 8; c++) {
+                        int n = NS[a], m = MS[b], k = KS[c], ldx = k + 3, ldw = k + 5, ldo = m + 2;
+                        float *x = random_floats((size_t)n * ldx), *wref;
+                        Tensor w = random_tensor(TYPES[ty], m, ldw, &wref);
+                        float *out = calloc((size_t)n * ldo, sizeof(float));
+                        dot_rows(out, (size_t)ldo, x, (size_t)ldx, TYPES[ty], w.data, (size_t)ldw, n, m, k);
+                        for (int t = 0; t < n; t++)
+                            for (int r = 0; r < m; r++) {
+                                const float *xr = x + (size_t)t * ldx, *wr = wref + (size_t)r * ldw;
+                                double want = exact_dot(xr, wr, k), bound = k * U * abs_dot(xr, wr, k) + 1e-30;
+                                ck_assert_msg(fabs(out[(size_t)t * ldo + r] - want) <= bound,
+                                              "%s %s n=%d m=%d k=%d (t=%d r=%d): %g vs %g", paths[p],
+                                              tensor_type_name(TYPES[ty]), n, m, k, t, r,
+                                              (double)out[(size_t)t * ldo + r], want);
+                            }
+                        free(x);
+                        free(wref);
+                        free((void *)w.data);
+                        free(out);
+                    }
+    }
+    kernels_use("portable");
+}
+END_TEST
+
+/* The rounding of an output is the same whether it is computed alone, in a
+ * tile with others, or with other tokens: decode equals prefill. */
+START_TEST(dot_rows_independent_of_tiling) {
+    const char *paths[] = {"portable", "avx2", "avx512"};
+    int n = 11, m = 37, k = 100;
+    float *x = random_floats((size_t)n * k), *wref;
+    Tensor w = random_tensor(TENSOR_F32, m, k, &wref);
+    float *all = malloc((size_t)n * m * sizeof(float)), one[1];
+    for (int p = 0; p < 3; p++) {
+        if (!have(paths[p])) continue;
+        dot_rows(all, (size_t)m, x, (size_t)k, TENSOR_F32, w.data, (size_t)k, n, m, k);
+        for (int t = 0; t < n; t++)
+            for (int r = 0; r < m; r++) {
+                dot_rows(one, 1, x + (size_t)t * k, (size_t)k, TENSOR_F32, wref + (size_t)r * k, (size_t)k, 1, 1, k);
+                ck_assert_msg(memcmp(one, all + (size_t)t * m + r, sizeof(float)) == 0,
+                              "%s: t=%d r=%d differs alone (%.9g) and in a tile (%.9g)", paths[p], t, r,
+                              (double)one[0], (double)all[(size_t)t * m + r]);
+            }
+    }
+    kernels_use("portable");
+    free(x);
+    free(wref);
+    free((void *)w.data);
+    free(all);
+}
+END_TEST
+
+static float *run_matmul(const Tensor *w, const float *x, int n, int threads) {
+    MatmulScratch s;
+    PosencError err;
+    omp_set_num_threads(threads);
+    ck_assert_msg(matmul_scratch_build(&s, w->cols, &err) == 0, "%s", err.msg);
+    float *out = malloc((size_t)n * w->rows * sizeof(float));
+    matmul(out, x, w, n, &s);
+    matmul_scratch_free(&s);
+    omp_set_num_threads(2);
+    return out;
+}
+
+/* matmul on every path and type: within the bound of the exact product,
+ * the same bits at 1 and 2 threads, and (but for Q8_0) the same bits one
+ * token at a time as in one call.  Shapes are large enough to go parallel
+ * and to span several weight panels and token panels. */
+START_TEST(matmul_paths_threads_and_chunks) {
+    static const TensorType TYPES[] = {TENSOR_F32, TENSOR_F16, TENSOR_BF16, TENSOR_Q8_0};
+    const char *paths[] = {"portable", "avx2", "avx512"};
+    int rows = 300, cols = 4096 + 64, n = 150;
+    float *x = random_floats((size_t)n * cols);
+    for (int ty = 0; ty < 4; ty++) {
+        float *wref;
+        Tensor w = random_tensor(TYPES[ty], rows, cols, &wref);
+        for (int p = 0; p < 3; p++) {
+            if (!have(paths[p])) continue;
+            float *a = run_matmul(&w, x, n, 1), *b = run_matmul(&w, x, n, 2);
+            ck_assert_msg(memcmp(a, b, (size_t)n * rows * sizeof(float)) == 0, "%s %s: 1 vs 2 threads",
+                          paths[p], tensor_type_name(TYPES[ty]));
+            for (int t = 0; t < n; t += 7) {
+                float *one1 = run_matmul(&w, x + (size_t)t * cols, 1, 1);
+                float *one2 = run_matmul(&w, x + (size_t)t * cols, 1, 2);
+                ck_assert_msg(memcmp(one1, one2, (size_t)rows * sizeof(float)) == 0, "%s %s: decode 1 vs 2 threads",
+                              paths[p], tensor_type_name(TYPES[ty]));
+                for (int r = 0; r < rows; r++) {
+                    const float *xr = x + (size_t)t * cols, *wr = wref + (size_t)r * cols;
+                    double want = exact_dot(xr, wr, cols), mag = abs_dot(xr, wr, cols);
+                    double got_p = a[(size_t)t * rows + r], got_d = one1[r];
+                    ck_assert_msg(fabs(got_p - want) <= cols * U * mag, "%s %s prefill t=%d r=%d: %g vs %g",
+                                  paths[p], tensor_type_name(TYPES[ty]), t, r, got_p, want);
+                    if (TYPES[ty] != TENSOR_Q8_0) {
+                        ck_assert_msg(got_p == got_d, "%s %s t=%d r=%d: prefill %.9g, decode %.9g", paths[p],
+                                      tensor_type_name(TYPES[ty]), t, r, got_p, got_d);
+                        continue;
+                    }
+                    /* int8 activations: each x_i moves by at most half its
+                     * block's step max|x|/127, so the sum by at most that
+                     * times sum |w_i|, plus the float bound. */
+                    double qbound = 0.0;
+                    for (int b0 = 0; b0 < cols; b0 += 32) {
+                        double amax = 0.0, wsum = 0.0;
+                        for (int i = b0; i < b0 + 32; i++) {
+                            amax = fmax(amax, fabs(xr[i]));
+                            wsum += fabs(wr[i]);
+                        }
+                        qbound += amax / 127.0 / 2.0 * wsum;
+                    }
+                    ck_assert_msg(fabs(got_d - want) <= qbound * (1 + 1e-3) + cols * U * mag,
+                                  "%s q8_0 decode t=%d r=%d: %g vs %g (bound %g)", paths[p], t, r, got_d,
+                                  want, qbound);
+                }
+                free(one1);
+                free(one2);
+            }
+            free(a);
+            free(b);
+        }
+        free(wref);
+        free((void *)w.data);
+    }
+    kernels_use("portable");
+    free(x);
+}
+END_TEST
+
+/* Q8_0 decode: the SIMD paths quantize activations exactly as the portable
+ * one (same blocks, same rounding) and differ only in float summation. */
+START_TEST(q8_decode_matches_portable) {
+    int rows = 45, cols = 32 * 9;
+    float *x = random_floats((size_t)cols), *wref;
+    x[5] = 0.0f;
+    for (int i = 64; i < 96; i++) x[i] = 0.0f; /* an all-zero block: scale 0 */
+    Tensor w = random_tensor(TENSOR_Q8_0, rows, cols, &wref);
+    kernels_use("portable");
+    float *want = run_matmul(&w, x, 1, 1);
+    for (int p = 0; p < N_SIMD; p++) {
+        if (!have(SIMD[p])) continue;
+        float *got = run_matmul(&w, x, 1, 2);
+        for (int r = 0; r < rows; r++) {
+            /* integer block sums are exact; only the scaled float sums reorder */
+            double mag = 0.0;
+            for (int i = 0; i < cols; i++) mag += fabs((double)x[i] * wref[(size_t)r * cols + i]);
+            ck_assert_msg(fabs(got[r] - want[r]) <= 4 * cols * U * mag * 1.02, "%s row %d: %.9g vs %.9g",
+                          SIMD[p], r, (double)got[r], (double)want[r]);
+        }
+        free(got);
+    }
+    kernels_use("portable");
+    free(want);
+    free(x);
+    free(wref);
+    free((void *)w.data);
+}
+END_TEST
+
+/* mix_rows: the weighted sum of values, within the bound of the exact sum. */
+START_TEST(mix_rows_within_bound) {
+    static const int HS[] = {8, 16, 32, 48, 64, 72, 128}, CELLS[] = {1, 5, 33};
+    static const TensorType TYPES[] = {TENSOR_F32, TENSOR_F16};
+    const char *paths[] = {"portable", "avx2", "avx512"};
+    for (int p = 0; p < 3; p++) {
+        if (!have(paths[p])) continue;
+        for (int ty = 0; ty < 2; ty++)
+            for (int h = 0; h < 7; h++)
+                for (int c = 0; c < 3; c++)
+                    for (int n = 1; n <= 6; n++) {
+                        int hs = HS[h], cells = CELLS[c], ldv = hs * 3, ldp = cells + 1, ldo = hs + 4;
+                        float *pr = random_floats((size_t)n * ldp), *vref;
+                        Tensor v = random_tensor(TYPES[ty], cells, ldv, &vref);
+                        float *out = malloc((size_t)n * ldo * sizeof(float));
+                        for (size_t i = 0; i < (size_t)n * ldo; i++) out[i] = 7.0f;
+                        mix_rows(out, (size_t)ldo, pr, (size_t)ldp, TYPES[ty], v.data, (size_t)ldv, n, cells, hs);
+                        for (int t = 0; t < n; t++) {
+                            for (int i = 0; i < hs; i++) {
+                                double want = 0.0, mag = 0.0;
+                                for (int cc = 0; cc < cells; cc++) {
+                                    double term = (double)pr[(size_t)t * ldp + cc] * vref[(size_t)cc * ldv + i];
+                                    want += term;
+                                    mag += fabs(term);
+                                }
+                                ck_assert_msg(fabs(out[(size_t)t * ldo + i] - want) <= cells * U * mag + 1e-30,
+                                              "%s hs=%d cells=%d n=%d", paths[p], hs, cells, n);
+                            }
+                            for (int i = hs; i < ldo; i++) /* nothing written past the head */
+                                ck_assert(out[(size_t)t * ldo + i] == 7.0f);
+                        }
+                        free(pr);
+                        free(vref);
+                        free((void *)v.data);
+                        free(out);
+                    }
+    }
+    kernels_use("portable");
+}
+END_TEST
+
+/* Conversions are exact on every path, including f16 subnormals,
+ * infinities and overflow. */
+START_TEST(conversions_exact) {
+    const char *paths[] = {"portable", "avx2", "avx512"};
+    enum { N = 1000 };
+    float src[N];
+    for (int i = 0; i < N; i++) src[i] = frand() * powf(2.0f, (float)(i % 40) - 30.0f);
+    src[0] = 0.0f, src[1] = -0.0f, src[2] = 70000.0f, src[3] = -1e-7f, src[4] = INFINITY, src[5] = 65519.0f;
+    uint16_t want_h[N], got_h[N];
+    for (int i = 0; i < N; i++) want_h[i] = fp32_to_fp16(src[i]);
+    float *qref;
+    Tensor q = random_tensor(TENSOR_Q8_0, 1, 320, &qref);
+    for (int p = 0; p < 3; p++) {
+        if (!have(paths[p])) continue;
+        for (int n = N - 17; n <= N; n++) { /* every tail length */
+            memset(got_h, 0xAB, sizeof got_h);
+            convert_to_f16(got_h, src, (size_t)n);
+            ck_assert_msg(memcmp(got_h, want_h, (size_t)n * 2) == 0, "%s to f16 n=%d", paths[p], n);
+            if (n < N) ck_assert_uint_eq(got_h[n], 0xABAB);
+            float back[N], want[N];
+            convert_to_f32(back, want_h, TENSOR_F16, (size_t)n);
+            tensor_dequantize(TENSOR_F16, want_h, want, (size_t)n);
+            ck_assert_msg(memcmp(back, want, (size_t)n * 4) == 0, "%s f16 to f32", paths[p]);
+            convert_to_f32(back, want_h, TENSOR_BF16, (size_t)n);
+            tensor_dequantize(TENSOR_BF16, want_h, want, (size_t)n);
+            ck_assert_msg(memcmp(back, want, (size_t)n * 4) == 0, "%s bf16 to f32", paths[p]);
+        }
+        float got_q[320];
+        convert_to_f32(got_q, q.data, TENSOR_Q8_0, 320);
+        ck_assert_msg(memcmp(got_q, qref, sizeof got_q) == 0, "%s q8_0 to f32", paths[p]);
+    }
+    kernels_use("portable");
+    free(qref);
+    free((void *)q.data);
+}
+END_TEST
+
+/* Activations: SIMD exp is within a few ulp of libm's, so the results are
+ * within a small relative bound of the portable path's. */
+START_TEST(activations_match_portable) {
+    enum { N = 203 };
+    float in[N], g[N];
+    for (int i = 0; i < N; i++) {
+        in[i] = 12.0f * frand();
+        g[i] = frand();
+    }
+    in[0] = -100.0f, in[1] = 95.0f, in[2] = 0.0f, in[3] = -30.0f;
+    float want_s[N], want_w[N], want_g[N];
+    kernels_use("portable");
+    memcpy(want_s, in, sizeof in);
+    softmax(want_s, N);
+    memcpy(want_w, in, sizeof in);
+    swiglu(want_w, g, N);
+    memcpy(want_g, in, sizeof in);
+    gelu(want_g, N);
+    for (int p = 0; p < N_SIMD; p++) {
+        if (!have(SIMD[p])) continue;
+        for (int n = N - 16; n <= N; n++) {
+            float s[N], w[N], ge[N];
+            memcpy(s, in, sizeof in);
+            softmax(s, n);
+            memcpy(w, in, sizeof in);
+            swiglu(w, g, n);
+            memcpy(ge, in, sizeof in);
+            gelu(ge, n);
+            float ref_s[N];
+            memcpy(ref_s, in, sizeof in);
+            kernels_use("portable");
+            softmax(ref_s, n);
+            kernels_use(SIMD[p]);
+            for (int i = 0; i < n; i++) {
+                ck_assert_msg(fabsf(s[i] - ref_s[i]) <= 1e-6f * ref_s[i] + 1e-37f, "%s softmax[%d] n=%d: %g vs %g",
+                              SIMD[p], i, n, (double)s[i], (double)ref_s[i]);
+                ck_assert_msg(fabsf(w[i] - want_w[i]) <= 1e-6f * fabsf(want_w[i]) + 1e-30f,
+                              "%s swiglu[%d]: %g vs %g", SIMD[p], i, (double)w[i], (double)want_w[i]);
+                /* tanh through exp: absolute error ~u near 0, relative elsewhere */
+                ck_assert_msg(fabsf(ge[i] - want_g[i]) <= 1e-6f * fabsf(want_g[i]) + 1e-7f * fabsf(in[i]),
+                              "%s gelu[%d] (x=%g): %g vs %g", SIMD[p], i, (double)in[i], (double)ge[i],
+                              (double)want_g[i]);
+            }
+        }
+    }
+    kernels_use("portable");
+}
+END_TEST
+
+/* Attention masks cells with -inf: they must weigh exactly 0, and a row
+ * with masked cells appended must give the same bits as the row alone. */
+START_TEST(softmax_masked_cells_exact) {
+    const char *paths[] = {"portable", "avx2", "avx512"};
+    for (int p = 0; p < 3; p++) {
+        if (!have(paths[p])) continue;
+        for (int n = 1; n < 40; n++) {
+            float a[64], b[64];
+            for (int i = 0; i < n; i++) a[i] = b[i] = 5.0f * frand();
+            for (int i = n; i < 64; i++) b[i] = -INFINITY;
+            softmax(a, n);
+            softmax(b, n + 19);
+            ck_assert_msg(memcmp(a, b, (size_t)n * sizeof(float)) == 0, "%s n=%d", paths[p], n);
+            for (int i = n; i < n + 19; i++) ck_assert_msg(b[i] == 0.0f, "%s masked cell %d = %g", paths[p], i, (double)b[i]);
+        }
+    }
+    kernels_use("portable");
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("kernels");
+    TCase *tc = tcase_create("paths");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, paths_are_named);
+    tcase_add_test(tc, dot_rows_within_bound);
+    tcase_add_test(tc, dot_rows_independent_of_tiling);
+    tcase_add_test(tc, matmul_paths_threads_and_chunks);
+    tcase_add_test(tc, q8_decode_matches_portable);
+    tcase_add_test(tc, mix_rows_within_bound);
+    tcase_add_test(tc, conversions_exact);
+    tcase_add_test(tc, activations_match_portable);
+    tcase_add_test(tc, softmax_masked_cells_exact);
+    suite_add_tcase(s, tc);
+    return tests_run_suite(s);
+}
