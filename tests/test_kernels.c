@@ -13,7 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/context.h"
 #include "model/kernels.h"
+#include "model/shift.h"
 #include "tests/common.h"
 
 #define U 5.9604645e-8 /* 2^-24 */
@@ -406,6 +408,123 @@ START_TEST(softmax_masked_cells_exact) {
 }
 END_TEST
 
+
+/* ---- the f16 KV cache, on stories260K ---------------------------------------
+ * Keys and values rounded to f16 (relative error <= 2^-11 = 4.9e-4 each)
+ * move every attention score by ~4.9e-4 of sum|q_i k_i|, which the softmax
+ * turns into weight changes of that order times the score range; through 5
+ * layers of width 64 the logits move by 0.006 (sinusoidal) .. 0.037 (alibi)
+ * over the sequence below (printed).  KV_F16_TOL = 0.15 is 4x the largest,
+ * while stale keys after a shift move the logits by 1.4 and a wrong
+ * position by 4.7 (test_cache_offsets). */
+#define KV_F16_TOL 0.15f
+
+static const int SEQ[] = {1, 403, 407, 261, 378, 442, 280, 283, 261, 301, 299, 350, 265, 319, 315,
+                          276, 288, 404, 266, 300, 270, 391, 347, 263};
+#define SEQ_N ((int)(sizeof SEQ / sizeof SEQ[0]))
+static Model stories;
+static int have_stories;
+
+static void stories_setup(void) {
+    const char *dir = tests_models_dir("f16 KV cache tests on stories260K");
+    if (!dir) return;
+    PosencError err;
+    ck_assert_msg(model_load(&stories, tests_model_path(dir, "stories260K/stories260K.bin"), &err) == 0,
+                  "%s", err.msg);
+    have_stories = 1;
+}
+
+static void stories_teardown(void) {
+    if (have_stories) model_free(&stories);
+    have_stories = 0;
+}
+
+/* Logits of every position of SEQ, as one prefill or token by token. */
+static float *seq_logits(TensorType kv, PeKind kind, int one_by_one) {
+    Context ctx;
+    PosencError err;
+    PeParams p = stories.pe;
+    p.kind = kind;
+    ck_assert_msg(context_build_kv(&ctx, &stories, &p, 64, 64, kv, &err) == 0, "%s", err.msg);
+    float *out = malloc((size_t)SEQ_N * 512 * sizeof(float));
+    if (one_by_one)
+        for (int t = 0; t < SEQ_N; t++)
+            memcpy(out + (size_t)t * 512, context_forward(&ctx, SEQ + t, 1, t, 0), 512 * sizeof(float));
+    else
+        memcpy(out, context_forward(&ctx, SEQ, SEQ_N, 0, 1), (size_t)SEQ_N * 512 * sizeof(float));
+    context_free(&ctx);
+    return out;
+}
+
+START_TEST(kv_f16_close_to_f32) {
+    if (!have_stories) return;
+    static const PeKind KINDS[] = {PE_ROPE, PE_ALIBI, PE_SINUSOIDAL, PE_NONE};
+    for (int i = 0; i < 4; i++) {
+        float *a = seq_logits(TENSOR_F32, KINDS[i], 0), *b = seq_logits(TENSOR_F16, KINDS[i], 0);
+        float *c = seq_logits(TENSOR_F16, KINDS[i], 1);
+        float d = 0.0f;
+        for (int j = 0; j < SEQ_N * 512; j++) d = fmaxf(d, fabsf(a[j] - b[j]));
+        fprintf(stderr, "kv f16 vs f32, %s: max |logit diff| %g\n", pe_kind_name(KINDS[i]), (double)d);
+        ck_assert_msg(d <= KV_F16_TOL, "%s: %g", pe_kind_name(KINDS[i]), (double)d);
+        ck_assert_msg(d > 0.0f, "the f16 cache changed nothing: is it used?");
+        /* decode equals prefill with the f16 cache too */
+        ck_assert_msg(memcmp(b, c, (size_t)SEQ_N * 512 * sizeof(float)) == 0, "%s: f16 decode != prefill",
+                      pe_kind_name(KINDS[i]));
+        free(a);
+        free(b);
+        free(c);
+    }
+}
+END_TEST
+
+/* A context shift re-rotates cached rope keys: after it, decoding the next
+ * token must match a fresh computation of the kept tokens at their new
+ * positions, for both cache types (f16 within KV_F16_TOL: its keys are
+ * rounded once more by the re-rotation), and differ from it by far more
+ * without the re-rotation. */
+START_TEST(kv_shift_rerotates_both_types) {
+    if (!have_stories) return;
+    enum { KEEP = 2, DISCARD = 9 };
+    /* Past the first layer, kept tokens' keys depend on the discarded
+     * ones, so only one layer can equal a fresh computation. */
+    Model one_layer = stories;
+    one_layer.config.n_layers = 1;
+    for (int f16 = 0; f16 < 2; f16++) {
+        TensorType kv = f16 ? TENSOR_F16 : TENSOR_F32;
+        float got[2][512];
+        for (int mode = 0; mode < 2; mode++) {
+            Context ctx;
+            PosencError err;
+            ck_assert_int_eq(context_build_kv(&ctx, &one_layer, &stories.pe, SEQ_N, SEQ_N, kv, &err), 0);
+            context_forward(&ctx, SEQ, SEQ_N, 0, 0);
+            ck_assert_int_eq(context_shift(&ctx, KEEP, DISCARD, mode ? CONTEXT_SHIFT_NO_REROTATE : CONTEXT_SHIFT_ON,
+                                           &err), 0);
+            int tok = 300;
+            memcpy(got[mode], context_forward(&ctx, &tok, 1, SEQ_N - DISCARD, 0), sizeof got[mode]);
+            context_free(&ctx);
+        }
+        int kept[SEQ_N];
+        int n = 0;
+        for (int i = 0; i < SEQ_N; i++)
+            if (i < KEEP || i >= KEEP + DISCARD) kept[n++] = SEQ[i];
+        kept[n++] = 300;
+        Context ctx;
+        PosencError err;
+        ck_assert_int_eq(context_build_kv(&ctx, &one_layer, &stories.pe, SEQ_N, SEQ_N, TENSOR_F32, &err), 0);
+        const float *fresh = context_forward(&ctx, kept, n, 0, 0);
+        float d = 0.0f, stale = 0.0f;
+        for (int j = 0; j < 512; j++) {
+            d = fmaxf(d, fabsf(got[0][j] - fresh[j]));
+            stale = fmaxf(stale, fabsf(got[1][j] - fresh[j]));
+        }
+        fprintf(stderr, "shift, %s cache: re-rotated %g, stale keys %g\n", f16 ? "f16" : "f32", (double)d, (double)stale);
+        ck_assert_msg(d <= (f16 ? KV_F16_TOL : 1e-4f), "%s cache: %g after shift", f16 ? "f16" : "f32", (double)d);
+        ck_assert_msg(stale > 5 * KV_F16_TOL, "control: stale keys moved logits by only %g", (double)stale);
+        context_free(&ctx);
+    }
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("kernels");
     TCase *tc = tcase_create("paths");
@@ -420,5 +539,10 @@ int main(void) {
     tcase_add_test(tc, activations_match_portable);
     tcase_add_test(tc, softmax_masked_cells_exact);
     suite_add_tcase(s, tc);
+    TCase *kv = tcase_create("kv_cache");
+    tcase_add_unchecked_fixture(kv, stories_setup, stories_teardown);
+    tcase_add_test(kv, kv_f16_close_to_f32);
+    tcase_add_test(kv, kv_shift_rerotates_both_types);
+    suite_add_tcase(s, kv);
     return tests_run_suite(s);
 }
