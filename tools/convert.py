@@ -2,13 +2,18 @@
 """Convert a model to GGUF (stdlib only).
 
     convert.py INPUT OUTPUT.gguf [--tokenizer PATH] [--dtype f32|f16|bf16|q8_0]
+    convert.py --vocab-only TOKENIZER OUTPUT.gguf
 
 INPUT is either
   * a llama2.c legacy checkpoint (.bin: 7 x int32 header, float32 weights),
-    with a llama2.c tokenizer.bin (--tokenizer, or tokenizer.bin next to it);
+    with its tokenizer (--tokenizer, or tokenizer.bin next to it);
   * a Hugging Face directory: config.json + model.safetensors (or shards
     listed in model.safetensors.index.json), model_type `llama` (tokenizer
-    from --tokenizer or the directory) or `gpt2` (vocab.json + merges.txt).
+    from --tokenizer, or the directory's tokenizer.model or tokenizer.bin) or
+    `gpt2` (vocab.json + merges.txt).
+A tokenizer is a SentencePiece .model (BPE or unigram), a llama2.c
+tokenizer.bin, or a GPT-2 vocab.json + merges.txt directory; --vocab-only
+writes just its general.* and tokenizer keys, no tensors.
 
 Keys and tensor names follow llama.cpp (arch `llama` or `gpt2`), so standard
 models stay interchangeable with that ecosystem.  What has no standard name
@@ -17,6 +22,10 @@ goes under `posenc.*`:
   posenc.rope.pairing     interleaved (Meta/llama2.c pairs 2i,2i+1) | neox (rotate_half: i, i+d/2)
   posenc.embedding_scale  multiplier of the token embedding (sqrt(n_embd) when the
                           config has scale_embedding: true)
+  posenc.tokenizer.*      SentencePiece settings llama.cpp has no key for
+                          (escape_whitespaces, treat_whitespace_as_suffix,
+                          byte_fallback, unknown_surface), and encoder = llama2c
+                          for a tokenizer.bin: encode as llama2.c does
 
 --dtype applies to 2-D matrices only; norms and biases stay f32, as in
 llama.cpp.  Q8_0 needs rows that are a multiple of 32 elements: other
@@ -34,6 +43,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gguf  # noqa: E402
+import spm_proto  # noqa: E402
 
 DTYPES = {"f32": gguf.GGML_F32, "f16": gguf.GGML_F16, "bf16": gguf.GGML_BF16,
           "q8_0": gguf.GGML_Q8_0}
@@ -136,35 +146,84 @@ class Output:
 
 # ---- tokenizers -----------------------------------------------------------------------
 
+SPACE = "\u2581".encode("utf-8")   # SentencePiece's escaped space
 _BYTE_PIECE = re.compile(rb"^<0x[0-9A-Fa-f]{2}>$")
+# SentencePiece model type -> tokenizer.ggml.model, as llama.cpp names them
+_SPM_MODELS = {spm_proto.BPE: "llama", spm_proto.UNIGRAM: "t5"}
 
 
-def read_llama2c_tokenizer(path, vocab_size):
-    """llama2.c tokenizer.bin: int32 max_token_length, then per token
-    f32 score, int32 length, bytes.  llama2.c's exporter replaced
-    SentencePiece's '\u2581' by ' ' and wrote BOS/EOS as '\\n<s>\\n' and
-    '\\n</s>\\n'; undo both so the vocabulary is SentencePiece's again, as
-    llama.cpp stores it."""
+class Vocab:
+    """A vocabulary as GGUF stores it.  tokens: bytes or str; scores, merges:
+    None when the format has none; ids: tokenizer.ggml.<name>_token_id
+    (bos, eos, unknown, padding), written when >= 0; flags: tokenizer.ggml.*
+    booleans; extra: (key, gguf type, value) of posenc.tokenizer.* keys, for
+    what the engine needs and llama.cpp has no key for."""
+
+    def __init__(self, model, tokens, types, scores=None):
+        self.model, self.tokens, self.types, self.scores = model, tokens, types, scores
+        self.pre = None
+        self.merges = None
+        self.ids = {}
+        self.flags = {}
+        self.charsmap = b""
+        self.extra = []
+
+
+def add_vocab(out, v):
+    w = out.w
+    w.add_string("tokenizer.ggml.model", v.model)
+    if v.pre:
+        w.add_string("tokenizer.ggml.pre", v.pre)
+    w.add_array("tokenizer.ggml.tokens", gguf.STRING, v.tokens)
+    if v.scores is not None:
+        w.add_array("tokenizer.ggml.scores", gguf.FLOAT32, v.scores)
+    w.add_array("tokenizer.ggml.token_type", gguf.INT32, v.types)
+    if v.merges is not None:
+        w.add_array("tokenizer.ggml.merges", gguf.STRING, v.merges)
+    for name in ("bos", "eos", "unknown", "padding"):
+        if v.ids.get(name, -1) >= 0:
+            w.add_uint32("tokenizer.ggml.%s_token_id" % name, v.ids[name])
+    for key, value in v.flags.items():
+        w.add_bool("tokenizer.ggml." + key, value)
+    if v.charsmap:   # llama.cpp stores the normalizer's blob as an array of bytes
+        w.add_array("tokenizer.ggml.precompiled_charsmap", gguf.UINT8, v.charsmap)
+    for key, vtype, value in v.extra:
+        w.add("posenc.tokenizer." + key, vtype, value)
+
+
+def llama2c_piece(piece):
+    """llama2.c's exporter wrote SentencePiece's '\u2581' as ' ' and BOS/EOS as
+    '\\n<s>\\n' and '\\n</s>\\n'; undo both so the vocabulary is SentencePiece's
+    again, as llama.cpp stores it.  tokenizer/gguf_vocab.c redoes them."""
+    if piece in (b"\n<s>\n", b"\n</s>\n"):
+        piece = piece.strip(b"\n")
+    return piece.replace(b" ", SPACE)
+
+
+def read_llama2c_tokenizer(path):
+    """llama2.c tokenizer.bin: int32 max_token_length, then per token f32
+    score, int32 length, bytes, to the end of the file."""
     with open(path, "rb") as f:
         data = f.read()
     if len(data) < 4:
         fail("%s: not a llama2.c tokenizer (too short)" % path)
     pos = 4
     tokens, scores, types = [], [], []
-    for i in range(vocab_size):
+    lossless = True
+    while pos < len(data):
+        i = len(tokens)
         if pos + 8 > len(data):
-            fail("%s: has %d tokens, the model needs %d" % (path, i, vocab_size))
+            fail("%s: truncated after %d tokens" % (path, i))
         score, n = struct.unpack_from("<fi", data, pos)
         pos += 8
         if n < 0 or pos + n > len(data):
             fail("%s: token %d has bad length %d" % (path, i, n))
-        piece = data[pos:pos + n]
+        raw = data[pos:pos + n]
         pos += n
-        if piece == b"\n<s>\n":
-            piece = b"<s>"
-        elif piece == b"\n</s>\n":
-            piece = b"</s>"
-        piece = piece.replace(b" ", "\u2581".encode("utf-8"))
+        piece = llama2c_piece(raw)
+        # the respelling is undone exactly unless the file already had a
+        # '\u2581' or a bare <s>/</s>
+        lossless &= SPACE not in raw and raw not in (b"<s>", b"</s>")
         if piece in (b"<s>", b"</s>"):
             ttype = gguf.TOKEN_CONTROL
         elif piece == b"<unk>":
@@ -176,42 +235,64 @@ def read_llama2c_tokenizer(path, vocab_size):
         tokens.append(piece)
         scores.append(score)
         types.append(ttype)
-    if pos != len(data):
-        fail("%s: has more than the model's %d tokens" % (path, vocab_size))
-    return tokens, scores, types
+    if not tokens:
+        fail("%s: has no tokens" % path)
+    v = Vocab("llama", tokens, types, scores)
+    v.ids = {"bos": 1 if len(tokens) > 1 else -1,   # llama2.c's fixed ids
+             "eos": 2 if len(tokens) > 2 else -1,
+             "unknown": 0 if tokens[0] == b"<unk>" else -1}
+    v.flags = {"add_bos_token": True, "add_eos_token": False}
+    if lossless:   # posenc encodes as llama2.c does (invalid UTF-8 included)
+        v.extra.append(("encoder", gguf.STRING, "llama2c"))
+    else:
+        note("%s: pieces spell '\u2581' or a bare <s>/</s>: stored as a SentencePiece BPE "
+             "vocabulary, which encodes invalid UTF-8 differently from llama2.c" % path)
+    return v
 
 
-def read_llama_tokenizer(path, vocab_size):
-    if path.endswith(".model"):
-        fail("%s: SentencePiece .model tokenizers are not supported yet; pass a llama2.c "
-             "tokenizer.bin with --tokenizer" % path)
-    return read_llama2c_tokenizer(path, vocab_size)
+def read_spm_tokenizer(path):
+    """A SentencePiece .model: BPE as llama.cpp's `llama`, unigram as `t5`."""
+    m = spm_proto.read_model(path)
+    model = _SPM_MODELS.get(m.model_type)
+    if model is None:
+        fail("%s: SentencePiece model type %s is not supported (BPE and unigram are)"
+             % (path, spm_proto.MODEL_TYPE_NAMES.get(m.model_type, m.model_type)))
+    if not m.pieces:
+        fail("%s: has no pieces" % path)
+    v = Vocab(model, [p[0] for p in m.pieces], [p[2] for p in m.pieces],
+              [p[1] for p in m.pieces])
+    v.ids = {"bos": m.control_id(m.bos_piece), "eos": m.control_id(m.eos_piece),
+             "unknown": m.unknown_id(), "padding": m.control_id(m.pad_piece)}
+    v.flags = {"add_space_prefix": m.add_dummy_prefix,
+               "remove_extra_whitespaces": m.remove_extra_whitespaces,
+               "add_bos_token": v.ids["bos"] >= 0, "add_eos_token": False}
+    v.charsmap = m.charsmap
+    v.extra = [("escape_whitespaces", gguf.BOOL, m.escape_whitespaces),
+               ("treat_whitespace_as_suffix", gguf.BOOL, m.treat_whitespace_as_suffix),
+               ("byte_fallback", gguf.BOOL, m.byte_fallback),
+               ("unknown_surface", gguf.STRING, m.unk_surface)]
+    return v
 
 
-def add_llama_tokenizer(out, path, vocab_size, bos, eos):
-    tokens, scores, types = read_llama_tokenizer(path, vocab_size)
-    w = out.w
-    w.add_string("tokenizer.ggml.model", "llama")
-    w.add_array("tokenizer.ggml.tokens", gguf.STRING, tokens)
-    w.add_array("tokenizer.ggml.scores", gguf.FLOAT32, scores)
-    w.add_array("tokenizer.ggml.token_type", gguf.INT32, types)
-    w.add_uint32("tokenizer.ggml.bos_token_id", bos)
-    w.add_uint32("tokenizer.ggml.eos_token_id", eos)
-    if tokens and tokens[0] == b"<unk>":
-        w.add_uint32("tokenizer.ggml.unknown_token_id", 0)
-    w.add_bool("tokenizer.ggml.add_bos_token", True)
-    w.add_bool("tokenizer.ggml.add_eos_token", False)
+def gpt2_paths(path):
+    """vocab.json and merges.txt of a directory, or of a vocab.json path."""
+    if os.path.isdir(path):
+        return os.path.join(path, "vocab.json"), os.path.join(path, "merges.txt")
+    return path, os.path.join(os.path.dirname(path), "merges.txt")
 
 
-def add_gpt2_tokenizer(out, model_dir, n_rows, config):
-    vocab_path = os.path.join(model_dir, "vocab.json")
-    merges_path = os.path.join(model_dir, "merges.txt")
+def read_gpt2_tokenizer(path, n_rows=None):
+    """vocab.json + merges.txt.  n_rows: the embedding's rows, which tokens
+    must fit and which ids without a token are padded to, as llama.cpp pads."""
+    vocab_path, merges_path = gpt2_paths(path)
     for p in (vocab_path, merges_path):
         if not os.path.isfile(p):
-            fail("%s: missing (a gpt2 model needs vocab.json and merges.txt)" % p)
+            fail("%s: missing (a gpt2 vocabulary is vocab.json and merges.txt)" % p)
     vocab = load_json(vocab_path)
     if not isinstance(vocab, dict):
         fail("%s: expected a JSON object of token -> id" % vocab_path)
+    if n_rows is None:
+        n_rows = max((i for i in vocab.values() if isinstance(i, int)), default=-1) + 1
     tokens = [None] * n_rows
     for tok, i in vocab.items():
         if not isinstance(i, int) or not 0 <= i < n_rows:
@@ -220,6 +301,8 @@ def add_gpt2_tokenizer(out, model_dir, n_rows, config):
         if tokens[i] is not None:
             fail("%s: id %d is used twice" % (vocab_path, i))
         tokens[i] = tok
+    if not tokens:
+        fail("%s: has no tokens" % vocab_path)
     types = [gguf.TOKEN_NORMAL] * n_rows
     for i in range(n_rows):   # embedding rows without a token, as llama.cpp pads
         if tokens[i] is None:
@@ -236,18 +319,65 @@ def add_gpt2_tokenizer(out, model_dir, n_rows, config):
         if len(line.split(" ")) != 2:
             fail("%s: line %d is not a merge 'a b': %r" % (merges_path, n, line[:40]))
         merges.append(line)
-    w = out.w
-    w.add_string("tokenizer.ggml.model", "gpt2")
-    w.add_string("tokenizer.ggml.pre", "gpt-2")
-    w.add_array("tokenizer.ggml.tokens", gguf.STRING, tokens)
-    w.add_array("tokenizer.ggml.token_type", gguf.INT32, types)
-    w.add_array("tokenizer.ggml.merges", gguf.STRING, merges)
-    for key in ("bos_token_id", "eos_token_id"):
-        v = config.get(key)
-        if v is not None:
-            if not isinstance(v, int) or not 0 <= v < n_rows:
-                fail("config.json: %s %r is not a token id" % (key, v))
-            w.add_uint32("tokenizer.ggml." + key, v)
+    v = Vocab("gpt2", tokens, types)
+    v.pre = "gpt-2"
+    v.merges = merges
+    if "<|endoftext|>" in vocab:   # GPT-2's one special token, as tokenizer_load reads it
+        v.ids = {"bos": vocab["<|endoftext|>"], "eos": vocab["<|endoftext|>"]}
+    return v
+
+
+def tokenizer_format(path):
+    """gpt2, spm or llama2c: by name first, then by content, as tokenizer_load
+    chooses (a JSON object is a GPT-2 vocab, a protobuf starting with field 1
+    a SentencePiece model)."""
+    if os.path.isdir(path) or path.endswith(".json"):
+        return "gpt2"
+    if path.endswith(".model"):
+        return "spm"
+    if path.endswith(".bin"):
+        return "llama2c"
+    with open(path, "rb") as f:
+        head = f.read()
+    if head.lstrip(b" \t\r\n")[:1] == b"{":
+        return "gpt2"
+    return "spm" if head[:1] == b"\x0a" else "llama2c"
+
+
+def read_tokenizer(path, n_rows=None):
+    kind = tokenizer_format(path)
+    if kind == "gpt2":
+        return read_gpt2_tokenizer(path, n_rows)
+    v = read_spm_tokenizer(path) if kind == "spm" else read_llama2c_tokenizer(path)
+    if n_rows is not None and len(v.tokens) != n_rows:
+        fail("%s: has %d tokens, the model needs %d" % (path, len(v.tokens), n_rows))
+    return v
+
+
+def config_token_ids(v, config):
+    """BOS/EOS from config.json override the tokenizer's."""
+    for name in ("bos", "eos"):
+        key = name + "_token_id"
+        i = config.get(key)
+        if i is None:
+            continue
+        if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < len(v.tokens):
+            fail("config.json: %s %r is not a token id" % (key, i))
+        v.ids[name] = i
+
+
+def add_model_tokenizer(out, path, n_rows, config):
+    v = read_tokenizer(path, n_rows)
+    config_token_ids(v, config)
+    add_vocab(out, v)
+
+
+def convert_vocab_only(path, out):
+    """Only general.* and the vocabulary (tokenizer.ggml.*, posenc.tokenizer.*),
+    no tensors, like llama.cpp's vocab-only files."""
+    v = read_tokenizer(path)
+    out.general(v.model, os.path.basename(os.path.normpath(path)))
+    add_vocab(out, v)
 
 
 # ---- llama2.c legacy .bin -------------------------------------------------------------
@@ -303,13 +433,14 @@ def convert_llama2c(path, out, tokenizer):
     if tokenizer is None:
         guess = os.path.join(os.path.dirname(os.path.abspath(path)), "tokenizer.bin")
         if not os.path.isfile(guess):
-            fail("no tokenizer: pass --tokenizer (a llama2.c tokenizer.bin)")
+            fail("no tokenizer: pass --tokenizer (a llama2.c tokenizer.bin or a "
+                 "SentencePiece .model)")
         tokenizer = guess
 
     out.general("llama", os.path.splitext(os.path.basename(path))[0])
     write_llama_hparams(out, ctx=seq_len, dim=dim, hidden=hidden, n_layers=L, n_heads=n_heads,
                         n_kv=n_kv, head_dim=hd, eps=1e-5, theta=10000.0)
-    add_llama_tokenizer(out, tokenizer, vocab, bos=1, eos=2)
+    add_model_tokenizer(out, tokenizer, vocab, {})
     out.tensor("token_embd.weight", (vocab, dim), load("token_embd"))
     for l in range(L):
         for name in ("attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm",
@@ -510,16 +641,15 @@ def convert_hf_llama(model_dir, config, out, tokenizer):
                 tokenizer = os.path.join(model_dir, cand)
                 break
         else:
-            fail("no tokenizer: pass --tokenizer (a llama2.c tokenizer.bin)")
+            fail("no tokenizer: pass --tokenizer (a SentencePiece .model or a llama2.c "
+                 "tokenizer.bin)")
 
     out.general("llama", model_name(config, model_dir))
     write_llama_hparams(out, ctx=ctx, dim=dim, hidden=hidden, n_layers=L, n_heads=n_heads,
                         n_kv=n_kv, head_dim=hd, eps=cfg_float(config, "rms_norm_eps", 1e-5),
                         theta=cfg_float(config, "rope_theta", 10000.0))
     add_rope_scaling(out, config)
-    bos, eos = config.get("bos_token_id"), config.get("eos_token_id")
-    add_llama_tokenizer(out, tokenizer, vocab, bos=1 if bos is None else bos,
-                        eos=2 if eos is None else eos)
+    add_model_tokenizer(out, tokenizer, vocab, config)
 
     def plain(name):
         return lambda: st.read(name)
@@ -670,7 +800,7 @@ def convert_hf_gpt2(model_dir, config, out):
         w.add_float32("gpt2.attention.max_alibi_bias", max_bias)
     if config.get("scale_embedding"):
         w.add_float32("posenc.embedding_scale", math.sqrt(n_embd))
-    add_gpt2_tokenizer(out, model_dir, vocab, config)
+    add_model_tokenizer(out, model_dir, vocab, config)
 
     def plain(name):
         return lambda: st.read(name)
@@ -733,16 +863,27 @@ class _Parser(argparse.ArgumentParser):
 
 def main(argv):
     ap = _Parser(prog="convert.py", description=__doc__.split("\n\n")[0])
-    ap.add_argument("input", help="llama2.c .bin, or a Hugging Face model directory")
+    ap.add_argument("input", help="llama2.c .bin, a Hugging Face model directory, or with "
+                    "--vocab-only a tokenizer")
     ap.add_argument("output", help="GGUF file to write")
-    ap.add_argument("--tokenizer", help="llama2.c tokenizer.bin (llama models)")
+    ap.add_argument("--tokenizer", help="SentencePiece .model or llama2.c tokenizer.bin "
+                    "(llama models)")
+    ap.add_argument("--vocab-only", action="store_true",
+                    help="write only INPUT's vocabulary: tokenizer.bin, a SentencePiece "
+                    ".model, or a GPT-2 vocab.json + merges.txt directory")
     ap.add_argument("--dtype", choices=sorted(DTYPES), default="f32",
                     help="type of 2-D weight matrices (default f32)")
     args = ap.parse_args(argv)
     if args.tokenizer is not None and not os.path.isfile(args.tokenizer):
         fail("%s: tokenizer not found" % args.tokenizer)
     out = Output(args.dtype)
-    if os.path.isdir(args.input):
+    if args.vocab_only:
+        if args.tokenizer is not None:
+            fail("--tokenizer is not used with --vocab-only (INPUT is the tokenizer)")
+        if not os.path.exists(args.input):
+            fail("%s: no such file or directory" % args.input)
+        convert_vocab_only(args.input, out)
+    elif os.path.isdir(args.input):
         convert_hf(args.input, out, args.tokenizer)
     elif os.path.isfile(args.input):
         convert_llama2c(args.input, out, args.tokenizer)
@@ -757,7 +898,7 @@ if __name__ == "__main__":
         sys.exit(main(sys.argv[1:]))
     except KeyboardInterrupt:
         sys.exit(130)
-    except (ConvertError, gguf.GGUFError) as e:
+    except (ConvertError, gguf.GGUFError, spm_proto.ProtoError) as e:
         msg = str(e)
     except OSError as e:
         msg = "%s: %s" % (e.filename, e.strerror) if e.filename else str(e)
