@@ -72,10 +72,16 @@ INLINE void dot_tile(float *out, size_t ldo, const float *x, size_t ldx, const c
     for (; kk + 8 <= k; kk += 8) {
         __m256 xv[2];
 #pragma GCC unroll 2
-        for (int j = 0; j < NR; j++) xv[j] = _mm256_loadu_ps(xp[j] + kk);
+        for (int j = 0; j < NR; j++) {
+            xv[j] = _mm256_loadu_ps(xp[j] + kk);
+            /* Keep every operand in a register: GCC would otherwise fold the
+             * loads into the multiply-adds and read each vector repeatedly. */
+            __asm__("" : "+v"(xv[j]));
+        }
 #pragma GCC unroll 8
         for (int i = 0; i < MR; i++) {
             __m256 wv = load_w(wp[i] + (size_t)kk * es, type);
+            __asm__("" : "+v"(wv));
 #pragma GCC unroll 2
             for (int j = 0; j < NR; j++) acc[j * MR + i] = _mm256_fmadd_ps(wv, xv[j], acc[j * MR + i]);
         }
@@ -168,8 +174,11 @@ INLINE void mix_tile(float *out, size_t ldo, const float *p, size_t ldp, const c
         __m256 vv[4];
 #pragma GCC unroll 4
         for (int j = 0; j < NV; j++)
+        {
             vv[j] = j == NV - 1 && last < 8 ? load_w_part(vc + 8 * j * es, type, last)
                                             : load_w(vc + 8 * j * es, type);
+            __asm__("" : "+v"(vv[j])); /* in a register, read once (see dot_tile) */
+        }
 #pragma GCC unroll 2
         for (int t = 0; t < NT; t++) {
             __m256 pb = _mm256_set1_ps(pp[t][c]);

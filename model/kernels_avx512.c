@@ -81,10 +81,17 @@ INLINE void dot_tile(float *out, size_t ldo, const float *x, size_t ldx, const c
     for (; kk + 16 <= k; kk += 16) {
         __m512 xv[4];
 #pragma GCC unroll 4
-        for (int j = 0; j < NR; j++) xv[j] = _mm512_loadu_ps(xp[j] + kk);
+        for (int j = 0; j < NR; j++) {
+            xv[j] = _mm512_loadu_ps(xp[j] + kk);
+            /* Keep every operand in a register: GCC would otherwise fold the
+             * loads into the multiply-adds and read each vector MR (or NR)
+             * times, which makes the tile load-bound. */
+            __asm__("" : "+v"(xv[j]));
+        }
 #pragma GCC unroll 16
         for (int i = 0; i < MR; i++) {
             __m512 wv = load_w(wp[i] + (size_t)kk * es, type);
+            __asm__("" : "+v"(wv));
 #pragma GCC unroll 4
             for (int j = 0; j < NR; j++) acc[j * MR + i] = _mm512_fmadd_ps(wv, xv[j], acc[j * MR + i]);
         }
@@ -197,7 +204,10 @@ INLINE void mix_tile(float *out, size_t ldo, const float *p, size_t ldp, const c
         __m512 vv[4];
 #pragma GCC unroll 4
         for (int j = 0; j < NV; j++)
+        {
             vv[j] = j == NV - 1 ? load_w_mask(vc + 16 * j * es, type, last) : load_w(vc + 16 * j * es, type);
+            __asm__("" : "+v"(vv[j])); /* in a register, read once (see dot_tile) */
+        }
 #pragma GCC unroll 4
         for (int t = 0; t < NT; t++) {
             __m512 pb = _mm512_set1_ps(pp[t][c]);
