@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "model/bench.h"
 #include "model/context.h"
 #include "model/generate.h"
 #include "model/inspect.h"
@@ -42,6 +43,10 @@ typedef struct {
     /* ppl */
     int chunks, stride, stream, bos, json;
     int pieces;                 /* tokenize: print pieces instead of ids */
+    const char *kv_type;        /* f32 | f16 */
+    /* bench */
+    const char *pp_list, *tg_list;
+    int reps;
     const char *csv_path, *svg_path;
 } Options;
 
@@ -53,7 +58,7 @@ static void usage(FILE *f) {
         "MODEL is a GGUF file (weights, vocabulary and positional configuration in one)\n"
         "or a llama2.c .bin checkpoint.\n"
         "\n"
-        "  -m MODE              generate (default) | ppl | tokenize | inspect\n"
+        "  -m MODE              generate (default) | ppl | bench | tokenize | inspect\n"
         "  -z PATH              tokenizer: tokenizer.bin, SentencePiece .model, or a\n"
         "                       vocab.json+merges.txt directory (default: the GGUF's own\n"
         "                       vocabulary, or tokenizer.bin beside a .bin model)\n"
@@ -64,6 +69,7 @@ static void usage(FILE *f) {
         "  -k N                 top-k (default 0 = off)\n"
         "  -s N                 random seed (default: time)\n"
         "  --threads N          OpenMP threads (default: all cores)\n"
+        "  --kv-type T          KV cache element type: f32 (default) | f16\n"
         "positions:\n"
         "  --pe NAME            sinusoidal|learned|rope|alibi|none (default: the checkpoint's);\n"
         "                       in ppl mode a comma list of NAME[:SCALING:FACTOR] variants\n"
@@ -88,6 +94,11 @@ static void usage(FILE *f) {
         "  --json               one JSON object per variant\n"
         "  --csv PATH           mean NLL by position within the window\n"
         "  --svg PATH           NLL-vs-position chart of all variants\n"
+        "bench:\n"
+        "  --pp LIST            prefill sizes, e.g. 128,512 (default 512)\n"
+        "  --tg LIST            decode lengths, e.g. 128 (default 128)\n"
+        "  -r R                 repetitions (default 5)\n"
+        "  --json               one JSON object per test\n"
         "tokenize / inspect:\n"
         "  --pieces             tokenize: print pieces instead of ids\n"
         "  --json               inspect: one JSON object\n"
@@ -162,6 +173,10 @@ static int parse_value(Options *o, const char *f, const char *v) {
     else if (!strcmp(f, "--stride")) o->stride = (int)parse_long(f, v, 1, 1 << 22);
     else if (!strcmp(f, "--csv")) o->csv_path = v;
     else if (!strcmp(f, "--svg")) o->svg_path = v;
+    else if (!strcmp(f, "--kv-type")) o->kv_type = v;
+    else if (!strcmp(f, "--pp")) o->pp_list = v;
+    else if (!strcmp(f, "--tg")) o->tg_list = v;
+    else if (!strcmp(f, "-r")) o->reps = (int)parse_long(f, v, 1, 1000);
     else return 0;
     return 1;
 }
@@ -190,10 +205,12 @@ static Options parse_args(int argc, char **argv) {
         if (!parse_value(&o, f, argv[i + 1])) die("unknown flag '%s' (see %s -h)", f, argv[0]);
         i++;
     }
-    const char *modes[] = {"generate", "ppl", "tokenize", "inspect"};
+    const char *modes[] = {"generate", "ppl", "bench", "tokenize", "inspect"};
     int known = 0;
     for (size_t m = 0; m < sizeof modes / sizeof *modes; m++) known |= !strcmp(o.mode, modes[m]);
-    if (!known) die("-m: unknown mode '%s' (generate|ppl|tokenize|inspect)", o.mode);
+    if (!known) die("-m: unknown mode '%s' (generate|ppl|bench|tokenize|inspect)", o.mode);
+    if (o.kv_type && strcmp(o.kv_type, "f32") && strcmp(o.kv_type, "f16"))
+        die("--kv-type: unknown type '%s' (f32|f16)", o.kv_type);
     if (o.no_shift && o.shift_no_rerotate) die("--no-shift and --shift-no-rerotate exclude each other");
     return o;
 }
@@ -277,9 +294,14 @@ static void check_positions(const Model *m, const PeParams *p, int last_pos) {
                         "extrapolates\n", last_pos, m->config.seq_len, pe_kind_name(p->kind));
 }
 
-static void build_context(Context *ctx, const Model *m, const PeParams *p, int n_ctx) {
+static TensorType kv_type(const Options *o) {
+    return o->kv_type && !strcmp(o->kv_type, "f16") ? TENSOR_F16 : TENSOR_F32;
+}
+
+static void build_context(Context *ctx, const Model *m, const PeParams *p, int n_ctx,
+                          const Options *o) {
     PosencError err;
-    if (context_build(ctx, m, p, n_ctx, n_ctx, &err)) die("%s", err.msg);
+    if (context_build_kv(ctx, m, p, n_ctx, n_ctx, kv_type(o), &err)) die("%s", err.msg);
 }
 
 /* tokenizer.bin beside the model, as llama2.c users lay files out. */
@@ -384,6 +406,26 @@ static int run_tokenize(const Options *o) {
     return EXIT_SUCCESS;
 }
 
+static int run_bench(const Options *o) {
+    Model model;
+    load_model(o, &model);
+    BenchOptions b = bench_options_default();
+    PosencError err;
+    if (o->pp_list || o->tg_list) {
+        b.n_pp = b.n_tg = 0;
+        if ((o->pp_list && bench_parse_sizes(b.pp, &b.n_pp, o->pp_list, &err)) ||
+            (o->tg_list && bench_parse_sizes(b.tg, &b.n_tg, o->tg_list, &err)))
+            die("--pp/--tg: %s", err.msg);
+    }
+    if (o->reps) b.reps = o->reps;
+    b.threads = o->threads;
+    b.kv_type = kv_type(o);
+    b.json = o->json;
+    if (bench_run(&model, &b, stdout, &err)) die("%s", err.msg);
+    model_free(&model);
+    return EXIT_SUCCESS;
+}
+
 static int run_inspect(const Options *o) {
     Model model;
     load_model(o, &model);
@@ -416,7 +458,7 @@ static int run_generate(const Options *o) {
     int span = o->steps > 0 && o->steps < n_ctx ? o->steps : n_ctx;
     check_positions(&model, &pe, o->pos_offset + span - 1);
     Context ctx;
-    build_context(&ctx, &model, &pe, n_ctx);
+    build_context(&ctx, &model, &pe, n_ctx, o);
     Sampler sampler;
     unsigned long long seed = o->seed ? o->seed : (unsigned long long)time(NULL);
     sampler_build(&sampler, model.config.vocab_size, o->temperature, o->topp, o->topk, seed);
@@ -521,7 +563,7 @@ static int run_ppl(const Options *o) {
                "tok/s");
     for (int v = 0; v < n_var; v++) {
         Context ctx;
-        build_context(&ctx, &model, &params[v], C);
+        build_context(&ctx, &model, &params[v], C, o);
         int bar = isatty(STDERR_FILENO);
         if (ppl_evaluate(&ctx, ids, n_ids, &popt, &res[v], bar ? progress_bar : NULL,
                          (void *)labels[v], &err))
@@ -554,5 +596,6 @@ int main(int argc, char **argv) {
     if (!strcmp(o.mode, "tokenize")) return run_tokenize(&o);
     if (!strcmp(o.mode, "ppl")) return run_ppl(&o);
     if (!strcmp(o.mode, "inspect")) return run_inspect(&o);
+    if (!strcmp(o.mode, "bench")) return run_bench(&o);
     return run_generate(&o);
 }

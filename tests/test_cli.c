@@ -225,6 +225,12 @@ START_TEST(bad_position_flags) {
     expect_error(missing, "/nonexistent.txt");
     const char *stride[] = {model_path, "-z", tok_path, "-m", "ppl", "-f", tok_path, "--ctx", "16", "--stride", "17", NULL};
     expect_error(stride, "--stride 17");
+    const char *kv[] = {model_path, "-z", tok_path, "--kv-type", "q4", NULL};
+    expect_error(kv, "--kv-type: unknown type 'q4'");
+    const char *pp[] = {model_path, "-m", "bench", "--pp", "12,x", NULL};
+    expect_error(pp, "--pp/--tg");
+    const char *reps[] = {model_path, "-m", "bench", "-r", "0", NULL};
+    expect_error(reps, "-r expects");
 }
 END_TEST
 
