@@ -75,9 +75,9 @@ static void attention_block(Context *ctx, int l, int n, int pos0) {
     float *kc = f16 ? s->k : kv_cache_key(kv, l, first), *vc = f16 ? s->v : kv_cache_value(kv, l, first);
 
     norm_rows(c, s->xb, s->x, w->attn_norm, w->attn_norm_b, n);
-    matmul(s->q, s->xb, &w->wq, n, &s->mm);
-    matmul(kc, s->xb, &w->wk, n, &s->mm);
-    matmul(vc, s->xb, &w->wv, n, &s->mm);
+    float *qkv[] = {s->q, kc, vc};
+    const Tensor *wqkv[] = {&w->wq, &w->wk, &w->wv};
+    matmul_many(qkv, s->xb, wqkv, 3, n, &s->mm);
     add_bias(s->q, w->bq, n, c->dim);
     add_bias(kc, w->bk, n, kv_dim);
     add_bias(vc, w->bv, n, kv_dim);
@@ -113,8 +113,9 @@ static void ffn_block(Context *ctx, int l, int n) {
 
     norm_rows(c, s->xb, s->x, w->ffn_norm, w->ffn_norm_b, n);
     if (c->arch == MODEL_ARCH_LLAMA) {
-        matmul(s->hb, s->xb, &w->w_gate, n, &s->mm);
-        matmul(s->hb2, s->xb, &w->w_up, n, &s->mm);
+        float *gate_up[] = {s->hb, s->hb2};
+        const Tensor *wgu[] = {&w->w_gate, &w->w_up};
+        matmul_many(gate_up, s->xb, wgu, 2, n, &s->mm);
         swiglu(s->hb, s->hb2, (int)((size_t)n * c->hidden_dim));
     } else {
         matmul(s->hb, s->xb, &w->w_up, n, &s->mm);

@@ -87,17 +87,30 @@ static void gemv_rows(float *out, const float *x, const Tensor *w, int r0, int r
     }
 }
 
-static void gemv(float *out, const float *x, const Tensor *w, MatmulScratch *s) {
-    if (w->type == TENSOR_Q8_0) kp()->quantize_q8(s->xq, s->xd, x, w->cols);
-    int steps = (w->rows + GEMV_ROW_STEP - 1) / GEMV_ROW_STEP;
-    int nt = n_threads_for(s, (size_t)w->rows * w->cols);
+/* Several matrices over the same x in one parallel region: their rows are
+ * laid end to end and split evenly, so both threads stream from the first
+ * row to the last without a barrier between matrices. */
+static void gemv(float *const *outs, const float *x, const Tensor *const *ws, int count,
+                 MatmulScratch *s) {
+    int total = 0;
+    for (int i = 0; i < count; i++) total += (ws[i]->rows + GEMV_ROW_STEP - 1) / GEMV_ROW_STEP;
+    for (int i = 0; i < count; i++)
+        if (ws[i]->type == TENSOR_Q8_0) {
+            kp()->quantize_q8(s->xq, s->xd, x, ws[i]->cols);
+            break;
+        }
+    int nt = n_threads_for(s, (size_t)total * GEMV_ROW_STEP * ws[0]->cols);
     #pragma omp parallel num_threads(nt)
     {
         int t = omp_get_thread_num(), n = omp_get_num_threads();
-        int r0 = (int)((long)steps * t / n) * GEMV_ROW_STEP;
-        int r1 = (int)((long)steps * (t + 1) / n) * GEMV_ROW_STEP;
-        if (r1 > w->rows) r1 = w->rows;
-        if (r0 < r1) gemv_rows(out, x, w, r0, r1, s);
+        int s0 = (int)((long)total * t / n), s1 = (int)((long)total * (t + 1) / n);
+        for (int i = 0, base = 0; i < count && base < s1; i++) {
+            int steps = (ws[i]->rows + GEMV_ROW_STEP - 1) / GEMV_ROW_STEP;
+            int a = s0 > base ? s0 - base : 0, b = s1 - base < steps ? s1 - base : steps;
+            int r0 = a * GEMV_ROW_STEP, r1 = b * GEMV_ROW_STEP < ws[i]->rows ? b * GEMV_ROW_STEP : ws[i]->rows;
+            if (r0 < r1) gemv_rows(outs[i], x, ws[i], r0, r1, s);
+            base += steps;
+        }
     }
 }
 
@@ -139,8 +152,16 @@ static void gemm(float *out, const float *x, const Tensor *w, int n, MatmulScrat
 }
 
 void matmul(float *out, const float *x, const Tensor *w, int n, MatmulScratch *s) {
-    if (n == 1) gemv(out, x, w, s);
-    else gemm(out, x, w, n, s);
+    matmul_many(&out, x, &w, 1, n, s);
+}
+
+void matmul_many(float *const *outs, const float *x, const Tensor *const *ws, int count, int n,
+                 MatmulScratch *s) {
+    if (n == 1) {
+        gemv(outs, x, ws, count, s);
+        return;
+    }
+    for (int i = 0; i < count; i++) gemm(outs[i], x, ws[i], n, s);
 }
 
 void dot_rows(float *out, size_t ldo, const float *x, size_t ldx, TensorType wt, const void *w,

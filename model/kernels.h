@@ -42,6 +42,10 @@ void matmul_scratch_free(MatmulScratch *s);
  * CPU that is faster than an int8 product, which needs a scale per block
  * and per output). */
 void matmul(float *out, const float *x, const Tensor *w, int n, MatmulScratch *s);
+/* outs[i] = x . ws[i]^T for `count` matrices of the same width (q, k, v;
+ * gate, up): for decode, one parallel region streams them all. */
+void matmul_many(float *const *outs, const float *x, const Tensor *const *ws, int count, int n,
+                 MatmulScratch *s);
 
 /* Single-threaded pieces of attention, for callers that parallelize over
  * heads themselves.  w and v are f32 or f16 (the KV cache's types).
