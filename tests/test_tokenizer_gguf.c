@@ -1,0 +1,561 @@
+/* Vocabularies inside GGUF files against the tokenizers they came from:
+ * tools/convert.py --vocab-only on each shared tokenizer (SentencePiece BPE
+ * and unigram .model, GPT-2 vocab.json + merges.txt, llama2.c tokenizer.bin),
+ * loaded with tokenizer_load_gguf, must give the ids (and decoded text) that
+ * tokenizer_load gives, on every line of two shared texts plus adversarial
+ * lines.  Also: the posenc.tokenizer.* keys on models trained with the
+ * options the shared ones lack, a model converted with a .model, the CLI,
+ * negative controls (no charsmap, no llama2c encoder key) and bad inputs,
+ * which must fail with one line. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <limits.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tests/common.h"
+#include "tokenizer/tokenizer.h"
+
+static const char *models;
+
+typedef struct {
+    const char *rel;   /* under the models directory */
+    const char *model; /* tokenizer.ggml.model it converts to */
+    int nfkc;          /* has a precompiled charsmap (nmt_nfkc) */
+} Source;
+
+static const Source sources[] = {
+    {"llama2-tokenizer/tokenizer.model", "llama", 0},
+    {"spm/tinystories-bpe-1k.model", "llama", 1},
+    {"spm/tinystories-unigram-1k.model", "t5", 1},
+    {"gpt2-tokenizer", "gpt2", 0},
+    {"stories260K/tok512.bin", "llama", 0},
+};
+#define N_SOURCES (sizeof sources / sizeof *sources)
+
+/* NFKC-affected forms, invalid UTF-8, whitespace runs, NUL, control-piece
+ * spellings: where a lost flag or charsmap would show. */
+static const char adversarial[] =
+    "\xEF\xBC\xA1\xEF\xBC\xA2\xEF\xBC\xA3\xE3\x80\x80\xEF\xBD\x81\xEF\xBD\x82\xEF\xBC\x81\xEF\xBC\x91\n"
+    "\xEF\xAC\x81nd \xEF\xAC\x82ow \xE3\x8E\x8F \xE3\x8D\xBB \xEF\xB7\xBA \xE2\x85\xAB \xE2\x84\x83 \xE2\x84\xA2\n"
+    "\xEF\xBD\xB6\xEF\xBE\x9E\xEF\xBD\xB7\xEF\xBE\x9E halfwidth \xC2\xBD \xC2\xB2 \xE2\x91\xA0\n"
+    "e\xCC\x81 caf\xC3\xA9 \xC3\x85ngstr\xC3\xB6m\n"
+    "\xFF\n"
+    "abc\xC3(def \xE2\x82 x \xF0\x9F\x98 y\n"
+    "\xED\xA0\x80 surrogate \xC0\xAF overlong \xF4\x90\x80\x80 past max \x80\x80 bare\n"
+    "mixed \xFE\xFF ok \xC3\xA9 \xE9 end \xEF\xBF\xBD\n"
+    "\n"
+    " \n"
+    "   \n"
+    "\t\t x\n"
+    " leading and  double   spaces    trailing  \n"
+    "\xC2\xA0nbsp\xC2\xA0 \xE3\x80\x80ideographic \xE2\x80\xA8 sep\n"
+    "\r\n"
+    "\xE2\x96\x81\xE2\x96\x81 literal \xE2\x96\x81\n"
+    "<s> </s> <unk> <pad> <0x41> <|endoftext|> <sep> <ctl> Lily ab\n"
+    "\xF0\x9F\x91\xA9\xE2\x80\x8D\xF0\x9F\x91\xA9\xE2\x80\x8D\xF0\x9F\x91\xA7 \xE6\x97\xA5\xE6\x9C\xAC\xE8\xAA\x9E \xED\x95\x9C\xEA\xB5\xAD\n"
+    "nul\0byte \0\0 x\n";
+
+/* ---- inputs -------------------------------------------------------------- */
+typedef struct {
+    char *v;
+    size_t n, cap;
+} Corpus;
+
+/* Appends s and a '\n' if s lacks one. */
+static void corpus_add(Corpus *c, const char *s, size_t n) {
+    if (c->n + n + 2 > c->cap) { /* geometric: ASan's realloc always copies */
+        c->cap = (c->n + n + 2) * 2;
+        c->v = realloc(c->v, c->cap);
+        ck_assert_ptr_nonnull(c->v);
+    }
+    memcpy(c->v + c->n, s, n);
+    c->n += n;
+    if (n && s[n - 1] != '\n') c->v[c->n++] = '\n';
+    c->v[c->n] = '\0';
+}
+
+/* Every `stride`th line of tinystories-valid-head.txt and
+ * wikitext-2-raw-test.txt (negative controls need fewer than parity), then
+ * the adversarial lines and a 2000-word line. */
+static Corpus load_corpus(int stride) {
+    static const char *texts[] = {"tinystories-valid-head.txt", "wikitext-2-raw-test.txt"};
+    Corpus c = {0};
+    for (size_t i = 0; i < sizeof texts / sizeof *texts; i++) {
+        size_t n;
+        char *s = tests_read_file(tests_text_path(models, texts[i]), &n);
+        ck_assert_msg(s != NULL, "cannot read %s", texts[i]);
+        long k = 0;
+        for (char *line = s, *end = s + n; line < end; k++) {
+            char *nl = memchr(line, '\n', (size_t)(end - line));
+            char *next = nl ? nl + 1 : end;
+            if (k % stride == 0) corpus_add(&c, line, (size_t)(next - line));
+            line = next;
+        }
+        free(s);
+    }
+    corpus_add(&c, adversarial, sizeof adversarial - 1);
+    for (int k = 0; k < 2000; k++) corpus_add(&c, "word ", 5);
+    corpus_add(&c, "\n", 1);
+    return c;
+}
+
+/* ---- tokenizers ---------------------------------------------------------------- */
+static void load_direct(Tokenizer *t, const char *path) {
+    PosencError err;
+    ck_assert_msg(tokenizer_load(t, path, 0, &err) == 0, "%s", err.msg);
+}
+
+/* tokenizer_load_gguf on `path`: 0, or -1 with the error in *err. */
+static int load_gguf(Tokenizer *t, const char *path, PosencError *err) {
+    GgufFile g;
+    if (gguf_open(&g, path, err)) return -1;
+    int rc = tokenizer_load_gguf(t, &g, err);
+    gguf_close(&g);
+    return rc;
+}
+
+static void load_gguf_ok(Tokenizer *t, const char *path) {
+    PosencError err;
+    ck_assert_msg(load_gguf(t, path, &err) == 0, "%s", err.msg);
+}
+
+static const char *vocab_only(const char *rel) {
+    const char *const extra[] = {"--vocab-only", NULL};
+    const char *out = tests_convert(models, rel, extra);
+    ck_assert_msg(out != NULL, "convert.py --vocab-only %s failed", rel);
+    return out;
+}
+
+/* Escaped first bytes of a line, for messages. */
+static const char *show(const char *s, size_t n) {
+    static char buf[300];
+    size_t k = 0;
+    for (size_t i = 0; i < n && k < sizeof buf - 8; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x20 && c < 0x7F && c != '\\') buf[k++] = (char)c;
+        else k += (size_t)snprintf(buf + k, 8, "\\x%02X", c);
+    }
+    buf[k] = '\0';
+    return buf;
+}
+
+typedef enum { SAME, IDS_DIFFER, TEXT_DIFFERS } LineResult;
+
+/* Whether a and b encode the line alike and, if so, decode the ids alike. */
+static LineResult compare_line(const Tokenizer *a, const Tokenizer *b, const char *line,
+                               size_t n) {
+    int *ia, *ib, na, nb;
+    PosencError err;
+    ck_assert_msg(tokenizer_encode_alloc(a, line, n, 0, 0, &ia, &na, &err) == 0, "%s", err.msg);
+    ck_assert_msg(tokenizer_encode_alloc(b, line, n, 0, 0, &ib, &nb, &err) == 0, "%s", err.msg);
+    LineResult r = na == nb && memcmp(ia, ib, (size_t)na * sizeof(int)) == 0 ? SAME : IDS_DIFFER;
+    if (r == SAME) {
+        size_t la, lb;
+        char *da = tokenizer_decode_text(a, ia, na, &la), *db = tokenizer_decode_text(b, ib, nb, &lb);
+        r = la == lb && memcmp(da, db, la) == 0 ? SAME : TEXT_DIFFERS;
+        free(da);
+        free(db);
+    }
+    free(ia);
+    free(ib);
+    return r;
+}
+
+/* Lines of the corpus on which the two tokenizers differ, by kind
+ * (bad[IDS_DIFFER], bad[TEXT_DIFFERS]); prints the counts and the first
+ * such line. */
+static void count_mismatches(const char *what, const Tokenizer *direct, const Tokenizer *gguf,
+                             const Corpus *c, long bad[3]) {
+    long lines = 0;
+    bad[IDS_DIFFER] = bad[TEXT_DIFFERS] = 0;
+    for (size_t i = 0; i < c->n;) {
+        const char *nl = memchr(c->v + i, '\n', c->n - i);
+        size_t n = (size_t)(nl - (c->v + i));
+        lines++;
+        LineResult r = compare_line(direct, gguf, c->v + i, n);
+        if (r != SAME && bad[IDS_DIFFER] + bad[TEXT_DIFFERS] == 0)
+            printf("%s: first mismatch (%s) at line %ld: %s\n", what,
+                   r == IDS_DIFFER ? "ids" : "decoded text", lines, show(c->v + i, n));
+        if (r != SAME) bad[r]++;
+        i += n + 1;
+    }
+    printf("%s: %ld lines compared, %ld with other ids, %ld with other decoded text\n", what,
+           lines, bad[IDS_DIFFER], bad[TEXT_DIFFERS]);
+}
+
+/* Direct tokenizer at `tok_path` vs the GGUF at `gguf_path`: no mismatch. */
+static void expect_parity(const char *what, const char *tok_path, const char *gguf_path,
+                          const Corpus *c) {
+    Tokenizer direct, gguf;
+    load_direct(&direct, tok_path);
+    load_gguf_ok(&gguf, gguf_path);
+    ck_assert_int_eq(direct.vocab_size, gguf.vocab_size);
+    ck_assert_int_eq(direct.bos_id, gguf.bos_id);
+    ck_assert_int_eq(direct.eos_id, gguf.eos_id);
+    long bad[3];
+    count_mismatches(what, &direct, &gguf, c, bad);
+    ck_assert_msg(bad[IDS_DIFFER] + bad[TEXT_DIFFERS] == 0, "%s differs", what);
+    tokenizer_free(&direct);
+    tokenizer_free(&gguf);
+}
+
+/* ---- running Python ------------------------------------------------------------ */
+/* `$PYTHON ARGS 2>&1` through the shell (every path here is plain); returns
+ * the exit status, and the output in *out (malloc'd) when out is set. */
+static int run_python(const char *args, char **out) {
+    const char *py = getenv("PYTHON");
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "'%s' %s 2>&1", py && *py ? py : "/usr/bin/python3", args);
+    fflush(NULL);
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    Corpus o = {0};
+    char buf[4096];
+    size_t got;
+    corpus_add(&o, "", 0);
+    while ((got = fread(buf, 1, sizeof buf, p)) > 0) corpus_add(&o, buf, got);
+    int status = pclose(p);
+    if (out) *out = o.v;
+    else free(o.v);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* A copy of a tensorless GGUF through tools/gguf.py with `edit` applied:
+ * Python statements over kv (key -> (type, value); arrays (elem, list)). */
+static const char *edited_gguf(const char *src, const char *edit) {
+    char script[2048];
+    int n = snprintf(script, sizeof script,
+                     "import sys\nsys.path.insert(0, 'tools')\nimport gguf\n"
+                     "kv = dict(gguf.Reader(sys.argv[1]).kv)\n"
+                     "def arr(k): return kv[k][1][1]\n"
+                     "def set_arr(k, v): kv[k] = (gguf.ARRAY, (kv[k][1][0], v))\n"
+                     "%s\n"
+                     "w = gguf.Writer()\n"
+                     "for k, (t, v) in kv.items():\n"
+                     "    w.add(k, t, v[1], v[0]) if t == gguf.ARRAY else w.add(k, t, v)\n"
+                     "w.write(sys.argv[2])\n",
+                     edit);
+    ck_assert_int_lt(n, (int)sizeof script);
+    const char *py = tests_write_temp(script, (size_t)n, ".py");
+    const char *dst = tests_write_temp("", 0, ".gguf");
+    char args[1024], *out;
+    snprintf(args, sizeof args, "'%s' '%s' '%s'", py, src, dst);
+    ck_assert_msg(run_python(args, &out) == 0, "edit failed: %s\n%s", edit, out);
+    free(out);
+    return dst;
+}
+
+/* convert.py ARGS must fail with exit status 2 and one line
+ * "convert.py: error: ..." containing `want`. */
+static void expect_convert_error(const char *args, const char *want) {
+    char full[2048], *out;
+    snprintf(full, sizeof full, "tools/convert.py %s", args);
+    int status = run_python(full, &out);
+    ck_assert_msg(status == 2, "convert.py %s: status %d, output %s", args, status, out);
+    ck_assert_msg(strncmp(out, "convert.py: error: ", 19) == 0 && strstr(out, want) &&
+                      strchr(out, '\n') == out + strlen(out) - 1,
+                  "convert.py %s: want one error line with '%s', got: %s", args, want, out);
+    free(out);
+}
+
+/* spm_train into dir/name.model on the first 200 KB of TinyStories. */
+static const char *train_spm(const char *dir, const char *name, const char *options) {
+    static char model[4][512];
+    static int next;
+    char *path = model[next++ % 4];
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "head -c 200000 '%s' > '%s/train.txt' && spm_train --input='%s/train.txt' "
+             "--model_prefix='%s/%s' --input_sentence_size=20000 --shuffle_input_sentence=false "
+             "%s >/dev/null 2>&1",
+             tests_text_path(models, "tinystories-valid-head.txt"), dir, dir, dir, name, options);
+    ck_assert_msg(system(cmd) == 0, "spm_train failed (install it with `make deps`): %s", cmd);
+    snprintf(path, sizeof model[0], "%s/%s.model", dir, name);
+    return path;
+}
+
+static void remove_dir(const char *dir) {
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+/* ---- tests --------------------------------------------------------------------- */
+#define REQUIRE_MODELS()                                            \
+    do {                                                            \
+        if (!models) return;                                        \
+    } while (0)
+
+static void expect_vocab_only_keys(const char *path, const Source *s) {
+    GgufFile g;
+    PosencError err;
+    ck_assert_msg(gguf_open(&g, path, &err) == 0, "%s", err.msg);
+    ck_assert_uint_eq(g.n_tensors, 0);
+    for (size_t i = 0; i < g.n_kv; i++) {
+        const char *k = g.kv[i].key;
+        ck_assert_msg(!strncmp(k, "general.", 8) || !strncmp(k, "tokenizer.ggml.", 15) ||
+                          !strncmp(k, "posenc.tokenizer.", 17),
+                      "%s: unexpected key %s in a vocabulary-only file", s->rel, k);
+    }
+    const char *model;
+    ck_assert_int_eq(gguf_get_str(&g, "tokenizer.ggml.model", &model, &err), 0);
+    ck_assert_str_eq(model, s->model);
+    const GgufKV *cm = gguf_find_kv(&g, "tokenizer.ggml.precompiled_charsmap");
+    ck_assert_int_eq(cm != NULL, s->nfkc);
+    if (cm) ck_assert(cm->type == GGUF_TYPE_ARRAY && cm->v.arr.type == GGUF_TYPE_UINT8);
+    gguf_close(&g);
+}
+
+START_TEST(vocab_only_parity) {
+    REQUIRE_MODELS();
+    Corpus c = load_corpus(1);
+    for (size_t i = 0; i < N_SOURCES; i++) {
+        const char *gguf = vocab_only(sources[i].rel);
+        expect_vocab_only_keys(gguf, &sources[i]);
+        expect_parity(sources[i].rel, tests_model_path(models, sources[i].rel), gguf, &c);
+    }
+    free(c.v);
+}
+END_TEST
+
+/* Direct vs GGUF after `edit` must differ in `kind` on some line: the
+ * edited key is read. */
+static void expect_key_matters(const char *tok_path, const char *gguf, const char *edit,
+                               LineResult kind, const Corpus *c) {
+    Tokenizer direct, edited;
+    load_direct(&direct, tok_path);
+    load_gguf_ok(&edited, edited_gguf(gguf, edit));
+    char what[512];
+    snprintf(what, sizeof what, "%s, %s (negative control)", tok_path, edit);
+    long bad[3];
+    count_mismatches(what, &direct, &edited, c, bad);
+    ck_assert_msg(bad[kind] > 0, "%s: the edited file still gives the same %s", what,
+                  kind == IDS_DIFFER ? "ids" : "decoded text");
+    tokenizer_free(&direct);
+    tokenizer_free(&edited);
+}
+
+/* Without the charsmap the nmt_nfkc models stop normalizing (full-width
+ * forms, ligatures); without posenc.tokenizer.encoder a tokenizer.bin is
+ * encoded as SentencePiece, which differs on invalid UTF-8. */
+START_TEST(negative_controls) {
+    REQUIRE_MODELS();
+    Corpus c = load_corpus(8);
+    static const char *const controls[][2] = {
+        {"spm/tinystories-bpe-1k.model", "del kv['tokenizer.ggml.precompiled_charsmap']"},
+        {"spm/tinystories-unigram-1k.model", "del kv['tokenizer.ggml.precompiled_charsmap']"},
+        {"stories260K/tok512.bin", "del kv['posenc.tokenizer.encoder']"},
+        {"llama2-tokenizer/tokenizer.model",
+         "kv['posenc.tokenizer.escape_whitespaces'] = (gguf.BOOL, False)"},
+    };
+    for (size_t i = 0; i < sizeof controls / sizeof *controls; i++)
+        expect_key_matters(tests_model_path(models, controls[i][0]), vocab_only(controls[i][0]),
+                           controls[i][1], IDS_DIFFER, &c);
+    free(c.v);
+}
+END_TEST
+
+/* The SentencePiece flags and posenc.tokenizer.* keys survive the trip on
+ * models trained with the options the shared ones lack (each key shown to
+ * matter by removing it); a llama.cpp-style file without posenc.tokenizer.*
+ * keys gets the library's defaults (byte fallback from the byte pieces). */
+START_TEST(settings_round_trip) {
+    REQUIRE_MODELS();
+    Corpus c = load_corpus(1), sample = load_corpus(8);
+    char dir[] = "/tmp/posenc-spm-gguf-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    static const char *const variants[][3] = {
+        {"bpe-suffix-userdef-keepspaces",
+         "--model_type=bpe --vocab_size=400 --character_coverage=1.0 --pad_id=3 "
+         "--user_defined_symbols='<sep>,Lily,ab' --control_symbols='<ctl>' "
+         "--normalization_rule_name=nfkc_cf --treat_whitespace_as_suffix=true "
+         "--remove_extra_whitespaces=false",
+         "del kv['posenc.tokenizer.treat_whitespace_as_suffix']"},
+        {"unigram-identity-noprefix-unk",
+         "--model_type=unigram --vocab_size=300 --normalization_rule_name=identity "
+         "--add_dummy_prefix=false --character_coverage=0.98 --unk_surface='<?>'",
+         "del kv['posenc.tokenizer.unknown_surface']"},
+    };
+    const char *const extra[] = {"--vocab-only", NULL};
+    for (size_t v = 0; v < sizeof variants / sizeof *variants; v++) {
+        const char *model = train_spm(dir, variants[v][0], variants[v][1]);
+        const char *gguf = tests_convert("/tmp", model + strlen("/tmp/"), extra);
+        ck_assert_msg(gguf != NULL, "convert.py --vocab-only %s failed", model);
+        expect_parity(variants[v][0], model, gguf, &c);
+        expect_key_matters(model, gguf, variants[v][2], v == 0 ? IDS_DIFFER : TEXT_DIFFERS,
+                           &sample);
+    }
+    const char *llama2 = "llama2-tokenizer/tokenizer.model";
+    expect_parity("llama2 tokenizer.model without posenc.tokenizer.*",
+                  tests_model_path(models, llama2),
+                  edited_gguf(vocab_only(llama2),
+                              "for k in [k for k in kv if k.startswith('posenc.')]: del kv[k]"),
+                  &c);
+    remove_dir(dir);
+    free(c.v);
+    free(sample.v);
+}
+END_TEST
+
+/* convert.py HF_LLAMA_DIR with --tokenizer X.model, or tokenizer.model in
+ * the directory: the model's embedded vocabulary is the .model's. */
+START_TEST(model_with_spm_tokenizer) {
+    REQUIRE_MODELS();
+    Corpus c = load_corpus(1);
+    char dir[] = "/tmp/posenc-spm-hf-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    /* stories260K's embedding has 512 rows */
+    const char *model = train_spm(dir, "tokenizer", "--model_type=bpe --vocab_size=512 "
+                                                    "--byte_fallback=true");
+    const char *const with_flag[] = {"--tokenizer", model, NULL};
+    const char *a = tests_convert(models, "stories260K-hf", with_flag);
+    ck_assert_ptr_nonnull(a);
+    char src[PATH_MAX], link[600];
+    static const char *files[] = {"config.json", "model.safetensors"};
+    for (size_t i = 0; i < 2; i++) {
+        ck_assert_ptr_nonnull(realpath(tests_model_path(models, "stories260K-hf"), src));
+        snprintf(src + strlen(src), sizeof src - strlen(src), "/%s", files[i]);
+        snprintf(link, sizeof link, "%s/%s", dir, files[i]);
+        ck_assert_int_eq(symlink(src, link), 0);
+    }
+    const char *b = tests_convert("/tmp", dir + strlen("/tmp/"), NULL);
+    ck_assert_ptr_nonnull(b);
+    const char *ggufs[] = {a, b};
+    for (int i = 0; i < 2; i++) {
+        Model m;
+        PosencError err;
+        ck_assert_msg(model_load(&m, ggufs[i], &err) == 0, "%s", err.msg);
+        model_free(&m);
+        expect_parity(i ? "stories260K-hf with tokenizer.model" : "stories260K-hf --tokenizer",
+                      model, ggufs[i], &c);
+    }
+    remove_dir(dir);
+    free(c.v);
+}
+END_TEST
+
+/* ./run GGUF -m tokenize prints what ./run -m tokenize -z TOKENIZER prints. */
+static void expect_same_output(const char *const *a, const char *const *b) {
+    TestsRun ra = tests_run_engine(a), rb = tests_run_engine(b);
+    ck_assert_msg(ra.status == 0 && rb.status == 0, "status %d/%d: %s%s", ra.status, rb.status,
+                  ra.err, rb.err);
+    ck_assert_str_eq(ra.out, rb.out);
+    tests_run_free(&ra);
+    tests_run_free(&rb);
+}
+
+START_TEST(cli_tokenize) {
+    REQUIRE_MODELS();
+    const char *file = tests_write_temp(adversarial, sizeof adversarial - 1, ".txt");
+    const char *text = "Once upon a time, \xEF\xBC\xA1\xEF\xBC\xA2 \xEF\xAC\x81sh  swam.";
+    for (size_t i = 0; i < N_SOURCES; i++) {
+        const char *gguf = vocab_only(sources[i].rel);
+        const char *tok = tests_model_path(models, sources[i].rel);
+        const char *fa[] = {gguf, "-m", "tokenize", "-f", file, NULL};
+        const char *fb[] = {"-m", "tokenize", "-z", tok, "-f", file, NULL};
+        expect_same_output(fa, fb);
+        const char *ia[] = {gguf, "-m", "tokenize", "-i", text, "--pieces", NULL};
+        const char *ib[] = {"-m", "tokenize", "-z", tok, "-i", text, "--pieces", NULL};
+        expect_same_output(ia, ib);
+    }
+}
+END_TEST
+
+/* Broken vocabularies: one line naming the file and what is wrong, from
+ * the library and from ./run. */
+START_TEST(bad_vocab_files) {
+    REQUIRE_MODELS();
+    static const char *const cases[][2] = {
+        {"set_arr('tokenizer.ggml.precompiled_charsmap', "
+         "arr('tokenizer.ggml.precompiled_charsmap')[:64])",
+         "precompiled_charsmap"},
+        {"kv['tokenizer.ggml.precompiled_charsmap'] = "
+         "(gguf.ARRAY, (gguf.INT32, arr('tokenizer.ggml.precompiled_charsmap')[:100]))",
+         "is an array of int32, not of bytes"},
+        {"t = arr('tokenizer.ggml.token_type'); t[5] = 99; set_arr('tokenizer.ggml.token_type', t)",
+         "tokenizer.ggml.token_type[5] = 99 is not a token type"},
+        {"t = arr('tokenizer.ggml.token_type'); t[7] = 0; set_arr('tokenizer.ggml.token_type', t)",
+         "tokenizer.ggml.token_type[7] = 0 is not a token type"},
+        {"set_arr('tokenizer.ggml.scores', arr('tokenizer.ggml.scores')[:-1])",
+         "tokenizer.ggml.scores has 999 entries for 1000 tokens"},
+        {"set_arr('tokenizer.ggml.token_type', arr('tokenizer.ggml.token_type') + [1])",
+         "tokenizer.ggml.token_type has 1001 entries for 1000 tokens"},
+        {"kv['posenc.tokenizer.byte_fallback'] = (gguf.BOOL, False)",
+         "although byte_fallback is off"},
+        {"kv['posenc.tokenizer.encoder'] = (gguf.STRING, b'sentencepiece')",
+         "posenc.tokenizer.encoder 'sentencepiece' is not supported"},
+        {"kv['tokenizer.ggml.bos_token_id'] = (gguf.UINT32, 1000)",
+         "bos_token_id = 1000 is outside the vocabulary"},
+    };
+    const char *good = vocab_only("spm/tinystories-bpe-1k.model");
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        const char *bad = edited_gguf(good, cases[i][0]);
+        Tokenizer t;
+        PosencError err;
+        ck_assert_msg(load_gguf(&t, bad, &err) != 0, "%s: loaded", cases[i][0]);
+        ck_assert_msg(strstr(err.msg, bad) && strstr(err.msg, cases[i][1]) && !strchr(err.msg, '\n'),
+                      "%s: want one line with '%s', got: %s", cases[i][0], cases[i][1], err.msg);
+        const char *args[] = {bad, "-m", "tokenize", "-i", "x", NULL};
+        TestsRun r = tests_run_engine(args);
+        ck_assert_int_ne(r.status, 0);
+        ck_assert_msg(strstr(r.err, cases[i][1]) && strchr(r.err, '\n') == r.err + strlen(r.err) - 1,
+                      "./run: want one line with '%s', got: %s", cases[i][1], r.err);
+        tests_run_free(&r);
+    }
+}
+END_TEST
+
+/* What the C side refuses, convert.py refuses: one error line, status 2. */
+START_TEST(convert_refuses) {
+    REQUIRE_MODELS();
+    char dir[] = "/tmp/posenc-spm-bad-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    const char *out = tests_write_temp("", 0, ".gguf");
+    char args[2048];
+    const char *word = train_spm(dir, "word", "--model_type=word --vocab_size=300");
+    snprintf(args, sizeof args, "--vocab-only '%s' '%s'", word, out);
+    expect_convert_error(args, "SentencePiece model type WORD is not supported");
+    const char *chr = train_spm(dir, "char", "--model_type=char --vocab_size=60");
+    snprintf(args, sizeof args, "--vocab-only '%s' '%s'", chr, out);
+    expect_convert_error(args, "SentencePiece model type CHAR is not supported");
+
+    size_t n;
+    char *bytes = tests_read_file(tests_model_path(models, "spm/tinystories-bpe-1k.model"), &n);
+    ck_assert_ptr_nonnull(bytes);
+    const char *cut = tests_write_temp(bytes, 1000, ".model");
+    free(bytes);
+    snprintf(args, sizeof args, "--vocab-only '%s' '%s'", cut, out);
+    expect_convert_error(args, "corrupt SentencePiece model: field runs past its end");
+
+    const char *spm = tests_model_path(models, "spm/tinystories-bpe-1k.model");
+    snprintf(args, sizeof args, "'%s' '%s' --tokenizer '%s'",
+             tests_model_path(models, "stories260K-hf"), out, spm);
+    expect_convert_error(args, "has 1000 tokens, the model needs 512");
+    snprintf(args, sizeof args, "--vocab-only '%s' '%s' --tokenizer '%s'", spm, out, spm);
+    expect_convert_error(args, "--tokenizer is not used with --vocab-only");
+    remove_dir(dir);
+}
+END_TEST
+
+static Suite *tokenizer_gguf_suite(void) {
+    Suite *s = suite_create("tokenizer_gguf");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, vocab_only_parity);
+    tcase_add_test(tc, negative_controls);
+    tcase_add_test(tc, settings_round_trip);
+    tcase_add_test(tc, model_with_spm_tokenizer);
+    tcase_add_test(tc, cli_tokenize);
+    tcase_add_test(tc, bad_vocab_files);
+    tcase_add_test(tc, convert_refuses);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) {
+    models = tests_models_dir("GGUF vocabularies against their tokenizers");
+    return tests_run_suite(tokenizer_gguf_suite());
+}
