@@ -209,6 +209,8 @@ void layernorm(float *out, const float *x, const float *w, const float *b, int d
 
 void softmax(float *x, int n) { kp()->softmax(x, n); }
 
+float logsumexp(const float *x, int n) { return kp()->logsumexp(x, n); }
+
 void swiglu(float *h, const float *g, int n) { kp()->swiglu(h, g, n); }
 
 void gelu(float *h, int n) { kp()->gelu(h, n); }

@@ -388,6 +388,33 @@ START_TEST(activations_match_portable) {
 }
 END_TEST
 
+/* logsumexp against double, on every path: the float sum of n terms each
+ * within a few ulp is within ~(n u + 4u) relative of the exact sum, so the
+ * log is within that absolutely (+ rounding of the max's magnitude). */
+START_TEST(logsumexp_within_bound) {
+    const char *paths[] = {"portable", "avx2", "avx512"};
+    enum { N = 32000 };
+    float *x = malloc(N * sizeof(float));
+    for (int i = 0; i < N; i++) x[i] = 8.0f * frand();
+    x[17] = -INFINITY;
+    for (int p = 0; p < 3; p++) {
+        if (!have(paths[p])) continue;
+        for (int n = 1; n <= N; n = n * 3 + 1) {
+            double m = -INFINITY, s = 0.0;
+            for (int i = 0; i < n; i++) m = fmax(m, x[i]);
+            for (int i = 0; i < n; i++) s += exp((double)x[i] - m);
+            double want = m + log(s), got = logsumexp(x, n);
+            ck_assert_msg(fabs(got - want) <= (n + 8) * U + 8 * U * fabs(m), "%s n=%d: %.9g vs %.9g", paths[p], n,
+                          got, want);
+        }
+        float big[3] = {1000.0f, 1000.0f, -INFINITY};
+        ck_assert_msg(fabsf(logsumexp(big, 3) - (1000.0f + logf(2.0f))) < 1e-4f, "%s: no overflow", paths[p]);
+    }
+    kernels_use("portable");
+    free(x);
+}
+END_TEST
+
 /* Attention masks cells with -inf: they must weigh exactly 0, and a row
  * with masked cells appended must give the same bits as the row alone. */
 START_TEST(softmax_masked_cells_exact) {
@@ -538,6 +565,7 @@ int main(void) {
     tcase_add_test(tc, conversions_exact);
     tcase_add_test(tc, activations_match_portable);
     tcase_add_test(tc, softmax_masked_cells_exact);
+    tcase_add_test(tc, logsumexp_within_bound);
     suite_add_tcase(s, tc);
     TCase *kv = tcase_create("kv_cache");
     tcase_add_unchecked_fixture(kv, stories_setup, stories_teardown);
