@@ -60,45 +60,44 @@ static const char adversarial[] =
 
 /* ---- inputs -------------------------------------------------------------- */
 typedef struct {
-    char *v;
-    size_t n, cap;
+    char *v; /* '\n'-terminated lines */
+    size_t n;
 } Corpus;
 
-/* Appends s and a '\n' if s lacks one. */
-static void corpus_add(Corpus *c, const char *s, size_t n) {
-    if (c->n + n + 2 > c->cap) { /* geometric: ASan's realloc always copies */
-        c->cap = (c->n + n + 2) * 2;
-        c->v = realloc(c->v, c->cap);
-        ck_assert_ptr_nonnull(c->v);
-    }
+/* Appends to a corpus sized beforehand. */
+static void put(Corpus *c, const char *s, size_t n) {
     memcpy(c->v + c->n, s, n);
     c->n += n;
-    if (n && s[n - 1] != '\n') c->v[c->n++] = '\n';
-    c->v[c->n] = '\0';
 }
 
 /* Every `stride`th line of tinystories-valid-head.txt and
  * wikitext-2-raw-test.txt (negative controls need fewer than parity), then
  * the adversarial lines and a 2000-word line. */
 static Corpus load_corpus(int stride) {
-    static const char *texts[] = {"tinystories-valid-head.txt", "wikitext-2-raw-test.txt"};
-    Corpus c = {0};
-    for (size_t i = 0; i < sizeof texts / sizeof *texts; i++) {
-        size_t n;
-        char *s = tests_read_file(tests_text_path(models, texts[i]), &n);
-        ck_assert_msg(s != NULL, "cannot read %s", texts[i]);
+    static const char *names[] = {"tinystories-valid-head.txt", "wikitext-2-raw-test.txt"};
+    char *texts[2];
+    size_t lens[2], cap = sizeof adversarial + 5 * 2000 + 1;
+    for (int i = 0; i < 2; i++) {
+        texts[i] = tests_read_file(tests_text_path(models, names[i]), &lens[i]);
+        ck_assert_msg(texts[i] != NULL, "cannot read %s", names[i]);
+        cap += lens[i] + 1;
+    }
+    Corpus c = {malloc(cap), 0};
+    ck_assert_ptr_nonnull(c.v);
+    for (int i = 0; i < 2; i++) {
         long k = 0;
-        for (char *line = s, *end = s + n; line < end; k++) {
+        for (char *line = texts[i], *end = line + lens[i]; line < end; k++) {
             char *nl = memchr(line, '\n', (size_t)(end - line));
             char *next = nl ? nl + 1 : end;
-            if (k % stride == 0) corpus_add(&c, line, (size_t)(next - line));
+            if (k % stride == 0) put(&c, line, (size_t)(next - line));
+            if (k % stride == 0 && !nl) put(&c, "\n", 1); /* a last line without one */
             line = next;
         }
-        free(s);
+        free(texts[i]);
     }
-    corpus_add(&c, adversarial, sizeof adversarial - 1);
-    for (int k = 0; k < 2000; k++) corpus_add(&c, "word ", 5);
-    corpus_add(&c, "\n", 1);
+    put(&c, adversarial, sizeof adversarial - 1);
+    for (int k = 0; k < 2000; k++) put(&c, "word ", 5);
+    put(&c, "\n", 1);
     return c;
 }
 
@@ -203,23 +202,17 @@ static void expect_parity(const char *what, const char *tok_path, const char *gg
 }
 
 /* ---- running Python ------------------------------------------------------------ */
-/* `$PYTHON ARGS 2>&1` through the shell (every path here is plain); returns
- * the exit status, and the output in *out (malloc'd) when out is set. */
+/* `$PYTHON ARGS` through the shell (every path here is plain); returns the
+ * exit status and its stdout and stderr in *out (malloc'd). */
 static int run_python(const char *args, char **out) {
-    const char *py = getenv("PYTHON");
+    const char *py = getenv("PYTHON"), *log = tests_write_temp("", 0, ".log");
     char cmd[4096];
-    snprintf(cmd, sizeof cmd, "'%s' %s 2>&1", py && *py ? py : "/usr/bin/python3", args);
+    snprintf(cmd, sizeof cmd, "'%s' %s >'%s' 2>&1", py && *py ? py : "/usr/bin/python3", args,
+             log);
     fflush(NULL);
-    FILE *p = popen(cmd, "r");
-    ck_assert_ptr_nonnull(p);
-    Corpus o = {0};
-    char buf[4096];
-    size_t got;
-    corpus_add(&o, "", 0);
-    while ((got = fread(buf, 1, sizeof buf, p)) > 0) corpus_add(&o, buf, got);
-    int status = pclose(p);
-    if (out) *out = o.v;
-    else free(o.v);
+    int status = system(cmd);
+    *out = tests_read_file(log, NULL);
+    ck_assert_ptr_nonnull(*out);
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
@@ -367,26 +360,28 @@ START_TEST(settings_round_trip) {
     Corpus c = load_corpus(1), sample = load_corpus(8);
     char dir[] = "/tmp/posenc-spm-gguf-XXXXXX";
     ck_assert_ptr_nonnull(mkdtemp(dir));
-    static const char *const variants[][3] = {
+    static const struct {
+        const char *name, *options, *edit;
+        LineResult changes; /* what the edit must change */
+    } variants[] = {
         {"bpe-suffix-userdef-keepspaces",
          "--model_type=bpe --vocab_size=400 --character_coverage=1.0 --pad_id=3 "
          "--user_defined_symbols='<sep>,Lily,ab' --control_symbols='<ctl>' "
          "--normalization_rule_name=nfkc_cf --treat_whitespace_as_suffix=true "
          "--remove_extra_whitespaces=false",
-         "del kv['posenc.tokenizer.treat_whitespace_as_suffix']"},
+         "del kv['posenc.tokenizer.treat_whitespace_as_suffix']", IDS_DIFFER},
         {"unigram-identity-noprefix-unk",
          "--model_type=unigram --vocab_size=300 --normalization_rule_name=identity "
          "--add_dummy_prefix=false --character_coverage=0.98 --unk_surface='<?>'",
-         "del kv['posenc.tokenizer.unknown_surface']"},
+         "del kv['posenc.tokenizer.unknown_surface']", TEXT_DIFFERS},
     };
     const char *const extra[] = {"--vocab-only", NULL};
     for (size_t v = 0; v < sizeof variants / sizeof *variants; v++) {
-        const char *model = train_spm(dir, variants[v][0], variants[v][1]);
+        const char *model = train_spm(dir, variants[v].name, variants[v].options);
         const char *gguf = tests_convert("/tmp", model + strlen("/tmp/"), extra);
         ck_assert_msg(gguf != NULL, "convert.py --vocab-only %s failed", model);
-        expect_parity(variants[v][0], model, gguf, &c);
-        expect_key_matters(model, gguf, variants[v][2], v == 0 ? IDS_DIFFER : TEXT_DIFFERS,
-                           &sample);
+        expect_parity(variants[v].name, model, gguf, &c);
+        expect_key_matters(model, gguf, variants[v].edit, variants[v].changes, &sample);
     }
     const char *llama2 = "llama2-tokenizer/tokenizer.model";
     expect_parity("llama2 tokenizer.model without posenc.tokenizer.*",
