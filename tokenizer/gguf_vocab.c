@@ -129,8 +129,12 @@ static int read_tokens(const GgufFile *g, VocabBuild *b, const GgufArray *tokens
     *has_bytes = 0;
     for (size_t i = 0; i < n; i++) {
         GgufString s = gguf_arr_str(tokens, i);
-        pieces[i] = b->llama2c ? llama2c_spelling(b, s, &lens[i]) : s.ptr;
-        if (!b->llama2c) lens[i] = s.len > UINT32_MAX ? UINT32_MAX : (uint32_t)s.len;
+        if (b->llama2c) {
+            pieces[i] = llama2c_spelling(b, s, &lens[i]);
+        } else {
+            pieces[i] = s.ptr;
+            lens[i] = s.len > UINT32_MAX ? UINT32_MAX : (uint32_t)s.len;
+        }
         if (score_v) score_v[i] = gguf_arr_f32(scores, i);
         int64_t ty = types ? gguf_arr_int(types, i) : TOKEN_NORMAL;
         if (ty < TOKEN_NORMAL || ty > TOKEN_BYTE)
