@@ -411,12 +411,8 @@ static int run_bench(const Options *o) {
     load_model(o, &model);
     BenchOptions b = bench_options_default();
     PosencError err;
-    if (o->pp_list || o->tg_list) {
-        b.n_pp = b.n_tg = 0;
-        if ((o->pp_list && bench_parse_sizes(b.pp, &b.n_pp, o->pp_list, &err)) ||
-            (o->tg_list && bench_parse_sizes(b.tg, &b.n_tg, o->tg_list, &err)))
-            die("--pp/--tg: %s", err.msg);
-    }
+    if (o->pp_list && bench_parse_sizes(b.pp, &b.n_pp, o->pp_list, &err)) die("--pp: %s", err.msg);
+    if (o->tg_list && bench_parse_sizes(b.tg, &b.n_tg, o->tg_list, &err)) die("--tg: %s", err.msg);
     if (o->reps) b.reps = o->reps;
     b.threads = o->threads;
     b.kv_type = kv_type(o);

@@ -26,15 +26,11 @@ typedef struct {
 /* Defaults: pp512, tg128, 5 repetitions, f32 cache, table. */
 BenchOptions bench_options_default(void);
 
-/* Adds the sizes of a comma list ("128,512") to pp or tg; 0 or -1 + err. */
+/* Replaces the sizes with a comma list ("128,512"), or none for "0"; 0 or -1 + err. */
 int bench_parse_sizes(int *sizes, int *count, const char *list, PosencError *err);
 
 /* Runs every test and writes one row (or JSON line) per test to out. */
 int bench_run(const Model *m, const BenchOptions *o, FILE *out, PosencError *err);
-
-/* Read bandwidth of this machine in GB/s with the current OpenMP threads:
- * the best of a few passes summing a buffer far larger than the caches. */
-double bench_read_bandwidth(void);
 
 /* Bytes one decoded token reads from the weights (every matrix once; one
  * row of the embedding). */

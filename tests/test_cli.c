@@ -228,7 +228,7 @@ START_TEST(bad_position_flags) {
     const char *kv[] = {model_path, "-z", tok_path, "--kv-type", "q4", NULL};
     expect_error(kv, "--kv-type: unknown type 'q4'");
     const char *pp[] = {model_path, "-m", "bench", "--pp", "12,x", NULL};
-    expect_error(pp, "--pp/--tg");
+    expect_error(pp, "--pp: expected a comma list");
     const char *reps[] = {model_path, "-m", "bench", "-r", "0", NULL};
     expect_error(reps, "-r expects");
 }
@@ -271,6 +271,53 @@ START_TEST(extrapolation_warns) {
 }
 END_TEST
 
+/* -m bench runs llama-bench's default tests, skips a kind with 0, and in
+ * --json gives one object per test whose numbers hang together: decode is
+ * set against the bandwidth probed beside it, prefill is not. */
+START_TEST(bench_reports_every_test) {
+    if (!models) return;
+    const char *table[] = {model_path, "-m", "bench", "-r", "1", NULL};
+    TestsRun r = tests_run_engine(table);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_msg(strstr(r.out, "| pp512 ") && strstr(r.out, "| tg128 "), "%s", r.out);
+    tests_run_free(&r);
+
+    const char *json[] = {model_path, "-m", "bench", "--pp", "0", "--tg", "8,16", "-r", "2", "--json", NULL};
+    r = tests_run_engine(json);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_ptr_null(strstr(r.out, "\"test\": \"pp"));
+    const char *tests[] = {"tg8", "tg16"};
+    const char *line = r.out;
+    for (int i = 0; i < 2; i++) {
+        char want[32];
+        snprintf(want, sizeof want, "\"test\": \"%s\"", tests[i]);
+        line = strstr(line, want);
+        ck_assert_msg(line, "no %s in %s", tests[i], r.out);
+        while (line > r.out && line[-1] != '\n') line--; /* the whole object */
+        double tok_s = 0, bytes = 0, bw = 0, frac = 0;
+        sscanf(strstr(line, "\"tok_s\":"), "\"tok_s\": %lf", &tok_s);
+        sscanf(strstr(line, "\"bytes_per_token\":"), "\"bytes_per_token\": %lf", &bytes);
+        sscanf(strstr(line, "\"read_bw_gbs\":"), "\"read_bw_gbs\": %lf", &bw);
+        sscanf(strstr(line, "\"bw_fraction\":"), "\"bw_fraction\": %lf", &frac);
+        ck_assert_double_gt(tok_s, 0.0);
+        ck_assert_double_gt(bw, 0.0);
+        /* stories260K's matrices, 1.04 MB, plus the cache a token reads */
+        ck_assert_double_gt(bytes, 1.0e6);
+        ck_assert_double_lt(bytes, 1.2e6);
+        ck_assert_double_gt(frac, 0.0);
+        ck_assert_ptr_nonnull(strstr(line, "\"weight_type\": \"f32\""));
+        ck_assert_ptr_nonnull(strstr(line, "\"threads\": "));
+        ck_assert_ptr_nonnull(strstr(line, "\"tok_s_sd\": "));
+        line = strchr(line, '\n');
+        ck_assert_ptr_nonnull(line);
+    }
+    tests_run_free(&r);
+
+    const char *none[] = {model_path, "-m", "bench", "--pp", "0", "--tg", "0", NULL};
+    expect_error(none, "nothing to measure");
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("cli");
     TCase *tc = tcase_create("bad_input");
@@ -286,6 +333,7 @@ int main(void) {
     tcase_add_test(tc, bad_position_flags);
     tcase_add_test(tc, shift_and_trace);
     tcase_add_test(tc, extrapolation_warns);
+    tcase_add_test(tc, bench_reports_every_test);
     suite_add_tcase(s, tc);
     return tests_run_suite(s);
 }

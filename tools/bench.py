@@ -2,7 +2,7 @@
 """The benchmark matrix of `make bench` (stdlib only).
 
     bench.py [--run ./run] [--models DIR] [--threads 2] [--reps 3]
-             [--shapes stories15M,stories110M] [--types f32,f16,q8_0]
+             [--shapes stories15M,stories110M] [--types f32,f16,bf16,q8_0]
              [--llama2c PATH] [--llamacpp-bench PATH] [--llamacpp-ppl PATH]
              [--ppl-text FILE] [--ppl-chunks N] [--tokenizer PATH]
 
@@ -85,7 +85,7 @@ def main(argv):
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--shapes", default="stories15M,stories110M")
-    ap.add_argument("--types", default="f32,f16,q8_0")
+    ap.add_argument("--types", default="f32,f16,bf16,q8_0")
     ap.add_argument("--tokenizer", help="llama2.c tokenizer.bin for the 32000-token shapes")
     ap.add_argument("--llama2c")
     ap.add_argument("--llamacpp-bench")
