@@ -209,7 +209,7 @@ void layernorm(float *out, const float *x, const float *w, const float *b, int d
 
 void softmax(float *x, int n) { kp()->softmax(x, n); }
 
-float logsumexp(const float *x, int n) { return kp()->logsumexp(x, n); }
+float sum_exp(const float *x, int n, float *max) { return kp()->sum_exp(x, n, max); }
 
 void swiglu(float *h, const float *g, int n) { kp()->swiglu(h, g, n); }
 

@@ -65,10 +65,11 @@ void add_bias(float *y, const float *b, int n, int width);
 void rmsnorm(float *out, const float *x, const float *w, int dim, float eps);
 void layernorm(float *out, const float *x, const float *w, const float *b, int dim, float eps);
 void softmax(float *x, int n);
-/* log(sum_i e^x_i) for n >= 1, in float (relative error ~1e-7 of the sum,
- * i.e. ~1e-7 absolute): -m ppl's per-token normalizer is this minus the
- * target's logit, at ~10 us per 32000-token vocabulary. */
-float logsumexp(const float *x, int n);
+/* Softmax's normalizer without overflow: sum_i e^(x_i - m) with m = max_i x_i
+ * stored in *max, for n >= 1.  The float sum is within ~n ulp relative, so
+ * its log is that close absolutely whatever the logits' magnitude: -m ppl's
+ * NLL is (m - x_target) + log(sum), ~10 us per 32000-token vocabulary. */
+float sum_exp(const float *x, int n, float *max);
 /* h (n) = silu(h) * g: SwiGLU's gate. */
 void swiglu(float *h, const float *g, int n);
 /* GELU, tanh approximation (GPT-2's "gelu_new"). */

@@ -365,10 +365,11 @@ static void softmax(float *x, int n) {
     for (; i < n; i++) x[i] /= _mm256_cvtss_f32(vs);
 }
 
-static float logsumexp(const float *x, int n) {
+static float sum_exp(const float *x, int n, float *max) {
     float m = -INFINITY;
     for (int j = 0; j < n; j++) m = x[j] > m ? x[j] : m;
-    if (m == INFINITY || m == -INFINITY) return m;
+    *max = m;
+    if (m == INFINITY || m == -INFINITY) return m == INFINITY ? 1.0f : 0.0f;
     __m256 vm = _mm256_set1_ps(m), sum = _mm256_setzero_ps();
     int i = 0;
     for (; i + 8 <= n; i += 8) sum = _mm256_add_ps(sum, exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm)));
@@ -377,7 +378,7 @@ static float logsumexp(const float *x, int n) {
         sum = _mm256_add_ps(sum, _mm256_and_ps(exp8(_mm256_sub_ps(_mm256_maskload_ps(x + i, mask), vm)),
                                                _mm256_castsi256_ps(mask)));
     }
-    return m + logf(hsum8(sum));
+    return hsum8(sum);
 }
 
 INLINE __m256 silu_mul(__m256 h, __m256 g) {
@@ -413,7 +414,7 @@ static void gelu(float *h, int n) {
 
 static const KernelPath path = {
     "avx2", dot_f32, dot_f16, dot_bf16, mix_f32, mix_f16, quantize_q8, dot_q8,
-    to_f32, to_f16, softmax, logsumexp, swiglu, gelu,
+    to_f32, to_f16, softmax, sum_exp, swiglu, gelu,
 };
 const KernelPath *const kernels_avx2 = &path;
 #else

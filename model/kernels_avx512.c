@@ -443,18 +443,18 @@ static void softmax(float *x, int n) {
     if (i < n) _mm512_mask_storeu_ps(x + i, tail, _mm512_div_ps(_mm512_maskz_loadu_ps(tail, x + i), vs));
 }
 
-static float logsumexp(const float *x, int n) {
+static float sum_exp(const float *x, int n, float *max) {
     __m512 vmax = _mm512_set1_ps(-INFINITY), sum = _mm512_setzero_ps();
     int i = 0;
     for (; i + 16 <= n; i += 16) vmax = _mm512_max_ps(vmax, _mm512_loadu_ps(x + i));
     __mmask16 tail = (__mmask16)((1u << (n - i)) - 1);
     if (i < n) vmax = _mm512_mask_max_ps(vmax, tail, vmax, _mm512_maskz_loadu_ps(tail, x + i));
-    float m = _mm512_reduce_max_ps(vmax);
-    if (m == INFINITY || m == -INFINITY) return m;
+    float m = *max = _mm512_reduce_max_ps(vmax);
+    if (m == INFINITY || m == -INFINITY) return m == INFINITY ? 1.0f : 0.0f;
     __m512 mx = _mm512_set1_ps(m);
     for (i = 0; i + 16 <= n; i += 16) sum = _mm512_add_ps(sum, exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i), mx)));
     if (i < n) sum = _mm512_add_ps(sum, _mm512_maskz_mov_ps(tail, exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(tail, x + i), mx))));
-    return m + logf(hsum16(sum));
+    return hsum16(sum);
 }
 
 INLINE __m512 silu_mul(__m512 h, __m512 g) {
@@ -493,7 +493,7 @@ static void gelu(float *h, int n) {
 
 static const KernelPath path = {
     "avx512", dot_f32, dot_f16, dot_bf16, mix_f32, mix_f16, quantize_q8, dot_q8,
-    to_f32, to_f16, softmax, logsumexp, swiglu, gelu,
+    to_f32, to_f16, softmax, sum_exp, swiglu, gelu,
 };
 const KernelPath *const kernels_avx512 = &path;
 #else

@@ -45,7 +45,7 @@ typedef struct {
     /* f32 to f16 (round to nearest even), for the f16 KV cache. */
     void (*to_f16)(uint16_t *dst, const float *src, size_t n);
     void (*softmax)(float *x, int n);
-    float (*logsumexp)(const float *x, int n);
+    float (*sum_exp)(const float *x, int n, float *max);
     void (*swiglu)(float *h, const float *g, int n);
     void (*gelu)(float *h, int n);
 } KernelPath;

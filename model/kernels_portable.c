@@ -130,13 +130,14 @@ static void softmax(float *x, int n) {
     for (int i = 0; i < n; i++) x[i] /= sum;
 }
 
-static float logsumexp(const float *x, int n) {
+static float sum_exp(const float *x, int n, float *max) {
     float m = -INFINITY;
     for (int i = 0; i < n; i++) m = x[i] > m ? x[i] : m;
-    if (m == INFINITY || m == -INFINITY) return m;
+    *max = m;
+    if (m == INFINITY || m == -INFINITY) return m == INFINITY ? 1.0f : 0.0f;
     float s[LANES] = {0};
     for (int i = 0; i < n; i++) s[i % LANES] += expf(x[i] - m);
-    return m + logf(reduce_lanes(s));
+    return reduce_lanes(s);
 }
 
 static void swiglu(float *h, const float *g, int n) {
@@ -157,5 +158,5 @@ static void gelu(float *h, int n) {
 
 const KernelPath kernels_portable = {
     "portable", dot_f32, dot_f16, dot_bf16, mix_f32, mix_f16, quantize_q8, dot_q8,
-    to_f32, to_f16, softmax, logsumexp, swiglu, gelu,
+    to_f32, to_f16, softmax, sum_exp, swiglu, gelu,
 };

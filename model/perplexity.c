@@ -1,16 +1,15 @@
 #include "model/perplexity.h"
 
 #include <math.h>
+
+#include "model/kernels.h"
 #include <stdlib.h>
 #include <string.h>
 
 double ppl_token_nll(const float *logits, int vocab, int target) {
-    double max = logits[0];
-    for (int i = 1; i < vocab; i++)
-        if (logits[i] > max) max = logits[i];
-    double sum = 0.0;
-    for (int i = 0; i < vocab; i++) sum += exp((double)logits[i] - max);
-    return max + log(sum) - (double)logits[target];
+    float max;
+    double sum = sum_exp(logits, vocab, &max);
+    return ((double)max - logits[target]) + log(sum);
 }
 
 /* Scores rows [from, n) of a chunk's logits against the tokens that follow. */

@@ -36,6 +36,6 @@ int ppl_evaluate(Context *ctx, const int *tokens, int n_tokens, const PplOptions
                  PplResult *res, PplProgress progress, void *user, PosencError *err);
 void ppl_result_free(PplResult *res);
 
-/* -log softmax(logits)[target], in double. */
+/* -log softmax(logits)[target]: float sum of exponentials, the rest in double. */
 double ppl_token_nll(const float *logits, int vocab, int target);
 #endif

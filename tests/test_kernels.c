@@ -388,10 +388,11 @@ START_TEST(activations_match_portable) {
 }
 END_TEST
 
-/* logsumexp against double, on every path: the float sum of n terms each
- * within a few ulp is within ~(n u + 4u) relative of the exact sum, so the
- * log is within that absolutely (+ rounding of the max's magnitude). */
-START_TEST(logsumexp_within_bound) {
+/* sum_exp against double, on every path: the float sum of n terms each
+ * within a few ulp is within ~(n u + 4u) relative of the exact sum; the max
+ * is exact.  Logits of magnitude 1000 must neither overflow nor lose the
+ * sum's precision (it is taken relative to the max). */
+START_TEST(sum_exp_within_bound) {
     const char *paths[] = {"portable", "avx2", "avx512"};
     enum { N = 32000 };
     float *x = malloc(N * sizeof(float));
@@ -400,15 +401,18 @@ START_TEST(logsumexp_within_bound) {
     for (int p = 0; p < 3; p++) {
         if (!have(paths[p])) continue;
         for (int n = 1; n <= N; n = n * 3 + 1) {
-            double m = -INFINITY, s = 0.0;
-            for (int i = 0; i < n; i++) m = fmax(m, x[i]);
+            float m = -INFINITY, got_m;
+            double s = 0.0;
+            for (int i = 0; i < n; i++) m = fmaxf(m, x[i]);
             for (int i = 0; i < n; i++) s += exp((double)x[i] - m);
-            double want = m + log(s), got = logsumexp(x, n);
-            ck_assert_msg(fabs(got - want) <= (n + 8) * U + 8 * U * fabs(m), "%s n=%d: %.9g vs %.9g", paths[p], n,
-                          got, want);
+            double got = sum_exp(x, n, &got_m);
+            ck_assert_msg(got_m == m, "%s n=%d: max %.9g vs %.9g", paths[p], n, got_m, m);
+            ck_assert_msg(fabs(got - s) <= (n + 8) * U * s, "%s n=%d: %.9g vs %.9g", paths[p], n, got, s);
         }
-        float big[3] = {1000.0f, 1000.0f, -INFINITY};
-        ck_assert_msg(fabsf(logsumexp(big, 3) - (1000.0f + logf(2.0f))) < 1e-4f, "%s: no overflow", paths[p]);
+        float big[3] = {1000.0f, 1000.0f, -INFINITY}, m;
+        ck_assert_msg(fabs(sum_exp(big, 3, &m) - 2.0) <= 8 * U && m == 1000.0f, "%s: no overflow", paths[p]);
+        float none[2] = {-INFINITY, -INFINITY};
+        ck_assert_msg(sum_exp(none, 2, &m) == 0.0f && m == -INFINITY, "%s: all masked", paths[p]);
     }
     kernels_use("portable");
     free(x);
@@ -565,7 +569,7 @@ int main(void) {
     tcase_add_test(tc, conversions_exact);
     tcase_add_test(tc, activations_match_portable);
     tcase_add_test(tc, softmax_masked_cells_exact);
-    tcase_add_test(tc, logsumexp_within_bound);
+    tcase_add_test(tc, sum_exp_within_bound);
     suite_add_tcase(s, tc);
     TCase *kv = tcase_create("kv_cache");
     tcase_add_unchecked_fixture(kv, stories_setup, stories_teardown);
