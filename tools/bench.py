@@ -14,6 +14,12 @@ GGUF files) and llama-perplexity (-m ppl against it on the first shape's
 f32 GGUF, same context and chunks).  One table; ratios are posenc / peer,
 so > 1 means posenc is faster.  Peers are optional: the table says which
 were compared.
+
+The machines this runs on are shared and their speed drifts by 2-3x over
+minutes, so the engines take turns: each of --reps rounds runs every
+engine once (one measured repetition after its own warm-up), in an order
+that rotates from round to round.  tok/s is mean +- sd over rounds; a
+ratio is the median over rounds of posenc / peer within the round.
 """
 import argparse
 import json
@@ -35,33 +41,42 @@ def run(cmd, **kw):
 
 
 def posenc_bench(a, model):
-    p = run([a.run, model, "-m", "bench", "--pp", "512", "--tg", "128", "-r", str(a.reps),
+    """{test: (tok/s, fraction of the bandwidth probed beside it)}"""
+    p = run([a.run, model, "-m", "bench", "--pp", "512", "--tg", "128", "-r", "1",
              "--threads", str(a.threads), "--json"])
-    return {r["test"]: r for r in map(json.loads, p.stdout.splitlines()) if r}
+    return {r["test"]: (r["tok_s"], r["bw_fraction"]) for r in map(json.loads, p.stdout.splitlines()) if r}
 
 
 def llamacpp_bench(a, model):
     p = run([a.llamacpp_bench, "-m", model, "-p", "512", "-n", "128", "-t", str(a.threads),
-             "-r", str(a.reps), "-o", "jsonl"])
+             "-r", "1", "-o", "jsonl"])
     out = {}
     for line in p.stdout.splitlines():
         r = json.loads(line)
         test = "pp%d" % r["n_prompt"] if r["n_prompt"] else "tg%d" % r["n_gen"]
-        out[test] = (r["avg_ts"], r["stddev_ts"])
+        out[test] = r["avg_ts"]
     return out
 
 
 def llama2c_decode(a, binpath, tok):
     """llama2.c prints "achieved tok/s" over the steps after the first."""
-    rates = []
     env = dict(os.environ, OMP_NUM_THREADS=str(a.threads))
-    for _ in range(a.reps):
-        p = run([a.llama2c, binpath, "-z", tok, "-n", "129", "-t", "0", "-i", ""], env=env)
-        m = re.search(r"achieved tok/s: ([0-9.]+)", p.stdout + p.stderr)
-        if not m:
-            sys.exit("bench.py: no 'achieved tok/s' in llama2.c's output")
-        rates.append(float(m.group(1)))
-    return statistics.mean(rates), statistics.stdev(rates) if len(rates) > 1 else 0.0
+    p = run([a.llama2c, binpath, "-z", tok, "-n", "129", "-t", "0", "-i", ""], env=env)
+    m = re.search(r"achieved tok/s: ([0-9.]+)", p.stdout + p.stderr)
+    if not m:
+        sys.exit("bench.py: no 'achieved tok/s' in llama2.c's output")
+    return {"tg128": float(m.group(1))}
+
+
+def rounds(a, engines):
+    """engines: {name: () -> {test: value}}; returns {name: [result per round]}."""
+    names = list(engines)
+    out = {n: [] for n in names}
+    for r in range(a.reps):
+        for i in range(len(names)):
+            n = names[(r + i) % len(names)]
+            out[n].append(engines[n]())
+    return out
 
 
 def timed(cmd, env=None):
@@ -70,12 +85,17 @@ def timed(cmd, env=None):
     return time.monotonic() - t0
 
 
-def fmt(ts):
-    return "%.1f ± %.1f" % ts if ts else "-"
+def fmt(values):
+    if not values:
+        return "-"
+    sd = statistics.stdev(values) if len(values) > 1 else 0.0
+    return "%.1f ± %.1f" % (statistics.mean(values), sd)
 
 
 def ratio(ours, peer):
-    return "%.2fx" % (ours / peer[0]) if peer else "-"
+    if not peer:
+        return "-"
+    return "%.2fx" % statistics.median(o / p for o, p in zip(ours, peer))
 
 
 def main(argv):
@@ -103,41 +123,46 @@ def main(argv):
     tok = os.path.join(a.models, "tokenizer.bin")
     peers = [p for p, on in (("llama2.c (%s)" % a.llama2c, a.llama2c),
                              ("llama.cpp (%s)" % a.llamacpp_bench, a.llamacpp_bench)) if on]
-    print("# posenc %s, %d threads, %d repetitions; compared with: %s" %
+    print("# posenc %s, %d threads, %d rounds (engines take turns; ratio = median of per-round ratios); compared with: %s" %
           (a.run, a.threads, a.reps, ", ".join(peers) if peers else "no peers (set LLAMA2C, LLAMACPP_BENCH)"))
     print("| model | weights | test | posenc tok/s | of bw | llama2.c tok/s | ratio | llama.cpp tok/s | ratio |")
     print("|---|---|---|---:|---:|---:|---:|---:|---:|")
     for shape in shapes:
         for t in types:
             gguf = os.path.join(a.models, "%s-%s.gguf" % (shape, t))
-            ours = posenc_bench(a, gguf)
-            lcpp = llamacpp_bench(a, gguf) if a.llamacpp_bench else {}
-            l2c = None
+            engines = {"posenc": lambda: posenc_bench(a, gguf)}
+            if a.llamacpp_bench:
+                engines["llama.cpp"] = lambda: llamacpp_bench(a, gguf)
             if a.llama2c and t == "f32":
-                l2c = llama2c_decode(a, os.path.join(a.models, shape + ".bin"), tok)
+                binpath = os.path.join(a.models, shape + ".bin")
+                engines["llama2.c"] = lambda: llama2c_decode(a, binpath, tok)
+            res = rounds(a, engines)
             for test in ("pp512", "tg128"):
-                r = ours[test]
-                mine = (r["tok_s"], r["tok_s_sd"])
-                peer2 = l2c if test == "tg128" else None
-                bw = "%.0f%%" % (100 * r["bw_fraction"]) if r["bw_fraction"] else ""
+                mine = [r[test][0] for r in res["posenc"]]
+                bw = "%.0f%%" % (100 * statistics.mean(r[test][1] for r in res["posenc"])) \
+                    if test.startswith("tg") else ""
+                l2c = [r[test] for r in res.get("llama2.c", []) if test in r]
+                lcpp = [r[test] for r in res.get("llama.cpp", [])]
                 print("| %s | %s | %s | %s | %s | %s | %s | %s | %s |" %
-                      (shape, t, test, fmt(mine), bw, fmt(peer2), ratio(mine[0], peer2),
-                       fmt(lcpp.get(test)), ratio(mine[0], lcpp.get(test))))
+                      (shape, t, test, fmt(mine), bw, fmt(l2c), ratio(mine, l2c),
+                       fmt(lcpp), ratio(mine, lcpp)))
             sys.stdout.flush()
     if a.ppl_text:
         gguf = os.path.join(a.models, "%s-f32.gguf" % shapes[0])
-        ctx = "256"
-        ours = timed([a.run, gguf, "-m", "ppl", "-f", a.ppl_text, "--ctx", ctx, "--chunks",
-                      str(a.ppl_chunks), "--threads", str(a.threads)])
-        peer = None
+        ctx, chunks = "256", str(a.ppl_chunks)
+        engines = {"posenc": lambda: timed([a.run, gguf, "-m", "ppl", "-f", a.ppl_text, "--ctx", ctx,
+                                            "--chunks", chunks, "--threads", str(a.threads)])}
         if a.llamacpp_ppl and os.access(a.llamacpp_ppl, os.X_OK):
-            peer = timed([a.llamacpp_ppl, "-m", gguf, "-f", a.ppl_text, "-c", ctx, "-b", ctx,
-                          "--chunks", str(a.ppl_chunks), "-t", str(a.threads)])
+            engines["llama.cpp"] = lambda: timed([a.llamacpp_ppl, "-m", gguf, "-f", a.ppl_text, "-c", ctx,
+                                                  "-b", ctx, "--chunks", chunks, "-t", str(a.threads)])
+        res = rounds(a, engines)
+        ours, peer = res["posenc"], res.get("llama.cpp", [])
         print("\n| model | weights | test | posenc -m ppl | llama-perplexity | ratio |")
         print("|---|---|---|---:|---:|---:|")
-        print("| %s | f32 | wikitext-2 test, ctx %s, %d chunks | %.2f s | %s | %s |" %
-              (shapes[0], ctx, a.ppl_chunks, ours, "%.2f s" % peer if peer else "-",
-               "%.2fx" % (peer / ours) if peer else "-"))
+        print("| %s | f32 | wikitext-2 test, ctx %s, %s chunks, whole run (load, tokenize, score) | %s s | %s | %s |" %
+              (shapes[0], ctx, chunks, fmt(ours), fmt(peer) + " s" if peer else "-",
+               # a time: the peer's over ours, so > 1 still means posenc is faster
+               ratio(peer, ours) if peer else "-"))
     return 0
 
 
