@@ -373,22 +373,18 @@ static int is_gguf(const char *path) {
     return got == 4 && memcmp(magic, "GGUF", 4) == 0;
 }
 
-/* Tokenizing needs no weights: a GGUF's vocabulary is read without them,
- * so vocabulary-only GGUF files work too. */
+/* Tokenizing needs no weights: -z, else the model file's own vocabulary
+ * (a GGUF, read without its weights, or tokenizer.bin beside a .bin). */
 static int run_tokenize(const Options *o) {
     Tokenizer tok;
     PosencError err;
-    GgufFile g;
-    int from_gguf = !o->tokenizer_path && o->model_path && is_gguf(o->model_path);
     char buf[1024];
-    if (from_gguf) {
-        if (gguf_open(&g, o->model_path, &err)) die("%s", err.msg);
-        if (tokenizer_load_gguf(&tok, &g, &err)) die("%s", err.msg);
-    } else if (!o->tokenizer_path && o->model_path) {
-        if (tokenizer_load(&tok, default_tokenizer(o->model_path, buf, sizeof buf), 0, &err))
-            die("%s", err.msg);
-    } else {
+    if (o->tokenizer_path || !o->model_path) {
         load_tokenizer(o, NULL, &tok);
+    } else {
+        const char *path = is_gguf(o->model_path) ? o->model_path
+                                                  : default_tokenizer(o->model_path, buf, sizeof buf);
+        if (tokenizer_load(&tok, path, 0, &err)) die("%s", err.msg);
     }
     int rc;
     if (o->text_file) {
@@ -402,7 +398,6 @@ static int run_tokenize(const Options *o) {
     }
     if (rc) die("%s", err.msg);
     tokenizer_free(&tok);
-    if (from_gguf) gguf_close(&g);
     return EXIT_SUCCESS;
 }
 

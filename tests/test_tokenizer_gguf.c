@@ -451,11 +451,22 @@ START_TEST(cli_tokenize) {
         const char *tok = tests_model_path(models, sources[i].rel);
         const char *fa[] = {gguf, "-m", "tokenize", "-f", file, NULL};
         const char *fb[] = {"-m", "tokenize", "-z", tok, "-f", file, NULL};
+        const char *fz[] = {"-m", "tokenize", "-z", gguf, "-f", file, NULL};
         expect_same_output(fa, fb);
+        expect_same_output(fz, fb);
         const char *ia[] = {gguf, "-m", "tokenize", "-i", text, "--pieces", NULL};
         const char *ib[] = {"-m", "tokenize", "-z", tok, "-i", text, "--pieces", NULL};
         expect_same_output(ia, ib);
     }
+    /* a vocabulary GGUF as a model's -z: the same story as its tokenizer.bin */
+    const char *model = tests_model_path(models, "stories260K/stories260K.bin");
+    const char *ga[] = {model, "-z", vocab_only("stories260K/tok512.bin"), "-t", "0", "-n", "60", NULL};
+    const char *gb[] = {model, "-z", tests_model_path(models, "stories260K/tok512.bin"), "-t", "0", "-n", "60", NULL};
+    expect_same_output(ga, gb);
+    const char *wrong[] = {model, "-z", vocab_only("spm/tinystories-bpe-1k.model"), NULL};
+    TestsRun r = tests_run_engine(wrong);
+    ck_assert_msg(r.status != 0 && strstr(r.err, "1000 pieces but the model's vocabulary is 512"), "%s", r.err);
+    tests_run_free(&r);
 }
 END_TEST
 
@@ -494,11 +505,14 @@ START_TEST(bad_vocab_files) {
         ck_assert_msg(strstr(err.msg, bad) && strstr(err.msg, cases[i][1]) && !strchr(err.msg, '\n'),
                       "%s: want one line with '%s', got: %s", cases[i][0], cases[i][1], err.msg);
         const char *args[] = {bad, "-m", "tokenize", "-i", "x", NULL};
-        TestsRun r = tests_run_engine(args);
-        ck_assert_int_ne(r.status, 0);
-        ck_assert_msg(strstr(r.err, cases[i][1]) && strchr(r.err, '\n') == r.err + strlen(r.err) - 1,
-                      "./run: want one line with '%s', got: %s", cases[i][1], r.err);
-        tests_run_free(&r);
+        const char *as_z[] = {"-m", "tokenize", "-z", bad, "-i", "x", NULL};
+        for (int z = 0; z < 2; z++) {
+            TestsRun r = tests_run_engine(z ? as_z : args);
+            ck_assert_int_ne(r.status, 0);
+            ck_assert_msg(strstr(r.err, cases[i][1]) && strchr(r.err, '\n') == r.err + strlen(r.err) - 1,
+                          "./run%s: want one line with '%s', got: %s", z ? " -z" : "", cases[i][1], r.err);
+            tests_run_free(&r);
+        }
     }
 }
 END_TEST

@@ -106,7 +106,8 @@ typedef struct {
 
 /* Reads a tokenizer, choosing the format from the path and content:
  * a directory holding vocab.json + merges.txt, a vocab.json (merges.txt
- * beside it), a SentencePiece .model, or a llama2.c .bin.  expected_vocab > 0
+ * beside it), a SentencePiece .model, a llama2.c .bin, or the vocabulary of
+ * a GGUF file (tokenizer.ggml.*; weights, if any, are not read).  expected_vocab > 0
  * must match its size.  Errors are one line naming the file. */
 int tokenizer_load(Tokenizer *t, const char *path, int expected_vocab, PosencError *err);
 
