@@ -3,7 +3,10 @@
 #   make PORTABLE=1   the same without -march=native
 #   make test         Check suites, plain and under ASan/UBSan
 #   make demo         generate text with a small model
-CC      ?= gcc
+# make's built-in CC is cc; gcc unless the user names another compiler
+ifeq ($(origin CC),default)
+CC      := gcc
+endif
 PYTHON  ?= $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || echo python3)
 PORTABLE ?= 0
 
@@ -20,11 +23,18 @@ LIB_HDR  := $(wildcard model/*.h positional/*.h tokenizer/*.h)
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
 TEST_NAMES := $(patsubst tests/%.c,%,$(TEST_SRC))
 
-.PHONY: all test test-rel test-asan deps clean demo bench
+.PHONY: all test test-rel test-asan deps clean demo bench FORCE
 all: run
 
 # ---- engine ---------------------------------------------------------------
-build/rel/%.o: %.c $(LIB_HDR)
+# The flags are a prerequisite, so `make PORTABLE=1` after `make` (or the
+# reverse) rebuilds everything instead of linking the other build's objects.
+build/rel/flags: FORCE
+	@mkdir -p $(dir $@)
+	@echo '$(CC) $(REL_FLAGS)' | cmp -s - $@ || echo '$(CC) $(REL_FLAGS)' > $@
+FORCE:
+
+build/rel/%.o: %.c $(LIB_HDR) build/rel/flags
 	@mkdir -p $(dir $@)
 	$(CC) $(REL_FLAGS) -c $< -o $@
 build/asan/%.o: %.c $(LIB_HDR) tests/common.h
@@ -51,7 +61,7 @@ build/rel/tests/%: build/rel/tests/%.o build/rel/tests/common.o build/rel/libpos
 	$(CC) $(REL_FLAGS) $^ -o $@ $(CHECK_LIBS) $(LDLIBS)
 build/asan/tests/%: build/asan/tests/%.o build/asan/tests/common.o build/asan/libposenc.a
 	$(CC) $(ASAN_FLAGS) $^ -o $@ $(CHECK_LIBS) $(LDLIBS)
-build/rel/tests/%.o: tests/%.c tests/common.h $(LIB_HDR)
+build/rel/tests/%.o: tests/%.c tests/common.h $(LIB_HDR) build/rel/flags
 	@mkdir -p $(dir $@)
 	$(CC) $(REL_FLAGS) $(CHECK_CFLAGS) -c $< -o $@
 .SECONDARY:
