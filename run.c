@@ -364,15 +364,6 @@ static char *read_text_file(const char *path, size_t *len) {
     return buf;
 }
 
-static int is_gguf(const char *path) {
-    char magic[4] = {0};
-    FILE *f = fopen(path, "rb");
-    if (!f) die("cannot open '%s': %s", path, strerror(errno));
-    size_t got = fread(magic, 1, 4, f);
-    fclose(f);
-    return got == 4 && memcmp(magic, "GGUF", 4) == 0;
-}
-
 /* Tokenizing needs no weights: -z, else the model file's own vocabulary
  * (a GGUF, read without its weights, or tokenizer.bin beside a .bin). */
 static int run_tokenize(const Options *o) {
@@ -382,8 +373,9 @@ static int run_tokenize(const Options *o) {
     if (o->tokenizer_path || !o->model_path) {
         load_tokenizer(o, NULL, &tok);
     } else {
-        const char *path = is_gguf(o->model_path) ? o->model_path
-                                                  : default_tokenizer(o->model_path, buf, sizeof buf);
+        int is_gguf = gguf_file_has_magic(o->model_path, &err);
+        if (is_gguf < 0) die("%s", err.msg);
+        const char *path = is_gguf ? o->model_path : default_tokenizer(o->model_path, buf, sizeof buf);
         if (tokenizer_load(&tok, path, 0, &err)) die("%s", err.msg);
     }
     int rc;

@@ -4,6 +4,8 @@
  * make us allocate gigabytes. */
 #include "model/gguf.h"
 
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -450,6 +452,15 @@ int gguf_open(GgufFile *g, const char *path, PosencError *err) {
         return -1;
     }
     return 0;
+}
+
+int gguf_file_has_magic(const char *path, PosencError *err) {
+    char magic[4] = {0};
+    FILE *f = fopen(path, "rb");
+    if (!f) return posenc_error(err, "%s: cannot open: %s", path, strerror(errno));
+    size_t got = fread(magic, 1, sizeof magic, f);
+    fclose(f);
+    return got == sizeof magic && memcmp(magic, "GGUF", sizeof magic) == 0;
 }
 
 void gguf_close(GgufFile *g) {

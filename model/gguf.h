@@ -106,6 +106,10 @@ typedef struct {
 int gguf_open(GgufFile *g, const char *path, PosencError *err);
 void gguf_close(GgufFile *g);
 
+/* 1 if the file starts with GGUF's magic, 0 if not (short files included);
+ * -1 with a one-line error if it cannot be opened. */
+int gguf_file_has_magic(const char *path, PosencError *err);
+
 /* ---- metadata ------------------------------------------------------------ */
 const GgufKV *gguf_find_kv(const GgufFile *g, const char *key);   /* NULL if absent */
 

@@ -238,14 +238,6 @@ static TokenizerKind guess_format(const char *path, PosencError *err, int *faile
     return c == '{' ? TOKENIZER_GPT2 : first == 0x0A ? TOKENIZER_SPM_BPE : TOKENIZER_LLAMA2C;
 }
 
-static int starts_with_gguf_magic(const char *path) {
-    char magic[4] = {0};
-    FILE *f = fopen(path, "rb");
-    size_t got = f ? fread(magic, 1, sizeof magic, f) : 0;
-    if (f) fclose(f);
-    return got == sizeof magic && memcmp(magic, "GGUF", sizeof magic) == 0;
-}
-
 /* A GGUF's vocabulary (a model, or a --vocab-only file) without its weights. */
 static int gguf_read(Tokenizer *t, const char *path, PosencError *err) {
     GgufFile g;
@@ -260,7 +252,9 @@ int tokenizer_load(Tokenizer *t, const char *path, int expected_vocab, PosencErr
     int failed;
     TokenizerKind kind = guess_format(path, err, &failed);
     if (failed) return -1;
-    int rc = starts_with_gguf_magic(path)  ? gguf_read(t, path, err)
+    int is_gguf = gguf_file_has_magic(path, err);
+    if (is_gguf < 0) return -1;
+    int rc = is_gguf                     ? gguf_read(t, path, err)
              : kind == TOKENIZER_GPT2    ? gpt2_read(t, path, err)
              : kind == TOKENIZER_LLAMA2C ? llama2c_read(t, path, err)
                                          : spm_read(t, path, err);
