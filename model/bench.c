@@ -41,16 +41,16 @@ int bench_parse_sizes(int *sizes, int *count, const char *list, PosencError *err
 #define BW_BYTES ((size_t)1 << 29)
 #define BW_PASSES 4
 
+#define BW_WORDS (BW_BYTES / sizeof(uint64_t))
+
 typedef struct {
-    uint64_t *buf; /* (BW_BYTES / 8) */
-    size_t n;
+    uint64_t *buf; /* (BW_WORDS) */
 } BandwidthProbe;
 
 static void bandwidth_probe_build(BandwidthProbe *p) {
-    p->n = BW_BYTES / sizeof(uint64_t);
     p->buf = mallocCheck(BW_BYTES);
     #pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < p->n; i++) p->buf[i] = i; /* pages touched by the thread that reads them */
+    for (size_t i = 0; i < BW_WORDS; i++) p->buf[i] = i; /* pages touched by the thread that reads them */
 }
 
 static void bandwidth_probe_free(BandwidthProbe *p) {
@@ -69,7 +69,7 @@ static double bandwidth_probe_measure(const BandwidthProbe *p) {
         uint64_t total = 0;
         /* an integer sum vectorizes (it reassociates exactly), so loads bound it */
         #pragma omp parallel for schedule(static) reduction(+ : total)
-        for (size_t i = 0; i < p->n; i++) total += p->buf[i];
+        for (size_t i = 0; i < BW_WORDS; i++) total += p->buf[i];
         double gbs = (double)BW_BYTES / (time_now_s() - t0) / 1e9;
         sink += total;
         if (gbs > best) best = gbs;

@@ -1,10 +1,10 @@
 #include "model/perplexity.h"
 
 #include <math.h>
-
-#include "model/kernels.h"
 #include <stdlib.h>
 #include <string.h>
+
+#include "model/kernels.h"
 
 double ppl_token_nll(const float *logits, int vocab, int target) {
     float max;

@@ -1,5 +1,6 @@
 #include "tests/common.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -147,6 +148,18 @@ const char *tests_convert(const char *models_dir, const char *input, const char 
         return NULL;
     }
     return out;
+}
+
+double tests_json_number(const char *json, const char *key) {
+    char pat[128];
+    snprintf(pat, sizeof pat, "\"%s\"", key);
+    const char *at = strstr(json, pat);
+    if (!at) return NAN;
+    at = strchr(at + strlen(pat), ':');
+    if (!at) return NAN;
+    char *end;
+    double v = strtod(at + 1, &end);
+    return end == at + 1 ? NAN : v;
 }
 
 const char *tests_text_path(const char *models_dir, const char *name) {

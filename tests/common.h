@@ -43,6 +43,10 @@ const char *tests_text_path(const char *models_dir, const char *name);
 
 /* Whole file into a NUL-terminated malloc'd buffer, or NULL. */
 char *tests_read_file(const char *path, size_t *len);
+
+/* The number after "key": in a flat JSON text; NAN if the key is absent or
+ * not followed by a number. */
+double tests_json_number(const char *json, const char *key);
 /* The real models the cache suites run on, one per architecture family and
  * positional scheme: stories260K (llama, RoPE native) and the five PE-zoo
  * models (gpt2; sinusoidal, learned, rope, alibi, none), converted to GGUF. */

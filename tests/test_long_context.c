@@ -34,17 +34,6 @@ typedef struct {
 static ZooModel zoo[N_SCHEMES];
 static int *val_ids, n_val, ready;
 
-static double json_number(const char *json, const char *key) {
-    char pat[128];
-    snprintf(pat, sizeof pat, "\"%s\"", key);
-    const char *at = strstr(json, pat);
-    if (!at) return NAN;
-    at = strchr(at + strlen(pat), ':');
-    char *end;
-    double v = strtod(at + 1, &end);
-    return end == at + 1 ? NAN : v;
-}
-
 static void setup(void) {
     const char *dir = tests_models_dir("long-context tests on the PE zoo");
     if (!dir) return;
@@ -61,7 +50,7 @@ static void setup(void) {
         for (int w = 0; w < N_WINDOWS; w++) {
             char key[32];
             snprintf(key, sizeof key, "val_nll_window%d", WINDOWS[w]);
-            zoo[s].ref_nll[w] = json_number(json, key);
+            zoo[s].ref_nll[w] = tests_json_number(json, key);
         }
         free(json);
     }
