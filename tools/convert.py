@@ -5,6 +5,8 @@
     convert.py --vocab-only TOKENIZER OUTPUT.gguf
 
 INPUT is either
+  * a GGUF file: its metadata and tensors are copied, and 2-D matrices are
+    stored in --dtype (e.g. f32 -> q8_0); F32, F16, BF16 and Q8_0 inputs;
   * a llama2.c legacy checkpoint (.bin: 7 x int32 header, float32 weights),
     with its tokenizer (--tokenizer, or tokenizer.bin next to it);
   * a Hugging Face directory: config.json + model.safetensors (or shards
@@ -135,10 +137,20 @@ class Output:
         if self.fallbacks:
             note("%d matrices have rows that are not a multiple of 32 and are stored as f16 "
                  "instead of q8_0 (e.g. %s)" % (len(self.fallbacks), self.fallbacks[0]))
+        parent = os.path.dirname(path)
+        if parent:
+            try:
+                os.makedirs(parent, exist_ok=True)
+            except OSError as e:
+                fail("%s: cannot create the output directory: %s" % (path, e.strerror))
+        # Written beside the output and renamed, so a failed run leaves no
+        # half-written file; errors name the output the user gave.
         tmp = path + ".tmp"
         try:
             self.w.write(tmp)
             os.replace(tmp, path)
+        except OSError as e:
+            fail("%s: cannot write: %s" % (path, e.strerror))
         finally:
             if os.path.exists(tmp):
                 os.remove(tmp)
@@ -395,10 +407,11 @@ def convert_llama2c(path, out, tokenizer):
     shared = vocab > 0
     vocab = abs(vocab)
     if min(dim, hidden, n_layers, n_heads, n_kv, vocab, seq_len) <= 0:
-        fail("%s: not a llama2.c checkpoint (header %r)" % (path, (dim, hidden, n_layers,
-                                                                   n_heads, n_kv, vocab, seq_len)))
+        fail("%s: not a GGUF file, a llama2.c checkpoint (its header would be 7 positive "
+             "int32) or a Hugging Face directory" % path)
     if dim % n_heads or n_heads % n_kv or (dim // n_heads) % 2:
-        fail("%s: inconsistent header: dim %d, %d heads, %d kv heads" % (path, dim, n_heads, n_kv))
+        fail("%s: not a llama2.c checkpoint (inconsistent header: dim %d, %d heads, %d kv "
+             "heads), nor a GGUF file or a Hugging Face directory" % (path, dim, n_heads, n_kv))
     hd = dim // n_heads
     kv_dim = n_kv * hd
     L = n_layers
@@ -834,6 +847,37 @@ def convert_hf_gpt2(model_dir, config, out):
     plan.finish()
 
 
+# ---- GGUF -> GGUF (retyping) -----------------------------------------------------------
+
+# Written again by Output.general() for the new tensor types.
+_REWRITTEN_KEYS = ("general.file_type", "general.alignment")
+
+
+def is_gguf(path):
+    with open(path, "rb") as f:
+        return f.read(4) == gguf.GGUF_MAGIC
+
+
+def convert_gguf(path, out):
+    """Copies every key and tensor; matrices take --dtype, vectors stay as
+    Output.tensor() stores them (f32)."""
+    r = gguf.Reader(path)
+    arch = r.kv.get("general.architecture", (None, None))[1]
+    if not isinstance(arch, bytes):
+        fail("%s: GGUF file without general.architecture" % path)
+    name = r.kv.get("general.name", (gguf.STRING, os.path.basename(path).encode()))[1]
+    out.general(arch.decode("utf-8", "replace"), name.decode("utf-8", "replace"))
+    for key, (vtype, value) in r.kv.items():
+        if key in _REWRITTEN_KEYS or key in ("general.architecture", "general.name"):
+            continue
+        if vtype == gguf.ARRAY:
+            out.w.add_array(key, value[0], value[1])
+        else:
+            out.w.add(key, vtype, value)
+    for tname, t in r.tensors.items():
+        out.tensor(tname, tuple(reversed(t["ne"])), lambda n=tname: r.floats(n))
+
+
 def convert_hf(model_dir, out, tokenizer):
     cfg_path = os.path.join(model_dir, "config.json")
     if not os.path.isfile(cfg_path):
@@ -863,8 +907,8 @@ class _Parser(argparse.ArgumentParser):
 
 def main(argv):
     ap = _Parser(prog="convert.py", description=__doc__.split("\n\n")[0])
-    ap.add_argument("input", help="llama2.c .bin, a Hugging Face model directory, or with "
-                    "--vocab-only a tokenizer")
+    ap.add_argument("input", help="a GGUF file (retyped to --dtype), a llama2.c .bin, a "
+                    "Hugging Face model directory, or with --vocab-only a tokenizer")
     ap.add_argument("output", help="GGUF file to write")
     ap.add_argument("--tokenizer", help="SentencePiece .model or llama2.c tokenizer.bin "
                     "(llama models)")
@@ -885,6 +929,12 @@ def main(argv):
         convert_vocab_only(args.input, out)
     elif os.path.isdir(args.input):
         convert_hf(args.input, out, args.tokenizer)
+    elif os.path.isfile(args.input) and is_gguf(args.input):
+        if args.tokenizer is not None:
+            fail("--tokenizer is not used with a GGUF input (its vocabulary is copied)")
+        if os.path.abspath(args.input) == os.path.abspath(args.output):
+            fail("%s: input and output are the same file" % args.output)
+        convert_gguf(args.input, out)
     elif os.path.isfile(args.input):
         convert_llama2c(args.input, out, args.tokenizer)
     else:
