@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -48,6 +49,8 @@ typedef struct {
     const char *pp_list, *tg_list;
     int reps;
     const char *csv_path, *svg_path;
+    const char *given[64];      /* every flag on the command line, for check_flags_apply */
+    int n_given;
 } Options;
 
 static void usage(FILE *f) {
@@ -63,6 +66,8 @@ static void usage(FILE *f) {
         "                       vocab.json+merges.txt directory (default: the GGUF's own\n"
         "                       vocabulary, or tokenizer.bin beside a .bin model)\n"
         "  -i TEXT              prompt (default: empty)\n"
+        "  -f FILE              generate: read the prompt from FILE (one trailing newline\n"
+        "                       dropped); ppl: the text to score; tokenize: text to encode\n"
         "  -n N                 total tokens including the prompt (default 256; 0 = context)\n"
         "  -t F                 temperature (default 1.0; 0 = greedy)\n"
         "  -p F                 top-p (default 0.9; 0 or 1 disables)\n"
@@ -86,15 +91,15 @@ static void usage(FILE *f) {
         "  --shift-no-rerotate  demonstrate the classic bug: shift without fixing keys\n"
         "  --trace-positions    print query and cache positions for every step (stderr)\n"
         "ppl:\n"
-        "  -f FILE              text to score\n"
-        "  --chunks N           score at most N windows\n"
+        "  --chunks N           score at most N windows (default: all)\n"
         "  --stride S           sliding windows advancing by S\n"
         "  --stream             one cache with context shifts instead of windows\n"
+        "                       (--keep, --no-shift, --shift-no-rerotate apply here)\n"
         "  --bos                prepend BOS to the text\n"
         "  --json               one JSON object per variant\n"
         "  --csv PATH           mean NLL by position within the window\n"
         "  --svg PATH           NLL-vs-position chart of all variants\n"
-        "bench:\n"
+        "bench (--pe and the positional flags choose the scheme it runs with):\n"
         "  --pp LIST            prefill sizes, e.g. 128,512 (default 512)\n"
         "  --tg LIST            decode lengths, e.g. 128 (default 128)\n"
         "  -r R                 repetitions (default 5)\n"
@@ -102,6 +107,8 @@ static void usage(FILE *f) {
         "tokenize / inspect:\n"
         "  --pieces             tokenize: print pieces instead of ids\n"
         "  --json               inspect: one JSON object\n"
+        "inspect shows the configuration after --pe, --rope-*, --alibi-max-bias.\n"
+        "A flag the mode does not use is an error.\n"
         "  -h, --help           this text\n");
 }
 
@@ -181,6 +188,63 @@ static int parse_value(Options *o, const char *f, const char *v) {
     return 1;
 }
 
+/* Which modes use each flag: a flag given to a mode that does not use it is
+ * an error, never silently ignored. */
+enum { M_GENERATE = 1, M_PPL = 2, M_BENCH = 4, M_TOKENIZE = 8, M_INSPECT = 16 };
+#define M_RUNS (M_GENERATE | M_PPL | M_BENCH) /* modes that run the forward pass */
+#define M_SCHEME (M_RUNS | M_INSPECT)        /* modes that build a positional scheme */
+static const struct {
+    const char *flag;
+    int modes;
+} flag_modes[] = {
+    {"-m", ~0}, {"-z", M_GENERATE | M_PPL | M_TOKENIZE}, {"-i", M_GENERATE | M_TOKENIZE},
+    {"-f", M_GENERATE | M_PPL | M_TOKENIZE}, {"-n", M_GENERATE}, {"-t", M_GENERATE},
+    {"-p", M_GENERATE}, {"-k", M_GENERATE}, {"-s", M_GENERATE}, {"--threads", M_RUNS},
+    {"--kv-type", M_RUNS}, {"--pe", M_SCHEME}, {"--rope-theta", M_SCHEME},
+    {"--rope-scaling", M_SCHEME}, {"--rope-factor", M_SCHEME}, {"--rope-orig-ctx", M_SCHEME},
+    {"--alibi-max-bias", M_SCHEME}, {"--pe-overflow", M_SCHEME}, {"--ctx", M_GENERATE | M_PPL},
+    {"--pos-offset", M_GENERATE | M_PPL}, {"--keep", M_GENERATE | M_PPL},
+    {"--no-shift", M_GENERATE | M_PPL}, {"--shift-no-rerotate", M_GENERATE | M_PPL},
+    {"--trace-positions", M_GENERATE}, {"--chunks", M_PPL}, {"--stride", M_PPL},
+    {"--stream", M_PPL}, {"--bos", M_PPL}, {"--json", M_PPL | M_BENCH | M_INSPECT},
+    {"--csv", M_PPL}, {"--svg", M_PPL}, {"--pp", M_BENCH}, {"--tg", M_BENCH}, {"-r", M_BENCH},
+    {"--pieces", M_TOKENIZE},
+};
+static const char *const mode_names[] = {"generate", "ppl", "bench", "tokenize", "inspect"};
+
+static int mode_bit(const char *mode) {
+    for (size_t m = 0; m < sizeof mode_names / sizeof *mode_names; m++)
+        if (!strcmp(mode, mode_names[m])) return 1 << m;
+    die("-m: unknown mode '%s' (generate|ppl|bench|tokenize|inspect)", mode);
+}
+
+static int given(const Options *o, const char *flag) {
+    for (int i = 0; i < o->n_given; i++)
+        if (!strcmp(o->given[i], flag)) return 1;
+    return 0;
+}
+
+static void check_flags_apply(const Options *o) {
+    int mode = mode_bit(o->mode);
+    for (int i = 0; i < o->n_given; i++) {
+        size_t f = 0;
+        while (strcmp(flag_modes[f].flag, o->given[i])) f++; /* every parsed flag is listed */
+        if (!(flag_modes[f].modes & mode)) die("%s is not used by -m %s", o->given[i], o->mode);
+    }
+    if (mode == M_PPL) {
+        const char *window_only[] = {"--chunks", "--stride"};
+        const char *stream_only[] = {"--keep", "--no-shift", "--shift-no-rerotate"};
+        for (int i = 0; i < 2; i++)
+            if (o->stream && given(o, window_only[i]))
+                die("%s is not used by -m ppl --stream (it scores the whole text through one "
+                    "cache)", window_only[i]);
+        for (int i = 0; i < 3; i++)
+            if (!o->stream && given(o, stream_only[i]))
+                die("%s applies to context shifts: use it with -m ppl --stream", stream_only[i]);
+    }
+    if (given(o, "-i") && given(o, "-f")) die("-i and -f both give the input text: use one");
+}
+
 static Options parse_args(int argc, char **argv) {
     Options o = {0};
     o.mode = "generate";
@@ -196,19 +260,22 @@ static Options parse_args(int argc, char **argv) {
             exit(EXIT_SUCCESS);
         }
         if (f[0] != '-') die("unexpected argument '%s' (the model path goes first)", f);
-        if (parse_switch(&o, f)) continue;
+        if (given(&o, f)) die("%s is given twice", f);
+        if (o.n_given == (int)(sizeof o.given / sizeof *o.given)) die("too many flags");
+        if (parse_switch(&o, f)) {
+            o.given[o.n_given++] = f;
+            continue;
+        }
         if (i + 1 >= argc) {
             Options probe = o;
             if (parse_value(&probe, f, "0")) die("flag %s needs a value", f);
             die("unknown flag '%s' (see %s -h)", f, argv[0]);
         }
         if (!parse_value(&o, f, argv[i + 1])) die("unknown flag '%s' (see %s -h)", f, argv[0]);
+        o.given[o.n_given++] = f;
         i++;
     }
-    const char *modes[] = {"generate", "ppl", "bench", "tokenize", "inspect"};
-    int known = 0;
-    for (size_t m = 0; m < sizeof modes / sizeof *modes; m++) known |= !strcmp(o.mode, modes[m]);
-    if (!known) die("-m: unknown mode '%s' (generate|ppl|bench|tokenize|inspect)", o.mode);
+    check_flags_apply(&o);
     if (o.kv_type && strcmp(o.kv_type, "f32") && strcmp(o.kv_type, "f16"))
         die("--kv-type: unknown type '%s' (f32|f16)", o.kv_type);
     if (o.no_shift && o.shift_no_rerotate) die("--no-shift and --shift-no-rerotate exclude each other");
@@ -275,23 +342,47 @@ static int split_variants(const Options *o, char *buf, size_t n, const char **ou
     return count;
 }
 
-/* Positions past what the scheme was trained on: a warning where the scheme
- * can extrapolate, an error where it cannot. */
-static void check_positions(const Model *m, const PeParams *p, int last_pos) {
+/* The name a variant goes by in output: as the user spelled it, else the
+ * checkpoint's scheme. */
+static const char *variant_label(const char *spec, const PeParams *p) {
+    return spec ? spec : pe_kind_name(p->kind);
+}
+
+/* A scheme the model cannot carry (e.g. `learned` without a position table)
+ * is refused before any work. */
+static void check_scheme(const Model *m, const PeParams *p, const char *label) {
+    PosencError err;
+    if (context_check_scheme(m, p, &err)) die("--pe %s: %s", label, err.msg);
+}
+
+/* Positions past what the variant covers: a warning where the scheme can
+ * extrapolate, an error where it cannot.  Scaled RoPE covers factor times
+ * the trained context. */
+static void check_positions(const Model *m, const PeParams *p, const char *label, int last_pos) {
     if (p->kind == PE_LEARNED) {
         int table = m->weights.n_positions;
-        if (table == 0) return; /* no table at all: context_build refuses with the reason */
         if (last_pos >= table && p->learned_overflow == PE_OVERFLOW_ERROR)
-            die("--pe learned: position %d is past the table of %d positions "
-                "(lower --ctx/--pos-offset, or --pe-overflow clamp)", last_pos, table);
+            die("--pe %s: position %d is past the table of %d positions "
+                "(lower --ctx/--pos-offset, or --pe-overflow clamp)", label, last_pos, table);
         if (last_pos >= table)
-            fprintf(stderr, "warning: positions past %d reuse the last learned position "
-                            "(--pe-overflow clamp)\n", table - 1);
+            fprintf(stderr, "warning: %s: positions past %d reuse the last learned position "
+                            "(--pe-overflow clamp)\n", label, table - 1);
         return;
     }
-    if (last_pos >= m->config.seq_len)
-        fprintf(stderr, "warning: positions up to %d exceed the trained context %d; %s "
-                        "extrapolates\n", last_pos, m->config.seq_len, pe_kind_name(p->kind));
+    int trained = m->config.seq_len;
+    if (p->kind == PE_ROPE && p->rope_scaling != PE_ROPE_SCALING_NONE) {
+        int orig = p->rope_orig_ctx > 0 ? p->rope_orig_ctx : trained;
+        double covered = (double)p->rope_factor * orig;
+        if (last_pos >= covered)
+            fprintf(stderr, "warning: %s: positions up to %d exceed the scaled range %g x %d = %.0f; "
+                            "it extrapolates\n", label, last_pos, (double)p->rope_factor, orig,
+                    covered);
+    } else if (last_pos >= trained) {
+        fprintf(stderr, "warning: %s: positions up to %d exceed the trained context %d; %s\n",
+                label, last_pos, trained,
+                p->kind == PE_NONE ? "the model never saw sequences this long"
+                                   : "the scheme extrapolates");
+    }
 }
 
 static TensorType kv_type(const Options *o) {
@@ -344,6 +435,7 @@ static void load_model_and_tokenizer(const Options *o, Model *model, Tokenizer *
     load_tokenizer(o, model, tok);
 }
 
+/* The whole file, NUL-terminated (len excludes the NUL). */
 static char *read_text_file(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f) die("-f: cannot open '%s': %s", path, strerror(errno));
@@ -360,8 +452,20 @@ static char *read_text_file(const char *path, size_t *len) {
     }
     if (ferror(f)) die("-f: error reading '%s'", path);
     fclose(f);
+    buf[n] = '\0'; /* the loop grows the buffer whenever it is full, so n < cap */
     *len = n;
     return buf;
+}
+
+/* generate -f: the prompt is the file's text, as llama.cpp's -f; one
+ * trailing newline (an editor's) is dropped. */
+static char *read_prompt_file(const char *path) {
+    size_t len;
+    char *text = read_text_file(path, &len);
+    if (len > 0 && text[len - 1] == '\n') len--;
+    if (memchr(text, '\0', len)) die("-f: '%s' contains a NUL byte; a prompt is text", path);
+    text[len] = '\0';
+    return text;
 }
 
 /* Tokenizing needs no weights: -z, else the model file's own vocabulary
@@ -396,7 +500,13 @@ static int run_tokenize(const Options *o) {
 static int run_bench(const Options *o) {
     Model model;
     load_model(o, &model);
-    BenchOptions b = bench_options_default();
+    BenchOptions b = bench_options_default(&model);
+    char buf[1024];
+    const char *spec[MAX_VARIANTS];
+    split_variants(o, buf, sizeof buf, spec);
+    b.pe = variant_params(&model, o, spec[0]);
+    if (spec[0]) b.pe_label = spec[0];
+    check_scheme(&model, &b.pe, b.pe_label);
     PosencError err;
     if (o->pp_list && bench_parse_sizes(b.pp, &b.n_pp, o->pp_list, &err)) die("--pp: %s", err.msg);
     if (o->tg_list && bench_parse_sizes(b.tg, &b.n_tg, o->tg_list, &err)) die("--tg: %s", err.msg);
@@ -427,31 +537,59 @@ static ContextShiftMode shift_mode(const Options *o) {
     return CONTEXT_SHIFT_ON;
 }
 
+/* Both streams reach the same file or terminal (e.g. `2>&1`, or a shell
+ * on a tty). */
+static int same_destination(FILE *a, FILE *b) {
+    struct stat sa, sb;
+    return fstat(fileno(a), &sa) == 0 && fstat(fileno(b), &sb) == 0 && sa.st_dev == sb.st_dev &&
+           sa.st_ino == sb.st_ino;
+}
+
+/* Rates in tok/s beside the token counts they come from: a 5-token prompt's
+ * rate is mostly fixed cost, and says so by its count. */
+static void print_generate_summary(const GenerateStats *st, double load_s) {
+    fprintf(stderr, "load %.0f ms; prompt %d tokens in %.1f ms (%.0f tok/s); first token after "
+                    "%.1f ms; %d tokens generated in %.1f ms (%.1f tok/s)\n",
+            1e3 * load_s, st->n_prompt, 1e3 * st->prefill_s, st->n_prompt / st->prefill_s,
+            1e3 * st->first_token_s, st->n_generated, 1e3 * st->decode_s,
+            st->n_generated / st->decode_s);
+}
+
 static int run_generate(const Options *o) {
     Model model;
     Tokenizer tok;
+    double t_load = time_now_s();
     load_model_and_tokenizer(o, &model, &tok);
+    double load_s = time_now_s() - t_load;
     char buf[1024];
     const char *spec[MAX_VARIANTS];
     split_variants(o, buf, sizeof buf, spec);
     PeParams pe = variant_params(&model, o, spec[0]);
+    const char *label = variant_label(spec[0], &pe);
+    check_scheme(&model, &pe, label);
     int n_ctx = o->ctx ? o->ctx : model.config.seq_len;
     if (o->keep >= n_ctx) die("--keep %d must be smaller than the context (%d)", o->keep, n_ctx);
     ContextShiftMode shift = shift_mode(o);
     int span = o->steps > 0 && o->steps < n_ctx ? o->steps : n_ctx;
-    check_positions(&model, &pe, o->pos_offset + span - 1);
+    check_positions(&model, &pe, label, o->pos_offset + span - 1);
+    char *prompt_file = o->text_file ? read_prompt_file(o->text_file) : NULL;
     Context ctx;
     build_context(&ctx, &model, &pe, n_ctx, o);
     Sampler sampler;
     unsigned long long seed = o->seed ? o->seed : (unsigned long long)time(NULL);
     sampler_build(&sampler, model.config.vocab_size, o->temperature, o->topp, o->topk, seed);
 
-    GenerateOptions g = {.prompt = o->prompt, .steps = o->steps, .pos_offset = o->pos_offset,
-                         .keep = o->keep, .shift = shift, .trace = o->trace, .verbose_stats = 1};
+    GenerateOptions g = {.prompt = prompt_file ? prompt_file : o->prompt, .steps = o->steps,
+                         .pos_offset = o->pos_offset, .keep = o->keep, .shift = shift,
+                         .trace = o->trace ? stderr : NULL,
+                         .trace_shares_out = same_destination(stdout, stderr)};
     PosencError err;
-    int rc = generate_text(&ctx, &tok, &sampler, &g, stdout, &err);
+    GenerateStats st;
+    int rc = generate_text(&ctx, &tok, &sampler, &g, stdout, &st, &err);
     if (rc) fprintf(stderr, "error: %s\n", err.msg);
+    else if (st.n_generated > 0) print_generate_summary(&st, load_s);
 
+    free(prompt_file);
     sampler_free(&sampler);
     context_free(&ctx);
     tokenizer_free(&tok);
@@ -516,6 +654,18 @@ static int run_ppl(const Options *o) {
     Model model;
     Tokenizer tok;
     load_model_and_tokenizer(o, &model, &tok);
+    char buf[1024];
+    const char *specs[MAX_VARIANTS];
+    int n_var = split_variants(o, buf, sizeof buf, specs);
+    int C = o->ctx ? o->ctx : model.config.seq_len;
+    const char *labels[MAX_VARIANTS];
+    PeParams params[MAX_VARIANTS];
+    for (int v = 0; v < n_var; v++) { /* every variant is checked before any work */
+        params[v] = variant_params(&model, o, specs[v]);
+        labels[v] = variant_label(specs[v], &params[v]);
+        check_scheme(&model, &params[v], labels[v]);
+        check_positions(&model, &params[v], labels[v], o->pos_offset + C - 1);
+    }
     size_t len;
     char *text = read_text_file(o->text_file, &len);
     int *ids = NULL, n_ids = 0;
@@ -523,22 +673,11 @@ static int run_ppl(const Options *o) {
     if (tokenizer_encode_alloc(&tok, text, len, o->bos, 0, &ids, &n_ids, &err)) die("%s", err.msg);
     free(text);
 
-    char buf[1024];
-    const char *specs[MAX_VARIANTS];
-    int n_var = split_variants(o, buf, sizeof buf, specs);
-    int C = o->ctx ? o->ctx : model.config.seq_len;
     PplOptions popt = {.window = C, .stride = o->stride, .max_chunks = o->chunks,
                        .stream = o->stream, .keep = o->keep, .shift = shift_mode(o),
                        .pos_offset = o->pos_offset};
     if (o->stride > C) die("--stride %d must be in 1..%d (the window, --ctx)", o->stride, C);
     PplResult res[MAX_VARIANTS];
-    const char *labels[MAX_VARIANTS];
-    PeParams params[MAX_VARIANTS];
-    for (int v = 0; v < n_var; v++) { /* every variant is checked before any work */
-        params[v] = variant_params(&model, o, specs[v]);
-        labels[v] = specs[v] ? specs[v] : pe_kind_name(params[v].kind);
-        check_positions(&model, &params[v], o->pos_offset + C - 1);
-    }
     if (!o->json)
         printf("# %s on %s: %d tokens, %s of %d%s\n%-22s %6s %9s %9s %10s %8s %9s\n",
                o->model_path, o->text_file, n_ids, o->stream ? "stream through a cache" : "windows",

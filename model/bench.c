@@ -9,8 +9,10 @@
 #include "model/context.h"
 #include "model/kernels.h"
 
-BenchOptions bench_options_default(void) {
+BenchOptions bench_options_default(const Model *m) {
     BenchOptions o = {0};
+    o.pe = m->pe;
+    o.pe_label = pe_kind_name(m->pe.kind);
     o.pp[o.n_pp++] = 512;
     o.tg[o.n_tg++] = 128;
     o.reps = 5;
@@ -146,7 +148,7 @@ static int run_test(const Model *m, const BenchOptions *o, int n_prompt, int n_g
         tokens[i] = (int)(s % (uint64_t)c->vocab_size);
     }
     Context ctx;
-    if (context_build_kv(&ctx, m, &m->pe, n, n_prompt > 0 ? n_prompt : 1, o->kv_type, err) ||
+    if (context_build_kv(&ctx, m, &o->pe, n, n_prompt > 0 ? n_prompt : 1, o->kv_type, err) ||
         context_check_chunk(&ctx, tokens, n_prompt > 0 ? n_prompt : 1, 0, err) ||
         (n_gen > 0 && context_check_chunk(&ctx, tokens, 1, n_gen - 1, err))) {
         free(tokens);
@@ -203,9 +205,10 @@ int bench_run(const Model *m, const BenchOptions *o, FILE *out, PosencError *err
     if (o->n_tg > 0) bandwidth_probe_build(&probe);
     const char *kv = o->kv_type == TENSOR_F16 ? "f16" : "f32";
     if (!o->json) {
-        fprintf(out, "# %s: %s, %.1f MB, %.1f M params, weights %s, KV cache %s, %d threads, "
-                     "kernels %s\n", model_name(m), model_arch_name(m->config.arch), size / 1e6,
-                params / 1e6, weight_type(m), kv, threads, kernels_path_name());
+        fprintf(out, "# %s: %s, %.1f MB, %.1f M params, weights %s, positions %s, KV cache %s, "
+                     "%d threads, kernels %s\n", model_name(m), model_arch_name(m->config.arch),
+                size / 1e6, params / 1e6, weight_type(m), o->pe_label, kv, threads,
+                kernels_path_name());
         fprintf(out, "| %-8s | %18s | %10s | %9s | %7s |\n", "test", "tok/s", "MB/token", "read GB/s",
                 "of bw");
         fprintf(out, "| %-8s | %18s | %10s | %9s | %7s |\n", "--------", "-----------------:",
@@ -218,12 +221,13 @@ int bench_run(const Model *m, const BenchOptions *o, FILE *out, PosencError *err
         if ((failed = run_test(m, o, pp, tg, &probe, &r, err))) break;
         if (o->json) {
             fprintf(out, "{\"model\": \"%s\", \"arch\": \"%s\", \"size_bytes\": %.0f, \"params\": %.0f, "
-                         "\"weight_type\": \"%s\", \"kv_type\": \"%s\", \"kernels\": \"%s\", "
+                         "\"weight_type\": \"%s\", \"pe\": \"%s\", \"kv_type\": \"%s\", "
+                         "\"kernels\": \"%s\", "
                          "\"threads\": %d, \"test\": \"%s\", \"n_prompt\": %d, \"n_gen\": %d, "
                          "\"reps\": %d, \"tok_s\": %.3f, \"tok_s_sd\": %.3f, "
                          "\"bytes_per_token\": %.0f, \"read_bw_gbs\": %.2f, \"bw_fraction\": %.4f}\n",
-                    model_name(m), model_arch_name(m->config.arch), size, params, weight_type(m), kv,
-                    kernels_path_name(), threads, r.name, r.n_prompt, r.n_gen, o->reps, r.mean, r.sd,
+                    model_name(m), model_arch_name(m->config.arch), size, params, weight_type(m),
+                    o->pe_label, kv, kernels_path_name(), threads, r.name, r.n_prompt, r.n_gen, o->reps, r.mean, r.sd,
                     r.bytes_per_token, r.bw_gbs, r.bw_fraction);
         } else {
             char ts[32], bw[16] = "", frac[16] = "";

@@ -20,11 +20,14 @@ typedef struct {
     int reps;                      /* measured repetitions (>= 1) */
     int threads;                   /* OpenMP threads; 0 = as set */
     TensorType kv_type;            /* TENSOR_F32 or TENSOR_F16 */
+    PeParams pe;                   /* the scheme the tests run with */
+    const char *pe_label;          /* its name as the user gave it, for the header */
     int json;                      /* one JSON object per line and test instead of a table */
 } BenchOptions;
 
-/* Defaults: pp512, tg128, 5 repetitions, f32 cache, table. */
-BenchOptions bench_options_default(void);
+/* Defaults: pp512, tg128, 5 repetitions, f32 cache, table, the model's
+ * own scheme. */
+BenchOptions bench_options_default(const Model *m);
 
 /* Replaces the sizes with a comma list ("128,512"), or none for "0"; 0 or -1 + err. */
 int bench_parse_sizes(int *sizes, int *count, const char *list, PosencError *err);

@@ -44,6 +44,20 @@ static int forward_state_build(ForwardState *s, const ModelConfig *c, int n_ctx,
     return 0;
 }
 
+static int build_scheme(PositionalEncoding *pe, const Model *m, const PeParams *params,
+                        PosencError *err) {
+    const ModelConfig *c = &m->config;
+    return pe_build(pe, params, c->dim, c->n_heads, model_head_size(c), c->seq_len,
+                    m->weights.position_embd, m->weights.n_positions, err);
+}
+
+int context_check_scheme(const Model *m, const PeParams *params, PosencError *err) {
+    PositionalEncoding pe;
+    if (build_scheme(&pe, m, params, err)) return -1;
+    pe_free(&pe);
+    return 0;
+}
+
 int context_build(Context *ctx, const Model *m, const PeParams *pe, int n_ctx, int max_tokens,
                   PosencError *err) {
     return context_build_kv(ctx, m, pe, n_ctx, max_tokens, TENSOR_F32, err);
@@ -56,9 +70,7 @@ int context_build_kv(Context *ctx, const Model *m, const PeParams *pe, int n_ctx
     if (n_ctx <= 0) return posenc_error(err, "--ctx must be positive (got %d)", n_ctx);
     if (max_tokens <= 0 || max_tokens > n_ctx) max_tokens = n_ctx;
     ctx->model = m;
-    if (pe_build(&ctx->pe, pe, c->dim, c->n_heads, model_head_size(c), c->seq_len,
-                 m->weights.position_embd, m->weights.n_positions, err))
-        return -1;
+    if (build_scheme(&ctx->pe, m, pe, err)) return -1;
     if (kv_cache_build(&ctx->cache, c->n_layers, model_kv_dim(c), n_ctx, kv_type, err) ||
         forward_state_build(&ctx->state, c, n_ctx, max_tokens, kv_type == TENSOR_F16, err)) {
         context_free(ctx);

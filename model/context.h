@@ -40,6 +40,9 @@ int context_build(Context *ctx, const Model *m, const PeParams *pe, int n_ctx, i
 int context_build_kv(Context *ctx, const Model *m, const PeParams *pe, int n_ctx, int max_tokens,
                      TensorType kv_type, PosencError *err);
 void context_free(Context *ctx);
+/* Whether the scheme can be built on this model (e.g. `learned` needs a
+ * position table), without building a context: 0, or -1 with the reason. */
+int context_check_scheme(const Model *m, const PeParams *pe, PosencError *err);
 
 /* Runs tokens[0..n) at positions pos0, pos0+1, ... and appends them to the
  * cache.  Returns the logits: (n, vocab) when all_logits, else (1, vocab)

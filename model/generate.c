@@ -11,22 +11,68 @@ void write_piece(FILE *out, const char *piece, size_t len) {
     fwrite(piece, 1, len, out);
 }
 
-static void emit(FILE *out, const Tokenizer *tok, int prev, int token) {
+/* The text written so far ends mid-line: a trace line sharing the terminal
+ * must start on a line of its own. */
+typedef struct {
+    const GenerateOptions *opt;
+    int mid_line;
+} Output;
+
+static void emit(FILE *out, Output *o, const Tokenizer *tok, int prev, int token) {
     size_t len;
     const char *piece = tokenizer_decode(tok, prev, token, &len);
     write_piece(out, piece, len);
+    if (len) o->mid_line = piece[len - 1] != '\n';
     fflush(out);
 }
 
-static void trace_step(const Context *ctx, int pos_q) {
+/* Starts a trace line where it cannot run into the text. */
+static FILE *trace_begin(Output *o) {
+    FILE *t = o->opt->trace;
+    if (o->opt->trace_shares_out && o->mid_line) {
+        fputc('\n', t);
+        o->mid_line = 0;
+    }
+    return t;
+}
+
+/* Token text in quotes (BOS left out), control bytes escaped, long chunks
+ * elided. */
+static void trace_tokens(FILE *t, const Tokenizer *tok, const int *ids, int n) {
+    enum { MAX_SHOWN = 48 };
+    int shown = 0;
+    fputc('\'', t);
+    for (int i = 0; i < n && shown < MAX_SHOWN; i++) {
+        if (ids[i] == tok->bos_id) continue; /* shown by the count, not as text */
+        size_t len;
+        const char *piece = tokenizer_decode(tok, i ? ids[i - 1] : -1, ids[i], &len);
+        for (size_t j = 0; j < len && shown < MAX_SHOWN; j++, shown++) {
+            unsigned char c = (unsigned char)piece[j];
+            if (c == '\n') fputs("\\n", t);
+            else if (c == '\'' || c == '\\') fprintf(t, "\\%c", c);
+            else if (c < 0x20 || c == 0x7f) fprintf(t, "\\x%02x", c);
+            else fputc(c, t);
+        }
+    }
+    fputs(shown == MAX_SHOWN ? "'..." : "'", t);
+}
+
+/* Before a forward call: the chunk's positions and text, then the cache
+ * it attends to (which the chunk will join). */
+static void trace_chunk(Output *o, const Context *ctx, const Tokenizer *tok, const int *ids, int n,
+                        int pos0) {
+    FILE *t = trace_begin(o);
     char ranges[256];
     kv_cache_format_positions(&ctx->cache, ranges, sizeof ranges);
-    fprintf(stderr, "[pos] q=%d cache=%s (%d/%d cells)\n", pos_q, ranges, ctx->cache.n_used,
-            ctx->cache.n_ctx);
+    if (n == 1) fprintf(t, "[pos] q=%d ", pos0);
+    else fprintf(t, "[pos] q=%d-%d (%d tokens) ", pos0, pos0 + n - 1, n);
+    trace_tokens(t, tok, ids, n);
+    fprintf(t, " cache=%s (%d/%d cells)\n", ranges, ctx->cache.n_used, ctx->cache.n_ctx);
 }
 
 /* Makes room for one more token, or tells the caller to stop (returns 1). */
-static int make_room(Context *ctx, const GenerateOptions *opt, PosencError *err) {
+static int make_room(Context *ctx, Output *o, PosencError *err) {
+    const GenerateOptions *opt = o->opt;
     KVCache *kv = &ctx->cache;
     if (kv->n_used < kv->n_ctx) return 0;
     if (opt->shift == CONTEXT_SHIFT_OFF) return 1;
@@ -34,7 +80,7 @@ static int make_room(Context *ctx, const GenerateOptions *opt, PosencError *err)
     int first_pos = kv->pos[opt->keep], last_pos = kv->pos[opt->keep + discard - 1];
     if (context_shift(ctx, opt->keep, discard, opt->shift, err)) return -1;
     if (opt->trace)
-        fprintf(stderr, "[shift] kept %d, discarded positions %d-%d, moved %d cells by -%d (%s)\n",
+        fprintf(trace_begin(o), "[shift] kept %d, discarded positions %d-%d, moved %d cells by -%d (%s)\n",
                 opt->keep, first_pos, last_pos, kv->n_used - opt->keep, discard,
                 context_shift_action(ctx, opt->shift));
     return 0;
@@ -43,15 +89,16 @@ static int make_room(Context *ctx, const GenerateOptions *opt, PosencError *err)
 /* Samples `needed` tokens after the prefilled prompt (fewer if BOS comes);
  * every sampled token but the last is fed back. */
 static int decode_loop(Context *ctx, const Tokenizer *tok, Sampler *sampler, const float *logits,
-                       int token, int needed, const GenerateOptions *opt, FILE *out,
-                       int *n_decoded, PosencError *err) {
-    for (int made = 0;;) {
+                       int token, int needed, Output *o, FILE *out, GenerateStats *st,
+                       double t_start, PosencError *err) {
+    for (;;) {
         int next = sampler_sample(sampler, logits);
+        if (st->n_generated++ == 0) st->first_token_s = time_now_s() - t_start;
         if (next == tok->bos_id) return 0;
-        emit(out, tok, token, next);
+        emit(out, o, tok, token, next);
         token = next;
-        if (++made >= needed) return 0;
-        int room = make_room(ctx, opt, err);
+        if (st->n_generated >= needed) return 0;
+        int room = make_room(ctx, o, err);
         if (room < 0) return -1;
         if (room > 0) {
             fprintf(stderr, "note: context full (%d tokens); stopping (--no-shift)\n",
@@ -60,14 +107,16 @@ static int decode_loop(Context *ctx, const Tokenizer *tok, Sampler *sampler, con
         }
         int pos = ctx->cache.pos[ctx->cache.n_used - 1] + 1;
         if (context_check_chunk(ctx, &token, 1, pos, err)) return -1;
-        if (opt->trace) trace_step(ctx, pos);
+        if (o->opt->trace) trace_chunk(o, ctx, tok, &token, 1, pos);
         logits = context_forward(ctx, &token, 1, pos, 0);
-        (*n_decoded)++;
     }
 }
 
 int generate_text(Context *ctx, const Tokenizer *tok, Sampler *sampler,
-                  const GenerateOptions *opt, FILE *out, PosencError *err) {
+                  const GenerateOptions *opt, FILE *out, GenerateStats *st, PosencError *err) {
+    double t_start = time_now_s();
+    memset(st, 0, sizeof *st);
+    Output o = {.opt = opt};
     const char *prompt = opt->prompt ? opt->prompt : "";
     size_t plen = strlen(prompt);
     int *ids = mallocCheck((plen + 3) * sizeof(int));
@@ -89,22 +138,21 @@ int generate_text(Context *ctx, const Tokenizer *tok, Sampler *sampler,
      * is not text (so with BOS this is llama2.c's count of positions). */
     int first = ids[0] == tok->bos_id, n_text = n_prompt - first;
     int echoed = n_text < steps ? n_text : steps;
-    for (int i = first; i < first + echoed; i++) emit(out, tok, i ? ids[i - 1] : -1, ids[i]);
-    int n_decoded = 0;
-    double t0 = time_now_s(), t1 = t0;
+    for (int i = first; i < first + echoed; i++) emit(out, &o, tok, i ? ids[i - 1] : -1, ids[i]);
     if (n_text < steps) {
-        if (opt->trace) trace_step(ctx, pos0 + n_prompt - 1);
+        if (opt->trace) trace_chunk(&o, ctx, tok, ids, n_prompt, pos0);
+        double t0 = time_now_s();
         const float *logits = context_forward(ctx, ids, n_prompt, pos0, 0);
-        t1 = time_now_s();
-        if (decode_loop(ctx, tok, sampler, logits, ids[n_prompt - 1], steps - n_text, opt, out,
-                        &n_decoded, err))
+        st->prefill_s = time_now_s() - t0;
+        st->n_prompt = n_prompt;
+        double t1 = time_now_s();
+        if (decode_loop(ctx, tok, sampler, logits, ids[n_prompt - 1], steps - n_text, &o, out, st,
+                        t_start, err))
             goto out;
+        st->decode_s = time_now_s() - t1;
     }
     fputc('\n', out);
     fflush(out);
-    if (opt->verbose_stats && n_decoded > 0)
-        fprintf(stderr, "prefill: %d tokens at %.1f tok/s; decode: %d tokens at %.1f tok/s\n",
-                n_prompt, n_prompt / (t1 - t0), n_decoded, n_decoded / (time_now_s() - t1));
     rc = 0;
 out:
     free(ids);

@@ -18,13 +18,25 @@ typedef struct {
     int pos_offset;     /* position of the first token */
     int keep;           /* cells a context shift never discards (attention sinks) */
     ContextShiftMode shift;
-    int trace;          /* one stderr line per step: query position, cache positions, shifts */
-    int verbose_stats;  /* print timing to stderr */
+    FILE *trace;        /* NULL, or one line per forward call (the chunk's positions
+                           and text, the cache's positions) and per context shift */
+    int trace_shares_out; /* trace and out reach the same file or terminal: a trace
+                             line first ends the text's line, so the two never mix */
 } GenerateOptions;
+
+/* Where the time went, for the summary line the caller prints. */
+typedef struct {
+    int n_prompt;            /* tokens prefilled (BOS included) */
+    int n_generated;         /* tokens sampled */
+    double prefill_s;        /* the prompt's forward pass */
+    double first_token_s;    /* from the start of generate_text to the first sampled
+                                token: tokenizing, prefill and one sample */
+    double decode_s;         /* every later token: sample, forward, shift */
+} GenerateStats;
 
 /* Writes the text to out.  Returns 0, or -1 with a one-line reason. */
 int generate_text(Context *ctx, const Tokenizer *tok, Sampler *sampler,
-                  const GenerateOptions *opt, FILE *out, PosencError *err);
+                  const GenerateOptions *opt, FILE *out, GenerateStats *stats, PosencError *err);
 
 /* Writes a decoded piece, skipping lone bytes that are neither printable
  * nor whitespace (stray control bytes from byte-fallback tokens). */

@@ -88,14 +88,14 @@ int pe_build(PositionalEncoding *pe, const PeParams *params, int dim, int n_head
     switch (params->kind) {
     case PE_LEARNED:
         if (!table || table_len <= 0)
-            return posenc_error(err, "--pe learned: this checkpoint has no position "
-                                     "embedding table (position_embd.weight)");
+            return posenc_error(err, "learned positions need a position embedding table "
+                                     "(position_embd.weight) and this checkpoint has none");
         pe->table = table;
         pe->table_len = table_len;
         return 0;
     case PE_ALIBI:
         if (!(params->alibi_max_bias > 0.0f))
-            return posenc_error(err, "--alibi-max-bias must be > 0 (got %g)",
+            return posenc_error(err, "the ALiBi max bias must be > 0 (got %g)",
                                 (double)params->alibi_max_bias);
         pe->slopes = mallocCheck((size_t)n_heads * sizeof(float));
         pe_alibi_slopes(pe->slopes, n_heads, params->alibi_max_bias);

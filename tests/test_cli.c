@@ -245,7 +245,8 @@ START_TEST(shift_and_trace) {
     ck_assert_int_eq(r.status, 0);
     ck_assert_msg(strstr(r.err, "[shift] kept 2, discarded positions 2-16, moved 15 cells by -15 "
                                 "(keys re-rotated)"), "%s", r.err);
-    ck_assert_ptr_nonnull(strstr(r.err, "[pos] q=17 cache=0-16 (17/32 cells)"));
+    const char *step = strstr(r.err, "[pos] q=17 '"); /* then the fed token's text */
+    ck_assert_msg(step && strstr(step, "' cache=0-16 (17/32 cells)\n"), "%s", r.err);
     tests_run_free(&r);
 
     const char *stop[] = {model_path, "-z", tok_path, "-t", "0", "-n", "80", "--ctx", "32", "--no-shift", NULL};
@@ -267,7 +268,8 @@ START_TEST(extrapolation_warns) {
     const char *args[] = {model_path, "-z", tok_path, "-t", "0", "-n", "20", "--pos-offset", "500", NULL};
     TestsRun r = tests_run_engine(args);
     ck_assert_int_eq(r.status, 0);
-    ck_assert_ptr_nonnull(strstr(r.err, "warning: positions up to 519 exceed the trained context 512; rope extrapolates"));
+    ck_assert_msg(strstr(r.err, "warning: rope: positions up to 519 exceed the trained context 512; "
+                                "the scheme extrapolates"), "%s", r.err);
     tests_run_free(&r);
 }
 END_TEST

@@ -105,7 +105,8 @@ START_TEST(greedy_text_matches_reference) {
     size_t len = 0;
     FILE *out = open_memstream(&text, &len);
     GenerateOptions g = {.prompt = ref->prompt, .steps = ref->steps};
-    ck_assert_msg(generate_text(&ctx, &tok, &sampler, &g, out, &err) == 0, "%s", err.msg);
+    GenerateStats stats;
+    ck_assert_msg(generate_text(&ctx, &tok, &sampler, &g, out, &stats, &err) == 0, "%s", err.msg);
     fclose(out);
     ck_assert_msg(strcmp(text, ref->text) == 0, "%s '%s': got\n%s\nwant\n%s", ref->pe, ref->prompt,
                   text, ref->text);
