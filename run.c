@@ -324,35 +324,55 @@ static PeParams variant_params(const Model *m, const Options *o, const char *spe
     return p;
 }
 
-/* Splits --pe into variants (a comma list only where the mode compares). */
-static int split_variants(const Options *o, char *buf, size_t n, const char **out) {
-    if (!o->pe_list) {
-        out[0] = NULL;
-        return 1;
-    }
-    snprintf(buf, n, "%s", o->pe_list);
-    int count = 0;
-    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        if (count == MAX_VARIANTS) die("--pe: at most %d variants", MAX_VARIANTS);
-        out[count++] = t;
-    }
-    if (count == 0) die("--pe: empty list");
-    if (count > 1 && strcmp(o->mode, "ppl") != 0)
-        die("--pe: a comma list compares variants and needs -m ppl");
-    return count;
-}
-
-/* The name a variant goes by in output: as the user spelled it, else the
- * checkpoint's scheme. */
-static const char *variant_label(const char *spec, const PeParams *p) {
-    return spec ? spec : pe_kind_name(p->kind);
-}
-
 /* A scheme the model cannot carry (e.g. `learned` without a position table)
  * is refused before any work. */
 static void check_scheme(const Model *m, const PeParams *p, const char *label) {
     PosencError err;
     if (context_check_scheme(m, p, &err)) die("--pe %s: %s", label, err.msg);
+}
+
+/* The schemes a mode runs: --pe split into variants (a comma list only where
+ * the mode compares), each on top of the checkpoint and the global flags,
+ * labelled as the user spelled it (else the checkpoint's scheme name), and
+ * each checked against the model.  A scheme parameter no variant uses is an
+ * error, not silently ignored. */
+typedef struct {
+    int n;
+    PeParams params[MAX_VARIANTS];
+    const char *labels[MAX_VARIANTS]; /* point into buf or at static names */
+    char buf[1024];
+} Variants;
+
+static void resolve_variants(const Options *o, const Model *m, Variants *v) {
+    const char *specs[MAX_VARIANTS] = {NULL};
+    v->n = 1;
+    if (o->pe_list) {
+        if (strlen(o->pe_list) >= sizeof v->buf) die("--pe: list too long");
+        snprintf(v->buf, sizeof v->buf, "%s", o->pe_list);
+        v->n = 0;
+        for (char *save = NULL, *t = strtok_r(v->buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+            if (v->n == MAX_VARIANTS) die("--pe: at most %d variants", MAX_VARIANTS);
+            specs[v->n++] = t;
+        }
+        if (v->n == 0) die("--pe: empty list");
+        if (v->n > 1 && strcmp(o->mode, "ppl") != 0)
+            die("--pe: a comma list compares variants and needs -m ppl");
+    }
+    unsigned kinds = 0;
+    for (int i = 0; i < v->n; i++) {
+        v->params[i] = variant_params(m, o, specs[i]);
+        v->labels[i] = specs[i] ? specs[i] : pe_kind_name(v->params[i].kind);
+        check_scheme(m, &v->params[i], v->labels[i]);
+        kinds |= 1u << v->params[i].kind;
+    }
+    const struct { const char *flag; PeKind kind; } scheme_flags[] = {
+        {"--rope-theta", PE_ROPE}, {"--rope-scaling", PE_ROPE}, {"--rope-factor", PE_ROPE},
+        {"--rope-orig-ctx", PE_ROPE}, {"--alibi-max-bias", PE_ALIBI}, {"--pe-overflow", PE_LEARNED},
+    };
+    for (size_t f = 0; f < sizeof scheme_flags / sizeof *scheme_flags; f++)
+        if (given(o, scheme_flags[f].flag) && !(kinds & (1u << scheme_flags[f].kind)))
+            die("%s applies to %s and no scheme that runs is %s (see --pe)", scheme_flags[f].flag,
+                pe_kind_name(scheme_flags[f].kind), pe_kind_name(scheme_flags[f].kind));
 }
 
 /* Positions past what the variant covers: a warning where the scheme can
@@ -501,12 +521,10 @@ static int run_bench(const Options *o) {
     Model model;
     load_model(o, &model);
     BenchOptions b = bench_options_default(&model);
-    char buf[1024];
-    const char *spec[MAX_VARIANTS];
-    split_variants(o, buf, sizeof buf, spec);
-    b.pe = variant_params(&model, o, spec[0]);
-    if (spec[0]) b.pe_label = spec[0];
-    check_scheme(&model, &b.pe, b.pe_label);
+    Variants v;
+    resolve_variants(o, &model, &v);
+    b.pe = v.params[0];
+    b.pe_label = v.labels[0];
     PosencError err;
     if (o->pp_list && bench_parse_sizes(b.pp, &b.n_pp, o->pp_list, &err)) die("--pp: %s", err.msg);
     if (o->tg_list && bench_parse_sizes(b.tg, &b.n_tg, o->tg_list, &err)) die("--tg: %s", err.msg);
@@ -519,10 +537,30 @@ static int run_bench(const Options *o) {
     return EXIT_SUCCESS;
 }
 
+/* What would run: the checkpoint after --pe and the positional flags; a
+ * GGUF without tensors is shown as the vocabulary it is. */
 static int run_inspect(const Options *o) {
+    if (!o->model_path) die("no model given (usage: run MODEL -m inspect)");
+    PosencError err;
+    int is_gguf = gguf_file_has_magic(o->model_path, &err);
+    if (is_gguf < 0) die("%s", err.msg);
+    if (is_gguf) {
+        GgufFile g;
+        if (gguf_open(&g, o->model_path, &err)) die("%s", err.msg);
+        int vocab_only = g.n_tensors == 0;
+        if (vocab_only) {
+            if (o->pe_list || o->n_given > 1 + o->json)
+                die("%s holds no tensors (a vocabulary): only --json applies", o->model_path);
+            gguf_inspect_vocab(&g, stdout, o->json);
+        }
+        gguf_close(&g);
+        if (vocab_only) return EXIT_SUCCESS;
+    }
     Model model;
     load_model(o, &model);
-    model_inspect(&model, stdout, o->json);
+    Variants v;
+    resolve_variants(o, &model, &v);
+    model_inspect(&model, &v.params[0], stdout, o->json);
     model_free(&model);
     return EXIT_SUCCESS;
 }
@@ -561,12 +599,10 @@ static int run_generate(const Options *o) {
     double t_load = time_now_s();
     load_model_and_tokenizer(o, &model, &tok);
     double load_s = time_now_s() - t_load;
-    char buf[1024];
-    const char *spec[MAX_VARIANTS];
-    split_variants(o, buf, sizeof buf, spec);
-    PeParams pe = variant_params(&model, o, spec[0]);
-    const char *label = variant_label(spec[0], &pe);
-    check_scheme(&model, &pe, label);
+    Variants v;
+    resolve_variants(o, &model, &v);
+    const PeParams pe = v.params[0];
+    const char *label = v.labels[0];
     int n_ctx = o->ctx ? o->ctx : model.config.seq_len;
     if (o->keep >= n_ctx) die("--keep %d must be smaller than the context (%d)", o->keep, n_ctx);
     ContextShiftMode shift = shift_mode(o);
@@ -654,18 +690,12 @@ static int run_ppl(const Options *o) {
     Model model;
     Tokenizer tok;
     load_model_and_tokenizer(o, &model, &tok);
-    char buf[1024];
-    const char *specs[MAX_VARIANTS];
-    int n_var = split_variants(o, buf, sizeof buf, specs);
-    int C = o->ctx ? o->ctx : model.config.seq_len;
-    const char *labels[MAX_VARIANTS];
-    PeParams params[MAX_VARIANTS];
-    for (int v = 0; v < n_var; v++) { /* every variant is checked before any work */
-        params[v] = variant_params(&model, o, specs[v]);
-        labels[v] = variant_label(specs[v], &params[v]);
-        check_scheme(&model, &params[v], labels[v]);
-        check_positions(&model, &params[v], labels[v], o->pos_offset + C - 1);
-    }
+    Variants variants; /* every variant is checked before any work */
+    resolve_variants(o, &model, &variants);
+    int n_var = variants.n, C = o->ctx ? o->ctx : model.config.seq_len;
+    const char **labels = variants.labels;
+    const PeParams *params = variants.params;
+    for (int v = 0; v < n_var; v++) check_positions(&model, &params[v], labels[v], o->pos_offset + C - 1);
     size_t len;
     char *text = read_text_file(o->text_file, &len);
     int *ids = NULL, n_ids = 0;

@@ -102,10 +102,14 @@ static void emit_config(Emitter *e, const Model *m) {
     em_end(e, '}');
 }
 
-static void emit_positional(Emitter *e, const Model *m) {
-    const PeParams *p = &m->pe;
+/* `p` is the scheme that would run: the checkpoint's after the command
+ * line's overrides; where it differs, the checkpoint's own is shown too. */
+static void emit_positional(Emitter *e, const Model *m, const PeParams *p) {
     em_begin(e, "positional", '{');
+    int overridden = memcmp(p, &m->pe, sizeof *p) != 0;
     em_str(e, "scheme", pe_kind_name(p->kind));
+    em_str(e, "source", overridden ? "command line" : "checkpoint");
+    if (overridden) em_str(e, "checkpoint", pe_kind_name(m->pe.kind));
     if (p->kind == PE_ROPE) {
         em_num(e, "rope_theta", p->rope_theta);
         em_str(e, "rope_pairing", p->rope_pairing == PE_ROPE_NEOX ? "neox" : "interleaved");
@@ -117,20 +121,23 @@ static void emit_positional(Emitter *e, const Model *m) {
         }
     }
     if (p->kind == PE_ALIBI) em_num(e, "alibi_max_bias", p->alibi_max_bias);
+    if (p->kind == PE_LEARNED)
+        em_str(e, "learned_overflow", p->learned_overflow == PE_OVERFLOW_CLAMP ? "clamp" : "error");
     /* A table can be present whatever the scheme (it enables --pe learned). */
     em_int(e, "n_positions", m->weights.n_positions);
     em_end(e, '}');
 }
 
-static void emit_tokenizer(Emitter *e, const Model *m) {
+/* g: the GGUF file, or NULL for a .bin (whose vocabulary is elsewhere). */
+static void emit_tokenizer(Emitter *e, const GgufFile *g) {
     const char *kind = NULL;
     size_t n_tokens = 0;
     PosencError err;
     const GgufArray *tokens;
-    if (m->gguf && gguf_find_kv(m->gguf, "tokenizer.ggml.model"))
-        gguf_get_str(m->gguf, "tokenizer.ggml.model", &kind, &err);
-    if (m->gguf && gguf_find_kv(m->gguf, "tokenizer.ggml.tokens") &&
-        gguf_get_arr(m->gguf, "tokenizer.ggml.tokens", GGUF_TYPE_STRING, &tokens, &err) == 0)
+    if (g && gguf_find_kv(g, "tokenizer.ggml.model"))
+        gguf_get_str(g, "tokenizer.ggml.model", &kind, &err);
+    if (g && gguf_find_kv(g, "tokenizer.ggml.tokens") &&
+        gguf_get_arr(g, "tokenizer.ggml.tokens", GGUF_TYPE_STRING, &tokens, &err) == 0)
         n_tokens = tokens->n;
     em_begin(e, "tokenizer", '{');
     em_bool(e, "embedded", kind != NULL);
@@ -226,21 +233,39 @@ static void emit_tensors(Emitter *e, const Model *m) {
     em_end(e, '}');
 }
 
-void model_inspect(const Model *m, FILE *out, int json) {
-    Emitter e = {.out = out, .json = json};
+/* The header lines every file starts with; name and architecture only
+ * where the file has them. */
+static void emit_file(Emitter *e, const char *path, const GgufFile *g) {
     const char *name = NULL;
     PosencError err;
-    if (m->gguf && gguf_find_kv(m->gguf, "general.name"))
-        gguf_get_str(m->gguf, "general.name", &name, &err);
+    if (g && gguf_find_kv(g, "general.name")) gguf_get_str(g, "general.name", &name, &err);
+    em_str(e, "file", path);
+    em_str(e, "format", g ? "gguf" : "llama2.c");
+    if (g) em_int(e, "gguf_version", g->version);
+    if (name) em_str(e, "name", name);
+}
+
+void model_inspect(const Model *m, const PeParams *pe, FILE *out, int json) {
+    Emitter e = {.out = out, .json = json};
     if (json) fputc('{', out);
-    em_str(&e, "file", m->path);
-    em_str(&e, "format", m->gguf ? "gguf" : "llama2.c");
-    if (m->gguf) em_int(&e, "gguf_version", m->gguf->version);
-    if (name) em_str(&e, "name", name);
+    emit_file(&e, m->path, m->gguf);
     em_str(&e, "architecture", model_arch_name(m->config.arch));
     emit_config(&e, m);
-    emit_positional(&e, m);
-    emit_tokenizer(&e, m);
+    emit_positional(&e, m, pe);
+    emit_tokenizer(&e, m->gguf);
     emit_tensors(&e, m);
+    if (json) fputs("}\n", out);
+}
+
+void gguf_inspect_vocab(const GgufFile *g, FILE *out, int json) {
+    Emitter e = {.out = out, .json = json};
+    const char *arch = NULL;
+    PosencError err;
+    if (gguf_find_kv(g, "general.architecture")) gguf_get_str(g, "general.architecture", &arch, &err);
+    if (json) fputc('{', out);
+    emit_file(&e, g->path, g);
+    em_str(&e, "architecture", arch);
+    em_str(&e, "contents", "vocabulary only (no tensors)");
+    emit_tokenizer(&e, g);
     if (json) fputs("}\n", out);
 }

@@ -7,5 +7,8 @@
 
 #include "model/model.h"
 
-void model_inspect(const Model *m, FILE *out, int json);
+/* pe: the scheme that would run (the checkpoint's after overrides). */
+void model_inspect(const Model *m, const PeParams *pe, FILE *out, int json);
+/* A GGUF without tensors (a vocab-only file): its header and vocabulary. */
+void gguf_inspect_vocab(const GgufFile *g, FILE *out, int json);
 #endif

@@ -138,7 +138,7 @@ START_TEST(bad_flags) {
     const char *pe[] = {model_path, "-z", tok_path, "--pe", "xpos", NULL};
     expect_error(pe, "--pe: unknown scheme 'xpos'");
     const char *learned[] = {model_path, "-z", tok_path, "--pe", "learned", NULL};
-    expect_error(learned, "no position embedding table");
+    expect_error(learned, "--pe learned: learned positions need a position embedding table");
     const char *mode[] = {model_path, "-m", "dance", NULL};
     expect_error(mode, "unknown mode 'dance'");
     const char *stray[] = {model_path, "extra", NULL};
