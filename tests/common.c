@@ -55,16 +55,7 @@ static char *slurp_fd(int fd) {
     return s;
 }
 
-TestsRun tests_run_engine(const char *const *args) {
-    const char *bin = getenv("POSENC_RUN");
-    if (!bin || !*bin) bin = "./run";
-    int nargs = 0;
-    while (args[nargs]) nargs++;
-    char **argv = calloc((size_t)nargs + 2, sizeof *argv);
-    ck_assert_ptr_nonnull(argv);
-    argv[0] = (char *)bin;
-    for (int i = 0; i < nargs; i++) argv[i + 1] = (char *)args[i];
-
+TestsRun tests_run_program(const char *const *argv) {
     /* stdout and stderr go to temp files: pipes could fill up and deadlock. */
     char out_path[] = "/tmp/posenc-out-XXXXXX", err_path[] = "/tmp/posenc-err-XXXXXX";
     int out_fd = mkstemp(out_path), err_fd = mkstemp(err_path);
@@ -77,7 +68,7 @@ TestsRun tests_run_engine(const char *const *args) {
         dup2(err_fd, 2);
         int devnull = open("/dev/null", 0);
         if (devnull >= 0) dup2(devnull, 0);
-        execv(bin, argv);
+        execv(argv[0], (char *const *)argv);
         _exit(127);
     }
     int wstatus = 0;
@@ -90,6 +81,19 @@ TestsRun tests_run_engine(const char *const *args) {
     r.err = slurp_fd(err_fd);
     close(out_fd); close(err_fd);
     unlink(out_path); unlink(err_path);
+    return r;
+}
+
+TestsRun tests_run_engine(const char *const *args) {
+    const char *bin = getenv("POSENC_RUN");
+    if (!bin || !*bin) bin = "./run";
+    int nargs = 0;
+    while (args[nargs]) nargs++;
+    const char **argv = calloc((size_t)nargs + 2, sizeof *argv);
+    ck_assert_ptr_nonnull(argv);
+    argv[0] = bin;
+    for (int i = 0; i < nargs; i++) argv[i + 1] = args[i];
+    TestsRun r = tests_run_program(argv);
     free(argv);
     return r;
 }

@@ -25,6 +25,8 @@ typedef struct {
     char *err;    /* stderr, NUL-terminated (malloc'd) */
 } TestsRun;
 
+/* Runs argv[0] (a path) with argv (NULL-terminated), stdin from /dev/null. */
+TestsRun tests_run_program(const char *const *argv);
 /* Runs the engine with argv (NULL-terminated, without argv[0]). */
 TestsRun tests_run_engine(const char *const *args);
 void tests_run_free(TestsRun *r);
