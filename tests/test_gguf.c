@@ -1076,6 +1076,68 @@ START_TEST(test_convert_errors) {
 }
 END_TEST
 
+/* Byte-identical tensors (names, types, shapes, data) in two files. */
+static int same_tensors(const GgufFile *a, const GgufFile *b) {
+    if (a->n_tensors != b->n_tensors) return 0;
+    for (size_t i = 0; i < a->n_tensors; i++) {
+        const GgufTensor *ta = &a->tensors[i], *tb = gguf_find_tensor(b, ta->name);
+        if (!tb || ta->type != tb->type || ta->nelem != tb->nelem || ta->nbytes != tb->nbytes ||
+            memcmp(ta->data, tb->data, ta->nbytes) != 0)
+            return 0;
+    }
+    return 1;
+}
+
+/* A GGUF input is retyped: f32 GGUF -> q8_0 equals converting the checkpoint
+ * to q8_0 directly, tensor for tensor and byte for byte, and every key comes
+ * along; the output's directory is created. */
+START_TEST(test_convert_gguf_input) {
+    const char *py = python_path();
+    const char *models = tests_models_dir("convert.py GGUF -> GGUF");
+    if (!py || !models) return;
+    const char *zoo = tests_model_path(models, "zoo/alibi");
+    char dir[] = "/tmp/posenc-gguf-out-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char f32[256], q8[256];
+    snprintf(f32, sizeof f32, "%s/new/sub/f32.gguf", dir); /* directories that do not exist */
+    snprintf(q8, sizeof q8, "%s/q8.gguf", dir);
+    const char *to_f32[] = {py, "tools/convert.py", zoo, f32, NULL};
+    CmdResult r = run_cmd(to_f32);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    const char *retype[] = {py, "tools/convert.py", f32, q8, "--dtype", "q8_0", NULL};
+    r = run_cmd(retype);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+
+    GgufFile src, retyped, direct, f16;
+    PosencError err;
+    ck_assert_msg(gguf_open(&src, f32, &err) == 0, "%s", err.msg);
+    ck_assert_msg(gguf_open(&retyped, q8, &err) == 0, "%s", err.msg);
+    convert_and_open(&direct, py, zoo, "--dtype", "q8_0", NULL, NULL);
+    convert_and_open(&f16, py, zoo, "--dtype", "f16", NULL, NULL);
+    ck_assert(same_tensors(&retyped, &direct));
+    ck_assert(!same_tensors(&retyped, &f16)); /* control: another type is told apart */
+    ck_assert_uint_eq(get_u32(&retyped, "general.file_type"), 7);
+    ck_assert_uint_eq(retyped.n_kv, src.n_kv);
+    for (size_t i = 0; i < src.n_kv; i++)
+        ck_assert_msg(gguf_find_kv(&retyped, src.kv[i].key), "key %s lost",
+                      src.kv[i].key);
+    gguf_close(&src);
+    gguf_close(&retyped);
+    gguf_close(&direct);
+    gguf_close(&f16);
+
+    /* an input that is none of the accepted kinds says what INPUT may be */
+    const char *text[] = {py, "tools/convert.py", "README.md", q8, NULL};
+    r = run_cmd(text);
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_msg(strstr(r.err, "README.md: not a llama2.c checkpoint") && strstr(r.err, "GGUF") &&
+                  strchr(r.err, '\n') == r.err + strlen(r.err) - 1, "stderr: %s", r.err);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 static Suite *gguf_suite(void) {
     Suite *s = suite_create("gguf");
     TCase *tc = tcase_create("reader");
@@ -1106,6 +1168,7 @@ static Suite *gguf_suite(void) {
     tcase_add_test(tc, test_convert_llama_bin_equals_hf);
     tcase_add_test(tc, test_convert_dtypes);
     tcase_add_test(tc, test_convert_errors);
+    tcase_add_test(tc, test_convert_gguf_input);
     suite_add_tcase(s, tc);
     return s;
 }
