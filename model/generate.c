@@ -36,14 +36,15 @@ static FILE *trace_begin(Output *o) {
     return t;
 }
 
-/* Token text in quotes (BOS left out), control bytes escaped, long chunks
- * elided. */
+/* Token text in quotes, control bytes escaped, long chunks elided; a BOS
+ * is named before the quotes, not decoded. */
 static void trace_tokens(FILE *t, const Tokenizer *tok, const int *ids, int n) {
     enum { MAX_SHOWN = 48 };
     int shown = 0;
+    if (n > 0 && ids[0] == tok->bos_id) fputs("BOS ", t);
     fputc('\'', t);
     for (int i = 0; i < n && shown < MAX_SHOWN; i++) {
-        if (ids[i] == tok->bos_id) continue; /* shown by the count, not as text */
+        if (ids[i] == tok->bos_id) continue;
         size_t len;
         const char *piece = tokenizer_decode(tok, i ? ids[i - 1] : -1, ids[i], &len);
         for (size_t j = 0; j < len && shown < MAX_SHOWN; j++, shown++) {

@@ -184,7 +184,7 @@ START_TEST(summary_and_trace) {
                           "--pos-offset", "100", "--trace-positions", NULL};
     TestsRun r = tests_run_engine(args);
     ck_assert_msg(r.status == 0, "%s", r.err);
-    ck_assert_msg(strstr(r.err, "[pos] q=100-104 (5 tokens) 'Once upon a time' cache=empty (0/512 cells)\n"),
+    ck_assert_msg(strstr(r.err, "[pos] q=100-104 (5 tokens) BOS 'Once upon a time' cache=empty (0/512 cells)\n"),
                   "%s", r.err);
     ck_assert_msg(strstr(r.err, "[pos] q=105 ',' cache=100-104 (5/512 cells)\n"), "%s", r.err);
     const char *sum = strstr(r.err, "load ");
