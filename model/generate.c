@@ -18,6 +18,16 @@ static void emit(FILE *out, const Tokenizer *tok, int prev, int token) {
     fflush(out);
 }
 
+/* Tells the caller about a generated token; the cache's last cell holds
+ * the token whose logits chose it. */
+static void report_step(const Context *ctx, const Tokenizer *tok, const GenerateOptions *opt,
+                        int made, int prev, int token, const float *logits) {
+    GenerateStep step = {.step = made, .pos = ctx->cache.pos[ctx->cache.n_used - 1],
+                         .token = token, .logits = logits};
+    step.piece = tokenizer_decode(tok, prev, token, &step.piece_len);
+    opt->on_step(&step, opt->step_user);
+}
+
 static void trace_step(const Context *ctx, int pos_q) {
     char ranges[256];
     kv_cache_format_positions(&ctx->cache, ranges, sizeof ranges);
@@ -49,6 +59,7 @@ static int decode_loop(Context *ctx, const Tokenizer *tok, Sampler *sampler, con
         int next = sampler_sample(sampler, logits);
         if (next == tok->bos_id) return 0;
         emit(out, tok, token, next);
+        if (opt->on_step) report_step(ctx, tok, opt, made, token, next, logits);
         token = next;
         if (++made >= needed) return 0;
         int room = make_room(ctx, opt, err);

@@ -12,6 +12,17 @@
 #include "model/shift.h"
 #include "tokenizer/tokenizer.h"
 
+/* One generated token, for a caller that reports steps (--json,
+ * --logits-out). */
+typedef struct {
+    int step;            /* 0 for the first token after the prompt */
+    int pos;             /* position of the token whose logits chose it */
+    int token;
+    const char *piece;   /* its text as decoded after the previous token */
+    size_t piece_len;
+    const float *logits; /* (vocab) the raw logits it was sampled from */
+} GenerateStep;
+
 typedef struct {
     const char *prompt;
     int steps;          /* total tokens including the prompt; <= 0: the context size */
@@ -20,6 +31,8 @@ typedef struct {
     ContextShiftMode shift;
     int trace;          /* one stderr line per step: query position, cache positions, shifts */
     int verbose_stats;  /* print timing to stderr */
+    void (*on_step)(const GenerateStep *step, void *user); /* per generated token, or NULL */
+    void *step_user;
 } GenerateOptions;
 
 /* Writes the text to out.  Returns 0, or -1 with a one-line reason. */
