@@ -55,9 +55,8 @@ static char *slurp_fd(int fd) {
     return s;
 }
 
-TestsRun tests_run_engine(const char *const *args) {
-    const char *bin = getenv("POSENC_RUN");
-    if (!bin || !*bin) bin = "./run";
+/* Runs bin with args (NULL-terminated, without argv[0]), capturing both streams. */
+static TestsRun run_program(const char *bin, const char *const *args) {
     int nargs = 0;
     while (args[nargs]) nargs++;
     char **argv = calloc((size_t)nargs + 2, sizeof *argv);
@@ -92,6 +91,27 @@ TestsRun tests_run_engine(const char *const *args) {
     unlink(out_path); unlink(err_path);
     free(argv);
     return r;
+}
+
+TestsRun tests_run_engine(const char *const *args) {
+    const char *bin = getenv("POSENC_RUN");
+    return run_program(bin && *bin ? bin : "./run", args);
+}
+
+TestsRun tests_run_python(const char *const *args) {
+    const char *python = getenv("PYTHON");
+    return run_program(python && *python ? python : "/usr/bin/python3", args);
+}
+
+void tests_expect_error(const char *const *args, const char *needle) {
+    TestsRun r = tests_run_engine(args);
+    ck_assert_msg(r.status == 1, "exit status %d (want 1) for %s; stderr: %s", r.status, args[0], r.err);
+    ck_assert_msg(strncmp(r.err, "error: ", 7) == 0, "stderr does not start with 'error: ': %s", r.err);
+    char *nl = strchr(r.err, '\n');
+    ck_assert_msg(nl && nl[1] == '\0', "stderr is not exactly one line: %s", r.err);
+    ck_assert_msg(strstr(r.err, needle), "stderr does not mention '%s': %s", needle, r.err);
+    ck_assert_str_eq(r.out, "");
+    tests_run_free(&r);
 }
 
 void tests_run_free(TestsRun *r) {
