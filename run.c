@@ -104,7 +104,7 @@ static void usage(FILE *f) {
         "  --baseline NAME      the --pe variant the others are compared with (default: the\n"
         "                       checkpoint's scheme, run too if not listed)\n"
         "  --json               one JSON object per variant\n"
-        "  --csv PATH           mean NLL by position within the window\n"
+        "  --csv PATH           mean NLL, count and standard error by position in the window\n"
         "  --svg PATH           NLL-vs-position chart of all variants\n"
         "bench:\n"
         "  --pp LIST            prefill sizes, e.g. 128,512 (default 512)\n"
@@ -728,9 +728,9 @@ static int run_ppl(const Options *o) {
 
     if (!o->json)
         printf("# %s on %s: %d tokens, %s of %d%s; baseline %s (%s)\n"
-               "# se: standard error of the mean over scored tokens; against the baseline on the "
-               "same tokens: dnll = NLL(variant) - NLL(baseline), kl = KL(baseline || variant) "
-               "in nats, top1 = share of tokens whose most likely next token agrees\n"
+               "# se: standard error over the scored tokens; vs the baseline on the same tokens: "
+               "dnll = NLL(variant) - NLL(baseline), kl = KL(baseline || variant) in nats, "
+               "top1 = argmax agreement\n"
                "%-22s %6s %9s %9s %8s %10s %9s %8s %9s %7s %8s %9s\n",
                o->model_path, o->text_file, n_ids, o->stream ? "stream through a cache" : "windows",
                C, o->stride ? " (sliding)" : "", labels[baseline],
