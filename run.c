@@ -228,10 +228,12 @@ static Options parse_args(int argc, char **argv) {
     if (o.kv_type && strcmp(o.kv_type, "f32") && strcmp(o.kv_type, "f16"))
         die("--kv-type: unknown type '%s' (f32|f16)", o.kv_type);
     if (o.no_shift && o.shift_no_rerotate) die("--no-shift and --shift-no-rerotate exclude each other");
-    if (o.baseline && strcmp(o.mode, "ppl") != 0) die("--baseline compares --pe variants and needs -m ppl");
+    if (o.baseline && strcmp(o.mode, "ppl") != 0)
+        die("--baseline compares --pe variants and needs -m ppl");
     if (o.logits_out && strcmp(o.mode, "ppl") != 0 && strcmp(o.mode, "generate") != 0)
         die("--logits-out is for -m generate and -m ppl");
-    if (o.logits_top >= 0 && !o.logits_out) die("--logits-top sets what --logits-out writes: give --logits-out FILE");
+    if (o.logits_top >= 0 && !o.logits_out)
+        die("--logits-top sets what --logits-out writes: give --logits-out FILE");
     return o;
 }
 
@@ -638,9 +640,11 @@ static void write_svg(const Options *o, const Model *m, const char **labels, con
         snprintf(subtitle, sizeof subtitle, "each curve: centred moving average over %d positions",
                  2 * half + 1);
     else
-        snprintf(subtitle, sizeof subtitle, "each curve: mean NLL at every position (no smoothing)");
-    snprintf(footnote, sizeof footnote, "faint, dashed, cut at the frame: positions scored fewer than %ld times "
-             "(%d%% of the most-scored position's %ld)", too_few, FAINT_BELOW_PERCENT, most);
+        snprintf(subtitle, sizeof subtitle, "each curve: mean NLL at every position (no "
+                 "smoothing)");
+    snprintf(footnote, sizeof footnote, "faint, dashed, cut at the frame: positions scored fewer "
+             "than %ld times (%d%% of the most-scored position's %ld)", too_few,
+             FAINT_BELOW_PERCENT, most);
     snprintf(marker, sizeof marker, "trained context %d", m->config.seq_len);
     SvgChart chart = {title, subtitle, "position within the window", "mean NLL (nats/token)",
                       n_faint ? footnote : NULL, m->config.seq_len, marker};
@@ -662,8 +666,8 @@ static void print_ppl_row(const Options *o, const char *label, int C, const PplR
     if (o->json) {
         fputs("{\"pe\":", stdout);
         json_write_string(stdout, label, strlen(label));
-        printf(",\"ctx\":%d,\"tokens\":%ld,\"chunks\":%ld,\"nll\":%.9g,\"nll_se\":%.9g,\"ppl\":%.9g,"
-               "\"baseline\":", C, r->n_scored, r->n_chunks, nll, se, exp(nll));
+        printf(",\"ctx\":%d,\"tokens\":%ld,\"chunks\":%ld,\"nll\":%.9g,\"nll_se\":%.9g,"
+               "\"ppl\":%.9g,\"baseline\":", C, r->n_scored, r->n_chunks, nll, se, exp(nll));
         json_write_string(stdout, baseline, strlen(baseline));
         printf(",\"baseline_added\":%s,\"nll_diff\":%.9g,\"nll_diff_se\":%.9g,\"kl\":%.9g,"
                "\"top1_agree\":%.9g,\"seconds\":%.3f,\"tok_s\":%.1f,\"stream\":%s}\n",
@@ -710,7 +714,8 @@ static int run_ppl(const Options *o) {
         all_params[v] = variant_params(&model, o, specs[v - 1]);
         all_labels[v] = specs[v - 1] ? specs[v - 1] : pe_kind_name(all_params[v].kind);
         for (int u = 1; u < v; u++)
-            if (!strcmp(all_labels[u], all_labels[v])) die("--pe: '%s' is listed twice", all_labels[v]);
+            if (!strcmp(all_labels[u], all_labels[v]))
+                die("--pe: '%s' is listed twice", all_labels[v]);
         if (baseline < 0 && !strcmp(all_labels[v], all_labels[0])) baseline = v;
     }
     if (baseline < 0 && o->baseline)
@@ -740,8 +745,8 @@ static int run_ppl(const Options *o) {
                "seconds", "tok/s");
     fflush(stdout);
     char progress_label[32];
-    snprintf(progress_label, sizeof progress_label, n_var == 1 ? "%s" : "%.0s%d variants",
-             labels[0], n_var);
+    if (n_var == 1) snprintf(progress_label, sizeof progress_label, "%s", labels[0]);
+    else snprintf(progress_label, sizeof progress_label, "%d variants", n_var);
     PplReport report = {progress_label, labels, &logprobs};
     PplHooks hooks = {isatty(STDERR_FILENO) ? progress_bar : NULL,
                       logprobs.out ? log_prediction : NULL, &report};

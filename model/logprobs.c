@@ -20,7 +20,9 @@ void logprob_writer_free(LogprobWriter *w) {
 }
 
 /* Ranking of the top list: higher logit first, then lower id. */
-static int ranks_before(const float *x, int a, int b) { return x[a] > x[b] || (x[a] == x[b] && a < b); }
+static int ranks_before(const float *x, int a, int b) {
+    return x[a] > x[b] || (x[a] == x[b] && a < b);
+}
 
 /* Restores the heap below node i: every parent ranks after its children,
  * so heap[0] is the lowest-ranked id kept. */

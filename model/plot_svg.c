@@ -60,8 +60,10 @@ static void draw_curve(FILE *f, const Frame *fr, const SvgSeries *s, const char 
         int has = i < s->n && !isnan(s->y[i]);
         if (start >= 0 && (!has || faint_at(s, i) != faint_at(s, start))) {
             int last = has ? i : i - 1;
+            const char *style = faint_at(s, start)
+                                    ? " stroke-dasharray=\"4,3\" stroke-opacity=\"0.4\"" : "";
             fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\"%s points=\"",
-                    color, faint_at(s, start) ? " stroke-dasharray=\"4,3\" stroke-opacity=\"0.4\"" : "");
+                    color, style);
             for (int j = start; j <= last; j++)
                 fprintf(f, "%.1f,%.1f ", sx(fr, j + 0.5), sy(fr, s->y[j]));
             fputs("\"/>\n", f);
@@ -95,7 +97,7 @@ int svg_write_curves(const char *path, const SvgChart *c, const SvgSeries *serie
     double ystep = tick_step(fr.ymax - fr.ymin);
     fr.ymin = floor(fr.ymin / ystep) * ystep;
     fr.ymax = ceil(fr.ymax / ystep) * ystep;
-    if (fr.plot_h < LEGEND_ROW * n_series) fr.plot_h = LEGEND_ROW * n_series; /* room for the legend */
+    if (fr.plot_h < LEGEND_ROW * n_series) fr.plot_h = LEGEND_ROW * n_series; /* legend room */
     int H = TOP + (int)fr.plot_h + BOTTOM;
     double bottom = TOP + fr.plot_h;
     FILE *f = fopen(path, "w");

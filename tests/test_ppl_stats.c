@@ -222,7 +222,8 @@ START_TEST(perturbed_file_disagrees) {
     TestsRun e = ppl_json(0, VARIANTS, logits);
     static const char *const HOW[] = {"logprob", "kl", "top1"};
     /* which statistics of alibi each damage must move (1) or leave alone (0) */
-    static const int MOVES[3][N_STATS] = {{1, 1, 1, 1, 0, 0}, {0, 0, 0, 0, 1, 0}, {0, 0, 0, 0, 0, 1}};
+    static const int MOVES[3][N_STATS] = {
+        {1, 1, 1, 1, 0, 0}, {0, 0, 0, 0, 1, 0}, {0, 0, 0, 0, 0, 1}};
     for (int h = 0; h < 3; h++) {
         const char *damaged = temp[T_DAMAGED + h];
         const char *args[] = {"-c", PERTURB, logits, damaged, HOW[h], NULL};
@@ -290,7 +291,8 @@ END_TEST
 START_TEST(flag_errors) {
     if (!models) return;
     const char *m = model_gguf, *f = small_text;
-    const char *a1[] = {m, "-m", "ppl", "-f", f, "--pe", "alibi,none", "--baseline", "sinusoidal", NULL};
+    const char *a1[] = {m, "-m", "ppl", "-f", f, "--pe", "alibi,none", "--baseline", "sinusoidal",
+                        NULL};
     tests_expect_error(a1, "--baseline");
     const char *a2[] = {m, "-m", "ppl", "-f", f, "--pe", "rope,alibi,rope", NULL};
     tests_expect_error(a2, "listed twice");
@@ -302,7 +304,8 @@ START_TEST(flag_errors) {
     tests_expect_error(a5, "--logits-out");
     const char *a6[] = {m, "-m", "bench", "--logits-out", "x.jsonl", NULL};
     tests_expect_error(a6, "--logits-out");
-    const char *a7[] = {m, "-m", "ppl", "-f", f, "--logits-out", "x.jsonl", "--logits-top", "-1", NULL};
+    const char *a7[] = {m, "-m", "ppl", "-f", f, "--logits-out", "x.jsonl", "--logits-top", "-1",
+                        NULL};
     tests_expect_error(a7, "--logits-top");
 }
 END_TEST
@@ -392,7 +395,8 @@ static CsvVariant csv_variant(const char *csv, const char *name) {
         double mean;
         long count;
         int used = 0;
-        ck_assert_int_eq(sscanf(line, "%63[^,],%d,%lf,%ld,%n", label, &pos, &mean, &count, &used), 4);
+        ck_assert_int_eq(sscanf(line, "%63[^,],%d,%lf,%ld,%n", label, &pos, &mean, &count, &used),
+                         4);
         if (strcmp(label, name) != 0) continue;
         c.weighted_sum += mean * count;
         c.count += count;
@@ -422,7 +426,8 @@ START_TEST(csv_agrees_with_json) {
     }
     /* Negative control: another variant's mean is far outside the tolerance. */
     CsvVariant rope = csv_variant(csv, "rope");
-    ck_assert_double_gt(fabs(rope.weighted_sum / rope.count - stat(e.out, "alibi", "nll")), 100 * STATS_TOL);
+    ck_assert_double_gt(fabs(rope.weighted_sum / rope.count - stat(e.out, "alibi", "nll")),
+                        100 * STATS_TOL);
     free(csv);
     tests_run_free(&e);
 }
@@ -502,7 +507,8 @@ START_TEST(generate_json_and_logits) {
     const char *check[] = {"-c", GENERATE_FACTS, out_path, logits, NULL};
     TestsRun facts = python_ok(check);
     /* The summary's text is what the plain run prints (which ends in '\n'). */
-    const char *plain_args[] = {model_gguf, "-t", "0", "-n", "30", "-i", "ROMEO:\n", "--threads", "1", NULL};
+    const char *plain_args[] = {model_gguf, "-t", "0", "-n", "30", "-i", "ROMEO:\n", "--threads", "1",
+                                NULL};
     TestsRun plain = run_ok(plain_args);
     size_t n = strlen(plain.out);
     ck_assert(n > 0 && plain.out[n - 1] == '\n');
@@ -522,7 +528,8 @@ START_TEST(generate_json_and_logits) {
     double err = top_list_error(rows, ref, n_ref, &entries);
     ck_assert_int_eq(entries, 65);
     ck_assert_msg(err <= LOGPROB_TOL, "step 0 log-probabilities off by %g", err);
-    ck_assert_msg(fabs(lp - ref[token]) <= LOGPROB_TOL, "logprob %.6f vs reference %.6f", lp, ref[token]);
+    ck_assert_msg(fabs(lp - ref[token]) <= LOGPROB_TOL, "logprob %.6f vs reference %.6f", lp,
+                  ref[token]);
     /* Negative control: the alibi model's reference is far off. */
     ck_assert_int_eq(reference_logprobs(alibi_ref_json, other, 128), 65);
     ck_assert_double_gt(top_list_error(rows, other, 65, &entries), 100 * LOGPROB_TOL);
