@@ -719,7 +719,8 @@ static int run_ppl(const Options *o) {
         if (baseline < 0 && !strcmp(all_labels[v], all_labels[0])) baseline = v;
     }
     if (baseline < 0 && o->baseline)
-        die("--baseline: '%s' is not one of the --pe variants (%s)", o->baseline, o->pe_list);
+        die("--baseline: '%s' is not one of the --pe variants (%s)", o->baseline,
+            o->pe_list ? o->pe_list : all_labels[1]);
     int added = baseline < 0, n_var = n_listed + added;
     const char **labels = all_labels + !added;
     PeParams *params = all_params + !added;

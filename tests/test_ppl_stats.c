@@ -294,6 +294,8 @@ START_TEST(flag_errors) {
     const char *a1[] = {m, "-m", "ppl", "-f", f, "--pe", "alibi,none", "--baseline", "sinusoidal",
                         NULL};
     tests_expect_error(a1, "--baseline");
+    const char *a1b[] = {m, "-m", "ppl", "-f", f, "--baseline", "alibi", NULL}; /* no --pe */
+    tests_expect_error(a1b, "--baseline: 'alibi' is not one of the --pe variants (rope)");
     const char *a2[] = {m, "-m", "ppl", "-f", f, "--pe", "rope,alibi,rope", NULL};
     tests_expect_error(a2, "listed twice");
     const char *a3[] = {m, "--baseline", "rope", "-n", "4", NULL};
