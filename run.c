@@ -17,6 +17,8 @@
 #include "model/context.h"
 #include "model/generate.h"
 #include "model/inspect.h"
+#include "model/json.h"
+#include "model/logprobs.h"
 #include "model/model.h"
 #include "model/perplexity.h"
 #include "model/plot_svg.h"
@@ -49,6 +51,9 @@ typedef struct {
     const char *pp_list, *tg_list;
     int reps;
     const char *csv_path, *svg_path;
+    const char *baseline;       /* ppl: the variant the others are compared with */
+    const char *logits_out;     /* ppl, generate: JSON lines of log-probabilities */
+    int logits_top;             /* ids per line in --logits-out; -1: not given */
     const char *given[64];      /* every flag on the command line, for check_flags_apply */
     int n_given;
 } Options;
@@ -73,6 +78,11 @@ static void usage(FILE *f) {
         "  -p F                 top-p (default 0.9; 0 or 1 disables)\n"
         "  -k N                 top-k (default 0 = off)\n"
         "  -s N                 random seed (default: time)\n"
+        "  --json               generate: one JSON object per token, then a summary\n"
+        "                       (stdout is JSON only)\n"
+        "  --logits-out FILE    generate, ppl: one JSON line per generated or scored token:\n"
+        "                       its log-probability and the top ids (see README)\n"
+        "  --logits-top K       ids per line in --logits-out (default 10; at most the vocabulary)\n"
         "  --threads N          OpenMP threads (default: all cores)\n"
         "  --kv-type T          KV cache element type: f32 (default) | f16\n"
         "positions:\n"
@@ -96,8 +106,10 @@ static void usage(FILE *f) {
         "  --stream             one cache with context shifts instead of windows\n"
         "                       (--keep, --no-shift, --shift-no-rerotate apply here)\n"
         "  --bos                prepend BOS to the text\n"
+        "  --baseline NAME      the --pe variant the others are compared with (default: the\n"
+        "                       checkpoint's scheme, run too if not listed)\n"
         "  --json               one JSON object per variant\n"
-        "  --csv PATH           mean NLL by position within the window\n"
+        "  --csv PATH           mean NLL, count and standard error by position in the window\n"
         "  --svg PATH           NLL-vs-position chart of all variants\n"
         "bench (--pe and the positional flags choose the scheme it runs with):\n"
         "  --pp LIST            prefill sizes, e.g. 128,512 (default 512)\n"
@@ -180,6 +192,9 @@ static int parse_value(Options *o, const char *f, const char *v) {
     else if (!strcmp(f, "--stride")) o->stride = (int)parse_long(f, v, 1, 1 << 22);
     else if (!strcmp(f, "--csv")) o->csv_path = v;
     else if (!strcmp(f, "--svg")) o->svg_path = v;
+    else if (!strcmp(f, "--baseline")) o->baseline = v;
+    else if (!strcmp(f, "--logits-out")) o->logits_out = v;
+    else if (!strcmp(f, "--logits-top")) o->logits_top = (int)parse_long(f, v, 0, INT_MAX);
     else if (!strcmp(f, "--kv-type")) o->kv_type = v;
     else if (!strcmp(f, "--pp")) o->pp_list = v;
     else if (!strcmp(f, "--tg")) o->tg_list = v;
@@ -206,7 +221,8 @@ static const struct {
     {"--pos-offset", M_GENERATE | M_PPL}, {"--keep", M_GENERATE | M_PPL},
     {"--no-shift", M_GENERATE | M_PPL}, {"--shift-no-rerotate", M_GENERATE | M_PPL},
     {"--trace-positions", M_GENERATE}, {"--chunks", M_PPL}, {"--stride", M_PPL},
-    {"--stream", M_PPL}, {"--bos", M_PPL}, {"--json", M_PPL | M_BENCH | M_INSPECT},
+    {"--stream", M_PPL}, {"--bos", M_PPL}, {"--json", M_RUNS | M_INSPECT}, {"--baseline", M_PPL},
+    {"--logits-out", M_GENERATE | M_PPL}, {"--logits-top", M_GENERATE | M_PPL},
     {"--csv", M_PPL}, {"--svg", M_PPL}, {"--pp", M_BENCH}, {"--tg", M_BENCH}, {"-r", M_BENCH},
     {"--pieces", M_TOKENIZE},
 };
@@ -251,6 +267,7 @@ static Options parse_args(int argc, char **argv) {
     o.temperature = 1.0f;
     o.topp = 0.9f;
     o.steps = 256;
+    o.logits_top = -1;
     int i = 1;
     if (i < argc && argv[i][0] != '-') o.model_path = argv[i++];
     for (; i < argc; i++) {
@@ -279,6 +296,8 @@ static Options parse_args(int argc, char **argv) {
     if (o.kv_type && strcmp(o.kv_type, "f32") && strcmp(o.kv_type, "f16"))
         die("--kv-type: unknown type '%s' (f32|f16)", o.kv_type);
     if (o.no_shift && o.shift_no_rerotate) die("--no-shift and --shift-no-rerotate exclude each other");
+    if (o.logits_top >= 0 && !o.logits_out)
+        die("--logits-top sets what --logits-out writes: give --logits-out FILE");
     return o;
 }
 
@@ -593,6 +612,60 @@ static void print_generate_summary(const GenerateStats *st, double load_s) {
             st->n_generated / st->decode_s);
 }
 
+/* --logits-out: the file and its writer, or out == NULL when not asked for. */
+static void open_logits_out(const Options *o, int vocab, LogprobWriter *w) {
+    w->out = NULL;
+    if (!o->logits_out) return;
+    FILE *f = fopen(o->logits_out, "w");
+    if (!f) die("--logits-out: cannot write '%s': %s", o->logits_out, strerror(errno));
+    int top = o->logits_top < 0 ? 10 : o->logits_top < vocab ? o->logits_top : vocab;
+    logprob_writer_init(w, f, vocab, top);
+}
+
+static void close_logits_out(const Options *o, LogprobWriter *w) {
+    if (!w->out) return;
+    int failed = ferror(w->out);
+    if (fclose(w->out) != 0 || failed) die("--logits-out: error writing '%s'", o->logits_out);
+    logprob_writer_free(w);
+}
+
+/* What generate reports per token besides the text: --json objects on
+ * stdout and --logits-out lines. */
+typedef struct {
+    int json, vocab;
+    LogprobWriter *logprobs;  /* out NULL: none */
+    const char *label;        /* the positional scheme, as --logits-out names variants */
+    int n_steps;
+    double logprob_sum;
+} StepReport;
+
+static void report_generate_step(const GenerateStep *s, void *user) {
+    StepReport *r = user;
+    double logprob = -ppl_token_nll(s->logits, r->vocab, s->token);
+    r->n_steps++;
+    r->logprob_sum += logprob;
+    if (r->json) {
+        printf("{\"type\":\"token\",\"step\":%d,\"token\":%d,\"piece\":", s->step, s->token);
+        json_write_string(stdout, s->piece, s->piece_len);
+        printf(",\"pos\":%d,\"logprob\":%.9g}\n", s->pos, logprob);
+        fflush(stdout);
+    }
+    if (r->logprobs->out)
+        logprob_writer_row(r->logprobs, r->label, s->step, s->pos, s->logits, s->token);
+}
+
+/* --json's last object: the whole text (without the newline generate
+ * ends it with) and the mean log-probability of the generated tokens. */
+static void print_json_summary(const StepReport *r, const char *text, size_t len) {
+    if (len > 0 && text[len - 1] == '\n') len--;
+    printf("{\"type\":\"summary\",\"generated\":%d,\"mean_logprob\":", r->n_steps);
+    if (r->n_steps) printf("%.9g", r->logprob_sum / r->n_steps);
+    else fputs("null", stdout);
+    fputs(",\"text\":", stdout);
+    json_write_string(stdout, text, len);
+    fputs("}\n", stdout);
+}
+
 static int run_generate(const Options *o) {
     Model model;
     Tokenizer tok;
@@ -615,15 +688,32 @@ static int run_generate(const Options *o) {
     unsigned long long seed = o->seed ? o->seed : (unsigned long long)time(NULL);
     sampler_build(&sampler, model.config.vocab_size, o->temperature, o->topp, o->topk, seed);
 
+    LogprobWriter logprobs;
+    open_logits_out(o, model.config.vocab_size, &logprobs);
+    StepReport report = {o->json, model.config.vocab_size, &logprobs, label, 0, 0.0};
+    /* With --json the text goes into the summary: stdout carries JSON only. */
+    char *text = NULL;
+    size_t text_len = 0;
+    FILE *text_out = o->json ? open_memstream(&text, &text_len) : stdout;
+    if (!text_out) die("out of memory for the generated text");
+
     GenerateOptions g = {.prompt = prompt_file ? prompt_file : o->prompt, .steps = o->steps,
                          .pos_offset = o->pos_offset, .keep = o->keep, .shift = shift,
                          .trace = o->trace ? stderr : NULL,
-                         .trace_shares_out = same_destination(stdout, stderr)};
+                         .trace_shares_out = !o->json && same_destination(stdout, stderr),
+                         .on_step = o->json || logprobs.out ? report_generate_step : NULL,
+                         .step_user = &report};
     PosencError err;
     GenerateStats st;
-    int rc = generate_text(&ctx, &tok, &sampler, &g, stdout, &st, &err);
+    int rc = generate_text(&ctx, &tok, &sampler, &g, text_out, &st, &err);
     if (rc) fprintf(stderr, "error: %s\n", err.msg);
     else if (st.n_generated > 0) print_generate_summary(&st, load_s);
+    if (o->json) {
+        fclose(text_out);
+        if (!rc) print_json_summary(&report, text, text_len);
+        free(text);
+    }
+    close_logits_out(o, &logprobs);
 
     free(prompt_file);
     sampler_free(&sampler);
@@ -633,21 +723,34 @@ static int run_generate(const Options *o) {
     return rc ? EXIT_FAILURE : EXIT_SUCCESS;
 }
 
+/* What run_ppl's hooks need. */
+typedef struct {
+    const char *progress_label;
+    const char *const *labels; /* per variant */
+    LogprobWriter *logprobs;   /* out NULL: no --logits-out */
+} PplReport;
+
 static void progress_bar(double fraction, void *user) {
-    const char *label = user;
+    const char *label = ((const PplReport *)user)->progress_label;
     int filled = (int)(fraction * 30);
     fprintf(stderr, "\r%-24.24s [%.*s%*s] %3d%%", label, filled, "==============================",
             30 - filled, "", (int)(fraction * 100));
     if (fraction >= 1.0) fputc('\n', stderr);
 }
 
-/* Mean NLL by position, smoothed by a centred moving average of `width`. */
-static double *nll_curve(const PplResult *r, int width) {
+static void log_prediction(const PplPrediction *p, void *user) {
+    const PplReport *r = user;
+    logprob_writer_row(r->logprobs, r->labels[p->variant], p->index, p->pos, p->logits, p->target);
+}
+
+/* Mean NLL by position, smoothed by a centred moving average over
+ * 2*half+1 positions (each position weighted by how often it was scored). */
+static double *nll_curve(const PplResult *r, int half) {
     double *y = mallocCheck((size_t)r->n_pos * sizeof(double));
     for (int i = 0; i < r->n_pos; i++) {
         double sum = 0.0;
         long count = 0;
-        for (int j = i - width / 2; j <= i + width / 2; j++)
+        for (int j = i - half; j <= i + half; j++)
             if (j >= 0 && j < r->n_pos) {
                 sum += r->nll_by_pos[j];
                 count += r->count_by_pos[j];
@@ -657,32 +760,96 @@ static double *nll_curve(const PplResult *r, int width) {
     return y;
 }
 
+/* se: the standard error of the position's mean, empty below 2 tokens. */
 static void write_csv(const char *path, const char **labels, const PplResult *res, int n) {
     FILE *f = fopen(path, "w");
     if (!f) die("--csv: cannot write '%s': %s", path, strerror(errno));
-    fprintf(f, "variant,position,mean_nll,count\n");
+    fprintf(f, "variant,position,mean_nll,count,se\n");
     for (int v = 0; v < n; v++)
-        for (int i = 0; i < res[v].n_pos; i++)
-            if (res[v].count_by_pos[i])
-                fprintf(f, "%s,%d,%.6f,%ld\n", labels[v], i,
-                        res[v].nll_by_pos[i] / res[v].count_by_pos[i], res[v].count_by_pos[i]);
+        for (int i = 0; i < res[v].n_pos; i++) {
+            long count = res[v].count_by_pos[i];
+            if (!count) continue;
+            double mean, se;
+            ppl_mean_se(res[v].nll_by_pos[i], res[v].nll_sq_by_pos[i], count, &mean, &se);
+            fprintf(f, "%s,%d,%.6f,%ld,", labels[v], i, mean, count);
+            if (count > 1) fprintf(f, "%.6f", se);
+            fputc('\n', f);
+        }
     if (fclose(f) != 0) die("--csv: error writing '%s'", path);
 }
 
+/* A position scored fewer times than this share of the most-scored one
+ * (the early positions of a --stride run, the positions a --stream only
+ * passes once) is drawn faint: its mean rests on few tokens. */
+#define FAINT_BELOW_PERCENT 10
+
 static void write_svg(const Options *o, const Model *m, const char **labels, const PplResult *res,
                       int n) {
-    int n_pos = res[0].n_pos, width = n_pos > 256 ? n_pos / 128 : 1;
-    SvgSeries series[MAX_VARIANTS];
-    for (int v = 0; v < n; v++) series[v] = (SvgSeries){labels[v], nll_curve(&res[v], width), n_pos};
-    char title[256], marker[64];
-    snprintf(title, sizeof title, "NLL by position: %s, %s%s", o->model_path, o->text_file,
-             width > 1 ? " (moving average)" : "");
+    /* Every variant scores the same predictions: the counts are common. */
+    int n_pos = res[0].n_pos, half = n_pos > 256 ? n_pos / 256 : 0;
+    long most = 0;
+    for (int i = 0; i < n_pos; i++)
+        if (res[0].count_by_pos[i] > most) most = res[0].count_by_pos[i];
+    long too_few = (most * FAINT_BELOW_PERCENT + 99) / 100;
+    unsigned char *faint = mallocCheck((size_t)n_pos);
+    int n_faint = 0;
+    for (int i = 0; i < n_pos; i++) n_faint += faint[i] = res[0].count_by_pos[i] < too_few;
+
+    SvgSeries series[MAX_VARIANTS + 1];
+    char notes[MAX_VARIANTS + 1][128];
+    for (int v = 0; v < n; v++) {
+        double nll, se;
+        ppl_mean_se(res[v].nll_sum, res[v].nll_sq_sum, res[v].n_scored, &nll, &se);
+        snprintf(notes[v], sizeof notes[v], "mean NLL %.4f \u00b1 %.4f, ctx %d, %ld %s", nll, se,
+                 n_pos, res[v].n_chunks, o->stream ? "chunks" : "windows");
+        series[v] = (SvgSeries){labels[v], notes[v], nll_curve(&res[v], half), faint, n_pos};
+    }
+    char title[512], subtitle[128], footnote[160], marker[64];
+    snprintf(title, sizeof title, "NLL by position: %s, %s", o->model_path, o->text_file);
+    if (half)
+        snprintf(subtitle, sizeof subtitle, "each curve: centred moving average over %d positions",
+                 2 * half + 1);
+    else
+        snprintf(subtitle, sizeof subtitle, "each curve: mean NLL at every position (no "
+                 "smoothing)");
+    snprintf(footnote, sizeof footnote, "faint, dashed, cut at the frame: positions scored fewer "
+             "than %ld times (%d%% of the most-scored position's %ld)", too_few,
+             FAINT_BELOW_PERCENT, most);
     snprintf(marker, sizeof marker, "trained context %d", m->config.seq_len);
+    SvgChart chart = {title, subtitle, "position within the window", "mean NLL (nats/token)",
+                      n_faint ? footnote : NULL, m->config.seq_len, marker};
     PosencError err;
-    int rc = svg_write_curves(o->svg_path, title, "position within the window",
-                              "mean NLL (nats/token)", series, n, m->config.seq_len, marker, &err);
+    int rc = svg_write_curves(o->svg_path, &chart, series, n, &err);
     for (int v = 0; v < n; v++) free((void *)series[v].y);
-    if (rc) die("%s", err.msg);
+    free(faint);
+    if (rc) die("--svg: %s", err.msg);
+}
+
+/* One line of the ppl table (or one JSON object). */
+static void print_ppl_row(const Options *o, const char *label, int C, const PplResult *r,
+                          const char *baseline, int is_baseline, int baseline_added) {
+    double nll, se, diff, diff_se, n = (double)r->n_scored;
+    ppl_mean_se(r->nll_sum, r->nll_sq_sum, r->n_scored, &nll, &se);
+    ppl_mean_se(r->diff_sum, r->diff_sq_sum, r->n_scored, &diff, &diff_se);
+    double kl = n > 0 ? r->kl_sum / n : 0.0, top1 = n > 0 ? r->top1_agree / n : 0.0;
+    double tok_s = n / r->seconds;
+    if (o->json) {
+        fputs("{\"pe\":", stdout);
+        json_write_string(stdout, label, strlen(label));
+        printf(",\"ctx\":%d,\"tokens\":%ld,\"chunks\":%ld,\"nll\":%.9g,\"nll_se\":%.9g,"
+               "\"ppl\":%.9g,\"baseline\":", C, r->n_scored, r->n_chunks, nll, se, exp(nll));
+        json_write_string(stdout, baseline, strlen(baseline));
+        printf(",\"baseline_added\":%s,\"nll_diff\":%.9g,\"nll_diff_se\":%.9g,\"kl\":%.9g,"
+               "\"top1_agree\":%.9g,\"seconds\":%.3f,\"tok_s\":%.1f,\"stream\":%s}\n",
+               baseline_added ? "true" : "false", diff, diff_se, kl, top1, r->seconds, tok_s,
+               o->stream ? "true" : "false");
+    } else if (is_baseline) {
+        printf("%-22s %6d %9ld %9.4f %8.4f %10.3f %9s %8s %9s %7s %8.2f %9.0f\n", label, C,
+               r->n_scored, nll, se, exp(nll), "baseline", "", "", "", r->seconds, tok_s);
+    } else {
+        printf("%-22s %6d %9ld %9.4f %8.4f %10.3f %+9.4f %8.4f %9.4f %7.4f %8.2f %9.0f\n", label,
+               C, r->n_scored, nll, se, exp(nll), diff, diff_se, kl, top1, r->seconds, tok_s);
+    }
 }
 
 static int run_ppl(const Options *o) {
@@ -690,12 +857,35 @@ static int run_ppl(const Options *o) {
     Model model;
     Tokenizer tok;
     load_model_and_tokenizer(o, &model, &tok);
-    Variants variants; /* every variant is checked before any work */
-    resolve_variants(o, &model, &variants);
-    int n_var = variants.n, C = o->ctx ? o->ctx : model.config.seq_len;
-    const char **labels = variants.labels;
-    const PeParams *params = variants.params;
+    Variants listed; /* every variant and the baseline are checked before any work */
+    resolve_variants(o, &model, &listed);
+    int C = o->ctx ? o->ctx : model.config.seq_len;
+    if (o->stride > C) die("--stride %d must be in 1..%d (the window, --ctx)", o->stride, C);
+
+    /* Slot 0 is the checkpoint's own scheme, used only when it is the
+     * default baseline and --pe does not list it; the listed variants follow. */
+    const char *all_labels[MAX_VARIANTS + 1];
+    PeParams all_params[MAX_VARIANTS + 1];
+    all_params[0] = variant_params(&model, o, NULL);
+    all_labels[0] = o->baseline ? o->baseline : pe_kind_name(all_params[0].kind);
+    int baseline = -1;
+    for (int v = 1; v <= listed.n; v++) {
+        all_params[v] = listed.params[v - 1];
+        all_labels[v] = listed.labels[v - 1];
+        for (int u = 1; u < v; u++)
+            if (!strcmp(all_labels[u], all_labels[v]))
+                die("--pe: '%s' is listed twice", all_labels[v]);
+        if (baseline < 0 && !strcmp(all_labels[v], all_labels[0])) baseline = v;
+    }
+    if (baseline < 0 && o->baseline)
+        die("--baseline: '%s' is not one of the --pe variants (%s)", o->baseline,
+            o->pe_list ? o->pe_list : all_labels[1]);
+    int added = baseline < 0, n_var = listed.n + added;
+    const char **labels = all_labels + !added;
+    PeParams *params = all_params + !added;
+    baseline = added ? 0 : baseline - 1;
     for (int v = 0; v < n_var; v++) check_positions(&model, &params[v], labels[v], o->pos_offset + C - 1);
+
     size_t len;
     char *text = read_text_file(o->text_file, &len);
     int *ids = NULL, n_ids = 0;
@@ -706,36 +896,42 @@ static int run_ppl(const Options *o) {
     PplOptions popt = {.window = C, .stride = o->stride, .max_chunks = o->chunks,
                        .stream = o->stream, .keep = o->keep, .shift = shift_mode(o),
                        .pos_offset = o->pos_offset};
-    if (o->stride > C) die("--stride %d must be in 1..%d (the window, --ctx)", o->stride, C);
-    PplResult res[MAX_VARIANTS];
+    Context ctxs[MAX_VARIANTS + 1];
+    for (int v = 0; v < n_var; v++) build_context(&ctxs[v], &model, &params[v], C, o);
+    LogprobWriter logprobs;
+    open_logits_out(o, model.config.vocab_size, &logprobs);
+
     if (!o->json)
-        printf("# %s on %s: %d tokens, %s of %d%s\n%-22s %6s %9s %9s %10s %8s %9s\n",
+        printf("# %s on %s: %d tokens, %s of %d%s; baseline %s (%s)\n"
+               "# se: standard error over the scored tokens; vs the baseline on the same tokens: "
+               "dnll = NLL(variant) - NLL(baseline), kl = KL(baseline || variant) in nats, "
+               "top1 = argmax agreement\n"
+               "%-22s %6s %9s %9s %8s %10s %9s %8s %9s %7s %8s %9s\n",
                o->model_path, o->text_file, n_ids, o->stream ? "stream through a cache" : "windows",
-               C, o->stride ? " (sliding)" : "", "variant", "ctx", "tokens", "nll", "ppl", "seconds",
-               "tok/s");
-    for (int v = 0; v < n_var; v++) {
-        Context ctx;
-        build_context(&ctx, &model, &params[v], C, o);
-        int bar = isatty(STDERR_FILENO);
-        if (ppl_evaluate(&ctx, ids, n_ids, &popt, &res[v], bar ? progress_bar : NULL,
-                         (void *)labels[v], &err))
-            die("%s", err.msg);
-        context_free(&ctx);
-        double nll = res[v].nll_sum / res[v].n_scored;
-        double tok_s = res[v].n_scored / res[v].seconds;
-        if (o->json)
-            printf("{\"pe\": \"%s\", \"ctx\": %d, \"tokens\": %ld, \"nll\": %.6f, \"ppl\": %.4f, "
-                   "\"seconds\": %.3f, \"tok_s\": %.1f, \"stream\": %s}\n",
-                   labels[v], C, res[v].n_scored, nll, exp(nll), res[v].seconds, tok_s,
-                   o->stream ? "true" : "false");
-        else
-            printf("%-22s %6d %9ld %9.4f %10.3f %8.2f %9.0f\n", labels[v], C, res[v].n_scored, nll,
-                   exp(nll), res[v].seconds, tok_s);
-        fflush(stdout);
-    }
+               C, o->stride ? " (sliding)" : "", labels[baseline],
+               added ? "the checkpoint's scheme, not in --pe, so run too"
+               : o->baseline ? "--baseline" : "the checkpoint's scheme",
+               "variant", "ctx", "tokens", "nll", "se", "ppl", "dnll", "se", "kl", "top1",
+               "seconds", "tok/s");
+    fflush(stdout);
+    char progress_label[32];
+    if (n_var == 1) snprintf(progress_label, sizeof progress_label, "%s", labels[0]);
+    else snprintf(progress_label, sizeof progress_label, "%d variants", n_var);
+    PplReport report = {progress_label, labels, &logprobs};
+    PplHooks hooks = {isatty(STDERR_FILENO) ? progress_bar : NULL,
+                      logprobs.out ? log_prediction : NULL, &report};
+    PplResult res[MAX_VARIANTS + 1];
+    if (ppl_evaluate_variants(ctxs, n_var, baseline, ids, n_ids, &popt, res, &hooks, &err))
+        die("%s", err.msg);
+    close_logits_out(o, &logprobs);
+    for (int v = 0; v < n_var; v++)
+        print_ppl_row(o, labels[v], C, &res[v], labels[baseline], v == baseline, added);
     if (o->csv_path) write_csv(o->csv_path, labels, res, n_var);
     if (o->svg_path) write_svg(o, &model, labels, res, n_var);
-    for (int v = 0; v < n_var; v++) ppl_result_free(&res[v]);
+    for (int v = 0; v < n_var; v++) {
+        ppl_result_free(&res[v]);
+        context_free(&ctxs[v]);
+    }
     free(ids);
     tokenizer_free(&tok);
     model_free(&model);

@@ -26,6 +26,16 @@ static void emit(FILE *out, Output *o, const Tokenizer *tok, int prev, int token
     fflush(out);
 }
 
+/* Tells the caller about a generated token; the cache's last cell holds
+ * the token whose logits chose it. */
+static void report_step(const Context *ctx, const Tokenizer *tok, const GenerateOptions *opt,
+                        int made, int prev, int token, const float *logits) {
+    GenerateStep step = {.step = made, .pos = ctx->cache.pos[ctx->cache.n_used - 1],
+                         .token = token, .logits = logits};
+    step.piece = tokenizer_decode(tok, prev, token, &step.piece_len);
+    opt->on_step(&step, opt->step_user);
+}
+
 /* Starts a trace line where it cannot run into the text. */
 static FILE *trace_begin(Output *o) {
     FILE *t = o->opt->trace;
@@ -97,6 +107,8 @@ static int decode_loop(Context *ctx, const Tokenizer *tok, Sampler *sampler, con
         if (st->n_generated++ == 0) st->first_token_s = time_now_s() - t_start;
         if (next == tok->bos_id) return 0;
         emit(out, o, tok, token, next);
+        if (o->opt->on_step)
+            report_step(ctx, tok, o->opt, st->n_generated - 1, token, next, logits);
         token = next;
         if (st->n_generated >= needed) return 0;
         int room = make_room(ctx, o, err);

@@ -12,6 +12,17 @@
 #include "model/shift.h"
 #include "tokenizer/tokenizer.h"
 
+/* One generated token, for a caller that reports steps (--json,
+ * --logits-out). */
+typedef struct {
+    int step;            /* 0 for the first token after the prompt */
+    int pos;             /* position of the token whose logits chose it */
+    int token;
+    const char *piece;   /* its text as decoded after the previous token */
+    size_t piece_len;
+    const float *logits; /* (vocab) the raw logits it was sampled from */
+} GenerateStep;
+
 typedef struct {
     const char *prompt;
     int steps;          /* total tokens including the prompt; <= 0: the context size */
@@ -22,6 +33,8 @@ typedef struct {
                            and text, the cache's positions) and per context shift */
     int trace_shares_out; /* trace and out reach the same file or terminal: a trace
                              line first ends the text's line, so the two never mix */
+    void (*on_step)(const GenerateStep *step, void *user); /* per generated token, or NULL */
+    void *step_user;
 } GenerateOptions;
 
 /* Where the time went, for the summary line the caller prints. */

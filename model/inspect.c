@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/json.h"
+
 typedef struct {
     FILE *out;
     int json;
@@ -14,15 +16,7 @@ typedef struct {
     size_t n_tensors, n_params, n_bytes;
 } Emitter;
 
-static void json_string(FILE *out, const char *s) {
-    fputc('"', out);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\') fprintf(out, "\\%c", *p);
-        else if (*p < 0x20) fprintf(out, "\\u%04x", *p);
-        else fputc(*p, out);
-    }
-    fputc('"', out);
-}
+static void json_string(FILE *out, const char *s) { json_write_string(out, s, strlen(s)); }
 
 static void em_key(Emitter *e, const char *key) {
     if (e->json) {

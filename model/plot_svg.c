@@ -5,12 +5,13 @@
 #include <stdio.h>
 #include <string.h>
 
-#define W 860
-#define H 500
+#define W 1040
 #define LEFT 70
-#define RIGHT 200
-#define TOP 50
-#define BOTTOM 60
+#define RIGHT 330     /* the legend */
+#define TOP 80        /* title, subtitle, then the marker label */
+#define BOTTOM 80     /* tick labels, axis label, footnote */
+#define MIN_PLOT_H 380
+#define LEGEND_ROW 34 /* label line and note line */
 
 static const char *const COLORS[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd",
                                      "#ff7f0e", "#17becf", "#8c564b", "#e377c2"};
@@ -27,79 +28,125 @@ static void xml_text(FILE *f, const char *s) {
         if (*s == '<') fputs("&lt;", f);
         else if (*s == '>') fputs("&gt;", f);
         else if (*s == '&') fputs("&amp;", f);
+        else if (*s == '"') fputs("&quot;", f);
         else fputc(*s, f);
     }
 }
 
-int svg_write_curves(const char *path, const char *title, const char *x_label,
-                     const char *y_label, const SvgSeries *series, int n_series,
-                     int marker_x, const char *marker_label, PosencError *err) {
-    double ymin = INFINITY, ymax = -INFINITY;
-    int xmax = 1;
-    for (int s = 0; s < n_series; s++) {
-        if (series[s].n > xmax) xmax = series[s].n;
-        for (int i = 0; i < series[s].n; i++)
-            if (!isnan(series[s].y[i])) {
-                ymin = fmin(ymin, series[s].y[i]);
-                ymax = fmax(ymax, series[s].y[i]);
-            }
-    }
-    if (!(ymin <= ymax)) return posenc_error(err, "--svg: no data to plot");
-    if (ymax - ymin < 1e-9) ymax = ymin + 1.0;
-    double ystep = tick_step(ymax - ymin);
-    ymin = floor(ymin / ystep) * ystep;
-    ymax = ceil(ymax / ystep) * ystep;
-    FILE *f = fopen(path, "w");
-    if (!f) return posenc_error(err, "--svg: cannot write '%s': %s", path, strerror(errno));
+/* <text> at (x, y) with extra attributes. */
+static void text_at(FILE *f, double x, double y, const char *attrs, const char *s) {
+    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\"%s%s>", x, y, *attrs ? " " : "", attrs);
+    xml_text(f, s);
+    fputs("</text>\n", f);
+}
 
-    double pw = W - LEFT - RIGHT, ph = H - TOP - BOTTOM;
-#define SX(x) (LEFT + (double)(x) / xmax * pw)
-#define SY(y) (TOP + (1.0 - ((y) - ymin) / (ymax - ymin)) * ph)
+typedef struct {
+    int xmax;
+    double ymin, ymax, plot_w, plot_h;
+} Frame;
+
+static double sx(const Frame *fr, double x) { return LEFT + x / fr->xmax * fr->plot_w; }
+static double sy(const Frame *fr, double y) {
+    return TOP + (1.0 - (y - fr->ymin) / (fr->ymax - fr->ymin)) * fr->plot_h;
+}
+
+static int faint_at(const SvgSeries *s, int i) { return s->faint && s->faint[i]; }
+
+/* The curve as polylines: a new one wherever the data stops or the style
+ * changes; a change of style shares its point so the curve stays joined. */
+static void draw_curve(FILE *f, const Frame *fr, const SvgSeries *s, const char *color) {
+    int start = -1;
+    for (int i = 0; i <= s->n; i++) {
+        int has = i < s->n && !isnan(s->y[i]);
+        if (start >= 0 && (!has || faint_at(s, i) != faint_at(s, start))) {
+            int last = has ? i : i - 1;
+            const char *style = faint_at(s, start)
+                                    ? " stroke-dasharray=\"4,3\" stroke-opacity=\"0.4\"" : "";
+            fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\"%s points=\"",
+                    color, style);
+            for (int j = start; j <= last; j++)
+                fprintf(f, "%.1f,%.1f ", sx(fr, j + 0.5), sy(fr, s->y[j]));
+            fputs("\"/>\n", f);
+            start = has ? i : -1;
+        } else if (start < 0 && has) {
+            start = i;
+        }
+    }
+}
+
+/* The y range of the points drawn solid (or of all, when every one is
+ * faint): a few noisy faint points must not squash the curves that matter. */
+static void y_range(Frame *fr, const SvgSeries *series, int n_series, int faint_too) {
+    for (int s = 0; s < n_series; s++)
+        for (int i = 0; i < series[s].n; i++)
+            if (!isnan(series[s].y[i]) && (faint_too || !faint_at(&series[s], i))) {
+                fr->ymin = fmin(fr->ymin, series[s].y[i]);
+                fr->ymax = fmax(fr->ymax, series[s].y[i]);
+            }
+}
+
+int svg_write_curves(const char *path, const SvgChart *c, const SvgSeries *series, int n_series,
+                     PosencError *err) {
+    Frame fr = {1, INFINITY, -INFINITY, W - LEFT - RIGHT, MIN_PLOT_H};
+    for (int s = 0; s < n_series; s++)
+        if (series[s].n > fr.xmax) fr.xmax = series[s].n;
+    y_range(&fr, series, n_series, 0);
+    if (!(fr.ymin <= fr.ymax)) y_range(&fr, series, n_series, 1);
+    if (!(fr.ymin <= fr.ymax)) return posenc_error(err, "no data to plot in '%s'", path);
+    if (fr.ymax - fr.ymin < 1e-9) fr.ymax = fr.ymin + 1.0;
+    double ystep = tick_step(fr.ymax - fr.ymin);
+    fr.ymin = floor(fr.ymin / ystep) * ystep;
+    fr.ymax = ceil(fr.ymax / ystep) * ystep;
+    if (fr.plot_h < LEGEND_ROW * n_series) fr.plot_h = LEGEND_ROW * n_series; /* legend room */
+    int H = TOP + (int)fr.plot_h + BOTTOM;
+    double bottom = TOP + fr.plot_h;
+    FILE *f = fopen(path, "w");
+    if (!f) return posenc_error(err, "cannot write '%s': %s", path, strerror(errno));
+
     fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
                "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"12\">\n", W, H, W, H);
     fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
-    fprintf(f, "<text x=\"%d\" y=\"28\" font-size=\"16\">", LEFT);
-    xml_text(f, title);
-    fprintf(f, "</text>\n");
-    double xstep = tick_step(xmax);
-    for (double x = 0; x <= xmax + 1e-9; x += xstep)
-        fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#ddd\"/>"
-                   "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%g</text>\n",
-                SX(x), TOP, SX(x), H - BOTTOM, SX(x), H - BOTTOM + 18, x);
-    for (double y = ymin; y <= ymax + 1e-9; y += ystep)
+    fprintf(f, "<clipPath id=\"plot-area\"><rect x=\"%d\" y=\"%d\" width=\"%.0f\" "
+               "height=\"%.0f\"/></clipPath>\n", LEFT, TOP, fr.plot_w, fr.plot_h);
+    text_at(f, LEFT, 26, "font-size=\"16\"", c->title);
+    if (c->subtitle) text_at(f, LEFT, 46, "", c->subtitle);
+    double xstep = tick_step(fr.xmax);
+    for (double x = 0; x <= fr.xmax + 1e-9; x += xstep)
+        fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>"
+                   "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%g</text>\n",
+                sx(&fr, x), TOP, sx(&fr, x), bottom, sx(&fr, x), bottom + 18, x);
+    for (double y = fr.ymin; y <= fr.ymax + 1e-9; y += ystep)
         fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#ddd\"/>"
                    "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%g</text>\n",
-                LEFT, SY(y), W - RIGHT, SY(y), LEFT - 6, SY(y) + 4, y);
+                LEFT, sy(&fr, y), W - RIGHT, sy(&fr, y), LEFT - 6, sy(&fr, y) + 4, y);
     fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%.0f\" height=\"%.0f\" fill=\"none\" "
-               "stroke=\"black\"/>\n", LEFT, TOP, pw, ph);
-    fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">", LEFT + pw / 2, H - 15);
-    xml_text(f, x_label);
-    fprintf(f, "</text>\n<text transform=\"translate(18,%.1f) rotate(-90)\" "
-               "text-anchor=\"middle\">", TOP + ph / 2);
-    xml_text(f, y_label);
-    fprintf(f, "</text>\n");
-    if (marker_x > 0 && marker_x < xmax) {
-        fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"black\" "
-                   "stroke-dasharray=\"6,4\"/><text x=\"%.1f\" y=\"%d\">",
-                SX(marker_x), TOP, SX(marker_x), H - BOTTOM, SX(marker_x) + 4, TOP + 14);
-        xml_text(f, marker_label);
-        fprintf(f, "</text>\n");
+               "stroke=\"black\"/>\n", LEFT, TOP, fr.plot_w, fr.plot_h);
+    text_at(f, LEFT + fr.plot_w / 2, bottom + 38, "text-anchor=\"middle\"", c->x_label);
+    char rotate[64];
+    snprintf(rotate, sizeof rotate, "transform=\"rotate(-90 18 %.1f)\" text-anchor=\"middle\"",
+             TOP + fr.plot_h / 2);
+    text_at(f, 18, TOP + fr.plot_h / 2, rotate, c->y_label);
+    if (c->footnote) text_at(f, LEFT, bottom + 62, "font-size=\"11\" fill=\"#555\"", c->footnote);
+    if (c->marker_x > 0 && c->marker_x < fr.xmax) {
+        fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"black\" "
+                   "stroke-dasharray=\"6,4\"/>\n", sx(&fr, c->marker_x), TOP - 4,
+                sx(&fr, c->marker_x), bottom);
+        text_at(f, sx(&fr, c->marker_x), TOP - 8, "text-anchor=\"middle\"", c->marker_label);
     }
     for (int s = 0; s < n_series; s++) {
         const char *color = COLORS[s % 8];
-        fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" points=\"", color);
-        for (int i = 0; i < series[s].n; i++)
-            if (!isnan(series[s].y[i])) fprintf(f, "%.1f,%.1f ", SX(i + 0.5), SY(series[s].y[i]));
-        fprintf(f, "\"/>\n<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"%s\" "
-                   "stroke-width=\"3\"/><text x=\"%d\" y=\"%d\">",
-                W - RIGHT + 15, TOP + 10 + 20 * s, W - RIGHT + 40, TOP + 10 + 20 * s, color,
-                W - RIGHT + 46, TOP + 14 + 20 * s);
-        xml_text(f, series[s].label);
-        fprintf(f, "</text>\n");
+        double ly = TOP + 12 + LEGEND_ROW * s, lx = W - RIGHT + 15;
+        fputs("<g class=\"series\">\n<g clip-path=\"url(#plot-area)\">\n", f);
+        draw_curve(f, &fr, &series[s], color);
+        fputs("</g>\n", f);
+        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
+                   "stroke-width=\"3\"/>\n", lx, ly - 4, lx + 25, ly - 4, color);
+        text_at(f, lx + 31, ly, "class=\"legend\"", series[s].label);
+        if (series[s].note)
+            text_at(f, lx + 31, ly + 14, "class=\"legend-note\" font-size=\"11\"", series[s].note);
+        fputs("</g>\n", f);
     }
-#undef SX
-#undef SY
     fprintf(f, "</svg>\n");
-    if (fclose(f) != 0) return posenc_error(err, "--svg: error writing '%s'", path);
+    if (fclose(f) != 0) return posenc_error(err, "error writing '%s'", path);
     return 0;
 }

@@ -1,16 +1,28 @@
 /* A self-contained SVG line chart: NLL against position, one curve per
- * variant, with axes, ticks, a legend and a marker at the trained context. */
+ * variant, with axes, ticks, a legend, a marker at the trained context in
+ * the top margin, and faint dashed stretches where a curve rests on too
+ * few samples to be read like the rest. */
 #ifndef POSENC_PLOT_SVG_H
 #define POSENC_PLOT_SVG_H
 #include "model/util.h"
 
 typedef struct {
     const char *label;
-    const double *y;   /* (n) values; NAN where there is no data */
+    const char *note;            /* second legend line, or NULL */
+    const double *y;             /* (n) values; NAN where there is no data */
+    const unsigned char *faint;  /* (n) nonzero: drawn faint and dashed; or NULL */
     int n;
 } SvgSeries;
 
-int svg_write_curves(const char *path, const char *title, const char *x_label,
-                     const char *y_label, const SvgSeries *series, int n_series,
-                     int marker_x, const char *marker_label, PosencError *err);
+typedef struct {
+    const char *title;
+    const char *subtitle;        /* under the title (e.g. the smoothing), or NULL */
+    const char *x_label, *y_label;
+    const char *footnote;        /* under the x axis label (e.g. what faint means), or NULL */
+    int marker_x;                /* a dashed vertical line here, if inside the x range */
+    const char *marker_label;    /* written above the plot, clear of every curve */
+} SvgChart;
+
+int svg_write_curves(const char *path, const SvgChart *chart, const SvgSeries *series,
+                     int n_series, PosencError *err);
 #endif

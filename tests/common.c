@@ -55,7 +55,15 @@ static char *slurp_fd(int fd) {
     return s;
 }
 
-TestsRun tests_run_program(const char *const *argv) {
+/* Runs bin with args (NULL-terminated, without argv[0]), capturing both streams. */
+static TestsRun run_program(const char *bin, const char *const *args) {
+    int nargs = 0;
+    while (args[nargs]) nargs++;
+    char **argv = calloc((size_t)nargs + 2, sizeof *argv);
+    ck_assert_ptr_nonnull(argv);
+    argv[0] = (char *)bin;
+    for (int i = 0; i < nargs; i++) argv[i + 1] = (char *)args[i];
+
     /* stdout and stderr go to temp files: pipes could fill up and deadlock. */
     char out_path[] = "/tmp/posenc-out-XXXXXX", err_path[] = "/tmp/posenc-err-XXXXXX";
     int out_fd = mkstemp(out_path), err_fd = mkstemp(err_path);
@@ -86,16 +94,23 @@ TestsRun tests_run_program(const char *const *argv) {
 
 TestsRun tests_run_engine(const char *const *args) {
     const char *bin = getenv("POSENC_RUN");
-    if (!bin || !*bin) bin = "./run";
-    int nargs = 0;
-    while (args[nargs]) nargs++;
-    const char **argv = calloc((size_t)nargs + 2, sizeof *argv);
-    ck_assert_ptr_nonnull(argv);
-    argv[0] = bin;
-    for (int i = 0; i < nargs; i++) argv[i + 1] = args[i];
-    TestsRun r = tests_run_program(argv);
-    free(argv);
-    return r;
+    return run_program(bin && *bin ? bin : "./run", args);
+}
+
+TestsRun tests_run_python(const char *const *args) {
+    const char *python = getenv("PYTHON");
+    return run_program(python && *python ? python : "/usr/bin/python3", args);
+}
+
+void tests_expect_error(const char *const *args, const char *needle) {
+    TestsRun r = tests_run_engine(args);
+    ck_assert_msg(r.status == 1, "exit status %d (want 1) for %s; stderr: %s", r.status, args[0], r.err);
+    ck_assert_msg(strncmp(r.err, "error: ", 7) == 0, "stderr does not start with 'error: ': %s", r.err);
+    char *nl = strchr(r.err, '\n');
+    ck_assert_msg(nl && nl[1] == '\0', "stderr is not exactly one line: %s", r.err);
+    ck_assert_msg(strstr(r.err, needle), "stderr does not mention '%s': %s", needle, r.err);
+    ck_assert_str_eq(r.out, "");
+    tests_run_free(&r);
 }
 
 void tests_run_free(TestsRun *r) {

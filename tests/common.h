@@ -25,11 +25,14 @@ typedef struct {
     char *err;    /* stderr, NUL-terminated (malloc'd) */
 } TestsRun;
 
-/* Runs argv[0] (a path) with argv (NULL-terminated), stdin from /dev/null. */
-TestsRun tests_run_program(const char *const *argv);
 /* Runs the engine with argv (NULL-terminated, without argv[0]). */
 TestsRun tests_run_engine(const char *const *args);
+/* Runs $PYTHON (default /usr/bin/python3) with args, the same way. */
+TestsRun tests_run_python(const char *const *args);
 void tests_run_free(TestsRun *r);
+/* Runs the engine and asserts a clean failure: exit 1, exactly one
+ * "error: ..." line on stderr that mentions `needle`, nothing on stdout. */
+void tests_expect_error(const char *const *args, const char *needle);
 
 /* Writes `n` bytes to a fresh temporary file and returns its path (static
  * rotating buffer); the file is removed at exit. */

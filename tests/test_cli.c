@@ -32,16 +32,8 @@ static char *read_all(const char *path, size_t *n) {
     return buf;
 }
 
-/* Asserts a clean failure: exit 1, one "error: ..." line that mentions `needle`. */
 static void expect_error(const char *const *args, const char *needle) {
-    TestsRun r = tests_run_engine(args);
-    ck_assert_msg(r.status == 1, "exit status %d (want 1) for %s; stderr: %s", r.status, args[0], r.err);
-    ck_assert_msg(strncmp(r.err, "error: ", 7) == 0, "stderr does not start with 'error: ': %s", r.err);
-    char *nl = strchr(r.err, '\n');
-    ck_assert_msg(nl && nl[1] == '\0', "stderr is not exactly one line: %s", r.err);
-    ck_assert_msg(strstr(r.err, needle), "stderr does not mention '%s': %s", needle, r.err);
-    ck_assert_str_eq(r.out, "");
-    tests_run_free(&r);
+    tests_expect_error(args, needle);
 }
 
 static void expect_model_error(const char *path, const char *needle) {

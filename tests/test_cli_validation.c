@@ -27,46 +27,35 @@ static void setup(void) {
     free(all);
 }
 
-/* exit 1, exactly one line "error: ..." mentioning needle, empty stdout */
-static void expect_refusal(const char *const *args, const char *needle) {
-    TestsRun r = tests_run_engine(args);
-    ck_assert_msg(r.status == 1, "exit %d for ... %s; stderr: %s", r.status, needle, r.err);
-    ck_assert_msg(strncmp(r.err, "error: ", 7) == 0 && strchr(r.err, '\n') == r.err + strlen(r.err) - 1,
-                  "not one error line: %s", r.err);
-    ck_assert_msg(strstr(r.err, needle), "stderr does not mention '%s': %s", needle, r.err);
-    ck_assert_msg(r.out[0] == '\0', "output before the error: %s", r.out);
-    tests_run_free(&r);
-}
-
 START_TEST(flags_the_mode_does_not_use) {
     if (!models) return;
     const char *t_ppl[] = {model, "-z", tok, "-m", "ppl", "-f", text, "-t", "0", NULL};
-    expect_refusal(t_ppl, "-t is not used by -m ppl");
+    tests_expect_error(t_ppl, "-t is not used by -m ppl");
     const char *z_bench[] = {model, "-m", "bench", "-z", tok, NULL};
-    expect_refusal(z_bench, "-z is not used by -m bench");
+    tests_expect_error(z_bench, "-z is not used by -m bench");
     const char *pe_tok[] = {"-m", "tokenize", "-z", tok, "-i", "hi", "--pe", "alibi", NULL};
-    expect_refusal(pe_tok, "--pe is not used by -m tokenize");
+    tests_expect_error(pe_tok, "--pe is not used by -m tokenize");
     const char *n_inspect[] = {model, "-m", "inspect", "-n", "5", NULL};
-    expect_refusal(n_inspect, "-n is not used by -m inspect");
+    tests_expect_error(n_inspect, "-n is not used by -m inspect");
     const char *pp_gen[] = {model, "-z", tok, "--pp", "8", NULL};
-    expect_refusal(pp_gen, "--pp is not used by -m generate");
+    tests_expect_error(pp_gen, "--pp is not used by -m generate");
     const char *chunks[] = {model, "-z", tok, "-m", "ppl", "-f", text, "--stream", "--chunks", "2", NULL};
-    expect_refusal(chunks, "--chunks is not used by -m ppl --stream");
+    tests_expect_error(chunks, "--chunks is not used by -m ppl --stream");
     const char *stride[] = {model, "-z", tok, "-m", "ppl", "-f", text, "--stream", "--stride", "8", NULL};
-    expect_refusal(stride, "--stride is not used by -m ppl --stream");
+    tests_expect_error(stride, "--stride is not used by -m ppl --stream");
     const char *keep[] = {model, "-z", tok, "-m", "ppl", "-f", text, "--keep", "4", NULL};
-    expect_refusal(keep, "--keep applies to context shifts: use it with -m ppl --stream");
+    tests_expect_error(keep, "--keep applies to context shifts: use it with -m ppl --stream");
     const char *both[] = {model, "-z", tok, "-i", "a", "-f", text, NULL};
-    expect_refusal(both, "-i and -f both give the input text");
+    tests_expect_error(both, "-i and -f both give the input text");
     const char *twice[] = {model, "-z", tok, "-t", "0", "-t", "1", NULL};
-    expect_refusal(twice, "-t is given twice");
+    tests_expect_error(twice, "-t is given twice");
     /* scheme parameters that no variant that runs would use */
     const char *yarn_alibi[] = {model, "-m", "inspect", "--pe", "alibi", "--rope-scaling", "yarn", NULL};
-    expect_refusal(yarn_alibi, "--rope-scaling applies to rope and no scheme that runs is rope");
+    tests_expect_error(yarn_alibi, "--rope-scaling applies to rope and no scheme that runs is rope");
     const char *bias_rope[] = {model, "-z", tok, "--alibi-max-bias", "4", NULL};
-    expect_refusal(bias_rope, "--alibi-max-bias applies to alibi");
+    tests_expect_error(bias_rope, "--alibi-max-bias applies to alibi");
     const char *overflow[] = {model, "-z", tok, "--pe-overflow", "clamp", NULL};
-    expect_refusal(overflow, "--pe-overflow applies to learned");
+    tests_expect_error(overflow, "--pe-overflow applies to learned");
     /* control: the same flags where they apply are accepted */
     const char *ok[] = {model, "-z", tok, "-m", "ppl", "-f", text, "--stream", "--keep", "4",
                         "--ctx", "64", "--pe", "rope,alibi", "--alibi-max-bias", "4", NULL};
@@ -81,7 +70,7 @@ START_TEST(every_variant_checked_before_work) {
     if (!models) return;
     const char *args[] = {model, "-z", tok, "-m", "ppl", "-f", text, "--ctx", "64", "--chunks", "2",
                           "--pe", "rope,alibi,none,learned,sinusoidal", NULL};
-    expect_refusal(args, "--pe learned: learned positions need a position embedding table");
+    tests_expect_error(args, "--pe learned: learned positions need a position embedding table");
     /* control: without it, all four run */
     args[12] = "rope,alibi,none,sinusoidal";
     TestsRun r = tests_run_engine(args);
@@ -109,7 +98,7 @@ START_TEST(prompt_from_file) {
     tests_run_free(&b);
     tests_run_free(&c);
     const char *missing[] = {model, "-z", tok, "-f", "/nonexistent/prompt.txt", NULL};
-    expect_refusal(missing, "/nonexistent/prompt.txt");
+    tests_expect_error(missing, "/nonexistent/prompt.txt");
 }
 END_TEST
 
@@ -172,7 +161,7 @@ START_TEST(bench_and_inspect_show_the_scheme) {
                   strstr(r.out, "\"n_tokens\":1000"), "%s%s", r.out, r.err);
     tests_run_free(&r);
     const char *v_pe[] = {vocab, "-m", "inspect", "--pe", "alibi", NULL};
-    expect_refusal(v_pe, "holds no tensors");
+    tests_expect_error(v_pe, "holds no tensors");
 }
 END_TEST
 

@@ -9,11 +9,6 @@
 
 #include "tests/common.h"
 
-static const char *python(void) {
-    const char *p = getenv("PYTHON");
-    return p && *p ? p : "/usr/bin/python3";
-}
-
 static const char *engine(void) {
     const char *bin = getenv("POSENC_RUN");
     return bin && *bin ? bin : "./run";
@@ -23,9 +18,9 @@ static const char *engine(void) {
 static TestsRun run_commands(const char *markdown, const char *models) {
     char shared[1024];
     snprintf(shared, sizeof shared, "%s/..", models);
-    const char *argv[] = {python(), "tests/readme_commands.py", markdown, "--run", engine(),
-                          "--shared", shared, NULL};
-    return tests_run_program(argv);
+    const char *args[] = {"tests/readme_commands.py", markdown, "--run", engine(), "--shared", shared,
+                          NULL};
+    return tests_run_python(args);
 }
 
 START_TEST(readme_commands_run) {

@@ -157,4 +157,9 @@ int tokenize_stream(const Tokenizer *t, FILE *in, FILE *out, int pieces, PosencE
 /* The same over a string (`-i TEXT`); empty text is one empty line. */
 int tokenize_text(const Tokenizer *t, const char *text, size_t len, FILE *out, int pieces,
                   PosencError *err);
+
+/* Decodes one strictly valid UTF-8 sequence (no overlongs, surrogates or
+ * values past U+10FFFF): returns its length and sets *cp, or returns 0 when
+ * the bytes at s are not one. */
+int utf8_decode(const unsigned char *s, size_t n, uint32_t *cp);
 #endif
