@@ -23,7 +23,14 @@ static TestsRun run_commands(const char *markdown, const char *models) {
     return tests_run_python(args);
 }
 
+/* Plain build only: the commands are a check of the documentation, and
+ * under ASan they take ten times as long for no coverage the other suites
+ * lack (they run the same modes on the same models). */
 START_TEST(readme_commands_run) {
+#ifdef __SANITIZE_ADDRESS__
+    fprintf(stderr, "note: README commands run in the plain build of make test\n");
+    return;
+#endif
     const char *models = tests_models_dir("README commands");
     if (!models) return;
     TestsRun r = run_commands("README.md", models);
