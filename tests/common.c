@@ -89,6 +89,7 @@ static TestsRun run_program(const char *bin, const char *const *args) {
     r.err = slurp_fd(err_fd);
     close(out_fd); close(err_fd);
     unlink(out_path); unlink(err_path);
+    free(argv);
     return r;
 }
 
