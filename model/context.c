@@ -92,3 +92,24 @@ int context_check_chunk(const Context *ctx, const int *tokens, int n, int pos0, 
                             pos0, pos0 + n - 1, pe_kind_name(ctx->pe.params.kind), limit);
     return 0;
 }
+
+int context_check_logits(const Context *ctx, const float *logits, int rows, int pos0,
+                         PosencError *err) {
+    size_t vocab = (size_t)ctx->model->config.vocab_size;
+    for (int r = 0; r < rows; r++) {
+        /* The largest magnitude as bits: an integer reduction, which the
+         * compiler vectorizes; inf and NaN are the bit patterns from
+         * 0x7f800000 up. */
+        uint32_t max_bits = 0;
+        for (size_t i = 0; i < vocab; i++) {
+            uint32_t bits;
+            memcpy(&bits, logits + (size_t)r * vocab + i, sizeof bits);
+            bits &= 0x7fffffffu;
+            max_bits = bits > max_bits ? bits : max_bits;
+        }
+        if (max_bits >= 0x7f800000u)
+            return posenc_error(err, "%s: the model produced non-finite logits (NaN or infinity) "
+                                     "at position %d", ctx->model->path, pos0 + r);
+    }
+    return 0;
+}

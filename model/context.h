@@ -48,4 +48,10 @@ void context_free(Context *ctx);
  * context_check_chunk() tells whether that holds. */
 const float *context_forward(Context *ctx, const int *tokens, int n, int pos0, int all_logits);
 int context_check_chunk(const Context *ctx, const int *tokens, int n, int pos0, PosencError *err);
+/* 0 if `rows` rows of logits (the first at position pos0) are all finite;
+ * else -1 with a line naming the model file and the position.  NaN or
+ * infinite weights, or activations that overflow, end here instead of in
+ * a sampler that cannot choose or a perplexity of nan. */
+int context_check_logits(const Context *ctx, const float *logits, int rows, int pos0,
+                         PosencError *err);
 #endif

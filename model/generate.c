@@ -62,6 +62,7 @@ static int decode_loop(Context *ctx, const Tokenizer *tok, Sampler *sampler, con
         if (context_check_chunk(ctx, &token, 1, pos, err)) return -1;
         if (opt->trace) trace_step(ctx, pos);
         logits = context_forward(ctx, &token, 1, pos, 0);
+        if (context_check_logits(ctx, logits, 1, pos, err)) return -1;
         (*n_decoded)++;
     }
 }
@@ -95,6 +96,7 @@ int generate_text(Context *ctx, const Tokenizer *tok, Sampler *sampler,
     if (n_text < steps) {
         if (opt->trace) trace_step(ctx, pos0 + n_prompt - 1);
         const float *logits = context_forward(ctx, ids, n_prompt, pos0, 0);
+        if (context_check_logits(ctx, logits, 1, pos0 + n_prompt - 1, err)) goto out;
         t1 = time_now_s();
         if (decode_loop(ctx, tok, sampler, logits, ids[n_prompt - 1], steps - n_text, opt, out,
                         &n_decoded, err))

@@ -40,6 +40,7 @@ static int eval_windows(Context *ctx, const int *tokens, int n_tokens, const Ppl
         kv_cache_clear(&ctx->cache);
         if (context_check_chunk(ctx, w, C, o->pos_offset, err)) return -1;
         const float *logits = context_forward(ctx, w, C, o->pos_offset, 1);
+        if (context_check_logits(ctx, logits, C, o->pos_offset, err)) return -1;
         int from = o->stride > 0 && k > 0 ? C - o->stride : 0;
         score_rows(ctx, logits, w + 1, from, C, 0, res);
         if (progress) progress((double)(k + 1) / n_windows, user);
@@ -64,6 +65,7 @@ static int eval_stream(Context *ctx, const int *tokens, int n_tokens, const PplO
         int pos = kv->n_used ? kv->pos[kv->n_used - 1] + 1 : o->pos_offset;
         if (context_check_chunk(ctx, tokens + at, chunk, pos, err)) return -1;
         const float *logits = context_forward(ctx, tokens + at, chunk, pos, 1);
+        if (context_check_logits(ctx, logits, chunk, pos, err)) return -1;
         score_rows(ctx, logits, tokens + at + 1, 0, chunk, pos - o->pos_offset, res);
         at += chunk;
         if (progress) progress((double)at / (n_tokens - 1), user);

@@ -100,6 +100,18 @@ void tests_run_free(TestsRun *r) {
     r->out = r->err = NULL;
 }
 
+TestsRun tests_expect_error(const char *const *args, const char *needle) {
+    TestsRun r = tests_run_engine(args);
+    ck_assert_msg(r.status == 1, "exit status %d (want 1) for %s; stderr: %s", r.status, args[0],
+                  r.err);
+    ck_assert_msg(strncmp(r.err, "error: ", 7) == 0, "stderr does not start with 'error: ': %s",
+                  r.err);
+    char *nl = strchr(r.err, '\n');
+    ck_assert_msg(nl && nl[1] == '\0', "stderr is not exactly one line: %s", r.err);
+    ck_assert_msg(strstr(r.err, needle), "stderr does not mention '%s': %s", needle, r.err);
+    return r;
+}
+
 static char temp_paths[1024][64];
 static int n_temp_paths;
 static pid_t temp_owner; /* Check forks a child per test: only the creator cleans up */

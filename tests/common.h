@@ -28,6 +28,10 @@ typedef struct {
 /* Runs the engine with argv (NULL-terminated, without argv[0]). */
 TestsRun tests_run_engine(const char *const *args);
 void tests_run_free(TestsRun *r);
+/* Runs the engine and asserts a clean refusal: exit status 1 and exactly
+ * one stderr line, starting "error: " and containing `needle`.  Returns the
+ * run for further checks on stdout (free it with tests_run_free). */
+TestsRun tests_expect_error(const char *const *args, const char *needle);
 
 /* Writes `n` bytes to a fresh temporary file and returns its path (static
  * rotating buffer); the file is removed at exit. */
