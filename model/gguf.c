@@ -227,7 +227,7 @@ static int read_kv(Reader *r, size_t i, GgufKV *kv) {
     if (!name_is_printable(key))
         return posenc_error(r->err, "%s: kv %zu: key contains control characters", r->path, i);
     kv->key = str_dup(key);
-    snprintf(r->ctx, sizeof r->ctx, "kv %zu '%.120s'", i, kv->key);
+    snprintf(r->ctx, sizeof r->ctx, "kv %zu '%.120s'", i, posenc_escape(kv->key).s);
 
     uint32_t type;
     if (rd_u32(r, &type)) return -1;
@@ -259,7 +259,7 @@ static int read_tensor_info(Reader *r, size_t i, GgufTensor *t) {
         return posenc_error(r->err, "%s: tensor %zu: name contains control characters",
                             r->path, i);
     t->name = str_dup(name);
-    snprintf(r->ctx, sizeof r->ctx, "tensor '%s'", t->name);
+    snprintf(r->ctx, sizeof r->ctx, "tensor '%.160s'", posenc_escape(t->name).s);
 
     uint32_t n_dims;
     if (rd_u32(r, &n_dims)) return -1;
@@ -344,7 +344,7 @@ static int check_tensor_data(GgufFile *g, PosencError *err) {
         GgufTensor *t = &g->tensors[i];
         if (t->offset % g->alignment != 0)
             return posenc_error(err, "%s: tensor '%s': offset %llu is not a multiple of the "
-                                "alignment %zu", g->path, t->name,
+                                "alignment %zu", g->path, posenc_escape(t->name).s,
                                 (unsigned long long)t->offset, g->alignment);
         size_t start, end;
         if ((uint64_t)(size_t)t->offset != t->offset ||
@@ -352,14 +352,14 @@ static int check_tensor_data(GgufFile *g, PosencError *err) {
             !size_add(&end, start, t->nbytes) || end > g->map.size)
             return posenc_error(err, "%s: tensor '%s': data [%llu, +%zu) at file offset %zu "
                                 "extends past the end of the file (%zu bytes)", g->path,
-                                t->name, (unsigned long long)t->offset, t->nbytes,
+                                posenc_escape(t->name).s, (unsigned long long)t->offset, t->nbytes,
                                 g->data_offset, g->map.size);
         /* The engine reads F32/F16 in place, so a small general.alignment
          * must still leave each element naturally aligned. */
         size_t elem_align = t->type == TENSOR_F32 ? 4 : t->type == TENSOR_Q8_0 ? 1 : 2;
         if (start % elem_align != 0)
             return posenc_error(err, "%s: tensor '%s': data at file offset %zu is not %zu-byte "
-                                "aligned", g->path, t->name, start, elem_align);
+                                "aligned", g->path, posenc_escape(t->name).s, start, elem_align);
         t->data = g->map.data + start;
     }
     size_t *by_offset = sorted_index(g->n_tensors, cmp_tensor_offset, g->tensors);
@@ -367,8 +367,8 @@ static int check_tensor_data(GgufFile *g, PosencError *err) {
     for (size_t i = 1; i < g->n_tensors && rc == 0; i++) {
         const GgufTensor *a = &g->tensors[by_offset[i - 1]], *b = &g->tensors[by_offset[i]];
         if (a->offset + a->nbytes > b->offset)   /* both fit in the file: no overflow */
-            rc = posenc_error(err, "%s: tensors '%s' and '%s' overlap", g->path, a->name,
-                              b->name);
+            rc = posenc_error(err, "%s: tensors '%s' and '%s' overlap", g->path,
+                              posenc_escape(a->name).s, posenc_escape(b->name).s);
     }
     free(by_offset);
     return rc;
@@ -379,13 +379,13 @@ static int check_duplicates(GgufFile *g, PosencError *err) {
     for (size_t i = 1; i < g->n_kv; i++) {
         const char *k = g->kv[g->kv_sorted[i]].key;
         if (strcmp(g->kv[g->kv_sorted[i - 1]].key, k) == 0)
-            return posenc_error(err, "%s: duplicate key '%.200s'", g->path, k);
+            return posenc_error(err, "%s: duplicate key '%.200s'", g->path, posenc_escape(k).s);
     }
     g->tensor_sorted = sorted_index(g->n_tensors, cmp_tensor_name, g->tensors);
     for (size_t i = 1; i < g->n_tensors; i++) {
         const char *n = g->tensors[g->tensor_sorted[i]].name;
         if (strcmp(g->tensors[g->tensor_sorted[i - 1]].name, n) == 0)
-            return posenc_error(err, "%s: duplicate tensor name '%s'", g->path, n);
+            return posenc_error(err, "%s: duplicate tensor name '%s'", g->path, posenc_escape(n).s);
     }
     return 0;
 }
@@ -515,9 +515,11 @@ static const GgufKV *require_kv(const GgufFile *g, const char *key, PosencError 
 static int type_mismatch(const GgufFile *g, const GgufKV *kv, const char *want,
                          PosencError *err) {
     if (kv->type == GGUF_TYPE_ARRAY)
-        return posenc_error(err, "%s: key '%s' is an array of %s, expected %s", g->path, kv->key,
+        return posenc_error(err, "%s: key '%s' is an array of %s, expected %s", g->path,
+                            posenc_escape(kv->key).s,
                             gguf_type_name(kv->v.arr.type), want);
-    return posenc_error(err, "%s: key '%s' has type %s, expected %s", g->path, kv->key,
+    return posenc_error(err, "%s: key '%s' has type %s, expected %s", g->path,
+                        posenc_escape(kv->key).s,
                         gguf_type_name(kv->type), want);
 }
 

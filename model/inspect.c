@@ -14,12 +14,19 @@ typedef struct {
     size_t n_tensors, n_params, n_bytes;
 } Emitter;
 
+/* Strings come from the file: control characters (C0, DEL, C1) become
+ * \u escapes and bytes that are not UTF-8 U+FFFD, so the output is valid
+ * JSON and sends a terminal nothing but text. */
 static void json_string(FILE *out, const char *s) {
     fputc('"', out);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\') fprintf(out, "\\%c", *p);
-        else if (*p < 0x20) fprintf(out, "\\u%04x", *p);
-        else fputc(*p, out);
+    for (const unsigned char *p = (const unsigned char *)s; *p;) {
+        uint32_t cp;
+        int n = utf8_decode(p, strnlen((const char *)p, 4), &cp);
+        if (n == 0) fputs("\\ufffd", out);
+        else if (cp < 0x20 || cp == 0x7f || (cp >= 0x80 && cp < 0xa0)) fprintf(out, "\\u%04x", cp);
+        else if (cp == '"' || cp == '\\') fprintf(out, "\\%c", (char)cp);
+        else fwrite(p, 1, (size_t)n, out);
+        p += n ? n : 1;
     }
     fputc('"', out);
 }
@@ -38,7 +45,7 @@ static void em_key(Emitter *e, const char *key) {
 /* v NULL: JSON null. */
 static void em_str(Emitter *e, const char *key, const char *v) {
     em_key(e, key);
-    if (!e->json) fprintf(e->out, "%s\n", v);
+    if (!e->json) fprintf(e->out, "%s\n", posenc_escape(v).s);
     else if (v) json_string(e->out, v);
     else fputs("null", e->out);
 }
@@ -162,7 +169,7 @@ static void emit_tensor(Emitter *e, const char *name, TensorType type, int n_dim
     char dims[64] = "";
     for (int d = 0, o = 0; d < n_dims; d++)
         o += snprintf(dims + o, sizeof dims - (size_t)o, "%s%lld", d ? " x " : "", (long long)shape[d]);
-    fprintf(e->out, "%*s%-32s %-5s %-16s %12zu\n", 2 * e->depth, "", name,
+    fprintf(e->out, "%*s%-32s %-5s %-16s %12zu\n", 2 * e->depth, "", posenc_escape(name).s,
             tensor_type_name(type), dims, bytes);
 }
 

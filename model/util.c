@@ -68,6 +68,60 @@ int posenc_error(PosencError *err, const char *fmt, ...) {
     return -1;
 }
 
+static int utf8_is_cont(unsigned char c) { return (c & 0xC0) == 0x80; }
+
+int utf8_decode(const unsigned char *s, size_t n, uint32_t *cp) {
+    unsigned char c = s[0];
+    if (c < 0x80) {
+        *cp = c;
+        return 1;
+    }
+    int len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 0;
+    if (len == 0 || (size_t)len > n) return 0;
+    uint32_t v = c & (0x7F >> len);
+    for (int i = 1; i < len; i++) {
+        if (!utf8_is_cont(s[i])) return 0;
+        v = (v << 6) | (s[i] & 0x3F);
+    }
+    static const uint32_t min_for_len[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (v < min_for_len[len] || v > 0x10FFFF || (v >= 0xD800 && v < 0xE000)) return 0;
+    *cp = v;
+    return len;
+}
+
+EscapedString posenc_escape(const char *s) {
+    EscapedString e;
+    size_t at = 0, room = sizeof e.s - 4; /* "..." and the NUL always fit */
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        char piece[17];
+        uint32_t cp;
+        int n = utf8_decode(p, strnlen((const char *)p, 4), &cp);
+        if (n == 0 || cp < 0x20 || cp == 0x7f || (cp >= 0x80 && cp < 0xa0)) {
+            /* not UTF-8: one byte; a control character: all of its bytes */
+            int k = n ? n : 1, w = 0;
+            for (int i = 0; i < k; i++)
+                w += snprintf(piece + w, sizeof piece - (size_t)w, "\\x%02x", p[i]);
+            n = k;
+        } else if (cp == '\'' || cp == '"' || cp == '\\') {
+            snprintf(piece, sizeof piece, "\\%c", (char)cp);
+        } else {
+            memcpy(piece, p, (size_t)n);
+            piece[n] = '\0';
+        }
+        size_t len = strlen(piece);
+        if (at + len > room) {
+            memcpy(e.s + at, "...", 4);
+            return e;
+        }
+        memcpy(e.s + at, piece, len);
+        at += len;
+        p += n;
+    }
+    e.s[at] = '\0';
+    return e;
+}
+
 int mapped_file_open(MappedFile *mf, const char *path, PosencError *err) {
     mf->data = NULL;
     mf->size = 0;

@@ -26,6 +26,21 @@ typedef struct { char msg[512]; } PosencError;
 int posenc_error(PosencError *err, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* Decodes one strictly valid UTF-8 sequence of s[0..n) (no overlongs,
+ * surrogates or values past U+10FFFF): returns its length and sets *cp, or
+ * returns 0 when the bytes at s are not one. */
+int utf8_decode(const unsigned char *s, size_t n, uint32_t *cp);
+
+/* A string read from a file, fit to print inside a one-line message: C0
+ * and C1 control characters, DEL and bytes that are not UTF-8 become \xNN,
+ * quotes and backslash are escaped, valid UTF-8 text stays as it is.  So a
+ * newline or a terminal escape in a file can neither split an error line
+ * nor reach the terminal.  Longer strings are cut and end in "...".  Use
+ * the returned array within the expression (it is a temporary):
+ *   posenc_error(err, "unknown scheme '%s'", posenc_escape(name).s) */
+typedef struct { char s[300]; } EscapedString;
+EscapedString posenc_escape(const char *s);
+
 /* A read-only memory mapping of a whole file. */
 typedef struct {
     const uint8_t *data;

@@ -174,6 +174,18 @@ double tests_json_number(const char *json, const char *key) {
     return end == at + 1 ? NAN : v;
 }
 
+size_t tests_gguf_string_end(const void *p, size_t n, const char *s) {
+    const uint8_t *b = p;
+    size_t len = strlen(s);
+    for (size_t i = 0; i + 8 + len <= n; i++) {
+        uint64_t l;
+        memcpy(&l, b + i, 8);
+        if (l == len && memcmp(b + i + 8, s, len) == 0) return i + 8 + len;
+    }
+    ck_abort_msg("string '%s' not found in the GGUF", s);
+    return 0;
+}
+
 const char *tests_text_path(const char *models_dir, const char *name) {
     static char buf[4][1024];
     static int next;

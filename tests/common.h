@@ -45,6 +45,10 @@ const char *tests_convert(const char *models_dir, const char *input, const char 
 /* "<models_dir>/../text/<name>": the shared texts sit beside the models. */
 const char *tests_text_path(const char *models_dir, const char *name);
 
+/* Offset just past the first GGUF string (u64 length + bytes) equal to s
+ * in the n bytes at p; fails the test when there is none. */
+size_t tests_gguf_string_end(const void *p, size_t n, const char *s);
+
 /* Whole file into a NUL-terminated malloc'd buffer, or NULL. */
 char *tests_read_file(const char *path, size_t *len);
 

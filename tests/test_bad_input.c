@@ -127,6 +127,117 @@ START_TEST(tiny_temperature_samples_greedily) {
 }
 END_TEST
 
+/* ---- 2: strings from files are escaped ------------------------------------------ */
+
+START_TEST(escape_makes_one_printable_line) {
+    const struct { const char *in, *out; } cases[] = {
+        {"llama", "llama"},
+        {"a\nb", "a\\x0ab"},
+        {"\x1b[2J", "\\x1b[2J"},                          /* a terminal escape */
+        {"it's \"q\" \\", "it\\'s \\\"q\\\" \\\\"},
+        {"w\xc3\xb6rld \xe2\x96\x81", "w\xc3\xb6rld \xe2\x96\x81"}, /* UTF-8 text stays */
+        {"\xc2\x9b", "\\xc2\\x9b"},                    /* C1 CSI, as UTF-8 */
+        {"\x9b\x7f", "\\x9b\\x7f"},                    /* lone byte, DEL */
+        {"\xe2\x82", "\\xe2\\x82"},                    /* cut sequence */
+        {"\xc0\xaf", "\\xc0\\xaf"},                    /* overlong '/' */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        ck_assert_str_eq(posenc_escape(cases[i].in).s, cases[i].out);
+    /* 64 control bytes (a GGUF tensor name's maximum) fit whole... */
+    char name[65], big[1000];
+    memset(name, 1, 64);
+    name[64] = '\0';
+    ck_assert_uint_eq(strlen(posenc_escape(name).s), 256);
+    /* ...a longer string is cut and says so */
+    memset(big, 'a', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    const char *cut = posenc_escape(big).s;
+    ck_assert_uint_lt(strlen(cut), sizeof(EscapedString));
+    ck_assert_str_eq(cut + strlen(cut) - 3, "...");
+}
+END_TEST
+
+/* A copy of the GGUF `path` with the value of string key `key` replaced
+ * by `value` (same length). */
+static const char *patched_gguf(const char *path, const char *key, const char *value) {
+    size_t n;
+    char *b = tests_read_file(path, &n);
+    ck_assert_ptr_nonnull(b);
+    size_t at = tests_gguf_string_end(b, n, key) + 4; /* past the value type */
+    uint64_t len;
+    memcpy(&len, b + at, 8);
+    ck_assert_uint_eq(len, strlen(value));
+    memcpy(b + at + 8, value, len);
+    const char *p = tests_write_temp(b, n, ".gguf");
+    free(b);
+    return p;
+}
+
+/* stderr holds text only: no C0 control but its final newline, no DEL,
+ * no lone C1 byte. */
+static void expect_no_control_bytes(const char *s) {
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+        ck_assert_msg((*p >= 0x20 && *p != 0x7f && *p != 0x9b) || (*p == '\n' && !p[1]),
+                      "raw byte 0x%02x in: %s", *p, s);
+}
+
+static void expect_escaped(const char *const *args, const char *needle) {
+    TestsRun r = tests_expect_error(args, needle);
+    expect_no_control_bytes(r.err);
+    tests_run_free(&r);
+}
+
+START_TEST(file_strings_are_escaped) {
+    if (!models) return;
+    const char *rope = tests_convert(models, "zoo/rope", NULL);
+    const char *learned = tests_convert(models, "zoo/learned", NULL);
+    const char *extra[] = {"--tokenizer", tok_path, NULL};
+    const char *stories = tests_convert(models, "stories260K/stories260K.bin", extra);
+    ck_assert(rope && learned && stories);
+    const char *inspect[] = {rope, "-m", "inspect", NULL};
+    expect_success(inspect); /* control: the unpatched file loads */
+
+    const char *p = patched_gguf(rope, "general.architecture", "\x1b[2J");
+    const char *arch[] = {p, "-m", "inspect", NULL};
+    expect_escaped(arch, "unsupported architecture '\\x1b[2J'");
+    p = patched_gguf(rope, "posenc.positional", "r\no\x9b");
+    const char *positional[] = {p, "-m", "inspect", NULL};
+    expect_escaped(positional, "unknown posenc.positional 'r\\x0ao\\x9b'");
+    p = patched_gguf(rope, "posenc.rope.pairing", "ne'\n");
+    const char *pairing[] = {p, "-m", "inspect", NULL};
+    expect_escaped(pairing, "unknown posenc.rope.pairing 'ne\\'\\x0a'");
+    p = patched_gguf(rope, "tokenizer.ggml.model", "gp\r\n");
+    const char *model[] = {"-m", "tokenize", "-z", p, "-i", "a", NULL};
+    expect_escaped(model, "tokenizer.ggml.model 'gp\\x0d\\x0a'");
+    p = patched_gguf(stories, "posenc.tokenizer.encoder", "ll\x1b[0m\n");
+    const char *encoder[] = {p, "-m", "tokenize", "-i", "a", NULL};
+    expect_escaped(encoder, "posenc.tokenizer.encoder 'll\\x1b[0m\\x0a'");
+
+    /* a tensor name: control characters are refused when parsing, other
+     * bytes that are not text are escaped */
+    size_t n;
+    char *b = tests_read_file(learned, &n);
+    ck_assert_ptr_nonnull(b);
+    b[tests_gguf_string_end(b, n, "position_embd.weight") - 8] = (char)0x9b;
+    p = tests_write_temp(b, n, ".gguf");
+    free(b);
+    const char *tensor[] = {p, "-m", "inspect", NULL};
+    expect_escaped(tensor, "unexpected tensor 'position_emb\\x9b.weight'");
+
+    /* inspect prints general.name escaped, in text and in JSON */
+    p = patched_gguf(rope, "general.name", "\x1b]0;");
+    const char *text[] = {p, "-m", "inspect", NULL}, *json[] = {p, "-m", "inspect", "--json", NULL};
+    TestsRun r = tests_run_engine(text);
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_msg(strstr(r.out, "\\x1b]0;") && !strchr(r.out, 0x1b), "%s", r.out);
+    tests_run_free(&r);
+    r = tests_run_engine(json);
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_msg(strstr(r.out, "\"name\":\"\\u001b]0;\"") && !strchr(r.out, 0x1b), "%s", r.out);
+    tests_run_free(&r);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("bad_input");
     TCase *tc = tcase_create("bad_input");
@@ -134,6 +245,8 @@ int main(void) {
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, non_finite_logits_are_an_error);
     tcase_add_test(tc, tiny_temperature_samples_greedily);
+    tcase_add_test(tc, escape_makes_one_printable_line);
+    tcase_add_test(tc, file_strings_are_escaped);
     suite_add_tcase(s, tc);
     return tests_run_suite(s);
 }

@@ -615,18 +615,6 @@ static Bytes read_bytes(const char *path) {
     return b;
 }
 
-/* Offset just past the first GGUF string equal to s (u64 length + bytes). */
-static size_t find_string(const Bytes *b, const char *s) {
-    size_t len = strlen(s);
-    for (size_t i = 0; i + 8 + len <= b->n; i++) {
-        uint64_t l;
-        memcpy(&l, b->p + i, 8);
-        if (l == len && memcmp(b->p + i + 8, s, len) == 0) return i + 8 + len;
-    }
-    ck_abort_msg("string '%s' not found in the GGUF", s);
-    return 0;
-}
-
 /* model_load must refuse: -1, one line starting with the file's name and
  * mentioning `needle`, and nothing left to free. */
 static void expect_load_error(const Bytes *b, const char *needle) {
@@ -647,7 +635,7 @@ static void expect_patched(const Bytes *src, const char *at, long skip, const vo
                            size_t len, const char *needle) {
     Bytes b = {mallocCheck(src->n), src->n};
     memcpy(b.p, src->p, b.n);
-    memcpy(b.p + (long)find_string(&b, at) + skip, v, len);
+    memcpy(b.p + (long)tests_gguf_string_end(b.p, b.n, at) + skip, v, len);
     expect_load_error(&b, needle);
     free(b.p);
 }

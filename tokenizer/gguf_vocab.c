@@ -74,11 +74,11 @@ static int read_kind(const GgufFile *g, VocabBuild *b, PosencError *err) {
     else if (!strcmp(model, "t5")) b->spec.kind = TOKENIZER_SPM_UNIGRAM;
     else if (!strcmp(model, "gpt2")) b->spec.kind = TOKENIZER_GPT2;
     else return posenc_error(err, "%s: tokenizer.ggml.model '%s' is not supported (llama|t5|gpt2)",
-                             g->path, model);
+                             g->path, posenc_escape(model).s);
     if (!encoder) return 0;
     if (strcmp(encoder, "llama2c") != 0)
         return posenc_error(err, "%s: posenc.tokenizer.encoder '%s' is not supported (llama2c)",
-                            g->path, encoder);
+                            g->path, posenc_escape(encoder).s);
     if (b->spec.kind != TOKENIZER_SPM_BPE)
         return posenc_error(err, "%s: posenc.tokenizer.encoder llama2c needs "
                                  "tokenizer.ggml.model llama, not %s", g->path, model);

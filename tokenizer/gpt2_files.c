@@ -148,10 +148,10 @@ static int vocab_pieces(Json *j, const char ***pieces, int *n, PosencError *err)
         int id = j->entries.v[e + 1];
         if (id >= *n)
             return posenc_error(err, "token '%s' has id %d but there are %d tokens (ids must "
-                                     "be 0..N-1)", tok, id, *n);
+                                     "be 0..N-1)", posenc_escape(tok).s, id, *n);
         if ((*pieces)[id])
-            return posenc_error(err, "id %d is given to both '%s' and '%s'", id, (*pieces)[id],
-                                tok);
+            return posenc_error(err, "id %d is given to both '%s' and '%s'", id,
+                                posenc_escape((*pieces)[id]).s, posenc_escape(tok).s);
         (*pieces)[id] = tok;
     }
     return 0;

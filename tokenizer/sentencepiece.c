@@ -47,8 +47,10 @@ int spm_init(Tokenizer *t, const TokenizerSpec *spec, PosencError *err) {
         case TOKEN_BYTE: {
             int b = byte_piece_value(p);
             if (!t->byte_fallback)
-                return posenc_error(err, "byte piece %s although byte_fallback is off", p);
-            if (b < 0) return posenc_error(err, "byte piece %d '%s' is not <0xXX>", id, p);
+                return posenc_error(err, "byte piece '%s' although byte_fallback is off",
+                                    posenc_escape(p).s);
+            if (b < 0)
+                return posenc_error(err, "byte piece %d '%s' is not <0xXX>", id, posenc_escape(p).s);
             t->byte_ids[b] = id;
             break;
         }

@@ -58,7 +58,8 @@ static int build_hash(Tokenizer *t, PosencError *err) {
         for (; t->hash[i] >= 0; i = (i + 1) & t->hash_mask) {
             if (strcmp(t->pieces[t->hash[i]], p) != 0) continue;
             if (t->kind == TOKENIZER_LLAMA2C) break;
-            return posenc_error(err, "piece %d '%s' repeats piece %d", id, p, t->hash[i]);
+            return posenc_error(err, "piece %d '%s' repeats piece %d", id, posenc_escape(p).s,
+                                t->hash[i]);
         }
         if (t->hash[i] < 0) t->hash[i] = id;
     }

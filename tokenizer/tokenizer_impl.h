@@ -96,10 +96,7 @@ int piece_trie_step(const PieceTrie *pt, int node, unsigned char c);
 size_t piece_trie_longest(const PieceTrie *pt, const char *s, size_t n);
 
 /* ---- UTF-8 and Unicode classes (unicode.c, unicode_tables.c) ------------- */
-/* Decodes one strictly valid UTF-8 sequence (no overlongs, surrogates or
- * values past U+10FFFF): returns its length and sets *cp, or returns 0 when
- * the bytes at s are not one. */
-int utf8_decode(const unsigned char *s, size_t n, uint32_t *cp);
+/* utf8_decode is in model/util.h (error messages escape with it too). */
 
 /* Writes cp (<= U+10FFFF) as UTF-8 into out; returns the length. */
 int utf8_encode(uint32_t cp, char out[4]);
