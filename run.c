@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -324,7 +325,7 @@ static void load_tokenizer(const Options *o, const Model *model, Tokenizer *tok)
     PosencError err;
     int vocab = model ? model->config.vocab_size : 0;
     if (o->tokenizer_path) {
-        if (tokenizer_load(tok, o->tokenizer_path, vocab, &err)) die("%s", err.msg);
+        if (tokenizer_load(tok, o->tokenizer_path, vocab, &err)) die("-z: %s", err.msg);
     } else if (model && model->gguf) {
         if (tokenizer_load_gguf(tok, model->gguf, &err)) die("%s", err.msg);
         if (tok->vocab_size != vocab)
@@ -344,17 +345,26 @@ static void load_model_and_tokenizer(const Options *o, Model *model, Tokenizer *
     load_tokenizer(o, model, tok);
 }
 
-static char *read_text_file(const char *path, size_t *len) {
+/* -f: a file, or a pipe such as /dev/stdin (read to its end, as cat
+ * would); a directory is refused here, before reading it fails. */
+static FILE *open_text_file(const char *path) {
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) die("-f: '%s' is a directory", path);
     FILE *f = fopen(path, "rb");
     if (!f) die("-f: cannot open '%s': %s", path, strerror(errno));
+    return f;
+}
+
+static char *read_text_file(const char *path, size_t *len) {
+    FILE *f = open_text_file(path);
     size_t cap = 1 << 16, n = 0;
-    char *buf = mallocCheck(cap);
+    char *buf = mallocCheck(cap, "the text of -f");
     for (size_t got; (got = fread(buf + n, 1, cap - n, f)) > 0;) {
         n += got;
         if (n == cap) {
             cap *= 2;
             char *grown = realloc(buf, cap);
-            if (!grown) die("-f: '%s' does not fit in memory", path);
+            if (!grown) posenc_out_of_memory(1, cap, "the text of -f");
             buf = grown;
         }
     }
@@ -380,15 +390,16 @@ static int run_tokenize(const Options *o) {
     }
     int rc;
     if (o->text_file) {
-        FILE *in = fopen(o->text_file, "rb");
-        if (!in) die("-f: cannot open '%s': %s", o->text_file, strerror(errno));
+        FILE *in = open_text_file(o->text_file);
         rc = tokenize_stream(&tok, in, stdout, o->pieces, &err);
         fclose(in);
     } else {
         const char *text = o->prompt ? o->prompt : "";
         rc = tokenize_text(&tok, text, strlen(text), stdout, o->pieces, &err);
     }
-    if (rc) die("%s", err.msg);
+    if (rc && ferror(stdout)) die("%s", err.msg); /* writing the ids failed, not the text */
+    if (rc && o->text_file) die("-f %s: %s", o->text_file, err.msg);
+    if (rc) die("-i: %s", err.msg);
     tokenizer_free(&tok);
     return EXIT_SUCCESS;
 }
@@ -427,10 +438,20 @@ static ContextShiftMode shift_mode(const Options *o) {
     return CONTEXT_SHIFT_ON;
 }
 
+/* The prompt's problems name -i: generate_text would find them too, but
+ * not which flag to change. */
+static void check_prompt(const Options *o, const Tokenizer *tok) {
+    int *ids, n_ids;
+    PosencError err;
+    if (generate_encode_prompt(tok, o->prompt, &ids, &n_ids, &err)) die("-i: %s", err.msg);
+    free(ids);
+}
+
 static int run_generate(const Options *o) {
     Model model;
     Tokenizer tok;
     load_model_and_tokenizer(o, &model, &tok);
+    check_prompt(o, &tok);
     char buf[1024];
     const char *spec[MAX_VARIANTS];
     split_variants(o, buf, sizeof buf, spec);
@@ -469,7 +490,7 @@ static void progress_bar(double fraction, void *user) {
 
 /* Mean NLL by position, smoothed by a centred moving average of `width`. */
 static double *nll_curve(const PplResult *r, int width) {
-    double *y = mallocCheck((size_t)r->n_pos * sizeof(double));
+    double *y = mallocCheck((size_t)r->n_pos * sizeof(double), "the NLL curve");
     for (int i = 0; i < r->n_pos; i++) {
         double sum = 0.0;
         long count = 0;
@@ -520,7 +541,8 @@ static int run_ppl(const Options *o) {
     char *text = read_text_file(o->text_file, &len);
     int *ids = NULL, n_ids = 0;
     PosencError err;
-    if (tokenizer_encode_alloc(&tok, text, len, o->bos, 0, &ids, &n_ids, &err)) die("%s", err.msg);
+    if (tokenizer_encode_alloc(&tok, text, len, o->bos, 0, &ids, &n_ids, &err))
+        die("-f %s: %s", o->text_file, err.msg);
     free(text);
 
     char buf[1024];

@@ -9,7 +9,7 @@ static float *alloc_matrix(size_t rows, size_t cols, const char *what, PosencErr
     size_t n;
     float *p = NULL;
     if (size_mul3(&n, rows, cols, sizeof(float))) p = malloc(n ? n : 1);
-    if (!p) posenc_error(err, "out of memory for %s (%zu x %zu floats)", what, rows, cols);
+    if (!p) posenc_error_oom(err, rows, cols * sizeof(float), what);
     return p;
 }
 

@@ -67,17 +67,21 @@ static int decode_loop(Context *ctx, const Tokenizer *tok, Sampler *sampler, con
     }
 }
 
+int generate_encode_prompt(const Tokenizer *tok, const char *prompt, int **ids, int *n_ids,
+                           PosencError *err) {
+    const char *text = prompt ? prompt : "";
+    if (tokenizer_encode_alloc(tok, text, strlen(text), 1, 0, ids, n_ids, err)) return -1;
+    if (*n_ids > 0) return 0;
+    free(*ids);
+    *ids = NULL;
+    posenc_error(err, "the prompt encodes to no tokens and the vocabulary has no BOS to start from");
+    return posenc_error_prefix(err, tok->source);
+}
+
 int generate_text(Context *ctx, const Tokenizer *tok, Sampler *sampler,
                   const GenerateOptions *opt, FILE *out, PosencError *err) {
-    const char *prompt = opt->prompt ? opt->prompt : "";
-    size_t plen = strlen(prompt);
-    int *ids = mallocCheck((plen + 3) * sizeof(int));
-    int n_prompt = 0, rc = -1, n_ctx = ctx->cache.n_ctx, pos0 = opt->pos_offset;
-    if (tokenizer_encode(tok, prompt, plen, 1, 0, ids, &n_prompt, err)) goto out;
-    if (n_prompt < 1) {
-        posenc_error(err, "the prompt encodes to no tokens and the vocabulary has no BOS");
-        goto out;
-    }
+    int *ids = NULL, n_prompt = 0, rc = -1, n_ctx = ctx->cache.n_ctx, pos0 = opt->pos_offset;
+    if (generate_encode_prompt(tok, opt->prompt, &ids, &n_prompt, err)) goto out;
     if (n_prompt > n_ctx) {
         posenc_error(err, "prompt is %d tokens but the context holds %d (raise --ctx or shorten "
                           "the prompt)", n_prompt, n_ctx);

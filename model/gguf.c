@@ -113,7 +113,7 @@ static int name_is_printable(GgufString s) {
 }
 
 static char *str_dup(GgufString s) {
-    char *p = mallocCheck(s.len + 1);
+    char *p = mallocCheck(s.len + 1, "a string of the GGUF file");
     memcpy(p, s.ptr, s.len);
     p[s.len] = '\0';
     return p;
@@ -124,15 +124,8 @@ static char *str_dup(GgufString s) {
 static void *grow(void *arr, size_t n, size_t *cap, size_t elem) {
     if (n < *cap) return arr;
     size_t new_cap = *cap ? *cap * 2 : 16, bytes;
-    if (!size_mul(&bytes, new_cap, elem)) {
-        fprintf(stderr, "error: gguf: table size overflow\n");
-        exit(EXIT_FAILURE);
-    }
-    void *p = realloc(arr, bytes);
-    if (!p) {
-        fprintf(stderr, "error: gguf: out of memory growing a table to %zu bytes\n", bytes);
-        exit(EXIT_FAILURE);
-    }
+    void *p = size_mul(&bytes, new_cap, elem) ? realloc(arr, bytes) : NULL;
+    if (!p) posenc_out_of_memory(new_cap, elem, "the GGUF metadata table");
     *cap = new_cap;
     return p;
 }
@@ -209,7 +202,7 @@ static int read_array(Reader *r, GgufArray *arr) {
             return posenc_error(r->err, "%s [element %zu]", msg, i);
         }
     }
-    GgufString *strs = callocCheck(arr->n, sizeof *strs);
+    GgufString *strs = callocCheck(arr->n, sizeof *strs, "a GGUF string array");
     r->pos = start;
     for (size_t i = 0; i < arr->n; i++) rd_str(r, &strs[i]);
     arr->strs = strs;
@@ -316,7 +309,7 @@ static int cmp_tensor_offset(const void *a, const void *b, void *arg) {
 
 static size_t *sorted_index(size_t n, int (*cmp)(const void *, const void *, void *),
                             void *arg) {
-    size_t *idx = callocCheck(n, sizeof *idx);
+    size_t *idx = callocCheck(n, sizeof *idx, "a GGUF lookup index");
     for (size_t i = 0; i < n; i++) idx[i] = i;
     qsort_r(idx, n, sizeof *idx, cmp, arg);
     return idx;

@@ -53,8 +53,8 @@ int matmul_scratch_build(MatmulScratch *s, int max_cols, PosencError *err) {
     s->xd = malloc((size_t)(max_cols / 32 + 1) * sizeof(float));
     if (!s->panel || !s->xq || !s->xd) {
         matmul_scratch_free(s);
-        return posenc_error(err, "out of memory for matmul scratch (%d threads x %zu floats)",
-                            omp_get_max_threads(), (size_t)PANEL_FLOATS);
+        return posenc_error_oom(err, s->panel_floats * (size_t)s->n_threads, sizeof(float),
+                                "the matmul panels");
     }
     return 0;
 }

@@ -19,8 +19,9 @@ int kv_cache_build(KVCache *kv, int n_layers, int kv_dim, int n_ctx, TensorType 
     kv->token = malloc((size_t)n_ctx * sizeof(int));
     if (!kv->key || !kv->value || !kv->pos || !kv->token) {
         kv_cache_free(kv);
-        return posenc_error(err, "KV cache: out of memory for %d cells (%zu bytes per tensor)",
-                            n_ctx, n);
+        char what[64];
+        snprintf(what, sizeof what, "the KV cache of %d cells", n_ctx);
+        return posenc_error_oom(err, 2, n, what);
     }
     kv->n_layers = n_layers;
     kv->kv_dim = kv_dim;

@@ -293,7 +293,7 @@ static int take_weights(Loader *l, const ModelConfig *c, ModelWeights *w) {
         if (!(pos = get(l, "position_embd.weight", w->n_positions, d))) return -1;
         w->position_embd = as_f32(l, pos);
     }
-    w->layers = callocCheck((size_t)c->n_layers, sizeof *w->layers);
+    w->layers = callocCheck((size_t)c->n_layers, sizeof *w->layers, "the layer table");
     for (int i = 0; i < c->n_layers; i++)
         if (take_layer(l, c, i, &w->layers[i])) return -1;
     if (take_vector(l, &w->output_norm, "output_norm.weight", d) ||
@@ -319,8 +319,8 @@ static int check_all_used(const Loader *l) {
 static int load(Model *m, Loader *l) {
     if (read_config(l, &m->config) || read_positional(l, m->config.arch, &m->pe)) return -1;
     size_t n = conversion_floats(l->g);
-    m->owned = l->arena = n ? mallocCheck(n * sizeof(float)) : NULL;
-    l->used = callocCheck(l->g->n_tensors ? l->g->n_tensors : 1, 1);
+    m->owned = l->arena = n ? mallocCheck(n * sizeof(float), "vectors converted to f32") : NULL;
+    l->used = callocCheck(l->g->n_tensors ? l->g->n_tensors : 1, 1, "the tensor table");
     if (take_weights(l, &m->config, &m->weights) || check_all_used(l)) return -1;
     return check_positional(m, l->err);
 }
@@ -328,7 +328,7 @@ static int load(Model *m, Loader *l) {
 int model_load_gguf(Model *m, const char *path, PosencError *err) {
     memset(m, 0, sizeof *m);
     snprintf(m->path, sizeof m->path, "%s", path);
-    m->gguf = mallocCheck(sizeof *m->gguf);
+    m->gguf = mallocCheck(sizeof *m->gguf, "the GGUF reader");
     if (gguf_open(m->gguf, path, err)) {
         model_free(m);
         return -1;

@@ -82,8 +82,8 @@ int ppl_evaluate(Context *ctx, const int *tokens, int n_tokens, const PplOptions
     if (opt->stride < 0 || opt->stride > opt->window)
         return posenc_error(err, "--stride %d must be in 1..%d (the window)", opt->stride, opt->window);
     res->n_pos = opt->window;
-    res->nll_by_pos = callocCheck((size_t)opt->window, sizeof(double));
-    res->count_by_pos = callocCheck((size_t)opt->window, sizeof(long));
+    res->nll_by_pos = callocCheck((size_t)opt->window, sizeof(double), "the NLL by position");
+    res->count_by_pos = callocCheck((size_t)opt->window, sizeof(long), "the counts by position");
     double t0 = time_now_s();
     int rc = opt->stream ? eval_stream(ctx, tokens, n_tokens, opt, res, progress, user, err)
                          : eval_windows(ctx, tokens, n_tokens, opt, res, progress, user, err);

@@ -14,8 +14,8 @@ void sampler_build(Sampler *s, int vocab_size, float temperature, float topp, in
     s->topp = topp;
     s->topk = topk;
     s->rng_state = seed;
-    s->candidates = mallocCheck((size_t)vocab_size * sizeof(ProbIndex));
-    s->probs = mallocCheck((size_t)vocab_size * sizeof(float));
+    s->candidates = mallocCheck((size_t)vocab_size * sizeof(ProbIndex), "the sampler's candidates");
+    s->probs = mallocCheck((size_t)vocab_size * sizeof(float), "the sampler's probabilities");
 }
 
 void sampler_free(Sampler *s) {

@@ -26,7 +26,7 @@ static void rerotate_keys(Context *ctx, int first, int count, int delta) {
 static void recompute_cells(Context *ctx, int first) {
     KVCache *kv = &ctx->cache;
     int n = kv->n_used - first, pos = kv->pos[first];
-    int *tokens = mallocCheck((size_t)n * sizeof(int));
+    int *tokens = mallocCheck((size_t)n * sizeof(int), "the tokens to recompute");
     memcpy(tokens, kv->token + first, (size_t)n * sizeof(int));
     kv->n_used = first;
     for (int done = 0; done < n;) {

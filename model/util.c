@@ -11,34 +11,6 @@
 #include <time.h>
 #include <unistd.h>
 
-void *malloc_check_(size_t n, const char *file, int line) {
-    void *p = malloc(n ? n : 1);
-    if (!p) {
-        fprintf(stderr, "error: out of memory allocating %zu bytes (%s:%d)\n", n, file, line);
-        exit(EXIT_FAILURE);
-    }
-    return p;
-}
-
-void *calloc_check_(size_t count, size_t size, const char *file, int line) {
-    void *p = calloc(count ? count : 1, size ? size : 1);
-    if (!p) {
-        fprintf(stderr, "error: out of memory allocating %zu x %zu bytes (%s:%d)\n",
-                count, size, file, line);
-        exit(EXIT_FAILURE);
-    }
-    return p;
-}
-
-FILE *fopen_check_(const char *path, const char *mode, const char *file, int line) {
-    FILE *f = fopen(path, mode);
-    if (!f) {
-        fprintf(stderr, "error: cannot open '%s': %s (%s:%d)\n", path, strerror(errno), file, line);
-        exit(EXIT_FAILURE);
-    }
-    return f;
-}
-
 int size_mul(size_t *out, size_t a, size_t b) {
     size_t r;
     if (__builtin_mul_overflow(a, b, &r)) return 0;
@@ -120,6 +92,38 @@ EscapedString posenc_escape(const char *s) {
     }
     e.s[at] = '\0';
     return e;
+}
+
+int posenc_error_prefix(PosencError *err, const char *prefix) {
+    if (!err || !*prefix) return -1;
+    PosencError inner = *err;
+    return posenc_error(err, "%s: %s", prefix, inner.msg);
+}
+
+int posenc_error_oom(PosencError *err, size_t count, size_t size, const char *what) {
+    size_t n;
+    if (size_mul(&n, count, size))
+        return posenc_error(err, "out of memory allocating %zu bytes for %s", n, what);
+    return posenc_error(err, "out of memory allocating %zu x %zu bytes for %s", count, size, what);
+}
+
+void posenc_out_of_memory(size_t count, size_t size, const char *what) {
+    PosencError err;
+    posenc_error_oom(&err, count, size, what);
+    fprintf(stderr, "error: %s\n", err.msg);
+    exit(EXIT_FAILURE);
+}
+
+void *mallocCheck(size_t n, const char *what) {
+    void *p = malloc(n ? n : 1);
+    if (!p) posenc_out_of_memory(1, n, what);
+    return p;
+}
+
+void *callocCheck(size_t count, size_t size, const char *what) {
+    void *p = calloc(count ? count : 1, size ? size : 1);
+    if (!p) posenc_out_of_memory(count, size, what);
+    return p;
 }
 
 int mapped_file_open(MappedFile *mf, const char *path, PosencError *err) {

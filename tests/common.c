@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -55,7 +56,7 @@ static char *slurp_fd(int fd) {
     return s;
 }
 
-TestsRun tests_run_engine(const char *const *args) {
+static TestsRun run_engine(const char *const *args, size_t max_address_space) {
     const char *bin = getenv("POSENC_RUN");
     if (!bin || !*bin) bin = "./run";
     int nargs = 0;
@@ -77,6 +78,8 @@ TestsRun tests_run_engine(const char *const *args) {
         dup2(err_fd, 2);
         int devnull = open("/dev/null", 0);
         if (devnull >= 0) dup2(devnull, 0);
+        struct rlimit limit = {max_address_space, max_address_space};
+        if (max_address_space && setrlimit(RLIMIT_AS, &limit) != 0) _exit(126);
         execv(bin, argv);
         _exit(127);
     }
@@ -92,6 +95,12 @@ TestsRun tests_run_engine(const char *const *args) {
     unlink(out_path); unlink(err_path);
     free(argv);
     return r;
+}
+
+TestsRun tests_run_engine(const char *const *args) { return run_engine(args, 0); }
+
+TestsRun tests_run_engine_limited(const char *const *args, size_t bytes) {
+    return run_engine(args, bytes);
 }
 
 void tests_run_free(TestsRun *r) {

@@ -27,6 +27,10 @@ typedef struct {
 
 /* Runs the engine with argv (NULL-terminated, without argv[0]). */
 TestsRun tests_run_engine(const char *const *args);
+/* The same with its address space limited to `bytes` (RLIMIT_AS), so that
+ * what it allocates, touched or not, is bounded.  Not under ASan, whose
+ * shadow memory needs terabytes of address space. */
+TestsRun tests_run_engine_limited(const char *const *args, size_t bytes);
 void tests_run_free(TestsRun *r);
 /* Runs the engine and asserts a clean refusal: exit status 1 and exactly
  * one stderr line, starting "error: " and containing `needle`.  Returns the

@@ -238,6 +238,103 @@ START_TEST(file_strings_are_escaped) {
 }
 END_TEST
 
+/* ---- 3: encoding errors name the text's flag and the vocabulary's file ------------ */
+
+/* A llama2.c tokenizer.bin holding `pieces` (NULL-terminated), scores 0. */
+static const char *tokenizer_bin(const char *const *pieces) {
+    char buf[4096];
+    size_t n = 0;
+    int32_t max_len = 16;
+    memcpy(buf, &max_len, 4);
+    n = 4;
+    for (int i = 0; pieces[i]; i++) {
+        float score = 0.0f;
+        int32_t len = (int32_t)strlen(pieces[i]);
+        memcpy(buf + n, &score, 4);
+        memcpy(buf + n + 4, &len, 4);
+        memcpy(buf + n + 8, pieces[i], (size_t)len);
+        n += 8 + (size_t)len;
+    }
+    return tests_write_temp(buf, n, ".bin");
+}
+
+START_TEST(encoding_errors_name_flag_and_file) {
+    if (!models) return;
+    const char *mm = tests_convert(models, "makemore-names", NULL);
+    const char *zoo = tests_convert(models, "zoo/rope", NULL);
+    ck_assert(mm && zoo);
+    /* makemore's 27 characters have no byte for 'é' (0xC3 0xA9) */
+    const char *own[] = {mm, "-m", "tokenize", "-i", "\xc3\xa9", NULL};
+    expect_error_naming(own, "-i: ", mm, 1);
+    const char *via_z[] = {"-m", "tokenize", "-z", mm, "-i", "\xc3\xa9", NULL};
+    expect_error_naming(via_z, "byte 0xC3 has no token in the vocabulary", mm, 1);
+    const char *gen[] = {mm, "-i", "\xc3\xa9", NULL};
+    expect_error_naming(gen, "-i: ", mm, 1);
+    const char *fine[] = {mm, "-m", "tokenize", "-i", "emma", NULL};
+    expect_success(fine); /* control */
+    /* from -f: the flag, the text file, its line and the vocabulary */
+    const char lines[] = "emma\nren\xc3\xa9" "e\n";
+    const char *text = tests_write_temp(lines, strlen(lines), ".txt");
+    const char *tok_f[] = {mm, "-m", "tokenize", "-f", text, NULL};
+    TestsRun r = tests_expect_error(tok_f, "line 2: ");
+    ck_assert_msg(strstr(r.err, "-f ") && strstr(r.err, text) && strstr(r.err, mm), "%s", r.err);
+    tests_run_free(&r);
+    const char *ppl[] = {mm, "-m", "ppl", "-f", text, NULL};
+    r = tests_expect_error(ppl, "-f ");
+    ck_assert_msg(strstr(r.err, text) && strstr(r.err, mm), "%s", r.err);
+    tests_run_free(&r);
+    /* an empty prompt on a vocabulary without BOS (the zoo's) */
+    const char *empty[] = {zoo, "-i", "", NULL};
+    expect_error_naming(empty, "-i: ", "no BOS", 1);
+    const char *some[] = {zoo, "-i", "ROMEO:", "-n", "8", NULL};
+    expect_success(some); /* control */
+
+    /* llama2.c vocabularies: no space piece, no byte fallback */
+    const char *no_space_pieces[] = {"<unk>", "<s>", "</s>", "h", "i", NULL};
+    const char *no_space = tokenizer_bin(no_space_pieces);
+    const char *a[] = {"-m", "tokenize", "-z", no_space, "-i", "hi", NULL};
+    expect_error_naming(a, "-i: ", "no piece for the space character", 1);
+    const char *no_bytes_pieces[] = {"<unk>", "<s>", "</s>", " ", "h", "i", NULL};
+    const char *no_bytes = tokenizer_bin(no_bytes_pieces);
+    const char *b[] = {"-m", "tokenize", "-z", no_bytes, "-i", "h\xc3\xa9", NULL};
+    expect_error_naming(b, "no byte fallback for byte 0xC3", no_bytes, 1);
+    const char *c[] = {"-m", "tokenize", "-z", no_bytes, "-i", "hi", NULL};
+    expect_success(c); /* control */
+
+    /* -f names a directory */
+    char dir[] = "/tmp/posenc-dir-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    const char *d[] = {"-m", "tokenize", "-z", tok_path, "-f", dir, NULL};
+    expect_error_naming(d, "is a directory", "-f", 1);
+    const char *e[] = {model_path, "-z", tok_path, "-m", "ppl", "-f", dir, NULL};
+    expect_error_naming(e, "is a directory", "-f", 1);
+    rmdir(dir);
+}
+END_TEST
+
+/* Out of memory is one line naming what it was for.  An address-space
+ * limit makes the KV cache of --ctx 4194304 (5.4 GB for stories260K)
+ * impossible; at --ctx 512 the same limit is ample. */
+START_TEST(out_of_memory_is_one_line) {
+#ifdef __SANITIZE_ADDRESS__
+    fprintf(stderr, "SKIP: out_of_memory_is_one_line (ASan needs an unlimited address space)\n");
+#else
+    if (!models) return;
+    const char *huge[] = {model_path, "-z", tok_path, "-n", "4", "--ctx", "4194304", NULL};
+    TestsRun r = tests_run_engine_limited(huge, (size_t)1 << 30);
+    ck_assert_msg(r.status == 1, "status %d: %s", r.status, r.err);
+    ck_assert_msg(strncmp(r.err, "error: out of memory allocating ", 32) == 0 &&
+                  strstr(r.err, " bytes for the KV cache") && strchr(r.err, '\n')[1] == '\0',
+                  "%s", r.err);
+    tests_run_free(&r);
+    const char *small[] = {model_path, "-z", tok_path, "-n", "4", "--ctx", "512", NULL};
+    r = tests_run_engine_limited(small, (size_t)1 << 30);
+    ck_assert_msg(r.status == 0, "control failed under the limit: %s", r.err);
+    tests_run_free(&r);
+#endif
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("bad_input");
     TCase *tc = tcase_create("bad_input");
@@ -247,6 +344,8 @@ int main(void) {
     tcase_add_test(tc, tiny_temperature_samples_greedily);
     tcase_add_test(tc, escape_makes_one_printable_line);
     tcase_add_test(tc, file_strings_are_escaped);
+    tcase_add_test(tc, encoding_errors_name_flag_and_file);
+    tcase_add_test(tc, out_of_memory_is_one_line);
     suite_add_tcase(s, tc);
     return tests_run_suite(s);
 }

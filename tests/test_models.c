@@ -138,7 +138,7 @@ static char *python_output(const char *const *args) {
     FILE *p = popen(cmd, "r");
     if (!p) return NULL;
     size_t cap = 1 << 16, n = 0;
-    char *out = mallocCheck(cap);
+    char *out = mallocCheck(cap, "the inspect output");
     for (size_t got; (got = fread(out + n, 1, cap - n - 1, p)) > 0;) {
         n += got;
         if (n + 1 == cap) out = realloc(out, cap *= 2);
@@ -435,7 +435,8 @@ typedef struct {
 /* `path` read with `pairing` against the llama2.c .bin, along both greedy
  * paths from BOS. */
 static VsBin compare_with_bin(const char *path, PeRopePairing pairing) {
-    Trajectory *a = callocCheck(1, sizeof *a), *b = callocCheck(1, sizeof *b);
+    Trajectory *a = callocCheck(1, sizeof *a, "a trajectory");
+    Trajectory *b = callocCheck(1, sizeof *b, "a trajectory");
     stories_trajectory(stories_bin, PE_ROPE_INTERLEAVED, a);
     stories_trajectory(path, pairing, b);
     VsBin v = {STORIES_STEPS, 1, 0.0f, 0.0f};
@@ -609,7 +610,7 @@ static Bytes read_bytes(const char *path) {
     ck_assert_ptr_nonnull(f);
     struct stat st;
     ck_assert_int_eq(fstat(fileno(f), &st), 0);
-    Bytes b = {mallocCheck((size_t)st.st_size), (size_t)st.st_size};
+    Bytes b = {mallocCheck((size_t)st.st_size, "a file's bytes"), (size_t)st.st_size};
     ck_assert_uint_eq(fread(b.p, 1, b.n, f), b.n);
     fclose(f);
     return b;
@@ -633,7 +634,7 @@ static void expect_load_error(const Bytes *b, const char *needle) {
  * first GGUF string `at` replaced by v. */
 static void expect_patched(const Bytes *src, const char *at, long skip, const void *v,
                            size_t len, const char *needle) {
-    Bytes b = {mallocCheck(src->n), src->n};
+    Bytes b = {mallocCheck(src->n, "a copy of a file"), src->n};
     memcpy(b.p, src->p, b.n);
     memcpy(b.p + (long)tests_gguf_string_end(b.p, b.n, at) + skip, v, len);
     expect_load_error(&b, needle);

@@ -142,7 +142,7 @@ static int json_vocab(Json *j, PosencError *err) {
 /* Places each token at its id; ids must be exactly 0..N-1. */
 static int vocab_pieces(Json *j, const char ***pieces, int *n, PosencError *err) {
     *n = (int)(j->entries.n / 2);
-    *pieces = callocCheck(*n ? (size_t)*n : 1, sizeof(char *));
+    *pieces = callocCheck(*n ? (size_t)*n : 1, sizeof(char *), "the vocabulary");
     for (size_t e = 0; e < j->entries.n; e += 2) {
         const char *tok = j->strings.v + j->entries.v[e];
         int id = j->entries.v[e + 1];
@@ -169,7 +169,7 @@ static int merge_lines(char *text, size_t size, const char ***merges) {
             intbuf_push(&offs, (int)i);
         i = end + 1;
     }
-    *merges = mallocCheck((offs.n ? offs.n : 1) * sizeof(char *));
+    *merges = mallocCheck((offs.n ? offs.n : 1) * sizeof(char *), "the merges");
     for (size_t k = 0; k < offs.n; k++) (*merges)[k] = text + offs.v[k];
     free(offs.v);
     return (int)(offs.n);
