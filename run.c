@@ -428,6 +428,12 @@ static int run_inspect(const Options *o) {
     return EXIT_SUCCESS;
 }
 
+static void check_keep(const Options *o, int n_ctx) {
+    PosencError err;
+    if (!o->no_shift && context_shift_check_keep(n_ctx, o->keep, &err))
+        die("--keep %d: %s: keep at most --ctx - 2, or pass --no-shift", o->keep, err.msg);
+}
+
 static ContextShiftMode shift_mode(const Options *o) {
     if (o->no_shift) return CONTEXT_SHIFT_OFF;
     if (o->shift_no_rerotate) {
@@ -457,7 +463,7 @@ static int run_generate(const Options *o) {
     split_variants(o, buf, sizeof buf, spec);
     PeParams pe = variant_params(&model, o, spec[0]);
     int n_ctx = o->ctx ? o->ctx : model.config.seq_len;
-    if (o->keep >= n_ctx) die("--keep %d must be smaller than the context (%d)", o->keep, n_ctx);
+    check_keep(o, n_ctx);
     ContextShiftMode shift = shift_mode(o);
     int span = o->steps > 0 && o->steps < n_ctx ? o->steps : n_ctx;
     check_positions(&model, &pe, o->pos_offset + span - 1);
@@ -549,6 +555,7 @@ static int run_ppl(const Options *o) {
     const char *specs[MAX_VARIANTS];
     int n_var = split_variants(o, buf, sizeof buf, specs);
     int C = o->ctx ? o->ctx : model.config.seq_len;
+    if (o->stream) check_keep(o, C);
     PplOptions popt = {.window = C, .stride = o->stride, .max_chunks = o->chunks,
                        .stream = o->stream, .keep = o->keep, .shift = shift_mode(o),
                        .pos_offset = o->pos_offset};

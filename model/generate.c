@@ -82,6 +82,7 @@ int generate_text(Context *ctx, const Tokenizer *tok, Sampler *sampler,
                   const GenerateOptions *opt, FILE *out, PosencError *err) {
     int *ids = NULL, n_prompt = 0, rc = -1, n_ctx = ctx->cache.n_ctx, pos0 = opt->pos_offset;
     if (generate_encode_prompt(tok, opt->prompt, &ids, &n_prompt, err)) goto out;
+    if (opt->shift != CONTEXT_SHIFT_OFF && context_shift_check_keep(n_ctx, opt->keep, err)) goto out;
     if (n_prompt > n_ctx) {
         posenc_error(err, "prompt is %d tokens but the context holds %d (raise --ctx or shorten "
                           "the prompt)", n_prompt, n_ctx);

@@ -81,6 +81,9 @@ int ppl_evaluate(Context *ctx, const int *tokens, int n_tokens, const PplOptions
                             ctx->cache.n_ctx);
     if (opt->stride < 0 || opt->stride > opt->window)
         return posenc_error(err, "--stride %d must be in 1..%d (the window)", opt->stride, opt->window);
+    if (opt->stream && opt->shift != CONTEXT_SHIFT_OFF &&
+        context_shift_check_keep(ctx->cache.n_ctx, opt->keep, err))
+        return -1;
     res->n_pos = opt->window;
     res->nll_by_pos = callocCheck((size_t)opt->window, sizeof(double), "the NLL by position");
     res->count_by_pos = callocCheck((size_t)opt->window, sizeof(long), "the counts by position");

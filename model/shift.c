@@ -39,6 +39,12 @@ static void recompute_cells(Context *ctx, int first) {
 
 int context_shift_discard(const Context *ctx, int keep) { return (ctx->cache.n_used - keep) / 2; }
 
+int context_shift_check_keep(int n_ctx, int keep, PosencError *err) {
+    if (keep >= 0 && keep <= n_ctx - 2) return 0;
+    return posenc_error(err, "keeping %d of %d cells leaves fewer than the 2 a context shift needs "
+                             "(one to discard, one to move)", keep, n_ctx);
+}
+
 static int shift_recomputes(PeKind kind) {
     return kind == PE_SINUSOIDAL || kind == PE_LEARNED || kind == PE_NONE;
 }

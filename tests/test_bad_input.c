@@ -11,7 +11,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "model/generate.h"
 #include "model/gguf.h"
+#include "model/perplexity.h"
 #include "tests/common.h"
 
 static const char *models;
@@ -335,6 +337,72 @@ START_TEST(out_of_memory_is_one_line) {
 }
 END_TEST
 
+/* ---- 4: --keep is checked before any work ------------------------------------------ */
+
+START_TEST(keep_checked_before_any_work) {
+    if (!models) return;
+    /* it used to print text and then fail at the first shift */
+    const char *gen[] = {model_path, "-z", tok_path, "-t", "0", "-n", "40", "--ctx", "16",
+                         "--keep", "15", NULL};
+    expect_error_naming(gen, "--keep 15: ", "--no-shift", 1);
+    gen[10] = "14"; /* control: one cell less shifts fine */
+    expect_success(gen);
+    const char *stop[] = {model_path, "-z", tok_path, "-t", "0", "-n", "40", "--ctx", "16",
+                          "--keep", "15", "--no-shift", NULL};
+    expect_success(stop); /* no shift, nothing to check */
+    /* -m ppl --stream did not check at all ("discard -46") */
+    const char *ppl[] = {model_path, "-z", tok_path, "-m", "ppl", "--stream", "-f", text_path,
+                         "--ctx", "8", "--keep", "100", NULL};
+    expect_error_naming(ppl, "--keep 100: ", "keeping 100 of 8 cells", 1);
+    ppl[11] = "6";
+    expect_success(ppl);
+}
+END_TEST
+
+/* The engine refuses too, before it writes or scores anything, for
+ * callers other than run.c. */
+START_TEST(keep_checked_by_the_engine) {
+    if (!models) return;
+    Model m;
+    Tokenizer tok;
+    PosencError err;
+    ck_assert_msg(model_load(&m, model_path, &err) == 0, "%s", err.msg);
+    ck_assert_msg(tokenizer_load(&tok, tok_path, 512, &err) == 0, "%s", err.msg);
+    Context ctx;
+    ck_assert_msg(context_build(&ctx, &m, &m.pe, 16, 16, &err) == 0, "%s", err.msg);
+    Sampler sampler;
+    sampler_build(&sampler, 512, 0.0f, 0.9f, 0, 1);
+    for (int keep = 14; keep <= 15; keep++) {
+        FILE *out = tmpfile();
+        GenerateOptions g = {.prompt = "Once", .steps = 40, .keep = keep, .shift = CONTEXT_SHIFT_ON};
+        int rc = generate_text(&ctx, &tok, &sampler, &g, out, &err);
+        long written = ftell(out);
+        fclose(out);
+        kv_cache_clear(&ctx.cache);
+        if (keep == 14) { /* control */
+            ck_assert_msg(rc == 0, "%s", err.msg);
+            continue;
+        }
+        ck_assert_int_eq(rc, -1);
+        ck_assert_msg(strstr(err.msg, "keeping 15 of 16 cells"), "%s", err.msg);
+        ck_assert_int_eq(written, 0);
+    }
+    int ids[40];
+    for (int i = 0; i < 40; i++) ids[i] = 1 + i * 7;
+    PplOptions o = {.window = 16, .stream = 1, .keep = 15, .shift = CONTEXT_SHIFT_ON};
+    PplResult res;
+    ck_assert_int_eq(ppl_evaluate(&ctx, ids, 40, &o, &res, NULL, NULL, &err), -1);
+    ck_assert_msg(strstr(err.msg, "keeping 15 of 16 cells"), "%s", err.msg);
+    o.keep = 14; /* control */
+    ck_assert_msg(ppl_evaluate(&ctx, ids, 40, &o, &res, NULL, NULL, &err) == 0, "%s", err.msg);
+    ppl_result_free(&res);
+    sampler_free(&sampler);
+    context_free(&ctx);
+    tokenizer_free(&tok);
+    model_free(&m);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("bad_input");
     TCase *tc = tcase_create("bad_input");
@@ -346,6 +414,8 @@ int main(void) {
     tcase_add_test(tc, file_strings_are_escaped);
     tcase_add_test(tc, encoding_errors_name_flag_and_file);
     tcase_add_test(tc, out_of_memory_is_one_line);
+    tcase_add_test(tc, keep_checked_before_any_work);
+    tcase_add_test(tc, keep_checked_by_the_engine);
     suite_add_tcase(s, tc);
     return tests_run_suite(s);
 }

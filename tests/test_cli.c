@@ -215,7 +215,7 @@ START_TEST(bad_position_flags) {
     const char *factor[] = {model_path, "-z", tok_path, "--rope-factor", "0.5", NULL};
     expect_error(factor, "--rope-factor expects");
     const char *keep[] = {model_path, "-z", tok_path, "--ctx", "32", "--keep", "32", NULL};
-    expect_error(keep, "--keep 32 must be smaller than the context");
+    expect_error(keep, "--keep 32: keeping 32 of 32 cells");
     const char *overflow[] = {model_path, "-z", tok_path, "--pe-overflow", "wrap", NULL};
     expect_error(overflow, "--pe-overflow: unknown policy 'wrap'");
     const char *both[] = {model_path, "-z", tok_path, "--no-shift", "--shift-no-rerotate", NULL};
