@@ -299,10 +299,9 @@ static TensorType kv_type(const Options *o) {
     return o->kv_type && !strcmp(o->kv_type, "f16") ? TENSOR_F16 : TENSOR_F32;
 }
 
-static void build_context(Context *ctx, const Model *m, const PeParams *p, int n_ctx,
-                          const Options *o) {
+static void build_context(Context *ctx, const Model *m, const PeParams *p, ContextSize size) {
     PosencError err;
-    if (context_build_kv(ctx, m, p, n_ctx, n_ctx, kv_type(o), &err)) die("%s", err.msg);
+    if (context_build_sized(ctx, m, p, &size, &err)) die("%s", err.msg);
 }
 
 /* tokenizer.bin beside the model, as llama2.c users lay files out. */
@@ -423,7 +422,8 @@ static int run_bench(const Options *o) {
 static int run_inspect(const Options *o) {
     Model model;
     load_model(o, &model);
-    model_inspect(&model, stdout, o->json);
+    int n_ctx = o->ctx ? o->ctx : model.config.seq_len;
+    model_inspect(&model, stdout, o->json, n_ctx, kv_type(o));
     model_free(&model);
     return EXIT_SUCCESS;
 }
@@ -468,7 +468,7 @@ static int run_generate(const Options *o) {
     int span = o->steps > 0 && o->steps < n_ctx ? o->steps : n_ctx;
     check_positions(&model, &pe, o->pos_offset + span - 1);
     Context ctx;
-    build_context(&ctx, &model, &pe, n_ctx, o);
+    build_context(&ctx, &model, &pe, context_size_generate(n_ctx, kv_type(o)));
     Sampler sampler;
     unsigned long long seed = o->seed ? o->seed : (unsigned long long)time(NULL);
     sampler_build(&sampler, model.config.vocab_size, o->temperature, o->topp, o->topk, seed);
@@ -538,6 +538,15 @@ static void write_svg(const Options *o, const Model *m, const char **labels, con
     if (rc) die("%s", err.msg);
 }
 
+/* Before any context is built: a window defaults to the model's context
+ * length, which a header may set to millions of tokens, and its logits
+ * would be allocated before the text is found too short to fill it. */
+static void check_text_length(const Options *o, int n_ids, int C) {
+    if (!o->stream && n_ids - 1 < C)
+        die("-f %s: the text has %d tokens, too few for one window of %d (lower --ctx)",
+            o->text_file, n_ids, C);
+}
+
 static int run_ppl(const Options *o) {
     if (!o->text_file) die("-m ppl needs -f FILE");
     Model model;
@@ -556,6 +565,7 @@ static int run_ppl(const Options *o) {
     int n_var = split_variants(o, buf, sizeof buf, specs);
     int C = o->ctx ? o->ctx : model.config.seq_len;
     if (o->stream) check_keep(o, C);
+    check_text_length(o, n_ids, C);
     PplOptions popt = {.window = C, .stride = o->stride, .max_chunks = o->chunks,
                        .stream = o->stream, .keep = o->keep, .shift = shift_mode(o),
                        .pos_offset = o->pos_offset};
@@ -575,7 +585,7 @@ static int run_ppl(const Options *o) {
                "tok/s");
     for (int v = 0; v < n_var; v++) {
         Context ctx;
-        build_context(&ctx, &model, &params[v], C, o);
+        build_context(&ctx, &model, &params[v], context_size_ppl(C, kv_type(o)));
         int bar = isatty(STDERR_FILENO);
         if (ppl_evaluate(&ctx, ids, n_ids, &popt, &res[v], bar ? progress_bar : NULL,
                          (void *)labels[v], &err))

@@ -88,7 +88,7 @@ int generate_text(Context *ctx, const Tokenizer *tok, Sampler *sampler,
                           "the prompt)", n_prompt, n_ctx);
         goto out;
     }
-    if (context_check_chunk(ctx, ids, n_prompt, pos0, err)) goto out;
+    if (context_check_tokens(ctx, ids, n_prompt, pos0, err)) goto out;
     int steps = opt->steps <= 0 ? n_ctx : opt->steps;
 
     /* `steps` counts the tokens of the text, prompt included; a leading BOS
@@ -100,7 +100,7 @@ int generate_text(Context *ctx, const Tokenizer *tok, Sampler *sampler,
     double t0 = time_now_s(), t1 = t0;
     if (n_text < steps) {
         if (opt->trace) trace_step(ctx, pos0 + n_prompt - 1);
-        const float *logits = context_forward(ctx, ids, n_prompt, pos0, 0);
+        const float *logits = context_prefill(ctx, ids, n_prompt, pos0);
         if (context_check_logits(ctx, logits, 1, pos0 + n_prompt - 1, err)) goto out;
         t1 = time_now_s();
         if (decode_loop(ctx, tok, sampler, logits, ids[n_prompt - 1], steps - n_text, opt, out,

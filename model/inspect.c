@@ -3,8 +3,12 @@
  * formats always carry the same fields. */
 #include "model/inspect.h"
 
+#include <omp.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "model/context.h"
 
 typedef struct {
     FILE *out;
@@ -233,7 +237,37 @@ static void emit_tensors(Emitter *e, const Model *m) {
     em_end(e, '}');
 }
 
-void model_inspect(const Model *m, FILE *out, int json) {
+/* ---- memory ------------------------------------------------------------------ */
+
+/* One mode's scratch and its peak: weights + cache + scratch. */
+static void emit_mode_memory(Emitter *e, const char *mode, const ContextMemory *mem) {
+    size_t peak = SIZE_MAX;
+    if (mem->weights <= SIZE_MAX - mem->kv_cache &&
+        mem->scratch <= SIZE_MAX - mem->weights - mem->kv_cache)
+        peak = mem->weights + mem->kv_cache + mem->scratch;
+    em_begin(e, mode, '{');
+    em_int(e, "scratch_bytes", (long long)mem->scratch);
+    em_int(e, "peak_bytes", (long long)peak);
+    em_end(e, '}');
+}
+
+/* What a run at this --ctx and --kv-type holds: generation prefills in
+ * chunks and keeps one row of logits, ppl one chunk of n_ctx rows. */
+static void emit_memory(Emitter *e, const Model *m, int n_ctx, TensorType kv_type) {
+    ContextSize gen = context_size_generate(n_ctx, kv_type), ppl = context_size_ppl(n_ctx, kv_type);
+    ContextMemory g = context_memory(m, &gen), p = context_memory(m, &ppl);
+    em_begin(e, "memory", '{');
+    em_int(e, "ctx", n_ctx);
+    em_str(e, "kv_type", tensor_type_name(kv_type));
+    em_int(e, "threads", omp_get_max_threads());
+    em_int(e, "weights_bytes", (long long)g.weights);
+    em_int(e, "kv_cache_bytes", (long long)g.kv_cache);
+    emit_mode_memory(e, "generate", &g);
+    emit_mode_memory(e, "ppl", &p);
+    em_end(e, '}');
+}
+
+void model_inspect(const Model *m, FILE *out, int json, int n_ctx, TensorType kv_type) {
     Emitter e = {.out = out, .json = json};
     const char *name = NULL;
     PosencError err;
@@ -249,5 +283,6 @@ void model_inspect(const Model *m, FILE *out, int json) {
     emit_positional(&e, m);
     emit_tokenizer(&e, m);
     emit_tensors(&e, m);
+    emit_memory(&e, m, n_ctx, kv_type);
     if (json) fputs("}\n", out);
 }

@@ -30,6 +30,15 @@ int kv_cache_build(KVCache *kv, int n_layers, int kv_dim, int n_ctx, TensorType 
     return 0;
 }
 
+size_t kv_cache_bytes(int n_layers, int kv_dim, int n_ctx, TensorType type) {
+    size_t tensor, cells, total; /* keys and values; positions and tokens */
+    if (!size_mul3(&tensor, (size_t)n_layers, (size_t)n_ctx, (size_t)kv_dim) ||
+        !size_mul3(&tensor, tensor, 2, type == TENSOR_F16 ? 2 : 4) ||
+        !size_mul3(&cells, (size_t)n_ctx, 2, sizeof(int)) || !size_add(&total, tensor, cells))
+        return SIZE_MAX;
+    return total;
+}
+
 void kv_cache_free(KVCache *kv) {
     free(kv->key);
     free(kv->value);

@@ -320,6 +320,7 @@ static int load(Model *m, Loader *l) {
     if (read_config(l, &m->config) || read_positional(l, m->config.arch, &m->pe)) return -1;
     size_t n = conversion_floats(l->g);
     m->owned = l->arena = n ? mallocCheck(n * sizeof(float), "vectors converted to f32") : NULL;
+    m->owned_bytes = n * sizeof(float);
     l->used = callocCheck(l->g->n_tensors ? l->g->n_tensors : 1, 1, "the tensor table");
     if (take_weights(l, &m->config, &m->weights) || check_all_used(l)) return -1;
     return check_positional(m, l->err);

@@ -22,18 +22,14 @@ static void rerotate_keys(Context *ctx, int first, int count, int delta) {
 }
 
 /* Drops cells [first, n_used) and runs their tokens again at their
- * (already updated) positions, in chunks the state can hold. */
+ * (already updated) positions. */
 static void recompute_cells(Context *ctx, int first) {
     KVCache *kv = &ctx->cache;
     int n = kv->n_used - first, pos = kv->pos[first];
     int *tokens = mallocCheck((size_t)n * sizeof(int), "the tokens to recompute");
     memcpy(tokens, kv->token + first, (size_t)n * sizeof(int));
     kv->n_used = first;
-    for (int done = 0; done < n;) {
-        int chunk = n - done < ctx->state.max_tokens ? n - done : ctx->state.max_tokens;
-        context_forward(ctx, tokens + done, chunk, pos + done, 0);
-        done += chunk;
-    }
+    context_prefill(ctx, tokens, n, pos);
     free(tokens);
 }
 

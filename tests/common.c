@@ -145,30 +145,38 @@ const char *tests_write_temp(const void *data, size_t n, const char *suffix) {
     return p;
 }
 
-const char *tests_convert(const char *models_dir, const char *input, const char *const *extra) {
+int tests_run_python(const char *const *args) {
     const char *python = getenv("PYTHON");
     if (!python || !*python) python = "/usr/bin/python3";
-    char in[1024];
-    snprintf(in, sizeof in, "%s/%s", models_dir, input);
-    const char *out = tests_write_temp("", 0, ".gguf");
-    const char *argv[16] = {python, "tools/convert.py", in, out};
-    int n = 4;
-    for (int i = 0; extra && extra[i] && n < 15; i++) argv[n++] = extra[i];
+    const char *argv[24] = {python};
+    int n = 1;
+    for (int i = 0; args[i] && n < 23; i++) argv[n++] = args[i];
     argv[n] = NULL;
     fflush(NULL);
     pid_t pid = fork();
     if (pid == 0) {
+        int devnull = open("/dev/null", O_WRONLY); /* what it made; its errors stay on stderr */
+        if (devnull >= 0) dup2(devnull, 1);
         execv(python, (char *const *)argv);
         _exit(127);
     }
     int status = 0;
     waitpid(pid, &status, 0);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        fprintf(stderr, "tests_convert: %s tools/convert.py %s failed (status %d)\n", python, in,
-                WIFEXITED(status) ? WEXITSTATUS(status) : -1);
-        return NULL;
-    }
-    return out;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return 0;
+    fprintf(stderr, "%s %s failed (status %d)\n", python, args[0],
+            WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    return -1;
+}
+
+const char *tests_convert(const char *models_dir, const char *input, const char *const *extra) {
+    char in[1024];
+    snprintf(in, sizeof in, "%s/%s", models_dir, input);
+    const char *out = tests_write_temp("", 0, ".gguf");
+    const char *args[16] = {"tools/convert.py", in, out};
+    int n = 3;
+    for (int i = 0; extra && extra[i] && n < 15; i++) args[n++] = extra[i];
+    args[n] = NULL;
+    return tests_run_python(args) ? NULL : out;
 }
 
 double tests_json_number(const char *json, const char *key) {

@@ -41,6 +41,11 @@ TestsRun tests_expect_error(const char *const *args, const char *needle);
  * rotating buffer); the file is removed at exit. */
 const char *tests_write_temp(const void *data, size_t n, const char *suffix);
 
+/* Runs $PYTHON (default /usr/bin/python3) with args (NULL-terminated),
+ * its stdout discarded; 0 when it exits 0, else -1 after printing the
+ * status. */
+int tests_run_python(const char *const *args);
+
 /* Converts <models_dir>/<input> with tools/convert.py ($PYTHON) into a
  * temporary GGUF (removed at exit); extra args NULL-terminated.  Returns
  * the path, or NULL after printing why (missing python, converter error). */

@@ -403,6 +403,110 @@ START_TEST(keep_checked_by_the_engine) {
 }
 END_TEST
 
+/* ---- 5: buffers sized by what is used ------------------------------------------------ */
+
+/* A random llama model with Llama 2's 32000-token vocabulary (dim 8,
+ * hidden 16, one layer, one head; tools/random_model.py) whose header
+ * claims a context of 2^22 tokens. */
+static const char *huge_context_gguf(void) {
+    char dir[] = "/tmp/posenc-big-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    const char *args[] = {"tools/random_model.py", "custom", dir, "--dim", "8", "--hidden", "16",
+                          "--layers", "1", "--heads", "1", "--kv-heads", "1", "--vocab", "32000",
+                          "--seq", "64", "--formats", "f32", "--tokenizer",
+                          tests_model_path(models, "llama2-tokenizer/tokenizer.bin"), NULL};
+    ck_assert_int_eq(tests_run_python(args), 0);
+    char path[64];
+    size_t n;
+    snprintf(path, sizeof path, "%s/custom-8x1-f32.gguf", dir);
+    char *b = tests_read_file(path, &n);
+    ck_assert_ptr_nonnull(b);
+    const char *const made[] = {"custom-8x1-f32.gguf", "custom-8x1.bin", "tokenizer.bin"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, made[i]);
+        unlink(path);
+    }
+    rmdir(dir);
+    size_t at = tests_gguf_string_end(b, n, "llama.context_length");
+    uint32_t type, ctx = 1u << 22;
+    memcpy(&type, b + at, 4);
+    ck_assert_uint_eq(type, GGUF_TYPE_UINT32);
+    memcpy(b + at + 4, &ctx, 4);
+    const char *p = tests_write_temp(b, n, ".gguf");
+    free(b);
+    return p;
+}
+
+/* Generation used to allocate context_length x vocab floats of logits
+ * (512 GB here) and as many rows of activations; now one row of logits and
+ * chunks of 512.  What remains of 2^22 cells is the KV cache (288 MB) and
+ * the attention scores (128 MB at 2 threads).  Under a 1 GiB address
+ * space it generates; the limit binds (control): 256 MiB is too little. */
+START_TEST(huge_context_generates_in_bounded_memory) {
+    if (!models) return;
+    const char *big = huge_context_gguf();
+    const char *gen[] = {big, "-t", "1", "-s", "3", "-n", "12", "-i", "Once upon", "--threads",
+                         "2", NULL};
+#ifdef __SANITIZE_ADDRESS__
+    TestsRun r = tests_run_engine(gen); /* ASan refuses a 512 GB malloc outright */
+#else
+    TestsRun r = tests_run_engine_limited(gen, (size_t)1 << 30);
+#endif
+    ck_assert_msg(r.status == 0, "status %d: %s", r.status, r.err);
+    ck_assert_msg(strlen(r.out) > strlen("Once upon\n"), "nothing generated: %s", r.out);
+    tests_run_free(&r);
+#ifndef __SANITIZE_ADDRESS__
+    r = tests_run_engine_limited(gen, (size_t)256 << 20);
+    ck_assert_msg(r.status == 1 && strstr(r.err, "error: out of memory allocating "), "%s", r.err);
+    tests_run_free(&r);
+#endif
+    /* ppl's default window is the header's 2^22 tokens: a short text is
+     * refused before its logits are allocated */
+    const char *ppl[] = {big, "-m", "ppl", "-f", text_path, "--threads", "2", NULL};
+    expect_error_naming(ppl, "too few for one window of 4194304", "-f ", 1);
+}
+END_TEST
+
+/* -m inspect states the memory of a run at --ctx and --kv-type; the
+ * numbers are worked out here by hand from the shapes. */
+START_TEST(inspect_states_peak_memory) {
+    if (!models) return;
+    const char *big = huge_context_gguf();
+    size_t file_bytes;
+    free(tests_read_file(big, &file_bytes));
+    const double n_ctx = 4194304, dim = 8, hidden = 16, kv_dim = 8, vocab = 32000, threads = 2;
+    for (int f16 = 0; f16 < 2; f16++) {
+        const char *args[] = {big, "-m", "inspect", "--json", "--ctx", "4194304", "--threads", "2",
+                              "--kv-type", f16 ? "f16" : "f32", NULL};
+        TestsRun r = tests_run_engine(args);
+        ck_assert_msg(r.status == 0, "%s", r.err);
+        const char *mem = strstr(r.out, "\"memory\"");
+        ck_assert_msg(mem, "%s", r.out);
+        double kv = 2 * n_ctx * kv_dim * (f16 ? 2 : 4) + 2 * n_ctx * 4; /* + positions, tokens */
+        double chunk = 512, panels = 65536 * 4 * threads + 16 + 4;      /* matmul, 16 columns */
+        double gen = chunk * (4 * dim + 2 * hidden + (f16 ? 2 * kv_dim : 0)) * 4 /* activations */
+                     + threads * 4 * n_ctx * 4                          /* attention scores */
+                     + vocab * 4 + panels;                              /* one row of logits */
+        double ppl = gen - chunk * (4 * dim + 2 * hidden + (f16 ? 2 * kv_dim : 0)) * 4 - vocab * 4 +
+                     n_ctx * (4 * dim + 2 * hidden + (f16 ? 2 * kv_dim : 0)) * 4 + n_ctx * vocab * 4;
+        ck_assert_double_eq(tests_json_number(mem, "weights_bytes"), (double)file_bytes);
+        ck_assert_double_eq(tests_json_number(mem, "kv_cache_bytes"), kv);
+        const char *g = strstr(mem, "\"generate\""), *p = strstr(mem, "\"ppl\"");
+        ck_assert(g && p);
+        ck_assert_double_eq(tests_json_number(g, "scratch_bytes"), gen);
+        ck_assert_double_eq(tests_json_number(g, "peak_bytes"), file_bytes + kv + gen);
+        ck_assert_double_eq(tests_json_number(p, "scratch_bytes"), ppl);
+        tests_run_free(&r);
+    }
+    /* the text form has the same numbers */
+    const char *text[] = {big, "-m", "inspect", "--ctx", "1024", "--threads", "2", NULL};
+    TestsRun r = tests_run_engine(text);
+    ck_assert_msg(r.status == 0 && strstr(r.out, "\nmemory\n") &&
+                  strstr(r.out, "kv_cache_bytes   73728\n"), "%s", r.out); /* 2*1024*8*4 + 2*1024*4 */
+    tests_run_free(&r);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("bad_input");
     TCase *tc = tcase_create("bad_input");
@@ -416,6 +520,8 @@ int main(void) {
     tcase_add_test(tc, out_of_memory_is_one_line);
     tcase_add_test(tc, keep_checked_before_any_work);
     tcase_add_test(tc, keep_checked_by_the_engine);
+    tcase_add_test(tc, huge_context_generates_in_bounded_memory);
+    tcase_add_test(tc, inspect_states_peak_memory);
     suite_add_tcase(s, tc);
     return tests_run_suite(s);
 }

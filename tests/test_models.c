@@ -564,7 +564,7 @@ static char *inspect_to_string(const char *path, int json) {
     char *s = NULL;
     size_t n = 0;
     FILE *f = open_memstream(&s, &n);
-    model_inspect(&m, f, json);
+    model_inspect(&m, f, json, m.config.seq_len, TENSOR_F32);
     fclose(f);
     model_free(&m);
     return s;
