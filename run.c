@@ -542,6 +542,8 @@ static void write_svg(const Options *o, const Model *m, const char **labels, con
  * length, which a header may set to millions of tokens, and its logits
  * would be allocated before the text is found too short to fill it. */
 static void check_text_length(const Options *o, int n_ids, int C) {
+    if (o->stream && n_ids < 2)
+        die("-f %s: the text has %d tokens, too few to score (at least 2)", o->text_file, n_ids);
     if (!o->stream && n_ids - 1 < C)
         die("-f %s: the text has %d tokens, too few for one window of %d (lower --ctx)",
             o->text_file, n_ids, C);

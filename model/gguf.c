@@ -4,10 +4,11 @@
  * make us allocate gigabytes. */
 #include "model/gguf.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "gguf.c reads little-endian data in place: port it before using a big-endian host"
@@ -448,12 +449,14 @@ int gguf_open(GgufFile *g, const char *path, PosencError *err) {
 }
 
 int gguf_file_has_magic(const char *path, PosencError *err) {
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) return 0; /* a GPT-2 tokenizer directory */
+    int fd = posenc_open_regular(path, err);
+    if (fd < 0) return -1;
     char magic[4] = {0};
-    FILE *f = fopen(path, "rb");
-    if (!f) return posenc_error(err, "%s: cannot open: %s", path, strerror(errno));
-    size_t got = fread(magic, 1, sizeof magic, f);
-    fclose(f);
-    return got == sizeof magic && memcmp(magic, "GGUF", sizeof magic) == 0;
+    ssize_t got = read(fd, magic, sizeof magic);
+    close(fd);
+    return got == (ssize_t)sizeof magic && memcmp(magic, "GGUF", sizeof magic) == 0;
 }
 
 void gguf_close(GgufFile *g) {

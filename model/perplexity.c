@@ -51,6 +51,8 @@ static int eval_windows(Context *ctx, const int *tokens, int n_tokens, const Ppl
 static int eval_stream(Context *ctx, const int *tokens, int n_tokens, const PplOptions *o,
                        PplResult *res, PplProgress progress, void *user, PosencError *err) {
     KVCache *kv = &ctx->cache;
+    if (n_tokens < 2)
+        return posenc_error(err, "the text has %d tokens: too few to score (at least 2)", n_tokens);
     kv_cache_clear(kv);
     for (int at = 0; at < n_tokens - 1;) {
         if (kv->n_used == kv->n_ctx) {

@@ -126,17 +126,26 @@ void *callocCheck(size_t count, size_t size, const char *what) {
     return p;
 }
 
-int mapped_file_open(MappedFile *mf, const char *path, PosencError *err) {
-    mf->data = NULL;
-    mf->size = 0;
-    int fd = open(path, O_RDONLY);
+int posenc_open_regular(const char *path, PosencError *err) {
+    /* O_NONBLOCK: opening a FIFO for reading would otherwise wait for a
+     * writer; on a regular file it changes nothing. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK);
     if (fd < 0) return posenc_error(err, "%s: cannot open: %s", path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         close(fd);
         return posenc_error(err, "%s: not a regular file", path);
     }
-    if (st.st_size == 0) {
+    return fd;
+}
+
+int mapped_file_open(MappedFile *mf, const char *path, PosencError *err) {
+    mf->data = NULL;
+    mf->size = 0;
+    int fd = posenc_open_regular(path, err);
+    if (fd < 0) return -1;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || st.st_size == 0) {
         close(fd);
         return posenc_error(err, "%s: file is empty", path);
     }

@@ -49,6 +49,12 @@ int utf8_decode(const unsigned char *s, size_t n, uint32_t *cp);
 typedef struct { char s[300]; } EscapedString;
 EscapedString posenc_escape(const char *s);
 
+/* Opens a regular file for reading: a descriptor, or -1 with "PATH: cannot
+ * open: ..." or "PATH: not a regular file".  The open never blocks, so a
+ * FIFO named as a model or tokenizer is refused instead of waiting
+ * forever for a writer. */
+int posenc_open_regular(const char *path, PosencError *err);
+
 /* A read-only memory mapping of a whole file. */
 typedef struct {
     const uint8_t *data;

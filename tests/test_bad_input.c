@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "model/generate.h"
@@ -507,6 +509,85 @@ START_TEST(inspect_states_peak_memory) {
 }
 END_TEST
 
+/* ---- 6: FIFOs, a stream too short to score -------------------------------------------- */
+
+/* A FIFO nobody writes to, as a model, as -z (by extension, sniffed by
+ * content, inside a GPT-2 directory) and as the model whose vocabulary
+ * -m tokenize reads: opening it used to block forever.  This test case
+ * has a short timeout, so blocking fails it. */
+START_TEST(fifos_are_refused_without_blocking) {
+    if (!models) return;
+    char dir[] = "/tmp/posenc-fifo-XXXXXX", bin[64], bare[64], vocab[64], merges[64];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(bin, sizeof bin, "%s/model.bin", dir);
+    snprintf(bare, sizeof bare, "%s/tokenizer", dir);
+    snprintf(vocab, sizeof vocab, "%s/vocab.json", dir);
+    snprintf(merges, sizeof merges, "%s/merges.txt", dir);
+    ck_assert(mkfifo(bin, 0600) == 0 && mkfifo(bare, 0600) == 0 && mkfifo(vocab, 0600) == 0);
+    FILE *m = fopen(merges, "w");
+    ck_assert_ptr_nonnull(m);
+    fclose(m);
+    const char *model[] = {bin, "-z", tok_path, "-n", "4", NULL};
+    expect_error_naming(model, "not a regular file", bin, 1);
+    const char *z_bin[] = {model_path, "-z", bin, "-n", "4", NULL};
+    expect_error_naming(z_bin, "-z: ", bin, 1);
+    const char *z_bare[] = {model_path, "-z", bare, "-n", "4", NULL};
+    expect_error_naming(z_bare, "not a regular file", bare, 1);
+    const char *z_dir[] = {"-m", "tokenize", "-z", dir, "-i", "a", NULL};
+    expect_error_naming(z_dir, "not a regular file", vocab, 1);
+    const char *own[] = {bare, "-m", "tokenize", "-i", "a", NULL};
+    expect_error_naming(own, "not a regular file", bare, 1);
+
+    /* control: -f reads a pipe, e.g. /dev/stdin, once a writer comes */
+    pid_t writer = fork();
+    ck_assert(writer >= 0);
+    if (writer == 0) {
+        FILE *w = fopen(bare, "w"); /* waits for the engine to open the other end */
+        fputs("hello\n", w);
+        fclose(w);
+        _exit(0);
+    }
+    const char *pipe_text[] = {"-m", "tokenize", "-z", tok_path, "-f", bare, NULL};
+    TestsRun r = tests_run_engine(pipe_text);
+    waitpid(writer, NULL, 0);
+    ck_assert_msg(r.status == 0 && strlen(r.out) > 1, "%d %s %s", r.status, r.out, r.err);
+    tests_run_free(&r);
+    unlink(bin);
+    unlink(bare);
+    unlink(vocab);
+    unlink(merges);
+    rmdir(dir);
+}
+END_TEST
+
+/* -m ppl --stream on a text of one token printed nan with exit 0 (window
+ * mode already refused): now both refuse, and so does the engine. */
+START_TEST(stream_needs_two_tokens) {
+    if (!models) return;
+    const char *one = tests_write_temp("a", 1, ".txt");
+    const char *stream[] = {model_path, "-z", tok_path, "-m", "ppl", "--stream", "-f", one, NULL};
+    expect_error_naming(stream, "too few to score", "-f ", 1);
+    stream[7] = text_path; /* control */
+    expect_success(stream);
+
+    Model m;
+    PosencError err;
+    ck_assert_msg(model_load(&m, model_path, &err) == 0, "%s", err.msg);
+    Context ctx;
+    ck_assert_msg(context_build(&ctx, &m, &m.pe, 16, 16, &err) == 0, "%s", err.msg);
+    const int ids[2] = {1, 403};
+    PplOptions o = {.window = 16, .stream = 1, .shift = CONTEXT_SHIFT_ON};
+    PplResult res;
+    ck_assert_int_eq(ppl_evaluate(&ctx, ids, 1, &o, &res, NULL, NULL, &err), -1);
+    ck_assert_msg(strstr(err.msg, "too few to score"), "%s", err.msg);
+    ck_assert_msg(ppl_evaluate(&ctx, ids, 2, &o, &res, NULL, NULL, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(res.n_scored, 1); /* control: two tokens score one prediction */
+    ppl_result_free(&res);
+    context_free(&ctx);
+    model_free(&m);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("bad_input");
     TCase *tc = tcase_create("bad_input");
@@ -522,6 +603,13 @@ int main(void) {
     tcase_add_test(tc, keep_checked_by_the_engine);
     tcase_add_test(tc, huge_context_generates_in_bounded_memory);
     tcase_add_test(tc, inspect_states_peak_memory);
+    tcase_add_test(tc, stream_needs_two_tokens);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("fifo"); /* a blocked open fails by this timeout */
+    tcase_add_unchecked_fixture(tc, setup, NULL);
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, fifos_are_refused_without_blocking);
     suite_add_tcase(s, tc);
     return tests_run_suite(s);
 }

@@ -5,11 +5,15 @@
 
 #include <errno.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* The whole file, NUL-terminated (merges.txt may be empty: no mmap). */
 static char *read_file(const char *path, size_t *size, PosencError *err) {
-    FILE *f = fopen(path, "rb");
+    int fd = posenc_open_regular(path, err);
+    if (fd < 0) return NULL;
+    FILE *f = fdopen(fd, "rb");
     if (!f) {
+        close(fd);
         posenc_error(err, "%s: cannot open: %s", path, strerror(errno));
         return NULL;
     }

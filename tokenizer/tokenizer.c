@@ -220,6 +220,11 @@ static TokenizerKind guess_format(const char *path, PosencError *err, int *faile
         posenc_error(err, "%s: cannot open: %s", path, strerror(errno));
         return TOKENIZER_LLAMA2C;
     }
+    if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) { /* a FIFO would block below */
+        *failed = 1;
+        posenc_error(err, "%s: not a regular file", path);
+        return TOKENIZER_LLAMA2C;
+    }
     if (S_ISDIR(st.st_mode) || ends_with(path, ".json")) return TOKENIZER_GPT2;
     if (ends_with(path, ".model")) return TOKENIZER_SPM_BPE;
     if (ends_with(path, ".bin")) return TOKENIZER_LLAMA2C;
