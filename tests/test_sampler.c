@@ -15,22 +15,23 @@
 #define DRAWS 20000
 #define BIT(i) ((uint64_t)1 << (i))
 
-/* How often each id comes out of `draws` samples (counts has n entries;
- * an id out of range fails at once). */
-static void draw(Sampler *s, const float *logits, int n, int draws, int *counts) {
-    memset(counts, 0, (size_t)n * sizeof *counts);
-    for (int i = 0; i < draws; i++) {
-        int id = sampler_sample(s, logits);
-        ck_assert_msg(id >= 0 && id < n, "sampled id %d is outside [0, %d)", id, n);
-        counts[id]++;
-    }
-}
-
-/* The ids drawn at least once, as a bit set (n <= 64). */
-static uint64_t seen(const int *counts, int n) {
+/* Draws `draws` samples from a fresh sampler (temperature t, top-p p,
+ * top-k k) over n <= 64 logits: the ids drawn at least once as a bit set,
+ * and in counts (if not NULL) how often each came out.  An id out of range
+ * fails at once. */
+static uint64_t drawn(const float *logits, int n, float t, float p, int k, int draws,
+                      int *counts) {
+    Sampler s;
+    sampler_build(&s, n, t, p, k, 7);
     uint64_t set = 0;
-    for (int i = 0; i < n; i++)
-        if (counts[i]) set |= BIT(i);
+    if (counts) memset(counts, 0, (size_t)n * sizeof *counts);
+    for (int i = 0; i < draws; i++) {
+        int id = sampler_sample(&s, logits);
+        ck_assert_msg(id >= 0 && id < n, "sampled id %d is outside [0, %d)", id, n);
+        set |= BIT(id);
+        if (counts) counts[id]++;
+    }
+    sampler_free(&s);
     return set;
 }
 
@@ -48,20 +49,12 @@ static void two_leaders(float *logits) {
 
 START_TEST(top_k_one_is_argmax) {
     float logits[50];
-    int counts[50];
     two_leaders(logits);
     ck_assert_int_eq(sampler_argmax(logits, 50), 17);
-    Sampler s;
-    sampler_build(&s, 50, 1.0f, 0.0f, 1, 42);
-    draw(&s, logits, 50, 2000, counts);
-    ck_assert_uint_eq(seen(counts, 50), BIT(17));
-    sampler_free(&s);
+    ck_assert_uint_eq(drawn(logits, 50, 1.0f, 0.0f, 1, 2000, NULL), BIT(17));
     /* control: with k = 2 the runner-up (p = 0.475 between the two) comes
      * out too, and nothing else does */
-    sampler_build(&s, 50, 1.0f, 0.0f, 2, 42);
-    draw(&s, logits, 50, 2000, counts);
-    ck_assert_uint_eq(seen(counts, 50), BIT(17) | BIT(31));
-    sampler_free(&s);
+    ck_assert_uint_eq(drawn(logits, 50, 1.0f, 0.0f, 2, 2000, NULL), BIT(17) | BIT(31));
 }
 END_TEST
 
@@ -72,22 +65,16 @@ START_TEST(top_p_keeps_exactly_the_nucleus) {
     float logits[5];
     for (int i = 0; i < 5; i++) logits[i] = logf(probs[i]);
     int counts[5];
-    Sampler s;
-    sampler_build(&s, 5, 1.0f, 0.8f, 0, 7);
-    draw(&s, logits, 5, DRAWS, counts);
-    ck_assert_uint_eq(seen(counts, 5), BIT(1) | BIT(3) | BIT(4));
+    ck_assert_uint_eq(drawn(logits, 5, 1.0f, 0.8f, 0, DRAWS, counts), BIT(1) | BIT(3) | BIT(4));
     for (int i = 1; i < 5; i++) {
         if (i == 2) continue;
         double q = probs[i] / 0.85, f = (double)counts[i] / DRAWS;
         double tol = 5.0 * sqrt(q * (1.0 - q) / DRAWS);
         ck_assert_msg(fabs(f - q) < tol, "id %d: frequency %.4f, want %.4f +- %.4f", i, f, q, tol);
     }
-    sampler_free(&s);
     /* control: a slightly larger p must admit id 0, so the set check bites */
-    sampler_build(&s, 5, 1.0f, 0.86f, 0, 7);
-    draw(&s, logits, 5, DRAWS, counts);
-    ck_assert_uint_eq(seen(counts, 5), BIT(0) | BIT(1) | BIT(3) | BIT(4));
-    sampler_free(&s);
+    ck_assert_uint_eq(drawn(logits, 5, 1.0f, 0.86f, 0, DRAWS, NULL),
+                      BIT(0) | BIT(1) | BIT(3) | BIT(4));
 }
 END_TEST
 
@@ -96,18 +83,10 @@ END_TEST
  * candidates[-1].  The nucleus is the most probable token alone. */
 START_TEST(flat_distribution_with_tiny_top_p) {
     const float logits[4] = {0.0f, 0.01f, 0.0f, 0.0f}; /* id 1: p = 0.2525 */
-    int counts[4];
-    Sampler s;
-    sampler_build(&s, 4, 1.0f, 0.1f, 0, 3);
-    draw(&s, logits, 4, 200, counts);
-    ck_assert_uint_eq(seen(counts, 4), BIT(1));
-    sampler_free(&s);
+    ck_assert_uint_eq(drawn(logits, 4, 1.0f, 0.1f, 0, 200, NULL), BIT(1));
     /* control: p = 0.3 exceeds the top token's 0.2525, so a second token
      * joins the nucleus and the single-token check would fail */
-    sampler_build(&s, 4, 1.0f, 0.3f, 0, 3);
-    draw(&s, logits, 4, 200, counts);
-    ck_assert_uint_ne(seen(counts, 4), BIT(1));
-    sampler_free(&s);
+    ck_assert_uint_ne(drawn(logits, 4, 1.0f, 0.3f, 0, 200, NULL), BIT(1));
 }
 END_TEST
 
@@ -115,40 +94,24 @@ END_TEST
  * stream of <unk> from stories260K).  Now it is greedy. */
 START_TEST(tiny_temperature_is_greedy) {
     float logits[50];
-    int counts[50];
     two_leaders(logits);
-    for (int topp = 0; topp < 2; topp++) {
-        Sampler s;
-        sampler_build(&s, 50, 1.2e-38f, topp ? 0.9f : 0.0f, 0, 11);
-        draw(&s, logits, 50, 500, counts);
-        ck_assert_uint_eq(seen(counts, 50), BIT(17));
-        sampler_free(&s);
-    }
+    ck_assert_uint_eq(drawn(logits, 50, 1.2e-38f, 0.0f, 0, 500, NULL), BIT(17));
+    ck_assert_uint_eq(drawn(logits, 50, 1.2e-38f, 0.9f, 0, 500, NULL), BIT(17));
     /* control: at t = 1 the runner-up is drawn as well */
-    Sampler s;
-    sampler_build(&s, 50, 1.0f, 0.0f, 0, 11);
-    draw(&s, logits, 50, 500, counts);
-    ck_assert_uint_ne(seen(counts, 50), BIT(17));
-    sampler_free(&s);
+    ck_assert_uint_ne(drawn(logits, 50, 1.0f, 0.0f, 0, 500, NULL), BIT(17));
 }
 END_TEST
 
 /* Callers refuse NaN logits before sampling; should one slip through, the
- * sampler still returns an id in range in every mode. */
+ * sampler still returns an id in range (drawn checks) in every mode. */
 START_TEST(nan_logits_stay_in_range) {
     float logits[8];
-    int counts[8];
     for (int one = 0; one < 2; one++) {
         for (int i = 0; i < 8; i++) logits[i] = one ? (float)i : NAN;
         if (one) logits[5] = NAN;
-        const float topp[3] = {0.0f, 0.9f, 0.9f};
-        const int topk[3] = {0, 0, 3};
-        for (int mode = 0; mode < 3; mode++) {
-            Sampler s;
-            sampler_build(&s, 8, 1.0f, topp[mode], topk[mode], 5);
-            draw(&s, logits, 8, 100, counts);
-            sampler_free(&s);
-        }
+        drawn(logits, 8, 1.0f, 0.0f, 0, 100, NULL);
+        drawn(logits, 8, 1.0f, 0.9f, 0, 100, NULL);
+        drawn(logits, 8, 1.0f, 0.9f, 3, 100, NULL);
     }
 }
 END_TEST
