@@ -428,6 +428,7 @@ static int run_inspect(const Options *o) {
     return EXIT_SUCCESS;
 }
 
+/* Named here, before any work; the engine checks again for other callers. */
 static void check_keep(const Options *o, int n_ctx) {
     PosencError err;
     if (!o->no_shift && context_shift_check_keep(n_ctx, o->keep, &err))

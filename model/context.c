@@ -137,6 +137,7 @@ ContextMemory context_memory(const Model *m, const ContextSize *size) {
         if (!size_mul3(&bytes, b[i].rows, b[i].cols, sizeof(float))) bytes = SIZE_MAX;
         mem.scratch = sat_add(mem.scratch, bytes);
     }
+    mem.total = sat_add(sat_add(mem.weights, mem.kv_cache), mem.scratch);
     return mem;
 }
 

@@ -66,11 +66,11 @@ void context_free(Context *ctx);
 
 /* Bytes a run holds: the weights (the mapped file and vectors converted at
  * load), the KV cache, and the scratch of a context of that size
- * (activations, attention scores, logits, matmul panels; the last two per
- * thread at omp_get_max_threads()).  Their sum is the peak but for the
- * tokenizer and sampler; SIZE_MAX where a sum overflows. */
+ * (activations, attention scores, logits, matmul panels; the scores and
+ * panels per thread at omp_get_max_threads()).  Their total is the peak
+ * but for the tokenizer and sampler; SIZE_MAX where a sum overflows. */
 typedef struct {
-    size_t weights, kv_cache, scratch;
+    size_t weights, kv_cache, scratch, total;
 } ContextMemory;
 ContextMemory context_memory(const Model *m, const ContextSize *size);
 

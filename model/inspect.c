@@ -4,7 +4,6 @@
 #include "model/inspect.h"
 
 #include <omp.h>
-#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -239,15 +238,16 @@ static void emit_tensors(Emitter *e, const Model *m) {
 
 /* ---- memory ------------------------------------------------------------------ */
 
+static void em_bytes(Emitter *e, const char *key, size_t v) {
+    em_key(e, key);
+    fprintf(e->out, e->json ? "%zu" : "%zu\n", v);
+}
+
 /* One mode's scratch and its peak: weights + cache + scratch. */
 static void emit_mode_memory(Emitter *e, const char *mode, const ContextMemory *mem) {
-    size_t peak = SIZE_MAX;
-    if (mem->weights <= SIZE_MAX - mem->kv_cache &&
-        mem->scratch <= SIZE_MAX - mem->weights - mem->kv_cache)
-        peak = mem->weights + mem->kv_cache + mem->scratch;
     em_begin(e, mode, '{');
-    em_int(e, "scratch_bytes", (long long)mem->scratch);
-    em_int(e, "peak_bytes", (long long)peak);
+    em_bytes(e, "scratch_bytes", mem->scratch);
+    em_bytes(e, "peak_bytes", mem->total);
     em_end(e, '}');
 }
 
@@ -260,8 +260,8 @@ static void emit_memory(Emitter *e, const Model *m, int n_ctx, TensorType kv_typ
     em_int(e, "ctx", n_ctx);
     em_str(e, "kv_type", tensor_type_name(kv_type));
     em_int(e, "threads", omp_get_max_threads());
-    em_int(e, "weights_bytes", (long long)g.weights);
-    em_int(e, "kv_cache_bytes", (long long)g.kv_cache);
+    em_bytes(e, "weights_bytes", g.weights);
+    em_bytes(e, "kv_cache_bytes", g.kv_cache);
     emit_mode_memory(e, "generate", &g);
     emit_mode_memory(e, "ppl", &p);
     em_end(e, '}');

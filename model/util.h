@@ -7,7 +7,6 @@
 #include <stdint.h>
 #include <stdio.h>
 
-
 /* Overflow-checked size arithmetic: returns 0 and leaves *out untouched when
  * the result would not fit in size_t. */
 int size_mul(size_t *out, size_t a, size_t b);
