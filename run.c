@@ -214,10 +214,10 @@ static const struct {
 } flag_modes[] = {
     {"-m", ~0}, {"-z", M_GENERATE | M_PPL | M_TOKENIZE}, {"-i", M_GENERATE | M_TOKENIZE},
     {"-f", M_GENERATE | M_PPL | M_TOKENIZE}, {"-n", M_GENERATE}, {"-t", M_GENERATE},
-    {"-p", M_GENERATE}, {"-k", M_GENERATE}, {"-s", M_GENERATE}, {"--threads", M_RUNS},
-    {"--kv-type", M_RUNS}, {"--pe", M_SCHEME}, {"--rope-theta", M_SCHEME},
+    {"-p", M_GENERATE}, {"-k", M_GENERATE}, {"-s", M_GENERATE}, {"--threads", M_RUNS | M_INSPECT},
+    {"--kv-type", M_RUNS | M_INSPECT}, {"--pe", M_SCHEME}, {"--rope-theta", M_SCHEME},
     {"--rope-scaling", M_SCHEME}, {"--rope-factor", M_SCHEME}, {"--rope-orig-ctx", M_SCHEME},
-    {"--alibi-max-bias", M_SCHEME}, {"--pe-overflow", M_SCHEME}, {"--ctx", M_GENERATE | M_PPL},
+    {"--alibi-max-bias", M_SCHEME}, {"--pe-overflow", M_SCHEME}, {"--ctx", M_GENERATE | M_PPL | M_INSPECT},
     {"--pos-offset", M_GENERATE | M_PPL}, {"--keep", M_GENERATE | M_PPL},
     {"--no-shift", M_GENERATE | M_PPL}, {"--shift-no-rerotate", M_GENERATE | M_PPL},
     {"--trace-positions", M_GENERATE}, {"--chunks", M_PPL}, {"--stride", M_PPL},
@@ -428,10 +428,9 @@ static TensorType kv_type(const Options *o) {
     return o->kv_type && !strcmp(o->kv_type, "f16") ? TENSOR_F16 : TENSOR_F32;
 }
 
-static void build_context(Context *ctx, const Model *m, const PeParams *p, int n_ctx,
-                          const Options *o) {
+static void build_context(Context *ctx, const Model *m, const PeParams *p, ContextSize size) {
     PosencError err;
-    if (context_build_kv(ctx, m, p, n_ctx, n_ctx, kv_type(o), &err)) die("%s", err.msg);
+    if (context_build_sized(ctx, m, p, &size, &err)) die("%s", err.msg);
 }
 
 /* tokenizer.bin beside the model, as llama2.c users lay files out. */
@@ -454,7 +453,7 @@ static void load_tokenizer(const Options *o, const Model *model, Tokenizer *tok)
     PosencError err;
     int vocab = model ? model->config.vocab_size : 0;
     if (o->tokenizer_path) {
-        if (tokenizer_load(tok, o->tokenizer_path, vocab, &err)) die("%s", err.msg);
+        if (tokenizer_load(tok, o->tokenizer_path, vocab, &err)) die("-z: %s", err.msg);
     } else if (model && model->gguf) {
         if (tokenizer_load_gguf(tok, model->gguf, &err)) die("%s", err.msg);
         if (tok->vocab_size != vocab)
@@ -474,18 +473,27 @@ static void load_model_and_tokenizer(const Options *o, Model *model, Tokenizer *
     load_tokenizer(o, model, tok);
 }
 
-/* The whole file, NUL-terminated (len excludes the NUL). */
-static char *read_text_file(const char *path, size_t *len) {
+/* -f: a file, or a pipe such as /dev/stdin (read to its end, as cat
+ * would); a directory is refused here, before reading it fails. */
+static FILE *open_text_file(const char *path) {
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) die("-f: '%s' is a directory", path);
     FILE *f = fopen(path, "rb");
     if (!f) die("-f: cannot open '%s': %s", path, strerror(errno));
+    return f;
+}
+
+/* The whole file, NUL-terminated (len excludes the NUL). */
+static char *read_text_file(const char *path, size_t *len) {
+    FILE *f = open_text_file(path);
     size_t cap = 1 << 16, n = 0;
-    char *buf = mallocCheck(cap);
+    char *buf = mallocCheck(cap, "the text of -f");
     for (size_t got; (got = fread(buf + n, 1, cap - n, f)) > 0;) {
         n += got;
         if (n == cap) {
             cap *= 2;
             char *grown = realloc(buf, cap);
-            if (!grown) die("-f: '%s' does not fit in memory", path);
+            if (!grown) posenc_out_of_memory(1, cap, "the text of -f");
             buf = grown;
         }
     }
@@ -523,15 +531,16 @@ static int run_tokenize(const Options *o) {
     }
     int rc;
     if (o->text_file) {
-        FILE *in = fopen(o->text_file, "rb");
-        if (!in) die("-f: cannot open '%s': %s", o->text_file, strerror(errno));
+        FILE *in = open_text_file(o->text_file);
         rc = tokenize_stream(&tok, in, stdout, o->pieces, &err);
         fclose(in);
     } else {
         const char *text = o->prompt ? o->prompt : "";
         rc = tokenize_text(&tok, text, strlen(text), stdout, o->pieces, &err);
     }
-    if (rc) die("%s", err.msg);
+    if (rc && ferror(stdout)) die("%s", err.msg); /* writing the ids failed, not the text */
+    if (rc && o->text_file) die("-f %s: %s", o->text_file, err.msg);
+    if (rc) die("-i: %s", err.msg);
     tokenizer_free(&tok);
     return EXIT_SUCCESS;
 }
@@ -579,9 +588,17 @@ static int run_inspect(const Options *o) {
     load_model(o, &model);
     Variants v;
     resolve_variants(o, &model, &v);
-    model_inspect(&model, &v.params[0], stdout, o->json);
+    int n_ctx = o->ctx ? o->ctx : model.config.seq_len;
+    model_inspect(&model, &v.params[0], stdout, o->json, n_ctx, kv_type(o));
     model_free(&model);
     return EXIT_SUCCESS;
+}
+
+/* Named here, before any work; the engine checks again for other callers. */
+static void check_keep(const Options *o, int n_ctx) {
+    PosencError err;
+    if (!o->no_shift && context_shift_check_keep(n_ctx, o->keep, &err))
+        die("--keep %d: %s: keep at most --ctx - 2, or pass --no-shift", o->keep, err.msg);
 }
 
 static ContextShiftMode shift_mode(const Options *o) {
@@ -666,6 +683,15 @@ static void print_json_summary(const StepReport *r, const char *text, size_t len
     fputs("}\n", stdout);
 }
 
+/* The prompt's problems name its flag (-i or -f): generate_text would find
+ * them too, but not which flag to change. */
+static void check_prompt(const char *prompt, const char *flag, const Tokenizer *tok) {
+    int *ids, n_ids;
+    PosencError err;
+    if (generate_encode_prompt(tok, prompt, &ids, &n_ids, &err)) die("%s: %s", flag, err.msg);
+    free(ids);
+}
+
 static int run_generate(const Options *o) {
     Model model;
     Tokenizer tok;
@@ -677,13 +703,14 @@ static int run_generate(const Options *o) {
     const PeParams pe = v.params[0];
     const char *label = v.labels[0];
     int n_ctx = o->ctx ? o->ctx : model.config.seq_len;
-    if (o->keep >= n_ctx) die("--keep %d must be smaller than the context (%d)", o->keep, n_ctx);
+    check_keep(o, n_ctx);
     ContextShiftMode shift = shift_mode(o);
     int span = o->steps > 0 && o->steps < n_ctx ? o->steps : n_ctx;
     check_positions(&model, &pe, label, o->pos_offset + span - 1);
     char *prompt_file = o->text_file ? read_prompt_file(o->text_file) : NULL;
+    check_prompt(prompt_file ? prompt_file : o->prompt, prompt_file ? "-f" : "-i", &tok);
     Context ctx;
-    build_context(&ctx, &model, &pe, n_ctx, o);
+    build_context(&ctx, &model, &pe, context_size_generate(n_ctx, kv_type(o)));
     Sampler sampler;
     unsigned long long seed = o->seed ? o->seed : (unsigned long long)time(NULL);
     sampler_build(&sampler, model.config.vocab_size, o->temperature, o->topp, o->topk, seed);
@@ -695,7 +722,7 @@ static int run_generate(const Options *o) {
     char *text = NULL;
     size_t text_len = 0;
     FILE *text_out = o->json ? open_memstream(&text, &text_len) : stdout;
-    if (!text_out) die("out of memory for the generated text");
+    if (!text_out) posenc_out_of_memory(1, 1, "the generated text");
 
     GenerateOptions g = {.prompt = prompt_file ? prompt_file : o->prompt, .steps = o->steps,
                          .pos_offset = o->pos_offset, .keep = o->keep, .shift = shift,
@@ -746,7 +773,7 @@ static void log_prediction(const PplPrediction *p, void *user) {
 /* Mean NLL by position, smoothed by a centred moving average over
  * 2*half+1 positions (each position weighted by how often it was scored). */
 static double *nll_curve(const PplResult *r, int half) {
-    double *y = mallocCheck((size_t)r->n_pos * sizeof(double));
+    double *y = mallocCheck((size_t)r->n_pos * sizeof(double), "the NLL curve");
     for (int i = 0; i < r->n_pos; i++) {
         double sum = 0.0;
         long count = 0;
@@ -791,7 +818,7 @@ static void write_svg(const Options *o, const Model *m, const char **labels, con
     for (int i = 0; i < n_pos; i++)
         if (res[0].count_by_pos[i] > most) most = res[0].count_by_pos[i];
     long too_few = (most * FAINT_BELOW_PERCENT + 99) / 100;
-    unsigned char *faint = mallocCheck((size_t)n_pos);
+    unsigned char *faint = mallocCheck((size_t)n_pos, "the sparse-position marks");
     int n_faint = 0;
     for (int i = 0; i < n_pos; i++) n_faint += faint[i] = res[0].count_by_pos[i] < too_few;
 
@@ -852,6 +879,17 @@ static void print_ppl_row(const Options *o, const char *label, int C, const PplR
     }
 }
 
+/* Before any context is built: a window defaults to the model's context
+ * length, which a header may set to millions of tokens, and its logits
+ * would be allocated before the text is found too short to fill it. */
+static void check_text_length(const Options *o, int n_ids, int C) {
+    if (o->stream && n_ids < 2)
+        die("-f %s: the text has %d tokens, too few to score (at least 2)", o->text_file, n_ids);
+    if (!o->stream && n_ids - 1 < C)
+        die("-f %s: the text has %d tokens, too few for one window of %d (lower --ctx)",
+            o->text_file, n_ids, C);
+}
+
 static int run_ppl(const Options *o) {
     if (!o->text_file) die("-m ppl needs -f FILE");
     Model model;
@@ -861,6 +899,7 @@ static int run_ppl(const Options *o) {
     resolve_variants(o, &model, &listed);
     int C = o->ctx ? o->ctx : model.config.seq_len;
     if (o->stride > C) die("--stride %d must be in 1..%d (the window, --ctx)", o->stride, C);
+    if (o->stream) check_keep(o, C);
 
     /* Slot 0 is the checkpoint's own scheme, used only when it is the
      * default baseline and --pe does not list it; the listed variants follow. */
@@ -890,14 +929,17 @@ static int run_ppl(const Options *o) {
     char *text = read_text_file(o->text_file, &len);
     int *ids = NULL, n_ids = 0;
     PosencError err;
-    if (tokenizer_encode_alloc(&tok, text, len, o->bos, 0, &ids, &n_ids, &err)) die("%s", err.msg);
+    if (tokenizer_encode_alloc(&tok, text, len, o->bos, 0, &ids, &n_ids, &err))
+        die("-f %s: %s", o->text_file, err.msg);
     free(text);
 
+    check_text_length(o, n_ids, C);
     PplOptions popt = {.window = C, .stride = o->stride, .max_chunks = o->chunks,
                        .stream = o->stream, .keep = o->keep, .shift = shift_mode(o),
                        .pos_offset = o->pos_offset};
     Context ctxs[MAX_VARIANTS + 1];
-    for (int v = 0; v < n_var; v++) build_context(&ctxs[v], &model, &params[v], C, o);
+    for (int v = 0; v < n_var; v++)
+        build_context(&ctxs[v], &model, &params[v], context_size_ppl(C, kv_type(o)));
     LogprobWriter logprobs;
     open_logits_out(o, model.config.vocab_size, &logprobs);
 

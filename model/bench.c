@@ -50,7 +50,7 @@ typedef struct {
 } BandwidthProbe;
 
 static void bandwidth_probe_build(BandwidthProbe *p) {
-    p->buf = mallocCheck(BW_BYTES);
+    p->buf = mallocCheck(BW_BYTES, "the bandwidth probe");
     #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < BW_WORDS; i++) p->buf[i] = i; /* pages touched by the thread that reads them */
 }
@@ -141,7 +141,7 @@ static int run_test(const Model *m, const BenchOptions *o, int n_prompt, int n_g
                     const BandwidthProbe *probe, BenchResult *r, PosencError *err) {
     const ModelConfig *c = &m->config;
     int n = n_prompt > n_gen ? n_prompt : n_gen;
-    int *tokens = mallocCheck((size_t)n * sizeof(int));
+    int *tokens = mallocCheck((size_t)n * sizeof(int), "the benchmark's tokens");
     uint64_t s = 0x2545F4914F6CDD1Dull;
     for (int i = 0; i < n; i++) { /* fixed pseudo-random ids: every run reads the same rows */
         s ^= s << 13, s ^= s >> 7, s ^= s << 17;

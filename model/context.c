@@ -9,7 +9,7 @@ static float *alloc_matrix(size_t rows, size_t cols, const char *what, PosencErr
     size_t n;
     float *p = NULL;
     if (size_mul3(&n, rows, cols, sizeof(float))) p = malloc(n ? n : 1);
-    if (!p) posenc_error(err, "out of memory for %s (%zu x %zu floats)", what, rows, cols);
+    if (!p) posenc_error_oom(err, rows, cols * sizeof(float), what);
     return p;
 }
 
@@ -20,24 +20,54 @@ static void forward_state_free(ForwardState *s) {
     memset(s, 0, sizeof *s);
 }
 
-static int forward_state_build(ForwardState *s, const ModelConfig *c, int n_ctx, int max_tokens,
-                               int f16_cache, PosencError *err) {
+/* The forward state's buffers, rows x cols floats each: one list serves
+ * both allocating them and context_memory's sum, so the two cannot drift. */
+typedef struct {
+    float **dst;
+    size_t rows, cols;
+    const char *what;
+} StateBuffer;
+#define MAX_STATE_BUFFERS 10
+
+static int state_buffers(ForwardState *s, const ModelConfig *c, const ContextSize *z,
+                         StateBuffer *b) {
+    size_t n = (size_t)z->max_tokens, dim = (size_t)c->dim, hidden = (size_t)c->hidden_dim;
+    size_t kv_dim = (size_t)model_kv_dim(c);
+    int k = 0;
+    b[k++] = (StateBuffer){&s->x, n, dim, "activations"};
+    b[k++] = (StateBuffer){&s->xb, n, dim, "activations"};
+    b[k++] = (StateBuffer){&s->xb2, n, dim, "activations"};
+    b[k++] = (StateBuffer){&s->q, n, dim, "queries"};
+    if (z->kv_type == TENSOR_F16) { /* new keys and values before rounding to the cache */
+        b[k++] = (StateBuffer){&s->k, n, kv_dim, "keys"};
+        b[k++] = (StateBuffer){&s->v, n, kv_dim, "values"};
+    }
+    b[k++] = (StateBuffer){&s->hb, n, hidden, "the feed-forward buffers"};
+    b[k++] = (StateBuffer){&s->hb2, n, hidden, "the feed-forward buffers"};
+    b[k++] = (StateBuffer){&s->att, (size_t)omp_get_max_threads() * ATT_TILE, (size_t)z->n_ctx,
+                           "attention scores"};
+    b[k++] = (StateBuffer){&s->logits, (size_t)z->logit_rows, (size_t)c->vocab_size, "logits"};
+    return k;
+}
+
+static int matmul_width(const ModelConfig *c) {
+    return c->dim > c->hidden_dim ? c->dim : c->hidden_dim;
+}
+
+static int forward_state_build(ForwardState *s, const ModelConfig *c, const ContextSize *z,
+                               PosencError *err) {
     memset(s, 0, sizeof *s);
-    size_t n = (size_t)max_tokens;
-    s->max_tokens = max_tokens;
+    s->max_tokens = z->max_tokens;
+    s->logit_rows = z->logit_rows;
     s->att_rows = omp_get_max_threads();
-    if (!(s->x = alloc_matrix(n, (size_t)c->dim, "activations", err)) ||
-        !(s->xb = alloc_matrix(n, (size_t)c->dim, "activations", err)) ||
-        !(s->xb2 = alloc_matrix(n, (size_t)c->dim, "activations", err)) ||
-        !(s->q = alloc_matrix(n, (size_t)c->dim, "queries", err)) ||
-        (f16_cache && !(s->k = alloc_matrix(n, (size_t)model_kv_dim(c), "keys", err))) ||
-        (f16_cache && !(s->v = alloc_matrix(n, (size_t)model_kv_dim(c), "values", err))) ||
-        !(s->hb = alloc_matrix(n, (size_t)c->hidden_dim, "feed-forward buffer", err)) ||
-        !(s->hb2 = alloc_matrix(n, (size_t)c->hidden_dim, "feed-forward buffer", err)) ||
-        !(s->att = alloc_matrix((size_t)s->att_rows * ATT_TILE, (size_t)n_ctx, "attention scores",
-                                err)) ||
-        !(s->logits = alloc_matrix(n, (size_t)c->vocab_size, "logits", err)) ||
-        matmul_scratch_build(&s->mm, c->dim > c->hidden_dim ? c->dim : c->hidden_dim, err)) {
+    StateBuffer b[MAX_STATE_BUFFERS];
+    int n = state_buffers(s, c, z, b);
+    for (int i = 0; i < n; i++)
+        if (!(*b[i].dst = alloc_matrix(b[i].rows, b[i].cols, b[i].what, err))) {
+            forward_state_free(s);
+            return -1;
+        }
+    if (matmul_scratch_build(&s->mm, matmul_width(c), err)) {
         forward_state_free(s);
         return -1;
     }
@@ -58,6 +88,15 @@ int context_check_scheme(const Model *m, const PeParams *params, PosencError *er
     return 0;
 }
 
+ContextSize context_size_generate(int n_ctx, TensorType kv_type) {
+    int chunk = n_ctx < CONTEXT_PREFILL_CHUNK ? n_ctx : CONTEXT_PREFILL_CHUNK;
+    return (ContextSize){n_ctx, chunk, 1, kv_type};
+}
+
+ContextSize context_size_ppl(int n_ctx, TensorType kv_type) {
+    return (ContextSize){n_ctx, n_ctx, n_ctx, kv_type};
+}
+
 int context_build(Context *ctx, const Model *m, const PeParams *pe, int n_ctx, int max_tokens,
                   PosencError *err) {
     return context_build_kv(ctx, m, pe, n_ctx, max_tokens, TENSOR_F32, err);
@@ -65,18 +104,53 @@ int context_build(Context *ctx, const Model *m, const PeParams *pe, int n_ctx, i
 
 int context_build_kv(Context *ctx, const Model *m, const PeParams *pe, int n_ctx, int max_tokens,
                      TensorType kv_type, PosencError *err) {
+    if (max_tokens <= 0 || max_tokens > n_ctx) max_tokens = n_ctx;
+    ContextSize size = {n_ctx, max_tokens, max_tokens, kv_type};
+    return context_build_sized(ctx, m, pe, &size, err);
+}
+
+int context_build_sized(Context *ctx, const Model *m, const PeParams *pe, const ContextSize *size,
+                        PosencError *err) {
     memset(ctx, 0, sizeof *ctx);
     const ModelConfig *c = &m->config;
-    if (n_ctx <= 0) return posenc_error(err, "--ctx must be positive (got %d)", n_ctx);
-    if (max_tokens <= 0 || max_tokens > n_ctx) max_tokens = n_ctx;
+    if (size->n_ctx <= 0) return posenc_error(err, "--ctx must be positive (got %d)", size->n_ctx);
+    if (size->max_tokens < 1 || size->max_tokens > size->n_ctx || size->logit_rows < 1 ||
+        size->logit_rows > size->max_tokens)
+        return posenc_error(err, "chunks of %d tokens with %d rows of logits do not fit %d cells",
+                            size->max_tokens, size->logit_rows, size->n_ctx);
     ctx->model = m;
     if (build_scheme(&ctx->pe, m, pe, err)) return -1;
-    if (kv_cache_build(&ctx->cache, c->n_layers, model_kv_dim(c), n_ctx, kv_type, err) ||
-        forward_state_build(&ctx->state, c, n_ctx, max_tokens, kv_type == TENSOR_F16, err)) {
+    if (kv_cache_build(&ctx->cache, c->n_layers, model_kv_dim(c), size->n_ctx, size->kv_type,
+                       err) ||
+        forward_state_build(&ctx->state, c, size, err)) {
         context_free(ctx);
         return -1;
     }
     return 0;
+}
+
+static size_t sat_add(size_t a, size_t b) {
+    size_t r;
+    return size_add(&r, a, b) ? r : SIZE_MAX;
+}
+
+ContextMemory context_memory(const Model *m, const ContextSize *size) {
+    const ModelConfig *c = &m->config;
+    ContextMemory mem = {
+        .weights = sat_add(m->gguf ? m->gguf->map.size : m->file.size, m->owned_bytes),
+        .kv_cache = kv_cache_bytes(c->n_layers, model_kv_dim(c), size->n_ctx, size->kv_type),
+        .scratch = matmul_scratch_bytes(matmul_width(c)),
+    };
+    ForwardState unused;
+    StateBuffer b[MAX_STATE_BUFFERS];
+    int n = state_buffers(&unused, c, size, b);
+    for (int i = 0; i < n; i++) {
+        size_t bytes;
+        if (!size_mul3(&bytes, b[i].rows, b[i].cols, sizeof(float))) bytes = SIZE_MAX;
+        mem.scratch = sat_add(mem.scratch, bytes);
+    }
+    mem.total = sat_add(sat_add(mem.weights, mem.kv_cache), mem.scratch);
+    return mem;
 }
 
 void context_free(Context *ctx) {
@@ -86,11 +160,25 @@ void context_free(Context *ctx) {
 }
 
 int context_check_chunk(const Context *ctx, const int *tokens, int n, int pos0, PosencError *err) {
-    const ModelConfig *c = &ctx->model->config;
-    if (n <= 0) return posenc_error(err, "empty chunk");
     if (n > ctx->state.max_tokens)
         return posenc_error(err, "chunk of %d tokens exceeds the batch capacity %d", n,
                             ctx->state.max_tokens);
+    return context_check_tokens(ctx, tokens, n, pos0, err);
+}
+
+const float *context_prefill(Context *ctx, const int *tokens, int n, int pos0) {
+    const float *logits = NULL;
+    for (int done = 0; done < n;) {
+        int chunk = n - done < ctx->state.max_tokens ? n - done : ctx->state.max_tokens;
+        logits = context_forward(ctx, tokens + done, chunk, pos0 + done, 0);
+        done += chunk;
+    }
+    return logits;
+}
+
+int context_check_tokens(const Context *ctx, const int *tokens, int n, int pos0, PosencError *err) {
+    const ModelConfig *c = &ctx->model->config;
+    if (n <= 0) return posenc_error(err, "empty chunk");
     if (n > ctx->cache.n_ctx - ctx->cache.n_used)
         return posenc_error(err, "%d tokens do not fit in the context: %d of %d cells used", n,
                             ctx->cache.n_used, ctx->cache.n_ctx);
@@ -102,5 +190,26 @@ int context_check_chunk(const Context *ctx, const int *tokens, int n, int pos0, 
         return posenc_error(err, "positions %d..%d are past the %s table of %d positions "
                                  "(see --pe-overflow)",
                             pos0, pos0 + n - 1, pe_kind_name(ctx->pe.params.kind), limit);
+    return 0;
+}
+
+int context_check_logits(const Context *ctx, const float *logits, int rows, int pos0,
+                         PosencError *err) {
+    size_t vocab = (size_t)ctx->model->config.vocab_size;
+    for (int r = 0; r < rows; r++) {
+        /* The largest magnitude as bits: an integer reduction, which the
+         * compiler vectorizes; inf and NaN are the bit patterns from
+         * 0x7f800000 up. */
+        uint32_t max_bits = 0;
+        for (size_t i = 0; i < vocab; i++) {
+            uint32_t bits;
+            memcpy(&bits, logits + (size_t)r * vocab + i, sizeof bits);
+            bits &= 0x7fffffffu;
+            max_bits = bits > max_bits ? bits : max_bits;
+        }
+        if (max_bits >= 0x7f800000u)
+            return posenc_error(err, "%s: the model produced non-finite logits (NaN or infinity) "
+                                     "at position %d", ctx->model->path, pos0 + r);
+    }
     return 0;
 }

@@ -14,6 +14,7 @@
 
 typedef struct {
     int max_tokens;     /* largest chunk one forward call accepts */
+    int logit_rows;     /* rows of logits one call may return */
     float *x;           /* (max_tokens, dim) residual stream */
     float *xb, *xb2;    /* (max_tokens, dim) */
     float *q;           /* (max_tokens, dim) */
@@ -21,7 +22,7 @@ typedef struct {
     float *hb, *hb2;    /* (max_tokens, hidden_dim) */
     float *att;         /* (att_rows, ATT_TILE, n_ctx) attention scores, one tile per thread */
     int att_rows;
-    float *logits;      /* (max_tokens, vocab_size) */
+    float *logits;      /* (logit_rows, vocab_size) */
     MatmulScratch mm;
 } ForwardState;
 
@@ -32,11 +33,33 @@ typedef struct {
     ForwardState state;
 } Context;
 
-/* n_ctx: cache cells; max_tokens: chunk capacity (<= n_ctx); the cache
- * holds f32. */
+/* Prompts are prefilled in chunks of at most this many tokens: the GEMM
+ * has long amortized each weight read by then (pp512 is the benchmark's
+ * prefill), and the activations stay bounded whatever --ctx is. */
+#define CONTEXT_PREFILL_CHUNK 512
+
+/* What a context allocates for: everything but the weights scales with
+ * these, so they are chosen by what a mode uses, never by a header field
+ * alone. */
+typedef struct {
+    int n_ctx;          /* cache cells */
+    int max_tokens;     /* largest chunk one forward call takes, 1..n_ctx */
+    int logit_rows;     /* rows of logits a call may return: max_tokens when every row's
+                           are wanted (ppl), 1 when only the last one's (generation) */
+    TensorType kv_type; /* the cache's elements: TENSOR_F32 or TENSOR_F16 */
+} ContextSize;
+
+/* Generation: chunks of CONTEXT_PREFILL_CHUNK, the last row's logits. */
+ContextSize context_size_generate(int n_ctx, TensorType kv_type);
+/* Perplexity: one chunk of n_ctx tokens with every row's logits. */
+ContextSize context_size_ppl(int n_ctx, TensorType kv_type);
+
+int context_build_sized(Context *ctx, const Model *m, const PeParams *pe, const ContextSize *size,
+                        PosencError *err);
+/* n_ctx cells, chunks of max_tokens (<= n_ctx) with every row's logits;
+ * the cache holds f32, or kv_type. */
 int context_build(Context *ctx, const Model *m, const PeParams *pe, int n_ctx, int max_tokens,
                   PosencError *err);
-/* The same with the cache's element type: TENSOR_F32 or TENSOR_F16. */
 int context_build_kv(Context *ctx, const Model *m, const PeParams *pe, int n_ctx, int max_tokens,
                      TensorType kv_type, PosencError *err);
 void context_free(Context *ctx);
@@ -44,11 +67,32 @@ void context_free(Context *ctx);
  * position table), without building a context: 0, or -1 with the reason. */
 int context_check_scheme(const Model *m, const PeParams *pe, PosencError *err);
 
+/* Bytes a run holds: the weights (the mapped file and vectors converted at
+ * load), the KV cache, and the scratch of a context of that size
+ * (activations, attention scores, logits, matmul panels; the scores and
+ * panels per thread at omp_get_max_threads()).  Their total is the peak
+ * but for the tokenizer and sampler; SIZE_MAX where a sum overflows. */
+typedef struct {
+    size_t weights, kv_cache, scratch, total;
+} ContextMemory;
+ContextMemory context_memory(const Model *m, const ContextSize *size);
+
 /* Runs tokens[0..n) at positions pos0, pos0+1, ... and appends them to the
- * cache.  Returns the logits: (n, vocab) when all_logits, else (1, vocab)
- * for the last token.  The caller guarantees 1 <= n <= max_tokens, room in
- * the cache, ids in range and positions the scheme can encode;
- * context_check_chunk() tells whether that holds. */
+ * cache.  Returns the logits: (n, vocab) when all_logits (which needs
+ * n <= logit_rows), else (1, vocab) for the last token.  The caller
+ * guarantees 1 <= n <= max_tokens, room in the cache, ids in range and
+ * positions the scheme can encode; context_check_chunk() tells whether
+ * that holds. */
 const float *context_forward(Context *ctx, const int *tokens, int n, int pos0, int all_logits);
 int context_check_chunk(const Context *ctx, const int *tokens, int n, int pos0, PosencError *err);
+/* Any number of tokens, in chunks of max_tokens: the last token's logits.
+ * context_check_tokens() checks all but the chunk bound. */
+const float *context_prefill(Context *ctx, const int *tokens, int n, int pos0);
+int context_check_tokens(const Context *ctx, const int *tokens, int n, int pos0, PosencError *err);
+/* 0 if `rows` rows of logits (the first at position pos0) are all finite;
+ * else -1 with a line naming the model file and the position.  NaN or
+ * infinite weights, or activations that overflow, end here instead of in
+ * a sampler that cannot choose or a perplexity of nan. */
+int context_check_logits(const Context *ctx, const float *logits, int rows, int pos0,
+                         PosencError *err);
 #endif

@@ -122,7 +122,19 @@ static int decode_loop(Context *ctx, const Tokenizer *tok, Sampler *sampler, con
         if (context_check_chunk(ctx, &token, 1, pos, err)) return -1;
         if (o->opt->trace) trace_chunk(o, ctx, tok, &token, 1, pos);
         logits = context_forward(ctx, &token, 1, pos, 0);
+        if (context_check_logits(ctx, logits, 1, pos, err)) return -1;
     }
+}
+
+int generate_encode_prompt(const Tokenizer *tok, const char *prompt, int **ids, int *n_ids,
+                           PosencError *err) {
+    const char *text = prompt ? prompt : "";
+    if (tokenizer_encode_alloc(tok, text, strlen(text), 1, 0, ids, n_ids, err)) return -1;
+    if (*n_ids > 0) return 0;
+    free(*ids);
+    *ids = NULL;
+    posenc_error(err, "the prompt encodes to no tokens and the vocabulary has no BOS to start from");
+    return posenc_error_prefix(err, tok->source);
 }
 
 int generate_text(Context *ctx, const Tokenizer *tok, Sampler *sampler,
@@ -130,21 +142,15 @@ int generate_text(Context *ctx, const Tokenizer *tok, Sampler *sampler,
     double t_start = time_now_s();
     memset(st, 0, sizeof *st);
     Output o = {.opt = opt};
-    const char *prompt = opt->prompt ? opt->prompt : "";
-    size_t plen = strlen(prompt);
-    int *ids = mallocCheck((plen + 3) * sizeof(int));
-    int n_prompt = 0, rc = -1, n_ctx = ctx->cache.n_ctx, pos0 = opt->pos_offset;
-    if (tokenizer_encode(tok, prompt, plen, 1, 0, ids, &n_prompt, err)) goto out;
-    if (n_prompt < 1) {
-        posenc_error(err, "the prompt encodes to no tokens and the vocabulary has no BOS");
-        goto out;
-    }
+    int *ids = NULL, n_prompt = 0, rc = -1, n_ctx = ctx->cache.n_ctx, pos0 = opt->pos_offset;
+    if (generate_encode_prompt(tok, opt->prompt, &ids, &n_prompt, err)) goto out;
+    if (opt->shift != CONTEXT_SHIFT_OFF && context_shift_check_keep(n_ctx, opt->keep, err)) goto out;
     if (n_prompt > n_ctx) {
         posenc_error(err, "prompt is %d tokens but the context holds %d (raise --ctx or shorten "
                           "the prompt)", n_prompt, n_ctx);
         goto out;
     }
-    if (context_check_chunk(ctx, ids, n_prompt, pos0, err)) goto out;
+    if (context_check_tokens(ctx, ids, n_prompt, pos0, err)) goto out;
     int steps = opt->steps <= 0 ? n_ctx : opt->steps;
 
     /* `steps` counts the tokens of the text, prompt included; a leading BOS
@@ -155,9 +161,10 @@ int generate_text(Context *ctx, const Tokenizer *tok, Sampler *sampler,
     if (n_text < steps) {
         if (opt->trace) trace_chunk(&o, ctx, tok, ids, n_prompt, pos0);
         double t0 = time_now_s();
-        const float *logits = context_forward(ctx, ids, n_prompt, pos0, 0);
+        const float *logits = context_prefill(ctx, ids, n_prompt, pos0);
         st->prefill_s = time_now_s() - t0;
         st->n_prompt = n_prompt;
+        if (context_check_logits(ctx, logits, 1, pos0 + n_prompt - 1, err)) goto out;
         double t1 = time_now_s();
         if (decode_loop(ctx, tok, sampler, logits, ids[n_prompt - 1], steps - n_text, &o, out, st,
                         t_start, err))

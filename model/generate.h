@@ -47,6 +47,12 @@ typedef struct {
     double decode_s;         /* every later token: sample, forward, shift */
 } GenerateStats;
 
+/* The prompt's ids, BOS first when the vocabulary has one (*ids malloc'd).
+ * -1 with a line naming the vocabulary's file when the prompt cannot be
+ * encoded or encodes to nothing at all. */
+int generate_encode_prompt(const Tokenizer *tok, const char *prompt, int **ids, int *n_ids,
+                           PosencError *err);
+
 /* Writes the text to out.  Returns 0, or -1 with a one-line reason. */
 int generate_text(Context *ctx, const Tokenizer *tok, Sampler *sampler,
                   const GenerateOptions *opt, FILE *out, GenerateStats *stats, PosencError *err);

@@ -4,10 +4,11 @@
  * make us allocate gigabytes. */
 #include "model/gguf.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "gguf.c reads little-endian data in place: port it before using a big-endian host"
@@ -113,7 +114,7 @@ static int name_is_printable(GgufString s) {
 }
 
 static char *str_dup(GgufString s) {
-    char *p = mallocCheck(s.len + 1);
+    char *p = mallocCheck(s.len + 1, "a string of the GGUF file");
     memcpy(p, s.ptr, s.len);
     p[s.len] = '\0';
     return p;
@@ -124,15 +125,8 @@ static char *str_dup(GgufString s) {
 static void *grow(void *arr, size_t n, size_t *cap, size_t elem) {
     if (n < *cap) return arr;
     size_t new_cap = *cap ? *cap * 2 : 16, bytes;
-    if (!size_mul(&bytes, new_cap, elem)) {
-        fprintf(stderr, "error: gguf: table size overflow\n");
-        exit(EXIT_FAILURE);
-    }
-    void *p = realloc(arr, bytes);
-    if (!p) {
-        fprintf(stderr, "error: gguf: out of memory growing a table to %zu bytes\n", bytes);
-        exit(EXIT_FAILURE);
-    }
+    void *p = size_mul(&bytes, new_cap, elem) ? realloc(arr, bytes) : NULL;
+    if (!p) posenc_out_of_memory(new_cap, elem, "the GGUF metadata table");
     *cap = new_cap;
     return p;
 }
@@ -209,7 +203,7 @@ static int read_array(Reader *r, GgufArray *arr) {
             return posenc_error(r->err, "%s [element %zu]", msg, i);
         }
     }
-    GgufString *strs = callocCheck(arr->n, sizeof *strs);
+    GgufString *strs = callocCheck(arr->n, sizeof *strs, "a GGUF string array");
     r->pos = start;
     for (size_t i = 0; i < arr->n; i++) rd_str(r, &strs[i]);
     arr->strs = strs;
@@ -227,7 +221,7 @@ static int read_kv(Reader *r, size_t i, GgufKV *kv) {
     if (!name_is_printable(key))
         return posenc_error(r->err, "%s: kv %zu: key contains control characters", r->path, i);
     kv->key = str_dup(key);
-    snprintf(r->ctx, sizeof r->ctx, "kv %zu '%.120s'", i, kv->key);
+    snprintf(r->ctx, sizeof r->ctx, "kv %zu '%.120s'", i, posenc_escape(kv->key).s);
 
     uint32_t type;
     if (rd_u32(r, &type)) return -1;
@@ -259,7 +253,7 @@ static int read_tensor_info(Reader *r, size_t i, GgufTensor *t) {
         return posenc_error(r->err, "%s: tensor %zu: name contains control characters",
                             r->path, i);
     t->name = str_dup(name);
-    snprintf(r->ctx, sizeof r->ctx, "tensor '%s'", t->name);
+    snprintf(r->ctx, sizeof r->ctx, "tensor '%.160s'", posenc_escape(t->name).s);
 
     uint32_t n_dims;
     if (rd_u32(r, &n_dims)) return -1;
@@ -316,7 +310,7 @@ static int cmp_tensor_offset(const void *a, const void *b, void *arg) {
 
 static size_t *sorted_index(size_t n, int (*cmp)(const void *, const void *, void *),
                             void *arg) {
-    size_t *idx = callocCheck(n, sizeof *idx);
+    size_t *idx = callocCheck(n, sizeof *idx, "a GGUF lookup index");
     for (size_t i = 0; i < n; i++) idx[i] = i;
     qsort_r(idx, n, sizeof *idx, cmp, arg);
     return idx;
@@ -344,7 +338,7 @@ static int check_tensor_data(GgufFile *g, PosencError *err) {
         GgufTensor *t = &g->tensors[i];
         if (t->offset % g->alignment != 0)
             return posenc_error(err, "%s: tensor '%s': offset %llu is not a multiple of the "
-                                "alignment %zu", g->path, t->name,
+                                "alignment %zu", g->path, posenc_escape(t->name).s,
                                 (unsigned long long)t->offset, g->alignment);
         size_t start, end;
         if ((uint64_t)(size_t)t->offset != t->offset ||
@@ -352,14 +346,14 @@ static int check_tensor_data(GgufFile *g, PosencError *err) {
             !size_add(&end, start, t->nbytes) || end > g->map.size)
             return posenc_error(err, "%s: tensor '%s': data [%llu, +%zu) at file offset %zu "
                                 "extends past the end of the file (%zu bytes)", g->path,
-                                t->name, (unsigned long long)t->offset, t->nbytes,
+                                posenc_escape(t->name).s, (unsigned long long)t->offset, t->nbytes,
                                 g->data_offset, g->map.size);
         /* The engine reads F32/F16 in place, so a small general.alignment
          * must still leave each element naturally aligned. */
         size_t elem_align = t->type == TENSOR_F32 ? 4 : t->type == TENSOR_Q8_0 ? 1 : 2;
         if (start % elem_align != 0)
             return posenc_error(err, "%s: tensor '%s': data at file offset %zu is not %zu-byte "
-                                "aligned", g->path, t->name, start, elem_align);
+                                "aligned", g->path, posenc_escape(t->name).s, start, elem_align);
         t->data = g->map.data + start;
     }
     size_t *by_offset = sorted_index(g->n_tensors, cmp_tensor_offset, g->tensors);
@@ -367,8 +361,8 @@ static int check_tensor_data(GgufFile *g, PosencError *err) {
     for (size_t i = 1; i < g->n_tensors && rc == 0; i++) {
         const GgufTensor *a = &g->tensors[by_offset[i - 1]], *b = &g->tensors[by_offset[i]];
         if (a->offset + a->nbytes > b->offset)   /* both fit in the file: no overflow */
-            rc = posenc_error(err, "%s: tensors '%s' and '%s' overlap", g->path, a->name,
-                              b->name);
+            rc = posenc_error(err, "%s: tensors '%s' and '%s' overlap", g->path,
+                              posenc_escape(a->name).s, posenc_escape(b->name).s);
     }
     free(by_offset);
     return rc;
@@ -379,13 +373,13 @@ static int check_duplicates(GgufFile *g, PosencError *err) {
     for (size_t i = 1; i < g->n_kv; i++) {
         const char *k = g->kv[g->kv_sorted[i]].key;
         if (strcmp(g->kv[g->kv_sorted[i - 1]].key, k) == 0)
-            return posenc_error(err, "%s: duplicate key '%.200s'", g->path, k);
+            return posenc_error(err, "%s: duplicate key '%.200s'", g->path, posenc_escape(k).s);
     }
     g->tensor_sorted = sorted_index(g->n_tensors, cmp_tensor_name, g->tensors);
     for (size_t i = 1; i < g->n_tensors; i++) {
         const char *n = g->tensors[g->tensor_sorted[i]].name;
         if (strcmp(g->tensors[g->tensor_sorted[i - 1]].name, n) == 0)
-            return posenc_error(err, "%s: duplicate tensor name '%s'", g->path, n);
+            return posenc_error(err, "%s: duplicate tensor name '%s'", g->path, posenc_escape(n).s);
     }
     return 0;
 }
@@ -455,12 +449,14 @@ int gguf_open(GgufFile *g, const char *path, PosencError *err) {
 }
 
 int gguf_file_has_magic(const char *path, PosencError *err) {
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) return 0; /* a GPT-2 tokenizer directory */
+    int fd = posenc_open_regular(path, err);
+    if (fd < 0) return -1;
     char magic[4] = {0};
-    FILE *f = fopen(path, "rb");
-    if (!f) return posenc_error(err, "%s: cannot open: %s", path, strerror(errno));
-    size_t got = fread(magic, 1, sizeof magic, f);
-    fclose(f);
-    return got == sizeof magic && memcmp(magic, "GGUF", sizeof magic) == 0;
+    ssize_t got = read(fd, magic, sizeof magic);
+    close(fd);
+    return got == (ssize_t)sizeof magic && memcmp(magic, "GGUF", sizeof magic) == 0;
 }
 
 void gguf_close(GgufFile *g) {
@@ -515,9 +511,11 @@ static const GgufKV *require_kv(const GgufFile *g, const char *key, PosencError 
 static int type_mismatch(const GgufFile *g, const GgufKV *kv, const char *want,
                          PosencError *err) {
     if (kv->type == GGUF_TYPE_ARRAY)
-        return posenc_error(err, "%s: key '%s' is an array of %s, expected %s", g->path, kv->key,
+        return posenc_error(err, "%s: key '%s' is an array of %s, expected %s", g->path,
+                            posenc_escape(kv->key).s,
                             gguf_type_name(kv->v.arr.type), want);
-    return posenc_error(err, "%s: key '%s' has type %s, expected %s", g->path, kv->key,
+    return posenc_error(err, "%s: key '%s' has type %s, expected %s", g->path,
+                        posenc_escape(kv->key).s,
                         gguf_type_name(kv->type), want);
 }
 

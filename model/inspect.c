@@ -3,9 +3,11 @@
  * formats always carry the same fields. */
 #include "model/inspect.h"
 
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/context.h"
 #include "model/json.h"
 
 typedef struct {
@@ -32,7 +34,7 @@ static void em_key(Emitter *e, const char *key) {
 /* v NULL: JSON null. */
 static void em_str(Emitter *e, const char *key, const char *v) {
     em_key(e, key);
-    if (!e->json) fprintf(e->out, "%s\n", v);
+    if (!e->json) fprintf(e->out, "%s\n", posenc_escape(v).s);
     else if (v) json_string(e->out, v);
     else fputs("null", e->out);
 }
@@ -163,7 +165,7 @@ static void emit_tensor(Emitter *e, const char *name, TensorType type, int n_dim
     char dims[64] = "";
     for (int d = 0, o = 0; d < n_dims; d++)
         o += snprintf(dims + o, sizeof dims - (size_t)o, "%s%lld", d ? " x " : "", (long long)shape[d]);
-    fprintf(e->out, "%*s%-32s %-5s %-16s %12zu\n", 2 * e->depth, "", name,
+    fprintf(e->out, "%*s%-32s %-5s %-16s %12zu\n", 2 * e->depth, "", posenc_escape(name).s,
             tensor_type_name(type), dims, bytes);
 }
 
@@ -227,6 +229,37 @@ static void emit_tensors(Emitter *e, const Model *m) {
     em_end(e, '}');
 }
 
+/* ---- memory ------------------------------------------------------------------ */
+
+static void em_bytes(Emitter *e, const char *key, size_t v) {
+    em_key(e, key);
+    fprintf(e->out, e->json ? "%zu" : "%zu\n", v);
+}
+
+/* One mode's scratch and its peak: weights + cache + scratch. */
+static void emit_mode_memory(Emitter *e, const char *mode, const ContextMemory *mem) {
+    em_begin(e, mode, '{');
+    em_bytes(e, "scratch_bytes", mem->scratch);
+    em_bytes(e, "peak_bytes", mem->total);
+    em_end(e, '}');
+}
+
+/* What a run at this --ctx and --kv-type holds: generation prefills in
+ * chunks and keeps one row of logits, ppl one chunk of n_ctx rows. */
+static void emit_memory(Emitter *e, const Model *m, int n_ctx, TensorType kv_type) {
+    ContextSize gen = context_size_generate(n_ctx, kv_type), ppl = context_size_ppl(n_ctx, kv_type);
+    ContextMemory g = context_memory(m, &gen), p = context_memory(m, &ppl);
+    em_begin(e, "memory", '{');
+    em_int(e, "ctx", n_ctx);
+    em_str(e, "kv_type", tensor_type_name(kv_type));
+    em_int(e, "threads", omp_get_max_threads());
+    em_bytes(e, "weights_bytes", g.weights);
+    em_bytes(e, "kv_cache_bytes", g.kv_cache);
+    emit_mode_memory(e, "generate", &g);
+    emit_mode_memory(e, "ppl", &p);
+    em_end(e, '}');
+}
+
 /* The header lines every file starts with; name and architecture only
  * where the file has them. */
 static void emit_file(Emitter *e, const char *path, const GgufFile *g) {
@@ -239,7 +272,8 @@ static void emit_file(Emitter *e, const char *path, const GgufFile *g) {
     if (name) em_str(e, "name", name);
 }
 
-void model_inspect(const Model *m, const PeParams *pe, FILE *out, int json) {
+void model_inspect(const Model *m, const PeParams *pe, FILE *out, int json, int n_ctx,
+                   TensorType kv_type) {
     Emitter e = {.out = out, .json = json};
     if (json) fputc('{', out);
     emit_file(&e, m->path, m->gguf);
@@ -248,6 +282,7 @@ void model_inspect(const Model *m, const PeParams *pe, FILE *out, int json) {
     emit_positional(&e, m, pe);
     emit_tokenizer(&e, m->gguf);
     emit_tensors(&e, m);
+    emit_memory(&e, m, n_ctx, kv_type);
     if (json) fputs("}\n", out);
 }
 

@@ -2,7 +2,7 @@
 
 #include <stdint.h>
 
-#include "tokenizer/tokenizer.h"
+#include "model/util.h"
 
 void json_write_string(FILE *out, const char *s, size_t len) {
     const unsigned char *p = (const unsigned char *)s, *end = p + len;
@@ -17,7 +17,8 @@ void json_write_string(FILE *out, const char *s, size_t len) {
             fprintf(out, "\\%c", (char)cp);
         } else if (cp == '\n' || cp == '\t' || cp == '\r') {
             fputs(cp == '\n' ? "\\n" : cp == '\t' ? "\\t" : "\\r", out);
-        } else if (cp < 0x20) {
+        } else if (cp < 0x20 || cp == 0x7f || (cp >= 0x80 && cp < 0xa0)) {
+            /* C0, DEL and C1: valid JSON raw, but never sent to a terminal */
             fprintf(out, "\\u%04x", (unsigned)cp);
         } else {
             fwrite(p, 1, (size_t)n, out);

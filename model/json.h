@@ -1,12 +1,14 @@
 /* Writing JSON strings: the one escaper for every JSON the engine and the
- * command line print (inspect, ppl, generate, --logits-out). */
+ * command line print (inspect, ppl, generate, --logits-out).  Strings may
+ * come from files: the output is valid JSON and carries no control
+ * character a terminal would act on. */
 #ifndef POSENC_JSON_H
 #define POSENC_JSON_H
 #include <stddef.h>
 #include <stdio.h>
 
 /* s[0..len) as a quoted JSON string: '"', '\\' and control characters
- * escaped; bytes that are not valid UTF-8 (a byte-fallback piece can be a
+ * (C0, DEL, C1) escaped; bytes that are not valid UTF-8 (a byte-fallback piece can be a
  * lone byte) become U+FFFD, since JSON text must be UTF-8. */
 void json_write_string(FILE *out, const char *s, size_t len);
 #endif

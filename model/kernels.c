@@ -43,18 +43,30 @@ const char *kernels_path_name(void) { return kp()->name; }
  * in steps that keep the 16-row tiles whole. */
 #define GEMV_ROW_STEP 16
 
+static size_t panel_floats(int max_cols) {
+    return PANEL_FLOATS > (size_t)16 * max_cols ? PANEL_FLOATS : (size_t)16 * max_cols;
+}
+
+/* Q8 activations: one int8 per column and one scale per 32. */
+static size_t xd_floats(int max_cols) { return (size_t)(max_cols / 32 + 1); }
+
+size_t matmul_scratch_bytes(int max_cols) {
+    return panel_floats(max_cols) * sizeof(float) * (size_t)omp_get_max_threads() +
+           (size_t)max_cols + xd_floats(max_cols) * sizeof(float);
+}
+
 int matmul_scratch_build(MatmulScratch *s, int max_cols, PosencError *err) {
     memset(s, 0, sizeof *s);
     s->n_threads = omp_get_max_threads();
     s->max_cols = max_cols;
-    s->panel_floats = PANEL_FLOATS > (size_t)16 * max_cols ? PANEL_FLOATS : (size_t)16 * max_cols;
+    s->panel_floats = panel_floats(max_cols);
     s->panel = malloc(s->panel_floats * sizeof(float) * (size_t)s->n_threads);
     s->xq = malloc((size_t)max_cols);
-    s->xd = malloc((size_t)(max_cols / 32 + 1) * sizeof(float));
+    s->xd = malloc(xd_floats(max_cols) * sizeof(float));
     if (!s->panel || !s->xq || !s->xd) {
         matmul_scratch_free(s);
-        return posenc_error(err, "out of memory for matmul scratch (%d threads x %zu floats)",
-                            omp_get_max_threads(), (size_t)PANEL_FLOATS);
+        return posenc_error_oom(err, s->panel_floats * (size_t)s->n_threads, sizeof(float),
+                                "the matmul panels");
     }
     return 0;
 }

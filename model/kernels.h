@@ -32,6 +32,8 @@ typedef struct {
 } MatmulScratch;
 
 int matmul_scratch_build(MatmulScratch *s, int max_cols, PosencError *err);
+/* The bytes matmul_scratch_build allocates at omp_get_max_threads(). */
+size_t matmul_scratch_bytes(int max_cols);
 void matmul_scratch_free(MatmulScratch *s);
 
 /* out (n, w->rows) = x (n, w->cols) . w^T, parallel over output rows (and,

@@ -19,14 +19,24 @@ int kv_cache_build(KVCache *kv, int n_layers, int kv_dim, int n_ctx, TensorType 
     kv->token = malloc((size_t)n_ctx * sizeof(int));
     if (!kv->key || !kv->value || !kv->pos || !kv->token) {
         kv_cache_free(kv);
-        return posenc_error(err, "KV cache: out of memory for %d cells (%zu bytes per tensor)",
-                            n_ctx, n);
+        char what[64];
+        snprintf(what, sizeof what, "the KV cache of %d cells", n_ctx);
+        return posenc_error_oom(err, 2, n, what);
     }
     kv->n_layers = n_layers;
     kv->kv_dim = kv_dim;
     kv->n_ctx = n_ctx;
     kv->type = type;
     return 0;
+}
+
+size_t kv_cache_bytes(int n_layers, int kv_dim, int n_ctx, TensorType type) {
+    size_t tensor, cells, total; /* keys and values; positions and tokens */
+    if (!size_mul3(&tensor, (size_t)n_layers, (size_t)n_ctx, (size_t)kv_dim) ||
+        !size_mul3(&tensor, tensor, 2, type == TENSOR_F16 ? 2 : 4) ||
+        !size_mul3(&cells, (size_t)n_ctx, 2, sizeof(int)) || !size_add(&total, tensor, cells))
+        return SIZE_MAX;
+    return total;
 }
 
 void kv_cache_free(KVCache *kv) {

@@ -25,6 +25,8 @@ typedef struct {
 int kv_cache_build(KVCache *kv, int n_layers, int kv_dim, int n_ctx, TensorType type,
                    PosencError *err);
 void kv_cache_free(KVCache *kv);
+/* Bytes kv_cache_build allocates for these sizes; SIZE_MAX on overflow. */
+size_t kv_cache_bytes(int n_layers, int kv_dim, int n_ctx, TensorType type);
 void kv_cache_clear(KVCache *kv);
 /* Removes cells [first, first+count) and moves the later cells down, their
  * positions lowered by `count` so that positions stay contiguous.  Keys

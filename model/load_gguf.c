@@ -175,8 +175,8 @@ static int read_config(Loader *l, ModelConfig *c) {
     if (gguf_get_str(l->g, "general.architecture", &l->arch, l->err)) return -1;
     if (strcmp(l->arch, "llama") == 0) c->arch = MODEL_ARCH_LLAMA;
     else if (strcmp(l->arch, "gpt2") == 0) c->arch = MODEL_ARCH_GPT;
-    else return posenc_error(l->err, "%s: unsupported architecture '%.64s' (supported: llama, "
-                                     "gpt2)", path, l->arch);
+    else return posenc_error(l->err, "%s: unsupported architecture '%s' (supported: llama, "
+                                     "gpt2)", path, posenc_escape(l->arch).s);
     int gpt = c->arch == MODEL_ARCH_GPT;
     if (key_int(l, arch_key(l, "context_length"), &c->seq_len) ||
         key_int(l, arch_key(l, "embedding_length"), &c->dim) ||
@@ -231,8 +231,8 @@ static int read_rope_scaling(Loader *l, PeParams *p) {
         return gguf_get_f32(l->g, l->key, &p->rope_factor, l->err);
     }
     if (pe_rope_scaling_from_name(type, &p->rope_scaling))
-        return posenc_error(l->err, "%s: unsupported rope scaling '%.64s' (none, linear, ntk, "
-                                    "yarn)", l->g->path, type);
+        return posenc_error(l->err, "%s: unsupported rope scaling '%s' (none, linear, ntk, "
+                                    "yarn)", l->g->path, posenc_escape(type).s);
     if (p->rope_scaling == PE_ROPE_SCALING_NONE) return 0;
     return gguf_get_f32(l->g, arch_key(l, "rope.scaling.factor"), &p->rope_factor, l->err) ||
            key_int_opt(l, arch_key(l, "rope.scaling.original_context_length"),
@@ -248,13 +248,13 @@ static int read_positional(Loader *l, ModelArch arch, PeParams *p) {
         return -1;
     PeKind k;
     if (pe_kind_from_name(kind, &k))
-        return posenc_error(l->err, "%s: unknown posenc.positional '%.64s' (sinusoidal, "
-                                    "learned, rope, alibi, none)", path, kind);
+        return posenc_error(l->err, "%s: unknown posenc.positional '%s' (sinusoidal, "
+                                    "learned, rope, alibi, none)", path, posenc_escape(kind).s);
     *p = pe_params_default(k);
     if (strcmp(pairing, "interleaved") == 0) p->rope_pairing = PE_ROPE_INTERLEAVED;
     else if (strcmp(pairing, "neox") == 0) p->rope_pairing = PE_ROPE_NEOX;
-    else return posenc_error(l->err, "%s: unknown posenc.rope.pairing '%.64s' (interleaved, "
-                                     "neox)", path, pairing);
+    else return posenc_error(l->err, "%s: unknown posenc.rope.pairing '%s' (interleaved, "
+                                     "neox)", path, posenc_escape(pairing).s);
     if (key_f32_opt(l, arch_key(l, "rope.freq_base"), &p->rope_theta) ||
         key_int_opt(l, arch_key(l, "rope.dimension_count"), &p->rope_dim) ||
         read_rope_scaling(l, p))
@@ -293,7 +293,7 @@ static int take_weights(Loader *l, const ModelConfig *c, ModelWeights *w) {
         if (!(pos = get(l, "position_embd.weight", w->n_positions, d))) return -1;
         w->position_embd = as_f32(l, pos);
     }
-    w->layers = callocCheck((size_t)c->n_layers, sizeof *w->layers);
+    w->layers = callocCheck((size_t)c->n_layers, sizeof *w->layers, "the layer table");
     for (int i = 0; i < c->n_layers; i++)
         if (take_layer(l, c, i, &w->layers[i])) return -1;
     if (take_vector(l, &w->output_norm, "output_norm.weight", d) ||
@@ -312,15 +312,16 @@ static int check_all_used(const Loader *l) {
     for (size_t i = 0; i < l->g->n_tensors; i++)
         if (!l->used[i])
             return posenc_error(l->err, "%s: unexpected tensor '%s' for architecture %s",
-                                l->g->path, l->g->tensors[i].name, l->arch);
+                                l->g->path, posenc_escape(l->g->tensors[i].name).s, l->arch);
     return 0;
 }
 
 static int load(Model *m, Loader *l) {
     if (read_config(l, &m->config) || read_positional(l, m->config.arch, &m->pe)) return -1;
     size_t n = conversion_floats(l->g);
-    m->owned = l->arena = n ? mallocCheck(n * sizeof(float)) : NULL;
-    l->used = callocCheck(l->g->n_tensors ? l->g->n_tensors : 1, 1);
+    m->owned = l->arena = n ? mallocCheck(n * sizeof(float), "vectors converted to f32") : NULL;
+    m->owned_bytes = n * sizeof(float);
+    l->used = callocCheck(l->g->n_tensors ? l->g->n_tensors : 1, 1, "the tensor table");
     if (take_weights(l, &m->config, &m->weights) || check_all_used(l)) return -1;
     return check_positional(m, l->err);
 }
@@ -328,7 +329,7 @@ static int load(Model *m, Loader *l) {
 int model_load_gguf(Model *m, const char *path, PosencError *err) {
     memset(m, 0, sizeof *m);
     snprintf(m->path, sizeof m->path, "%s", path);
-    m->gguf = mallocCheck(sizeof *m->gguf);
+    m->gguf = mallocCheck(sizeof *m->gguf, "the GGUF reader");
     if (gguf_open(m->gguf, path, err)) {
         model_free(m);
         return -1;

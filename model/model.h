@@ -58,6 +58,7 @@ typedef struct {
     GgufFile *gguf;         /* GGUF: the open file (weights point into its mapping),
                                kept for its tokenizer.ggml.* vocabulary; NULL for .bin */
     void *owned;            /* buffers converted at load time, freed with the model */
+    size_t owned_bytes;
     char path[512];
 } Model;
 

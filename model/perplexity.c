@@ -64,7 +64,8 @@ static int forward_all(Lockstep *ls, const int *tokens, int n, int pos0, PosencE
     for (int v = 0; v < ls->n_variants; v++) {
         double t0 = time_now_s();
         if (context_check_chunk(&ls->ctxs[v], tokens, n, pos0, err)) return -1;
-        context_forward(&ls->ctxs[v], tokens, n, pos0, 1);
+        const float *logits = context_forward(&ls->ctxs[v], tokens, n, pos0, 1);
+        if (context_check_logits(&ls->ctxs[v], logits, n, pos0, err)) return -1;
         ls->res[v].seconds += time_now_s() - t0;
         ls->res[v].n_chunks++;
     }
@@ -140,6 +141,8 @@ static int eval_windows(Lockstep *ls, const int *tokens, int n_tokens, const Ppl
 static int eval_stream(Lockstep *ls, const int *tokens, int n_tokens, const PplOptions *o,
                        PosencError *err) {
     const KVCache *kv = &ls->ctxs[0].cache;
+    if (n_tokens < 2)
+        return posenc_error(err, "the text has %d tokens: too few to score (at least 2)", n_tokens);
     for (int v = 0; v < ls->n_variants; v++) kv_cache_clear(&ls->ctxs[v].cache);
     for (int at = 0; at < n_tokens - 1;) {
         if (kv->n_used == kv->n_ctx) {
@@ -180,6 +183,9 @@ static int check_contexts(const Context *ctxs, int n_variants, int baseline, con
     }
     if (opt->stride < 0 || opt->stride > opt->window)
         return posenc_error(err, "--stride %d must be in 1..%d (the window)", opt->stride, opt->window);
+    if (opt->stream && opt->shift != CONTEXT_SHIFT_OFF &&
+        context_shift_check_keep(ctxs[0].cache.n_ctx, opt->keep, err))
+        return -1;
     return 0;
 }
 
@@ -191,13 +197,14 @@ int ppl_evaluate_variants(Context *ctxs, int n_variants, int baseline, const int
     for (int v = 0; v < n_variants; v++) {
         memset(&res[v], 0, sizeof res[v]);
         res[v].n_pos = opt->window;
-        res[v].nll_by_pos = callocCheck(W, sizeof(double));
-        res[v].nll_sq_by_pos = callocCheck(W, sizeof(double));
-        res[v].count_by_pos = callocCheck(W, sizeof(long));
+        res[v].nll_by_pos = callocCheck(W, sizeof(double), "the NLL by position");
+        res[v].nll_sq_by_pos = callocCheck(W, sizeof(double), "the squared NLL by position");
+        res[v].count_by_pos = callocCheck(W, sizeof(long), "the counts by position");
     }
     Lockstep ls = {ctxs, n_variants, baseline, ctxs[0].model->config.vocab_size, res, hooks,
-                   mallocCheck(W * sizeof(double)), mallocCheck(W * sizeof(double)),
-                   mallocCheck(W * sizeof(int))};
+                   mallocCheck(W * sizeof(double), "the baseline's log-sum-exp"),
+                   mallocCheck(W * sizeof(double), "the baseline's NLL"),
+                   mallocCheck(W * sizeof(int), "the baseline's top-1")};
     int rc = opt->stream ? eval_stream(&ls, tokens, n_tokens, opt, err)
                          : eval_windows(&ls, tokens, n_tokens, opt, err);
     res[baseline].top1_agree = res[baseline].n_scored;

@@ -14,8 +14,8 @@ void sampler_build(Sampler *s, int vocab_size, float temperature, float topp, in
     s->topp = topp;
     s->topk = topk;
     s->rng_state = seed;
-    s->candidates = mallocCheck((size_t)vocab_size * sizeof(ProbIndex));
-    s->probs = mallocCheck((size_t)vocab_size * sizeof(float));
+    s->candidates = mallocCheck((size_t)vocab_size * sizeof(ProbIndex), "the sampler's candidates");
+    s->probs = mallocCheck((size_t)vocab_size * sizeof(float), "the sampler's probabilities");
 }
 
 void sampler_free(Sampler *s) {
@@ -68,6 +68,11 @@ static int sample_truncated(Sampler *s, const float *probs, float coin) {
     float cutoff = use_topp && n > 1 ? (1.0f - s->topp) / (float)(n - 1) : 0.0f;
     for (int i = 0; i < n; i++)
         if (probs[i] >= cutoff) s->candidates[m++] = (ProbIndex){probs[i], i};
+    /* The cutoff is exact for every token but the most probable one, which
+     * falls below it only when the distribution is so flat that topp < 1/n
+     * (and then so does every token): the nucleus is that token alone.
+     * NaN probabilities pass no cutoff either; they end here too. */
+    if (m == 0) return sampler_argmax(probs, n);
     qsort(s->candidates, (size_t)m, sizeof(ProbIndex), cmp_prob_desc);
     if (s->topk > 0 && s->topk < m) m = s->topk;
 
@@ -91,7 +96,11 @@ static int sample_truncated(Sampler *s, const float *probs, float coin) {
 int sampler_sample(Sampler *s, const float *logits) {
     int n = s->vocab_size;
     if (s->temperature == 0.0f) return sampler_argmax(logits, n);
-    for (int i = 0; i < n; i++) s->probs[i] = logits[i] / s->temperature;
+    /* Shifted by the largest logit every value is <= 0, so a temperature so
+     * small that logit / t overflows gives -inf (weight 0), never inf - inf
+     * = NaN in the softmax: sampling then degenerates into greedy. */
+    float max = logits[sampler_argmax(logits, n)];
+    for (int i = 0; i < n; i++) s->probs[i] = (logits[i] - max) / s->temperature;
     softmax(s->probs, n);
     float coin = random_f32(&s->rng_state);
     int truncate = (s->topp > 0.0f && s->topp < 1.0f) || (s->topk > 0 && s->topk < n);

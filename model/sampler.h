@@ -23,6 +23,9 @@ typedef struct {
 void sampler_build(Sampler *s, int vocab_size, float temperature, float topp, int topk,
                    uint64_t seed);
 void sampler_free(Sampler *s);
+/* A token id in [0, vocab_size) whatever the logits hold; callers refuse
+ * non-finite logits first (context_check_logits), since no choice among
+ * NaNs means anything. */
 int sampler_sample(Sampler *s, const float *logits);
 int sampler_argmax(const float *x, int n);
 #endif

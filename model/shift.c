@@ -22,22 +22,24 @@ static void rerotate_keys(Context *ctx, int first, int count, int delta) {
 }
 
 /* Drops cells [first, n_used) and runs their tokens again at their
- * (already updated) positions, in chunks the state can hold. */
+ * (already updated) positions. */
 static void recompute_cells(Context *ctx, int first) {
     KVCache *kv = &ctx->cache;
     int n = kv->n_used - first, pos = kv->pos[first];
-    int *tokens = mallocCheck((size_t)n * sizeof(int));
+    int *tokens = mallocCheck((size_t)n * sizeof(int), "the tokens to recompute");
     memcpy(tokens, kv->token + first, (size_t)n * sizeof(int));
     kv->n_used = first;
-    for (int done = 0; done < n;) {
-        int chunk = n - done < ctx->state.max_tokens ? n - done : ctx->state.max_tokens;
-        context_forward(ctx, tokens + done, chunk, pos + done, 0);
-        done += chunk;
-    }
+    context_prefill(ctx, tokens, n, pos);
     free(tokens);
 }
 
 int context_shift_discard(const Context *ctx, int keep) { return (ctx->cache.n_used - keep) / 2; }
+
+int context_shift_check_keep(int n_ctx, int keep, PosencError *err) {
+    if (keep >= 0 && keep <= n_ctx - 2) return 0;
+    return posenc_error(err, "keeping %d of %d cells leaves fewer than the 2 a context shift needs "
+                             "(one to discard, one to move)", keep, n_ctx);
+}
 
 static int shift_recomputes(PeKind kind) {
     return kind == PE_SINUSOIDAL || kind == PE_LEARNED || kind == PE_NONE;

@@ -31,4 +31,8 @@ const char *context_shift_action(const Context *ctx, ContextShiftMode mode);
 
 /* How a shift at full cache splits it: half of what is not kept, as llama.cpp. */
 int context_shift_discard(const Context *ctx, int keep);
+/* 0 if shifts that keep `keep` of n_ctx cells can make room: half of the
+ * others are discarded, so at least two others must exist (one to discard,
+ * one to move).  Checked before any work, not at the first shift. */
+int context_shift_check_keep(int n_ctx, int keep, PosencError *err);
 #endif

@@ -11,34 +11,6 @@
 #include <time.h>
 #include <unistd.h>
 
-void *malloc_check_(size_t n, const char *file, int line) {
-    void *p = malloc(n ? n : 1);
-    if (!p) {
-        fprintf(stderr, "error: out of memory allocating %zu bytes (%s:%d)\n", n, file, line);
-        exit(EXIT_FAILURE);
-    }
-    return p;
-}
-
-void *calloc_check_(size_t count, size_t size, const char *file, int line) {
-    void *p = calloc(count ? count : 1, size ? size : 1);
-    if (!p) {
-        fprintf(stderr, "error: out of memory allocating %zu x %zu bytes (%s:%d)\n",
-                count, size, file, line);
-        exit(EXIT_FAILURE);
-    }
-    return p;
-}
-
-FILE *fopen_check_(const char *path, const char *mode, const char *file, int line) {
-    FILE *f = fopen(path, mode);
-    if (!f) {
-        fprintf(stderr, "error: cannot open '%s': %s (%s:%d)\n", path, strerror(errno), file, line);
-        exit(EXIT_FAILURE);
-    }
-    return f;
-}
-
 int size_mul(size_t *out, size_t a, size_t b) {
     size_t r;
     if (__builtin_mul_overflow(a, b, &r)) return 0;
@@ -68,17 +40,112 @@ int posenc_error(PosencError *err, const char *fmt, ...) {
     return -1;
 }
 
-int mapped_file_open(MappedFile *mf, const char *path, PosencError *err) {
-    mf->data = NULL;
-    mf->size = 0;
-    int fd = open(path, O_RDONLY);
+static int utf8_is_cont(unsigned char c) { return (c & 0xC0) == 0x80; }
+
+int utf8_decode(const unsigned char *s, size_t n, uint32_t *cp) {
+    unsigned char c = s[0];
+    if (c < 0x80) {
+        *cp = c;
+        return 1;
+    }
+    int len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 0;
+    if (len == 0 || (size_t)len > n) return 0;
+    uint32_t v = c & (0x7F >> len);
+    for (int i = 1; i < len; i++) {
+        if (!utf8_is_cont(s[i])) return 0;
+        v = (v << 6) | (s[i] & 0x3F);
+    }
+    static const uint32_t min_for_len[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (v < min_for_len[len] || v > 0x10FFFF || (v >= 0xD800 && v < 0xE000)) return 0;
+    *cp = v;
+    return len;
+}
+
+EscapedString posenc_escape(const char *s) {
+    EscapedString e;
+    size_t at = 0, room = sizeof e.s - 4; /* "..." and the NUL always fit */
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        char piece[17];
+        uint32_t cp;
+        int n = utf8_decode(p, strnlen((const char *)p, 4), &cp);
+        if (n == 0 || cp < 0x20 || cp == 0x7f || (cp >= 0x80 && cp < 0xa0)) {
+            /* not UTF-8: one byte; a control character: all of its bytes */
+            int k = n ? n : 1, w = 0;
+            for (int i = 0; i < k; i++)
+                w += snprintf(piece + w, sizeof piece - (size_t)w, "\\x%02x", p[i]);
+            n = k;
+        } else if (cp == '\'' || cp == '"' || cp == '\\') {
+            snprintf(piece, sizeof piece, "\\%c", (char)cp);
+        } else {
+            memcpy(piece, p, (size_t)n);
+            piece[n] = '\0';
+        }
+        size_t len = strlen(piece);
+        if (at + len > room) {
+            memcpy(e.s + at, "...", 4);
+            return e;
+        }
+        memcpy(e.s + at, piece, len);
+        at += len;
+        p += n;
+    }
+    e.s[at] = '\0';
+    return e;
+}
+
+int posenc_error_prefix(PosencError *err, const char *prefix) {
+    if (!err || !*prefix) return -1;
+    PosencError inner = *err;
+    return posenc_error(err, "%s: %s", prefix, inner.msg);
+}
+
+int posenc_error_oom(PosencError *err, size_t count, size_t size, const char *what) {
+    size_t n;
+    if (size_mul(&n, count, size))
+        return posenc_error(err, "out of memory allocating %zu bytes for %s", n, what);
+    return posenc_error(err, "out of memory allocating %zu x %zu bytes for %s", count, size, what);
+}
+
+void posenc_out_of_memory(size_t count, size_t size, const char *what) {
+    PosencError err;
+    posenc_error_oom(&err, count, size, what);
+    fprintf(stderr, "error: %s\n", err.msg);
+    exit(EXIT_FAILURE);
+}
+
+void *mallocCheck(size_t n, const char *what) {
+    void *p = malloc(n ? n : 1);
+    if (!p) posenc_out_of_memory(1, n, what);
+    return p;
+}
+
+void *callocCheck(size_t count, size_t size, const char *what) {
+    void *p = calloc(count ? count : 1, size ? size : 1);
+    if (!p) posenc_out_of_memory(count, size, what);
+    return p;
+}
+
+int posenc_open_regular(const char *path, PosencError *err) {
+    /* O_NONBLOCK: opening a FIFO for reading would otherwise wait for a
+     * writer; on a regular file it changes nothing. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK);
     if (fd < 0) return posenc_error(err, "%s: cannot open: %s", path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         close(fd);
         return posenc_error(err, "%s: not a regular file", path);
     }
-    if (st.st_size == 0) {
+    return fd;
+}
+
+int mapped_file_open(MappedFile *mf, const char *path, PosencError *err) {
+    mf->data = NULL;
+    mf->size = 0;
+    int fd = posenc_open_regular(path, err);
+    if (fd < 0) return -1;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || st.st_size == 0) {
         close(fd);
         return posenc_error(err, "%s: file is empty", path);
     }

@@ -1,18 +1,11 @@
-/* Checked helpers in the style of llm.c: every failure names the call site
- * (file:line) and what went wrong, then exits non-zero.  Library code that
- * must report errors to a caller (loaders) uses posenc_error() instead. */
+/* Errors, checked allocation and small helpers shared by every layer.
+ * Library code reports errors to its caller through a PosencError; only an
+ * allocation nothing can recover from ends the process here. */
 #ifndef POSENC_UTIL_H
 #define POSENC_UTIL_H
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
-
-void *malloc_check_(size_t n, const char *file, int line);
-void *calloc_check_(size_t count, size_t size, const char *file, int line);
-FILE *fopen_check_(const char *path, const char *mode, const char *file, int line);
-#define mallocCheck(n)        malloc_check_((n), __FILE__, __LINE__)
-#define callocCheck(c, s)     calloc_check_((c), (s), __FILE__, __LINE__)
-#define fopenCheck(p, m)      fopen_check_((p), (m), __FILE__, __LINE__)
 
 /* Overflow-checked size arithmetic: returns 0 and leaves *out untouched when
  * the result would not fit in size_t. */
@@ -25,6 +18,41 @@ int size_add(size_t *out, size_t a, size_t b);
 typedef struct { char msg[512]; } PosencError;
 int posenc_error(PosencError *err, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* Puts "prefix: " before the message in err (nothing when prefix is empty),
+ * e.g. the file a lower layer did not know of; returns -1. */
+int posenc_error_prefix(PosencError *err, const char *prefix);
+
+/* Out of memory is one message everywhere: "out of memory allocating N
+ * bytes for WHAT" (N x M when the product overflows size_t).
+ * posenc_error_oom puts it in err, for sizes a user chose (--ctx), which
+ * the caller reports with the flag; posenc_out_of_memory prints it as the
+ * process's one "error: " line and exits 1, for allocations nothing can
+ * recover from: mallocCheck and callocCheck (in the style of llm.c). */
+int posenc_error_oom(PosencError *err, size_t count, size_t size, const char *what);
+__attribute__((noreturn)) void posenc_out_of_memory(size_t count, size_t size, const char *what);
+void *mallocCheck(size_t n, const char *what);
+void *callocCheck(size_t count, size_t size, const char *what);
+
+/* Decodes one strictly valid UTF-8 sequence of s[0..n) (no overlongs,
+ * surrogates or values past U+10FFFF): returns its length and sets *cp, or
+ * returns 0 when the bytes at s are not one. */
+int utf8_decode(const unsigned char *s, size_t n, uint32_t *cp);
+
+/* A string read from a file, fit to print inside a one-line message: C0
+ * and C1 control characters, DEL and bytes that are not UTF-8 become \xNN,
+ * quotes and backslash are escaped, valid UTF-8 text stays as it is.  So a
+ * newline or a terminal escape in a file can neither split an error line
+ * nor reach the terminal.  Longer strings are cut and end in "...".  Use
+ * the returned array within the expression (it is a temporary):
+ *   posenc_error(err, "unknown scheme '%s'", posenc_escape(name).s) */
+typedef struct { char s[300]; } EscapedString;
+EscapedString posenc_escape(const char *s);
+
+/* Opens a regular file for reading: a descriptor, or -1 with "PATH: cannot
+ * open: ..." or "PATH: not a regular file".  The open never blocks, so a
+ * FIFO named as a model or tokenizer is refused instead of waiting
+ * forever for a writer. */
+int posenc_open_regular(const char *path, PosencError *err);
 
 /* A read-only memory mapping of a whole file. */
 typedef struct {

@@ -97,7 +97,7 @@ int pe_build(PositionalEncoding *pe, const PeParams *params, int dim, int n_head
         if (!(params->alibi_max_bias > 0.0f))
             return posenc_error(err, "the ALiBi max bias must be > 0 (got %g)",
                                 (double)params->alibi_max_bias);
-        pe->slopes = mallocCheck((size_t)n_heads * sizeof(float));
+        pe->slopes = mallocCheck((size_t)n_heads * sizeof(float), "the ALiBi slopes");
         pe_alibi_slopes(pe->slopes, n_heads, params->alibi_max_bias);
         return 0;
     case PE_ROPE:

@@ -45,7 +45,7 @@ int pe_build_rope(PositionalEncoding *pe, int trained_ctx, PosencError *err) {
     int orig_ctx = p->rope_orig_ctx > 0 ? p->rope_orig_ctx : trained_ctx;
 
     int half = rope_dim / 2;
-    pe->inv_freq = mallocCheck((size_t)half * sizeof(float));
+    pe->inv_freq = mallocCheck((size_t)half * sizeof(float), "the RoPE frequencies");
     for (int j = 0; j < half; j++) {
         /* Same float expression as llama2.c, so the native path matches it bit for bit. */
         float f = 1.0f / powf(theta, (float)(2 * j) / (float)rope_dim);

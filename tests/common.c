@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -55,8 +56,9 @@ static char *slurp_fd(int fd) {
     return s;
 }
 
-/* Runs bin with args (NULL-terminated, without argv[0]), capturing both streams. */
-static TestsRun run_program(const char *bin, const char *const *args) {
+/* Runs bin with args (NULL-terminated, without argv[0]), capturing both
+ * streams; max_address_space > 0 limits the child's (RLIMIT_AS). */
+static TestsRun run_program(const char *bin, const char *const *args, size_t max_address_space) {
     int nargs = 0;
     while (args[nargs]) nargs++;
     char **argv = calloc((size_t)nargs + 2, sizeof *argv);
@@ -76,7 +78,9 @@ static TestsRun run_program(const char *bin, const char *const *args) {
         dup2(err_fd, 2);
         int devnull = open("/dev/null", 0);
         if (devnull >= 0) dup2(devnull, 0);
-        execv(argv[0], (char *const *)argv);
+        struct rlimit limit = {max_address_space, max_address_space};
+        if (max_address_space && setrlimit(RLIMIT_AS, &limit) != 0) _exit(126);
+        execv(bin, argv);
         _exit(127);
     }
     int wstatus = 0;
@@ -93,31 +97,44 @@ static TestsRun run_program(const char *bin, const char *const *args) {
     return r;
 }
 
-TestsRun tests_run_engine(const char *const *args) {
+static const char *engine_path(void) {
     const char *bin = getenv("POSENC_RUN");
-    return run_program(bin && *bin ? bin : "./run", args);
+    return bin && *bin ? bin : "./run";
+}
+
+TestsRun tests_run_engine(const char *const *args) { return run_program(engine_path(), args, 0); }
+
+TestsRun tests_run_engine_limited(const char *const *args, size_t bytes) {
+    return run_program(engine_path(), args, bytes);
 }
 
 TestsRun tests_run_python(const char *const *args) {
     const char *python = getenv("PYTHON");
-    return run_program(python && *python ? python : "/usr/bin/python3", args);
-}
-
-void tests_expect_error(const char *const *args, const char *needle) {
-    TestsRun r = tests_run_engine(args);
-    ck_assert_msg(r.status == 1, "exit status %d (want 1) for %s; stderr: %s", r.status, args[0], r.err);
-    ck_assert_msg(strncmp(r.err, "error: ", 7) == 0, "stderr does not start with 'error: ': %s", r.err);
-    char *nl = strchr(r.err, '\n');
-    ck_assert_msg(nl && nl[1] == '\0', "stderr is not exactly one line: %s", r.err);
-    ck_assert_msg(strstr(r.err, needle), "stderr does not mention '%s': %s", needle, r.err);
-    ck_assert_str_eq(r.out, "");
-    tests_run_free(&r);
+    return run_program(python && *python ? python : "/usr/bin/python3", args, 0);
 }
 
 void tests_run_free(TestsRun *r) {
     free(r->out);
     free(r->err);
     r->out = r->err = NULL;
+}
+
+TestsRun tests_expect_failure(const char *const *args, const char *needle) {
+    TestsRun r = tests_run_engine(args);
+    ck_assert_msg(r.status == 1, "exit status %d (want 1) for %s; stderr: %s", r.status, args[0],
+                  r.err);
+    ck_assert_msg(strncmp(r.err, "error: ", 7) == 0, "stderr does not start with 'error: ': %s",
+                  r.err);
+    char *nl = strchr(r.err, '\n');
+    ck_assert_msg(nl && nl[1] == '\0', "stderr is not exactly one line: %s", r.err);
+    ck_assert_msg(strstr(r.err, needle), "stderr does not mention '%s': %s", needle, r.err);
+    return r;
+}
+
+void tests_expect_error(const char *const *args, const char *needle) {
+    TestsRun r = tests_expect_failure(args, needle);
+    ck_assert_msg(r.out[0] == '\0', "output before the error: %s", r.out);
+    tests_run_free(&r);
 }
 
 static char temp_paths[1024][64];
@@ -145,29 +162,18 @@ const char *tests_write_temp(const void *data, size_t n, const char *suffix) {
 }
 
 const char *tests_convert(const char *models_dir, const char *input, const char *const *extra) {
-    const char *python = getenv("PYTHON");
-    if (!python || !*python) python = "/usr/bin/python3";
     char in[1024];
     snprintf(in, sizeof in, "%s/%s", models_dir, input);
     const char *out = tests_write_temp("", 0, ".gguf");
-    const char *argv[16] = {python, "tools/convert.py", in, out};
-    int n = 4;
-    for (int i = 0; extra && extra[i] && n < 15; i++) argv[n++] = extra[i];
-    argv[n] = NULL;
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid == 0) {
-        execv(python, (char *const *)argv);
-        _exit(127);
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        fprintf(stderr, "tests_convert: %s tools/convert.py %s failed (status %d)\n", python, in,
-                WIFEXITED(status) ? WEXITSTATUS(status) : -1);
-        return NULL;
-    }
-    return out;
+    const char *args[16] = {"tools/convert.py", in, out};
+    int n = 3;
+    for (int i = 0; extra && extra[i] && n < 15; i++) args[n++] = extra[i];
+    args[n] = NULL;
+    TestsRun r = tests_run_python(args);
+    int ok = r.status == 0;
+    if (!ok) fprintf(stderr, "tools/convert.py %s failed (status %d): %s", in, r.status, r.err);
+    tests_run_free(&r);
+    return ok ? out : NULL;
 }
 
 double tests_json_number(const char *json, const char *key) {
@@ -180,6 +186,18 @@ double tests_json_number(const char *json, const char *key) {
     char *end;
     double v = strtod(at + 1, &end);
     return end == at + 1 ? NAN : v;
+}
+
+size_t tests_gguf_string_end(const void *p, size_t n, const char *s) {
+    const uint8_t *b = p;
+    size_t len = strlen(s);
+    for (size_t i = 0; i + 8 + len <= n; i++) {
+        uint64_t l;
+        memcpy(&l, b + i, 8);
+        if (l == len && memcmp(b + i + 8, s, len) == 0) return i + 8 + len;
+    }
+    ck_abort_msg("string '%s' not found in the GGUF", s);
+    return 0;
 }
 
 const char *tests_text_path(const char *models_dir, const char *name) {

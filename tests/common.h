@@ -27,11 +27,18 @@ typedef struct {
 
 /* Runs the engine with argv (NULL-terminated, without argv[0]). */
 TestsRun tests_run_engine(const char *const *args);
+/* The same with its address space limited to `bytes` (RLIMIT_AS), so that
+ * what it allocates, touched or not, is bounded.  Not under ASan, whose
+ * shadow memory needs terabytes of address space. */
+TestsRun tests_run_engine_limited(const char *const *args, size_t bytes);
 /* Runs $PYTHON (default /usr/bin/python3) with args, the same way. */
 TestsRun tests_run_python(const char *const *args);
 void tests_run_free(TestsRun *r);
-/* Runs the engine and asserts a clean failure: exit 1, exactly one
- * "error: ..." line on stderr that mentions `needle`, nothing on stdout. */
+/* Runs the engine and asserts a clean refusal: exit status 1 and exactly
+ * one stderr line, starting "error: " and containing `needle`.  Returns the
+ * run for further checks on stdout (free it with tests_run_free). */
+TestsRun tests_expect_failure(const char *const *args, const char *needle);
+/* The same, and nothing on stdout: the refusal came before any work. */
 void tests_expect_error(const char *const *args, const char *needle);
 
 /* Writes `n` bytes to a fresh temporary file and returns its path (static
@@ -45,6 +52,10 @@ const char *tests_convert(const char *models_dir, const char *input, const char 
 
 /* "<models_dir>/../text/<name>": the shared texts sit beside the models. */
 const char *tests_text_path(const char *models_dir, const char *name);
+
+/* Offset just past the first GGUF string (u64 length + bytes) equal to s
+ * in the n bytes at p; fails the test when there is none. */
+size_t tests_gguf_string_end(const void *p, size_t n, const char *s);
 
 /* Whole file into a NUL-terminated malloc'd buffer, or NULL. */
 char *tests_read_file(const char *path, size_t *len);

@@ -32,13 +32,9 @@ static char *read_all(const char *path, size_t *n) {
     return buf;
 }
 
-static void expect_error(const char *const *args, const char *needle) {
-    tests_expect_error(args, needle);
-}
-
 static void expect_model_error(const char *path, const char *needle) {
     const char *args[] = {path, "-z", tok_path, "-n", "4", NULL};
-    expect_error(args, needle);
+    tests_expect_error(args, needle);
 }
 
 static const char *header_file(int32_t dim, int32_t hidden, int32_t layers, int32_t heads,
@@ -83,7 +79,7 @@ END_TEST
 START_TEST(bad_tokenizers) {
     if (!models) return;
     const char *missing[] = {model_path, "-z", "/nonexistent/tok.bin", NULL};
-    expect_error(missing, "/nonexistent/tok.bin");
+    tests_expect_error(missing, "/nonexistent/tok.bin");
     /* No -z and no tokenizer.bin beside the model. */
     size_t n;
     char *full = read_all(model_path, &n);
@@ -95,20 +91,20 @@ START_TEST(bad_tokenizers) {
     fclose(f);
     free(full);
     const char *no_z[] = {lone, NULL};
-    expect_error(no_z, "pass -z");
+    tests_expect_error(no_z, "pass -z");
     unlink(lone);
     rmdir(dir);
     /* A tokenizer of another size than the model's vocabulary. */
     const char *wrong[] = {model_path, "-z", tests_model_path(models, "llama2-tokenizer/tokenizer.bin"), NULL};
-    expect_error(wrong, "32000 pieces but the model's vocabulary is 512");
+    tests_expect_error(wrong, "32000 pieces but the model's vocabulary is 512");
     char *tok = read_all(tok_path, &n);
     const char *cut = tests_write_temp(tok, n - 3, ".bin");
     const char *trunc[] = {model_path, "-z", cut, NULL};
-    expect_error(trunc, cut);
+    tests_expect_error(trunc, cut);
     int32_t bad[3] = {16, 0, -5}; /* max_len, score, negative length */
     const char *neg = tests_write_temp(bad, sizeof bad, ".bin");
     const char *negargs[] = {model_path, "-z", neg, NULL};
-    expect_error(negargs, "invalid length -5");
+    tests_expect_error(negargs, "invalid length -5");
     free(tok);
 }
 END_TEST
@@ -116,27 +112,27 @@ END_TEST
 START_TEST(bad_flags) {
     if (!models) return;
     const char *unknown[] = {model_path, "-z", tok_path, "--frobnicate", "1", NULL};
-    expect_error(unknown, "--frobnicate");
+    tests_expect_error(unknown, "--frobnicate");
     const char *no_value[] = {model_path, "-z", tok_path, "-n", NULL};
-    expect_error(no_value, "-n needs a value");
+    tests_expect_error(no_value, "-n needs a value");
     const char *not_int[] = {model_path, "-z", tok_path, "-n", "12abc", NULL};
-    expect_error(not_int, "-n expects");
+    tests_expect_error(not_int, "-n expects");
     const char *neg_temp[] = {model_path, "-z", tok_path, "-t", "-1", NULL};
-    expect_error(neg_temp, "-t expects");
+    tests_expect_error(neg_temp, "-t expects");
     const char *topp[] = {model_path, "-z", tok_path, "-p", "1.5", NULL};
-    expect_error(topp, "-p expects");
+    tests_expect_error(topp, "-p expects");
     const char *threads[] = {model_path, "-z", tok_path, "--threads", "0", NULL};
-    expect_error(threads, "--threads");
+    tests_expect_error(threads, "--threads");
     const char *pe[] = {model_path, "-z", tok_path, "--pe", "xpos", NULL};
-    expect_error(pe, "--pe: unknown scheme 'xpos'");
+    tests_expect_error(pe, "--pe: unknown scheme 'xpos'");
     const char *learned[] = {model_path, "-z", tok_path, "--pe", "learned", NULL};
-    expect_error(learned, "--pe learned: learned positions need a position embedding table");
+    tests_expect_error(learned, "--pe learned: learned positions need a position embedding table");
     const char *mode[] = {model_path, "-m", "dance", NULL};
-    expect_error(mode, "unknown mode 'dance'");
+    tests_expect_error(mode, "unknown mode 'dance'");
     const char *stray[] = {model_path, "extra", NULL};
-    expect_error(stray, "unexpected argument 'extra'");
+    tests_expect_error(stray, "unexpected argument 'extra'");
     const char *none[] = {"-n", "4", NULL};
-    expect_error(none, "no model given");
+    tests_expect_error(none, "no model given");
 }
 END_TEST
 
@@ -147,7 +143,7 @@ START_TEST(prompt_longer_than_context) {
     for (size_t i = 0; i < n; i += 6) memcpy(prompt + i, "hello ", 6);
     prompt[n] = '\0';
     const char *args[] = {model_path, "-z", tok_path, "-i", prompt, NULL};
-    expect_error(args, "but the context holds 512");
+    tests_expect_error(args, "but the context holds 512");
     free(prompt);
 }
 END_TEST
@@ -197,33 +193,33 @@ END_TEST
 START_TEST(bad_position_flags) {
     if (!models) return;
     const char *list[] = {model_path, "-z", tok_path, "--pe", "rope,alibi", NULL};
-    expect_error(list, "needs -m ppl");
+    tests_expect_error(list, "needs -m ppl");
     const char *scaling[] = {model_path, "-z", tok_path, "-m", "ppl", "-f", tok_path, "--pe", "rope:zoom:2", NULL};
-    expect_error(scaling, "unknown scaling 'zoom'");
+    tests_expect_error(scaling, "unknown scaling 'zoom'");
     const char *alibi_scaled[] = {model_path, "-z", tok_path, "--pe", "alibi:linear:2", NULL};
-    expect_error(alibi_scaled, "only rope takes a scaling mode");
+    tests_expect_error(alibi_scaled, "only rope takes a scaling mode");
     const char *rs[] = {model_path, "-z", tok_path, "--rope-scaling", "wild", NULL};
-    expect_error(rs, "--rope-scaling: unknown mode 'wild'");
+    tests_expect_error(rs, "--rope-scaling: unknown mode 'wild'");
     const char *factor[] = {model_path, "-z", tok_path, "--rope-factor", "0.5", NULL};
-    expect_error(factor, "--rope-factor expects");
+    tests_expect_error(factor, "--rope-factor expects");
     const char *keep[] = {model_path, "-z", tok_path, "--ctx", "32", "--keep", "32", NULL};
-    expect_error(keep, "--keep 32 must be smaller than the context");
+    tests_expect_error(keep, "--keep 32: keeping 32 of 32 cells");
     const char *overflow[] = {model_path, "-z", tok_path, "--pe-overflow", "wrap", NULL};
-    expect_error(overflow, "--pe-overflow: unknown policy 'wrap'");
+    tests_expect_error(overflow, "--pe-overflow: unknown policy 'wrap'");
     const char *both[] = {model_path, "-z", tok_path, "--no-shift", "--shift-no-rerotate", NULL};
-    expect_error(both, "exclude each other");
+    tests_expect_error(both, "exclude each other");
     const char *no_file[] = {model_path, "-z", tok_path, "-m", "ppl", NULL};
-    expect_error(no_file, "-m ppl needs -f FILE");
+    tests_expect_error(no_file, "-m ppl needs -f FILE");
     const char *missing[] = {model_path, "-z", tok_path, "-m", "ppl", "-f", "/nonexistent.txt", NULL};
-    expect_error(missing, "/nonexistent.txt");
+    tests_expect_error(missing, "/nonexistent.txt");
     const char *stride[] = {model_path, "-z", tok_path, "-m", "ppl", "-f", tok_path, "--ctx", "16", "--stride", "17", NULL};
-    expect_error(stride, "--stride 17");
+    tests_expect_error(stride, "--stride 17");
     const char *kv[] = {model_path, "-z", tok_path, "--kv-type", "q4", NULL};
-    expect_error(kv, "--kv-type: unknown type 'q4'");
+    tests_expect_error(kv, "--kv-type: unknown type 'q4'");
     const char *pp[] = {model_path, "-m", "bench", "--pp", "12,x", NULL};
-    expect_error(pp, "--pp: expected a comma list");
+    tests_expect_error(pp, "--pp: expected a comma list");
     const char *reps[] = {model_path, "-m", "bench", "-r", "0", NULL};
-    expect_error(reps, "-r expects");
+    tests_expect_error(reps, "-r expects");
 }
 END_TEST
 
@@ -311,7 +307,7 @@ START_TEST(bench_reports_every_test) {
     tests_run_free(&r);
 
     const char *none[] = {model_path, "-m", "bench", "--pp", "0", "--tg", "0", NULL};
-    expect_error(none, "nothing to measure");
+    tests_expect_error(none, "nothing to measure");
 }
 END_TEST
 

@@ -138,7 +138,7 @@ static char *python_output(const char *const *args) {
     FILE *p = popen(cmd, "r");
     if (!p) return NULL;
     size_t cap = 1 << 16, n = 0;
-    char *out = mallocCheck(cap);
+    char *out = mallocCheck(cap, "the inspect output");
     for (size_t got; (got = fread(out + n, 1, cap - n - 1, p)) > 0;) {
         n += got;
         if (n + 1 == cap) out = realloc(out, cap *= 2);
@@ -435,7 +435,8 @@ typedef struct {
 /* `path` read with `pairing` against the llama2.c .bin, along both greedy
  * paths from BOS. */
 static VsBin compare_with_bin(const char *path, PeRopePairing pairing) {
-    Trajectory *a = callocCheck(1, sizeof *a), *b = callocCheck(1, sizeof *b);
+    Trajectory *a = callocCheck(1, sizeof *a, "a trajectory");
+    Trajectory *b = callocCheck(1, sizeof *b, "a trajectory");
     stories_trajectory(stories_bin, PE_ROPE_INTERLEAVED, a);
     stories_trajectory(path, pairing, b);
     VsBin v = {STORIES_STEPS, 1, 0.0f, 0.0f};
@@ -563,7 +564,7 @@ static char *inspect_to_string(const char *path, int json) {
     char *s = NULL;
     size_t n = 0;
     FILE *f = open_memstream(&s, &n);
-    model_inspect(&m, &m.pe, f, json);
+    model_inspect(&m, &m.pe, f, json, m.config.seq_len, TENSOR_F32);
     fclose(f);
     model_free(&m);
     return s;
@@ -609,22 +610,10 @@ static Bytes read_bytes(const char *path) {
     ck_assert_ptr_nonnull(f);
     struct stat st;
     ck_assert_int_eq(fstat(fileno(f), &st), 0);
-    Bytes b = {mallocCheck((size_t)st.st_size), (size_t)st.st_size};
+    Bytes b = {mallocCheck((size_t)st.st_size, "a file's bytes"), (size_t)st.st_size};
     ck_assert_uint_eq(fread(b.p, 1, b.n, f), b.n);
     fclose(f);
     return b;
-}
-
-/* Offset just past the first GGUF string equal to s (u64 length + bytes). */
-static size_t find_string(const Bytes *b, const char *s) {
-    size_t len = strlen(s);
-    for (size_t i = 0; i + 8 + len <= b->n; i++) {
-        uint64_t l;
-        memcpy(&l, b->p + i, 8);
-        if (l == len && memcmp(b->p + i + 8, s, len) == 0) return i + 8 + len;
-    }
-    ck_abort_msg("string '%s' not found in the GGUF", s);
-    return 0;
 }
 
 /* model_load must refuse: -1, one line starting with the file's name and
@@ -645,9 +634,9 @@ static void expect_load_error(const Bytes *b, const char *needle) {
  * first GGUF string `at` replaced by v. */
 static void expect_patched(const Bytes *src, const char *at, long skip, const void *v,
                            size_t len, const char *needle) {
-    Bytes b = {mallocCheck(src->n), src->n};
+    Bytes b = {mallocCheck(src->n, "a copy of a file"), src->n};
     memcpy(b.p, src->p, b.n);
-    memcpy(b.p + (long)find_string(&b, at) + skip, v, len);
+    memcpy(b.p + (long)tests_gguf_string_end(b.p, b.n, at) + skip, v, len);
     expect_load_error(&b, needle);
     free(b.p);
 }

@@ -60,7 +60,7 @@ typedef struct {
 } VocabBuild;
 
 static char *own(VocabBuild *b, size_t len) {
-    char *s = mallocCheck(len + 1);
+    char *s = mallocCheck(len + 1, "a piece");
     b->owned[b->n_owned++] = s;
     return s;
 }
@@ -74,11 +74,11 @@ static int read_kind(const GgufFile *g, VocabBuild *b, PosencError *err) {
     else if (!strcmp(model, "t5")) b->spec.kind = TOKENIZER_SPM_UNIGRAM;
     else if (!strcmp(model, "gpt2")) b->spec.kind = TOKENIZER_GPT2;
     else return posenc_error(err, "%s: tokenizer.ggml.model '%s' is not supported (llama|t5|gpt2)",
-                             g->path, model);
+                             g->path, posenc_escape(model).s);
     if (!encoder) return 0;
     if (strcmp(encoder, "llama2c") != 0)
         return posenc_error(err, "%s: posenc.tokenizer.encoder '%s' is not supported (llama2c)",
-                            g->path, encoder);
+                            g->path, posenc_escape(encoder).s);
     if (b->spec.kind != TOKENIZER_SPM_BPE)
         return posenc_error(err, "%s: posenc.tokenizer.encoder llama2c needs "
                                  "tokenizer.ggml.model llama, not %s", g->path, model);
@@ -116,11 +116,11 @@ static int read_tokens(const GgufFile *g, VocabBuild *b, const GgufArray *tokens
         optional_array(g, "tokenizer.ggml.token_type", n, 1, &types, err))
         return -1;
     TokenizerSpec *spec = &b->spec;
-    const char **pieces = mallocCheck(n * sizeof(char *));
-    uint32_t *lens = mallocCheck(n * sizeof(uint32_t));
-    float *score_v = scores ? mallocCheck(n * sizeof(float)) : NULL;
+    const char **pieces = mallocCheck(n * sizeof(char *), "the pieces");
+    uint32_t *lens = mallocCheck(n * sizeof(uint32_t), "the piece lengths");
+    float *score_v = scores ? mallocCheck(n * sizeof(float), "the piece scores") : NULL;
     /* llama2.c's reader has no types: neither has its encoder here */
-    uint8_t *type_v = types && !b->llama2c ? mallocCheck(n) : NULL;
+    uint8_t *type_v = types && !b->llama2c ? mallocCheck(n, "the piece types") : NULL;
     spec->n_pieces = (int)n;
     spec->pieces = pieces;
     spec->piece_lens = lens;
@@ -148,7 +148,7 @@ static int read_tokens(const GgufFile *g, VocabBuild *b, const GgufArray *tokens
 
 /* GPT-2 merges as the "left right" C strings the builder takes. */
 static void read_merges(VocabBuild *b, const GgufArray *merges) {
-    const char **merge_v = mallocCheck(merges->n * sizeof(char *) + 1);
+    const char **merge_v = mallocCheck(merges->n * sizeof(char *) + 1, "the merges");
     for (size_t i = 0; i < merges->n; i++) {
         GgufString s = gguf_arr_str(merges, i);
         char *m = own(b, s.len);
@@ -169,7 +169,7 @@ static int read_charsmap(const GgufFile *g, VocabBuild *b, PosencError *err) {
     if (arr->type != GGUF_TYPE_UINT8 && arr->type != GGUF_TYPE_INT8)
         return posenc_error(err, "%s: %s is an array of %s, not of bytes (uint8)", g->path, key,
                             gguf_type_name(arr->type));
-    uint8_t *v = mallocCheck(arr->n + 1);
+    uint8_t *v = mallocCheck(arr->n + 1, "the normalizer's rules");
     memcpy(v, arr->data, arr->n); /* one byte per element: no byte order */
     b->spec.charsmap = v;
     b->spec.charsmap_size = arr->n;
@@ -205,7 +205,8 @@ static int fill_spec(const GgufFile *g, VocabBuild *b, PosencError *err) {
     if (b->spec.kind == TOKENIZER_GPT2 && gguf_find_kv(g, "tokenizer.ggml.merges") &&
         gguf_get_arr(g, "tokenizer.ggml.merges", GGUF_TYPE_STRING, &merges, err))
         return -1;
-    b->owned = mallocCheck((tokens->n + (merges ? merges->n : 0)) * sizeof(char *));
+    b->owned = mallocCheck((tokens->n + (merges ? merges->n : 0)) * sizeof(char *),
+                           "the vocabulary");
     if (read_tokens(g, b, tokens, &has_bytes, err)) return -1;
     if (merges) read_merges(b, merges);
     return read_charsmap(g, b, err) || read_settings(g, b, has_bytes, err) ? -1 : 0;
@@ -219,10 +220,10 @@ int tokenizer_load_gguf(Tokenizer *t, const GgufFile *g, PosencError *err) {
     VocabBuild b = {.spec = {.bos_id = -1, .eos_id = -1}};
     int rc = fill_spec(g, &b, err);
     if (rc == 0 && tokenizer_build(t, &b.spec, err)) {
-        char inner[sizeof err->msg];
-        memcpy(inner, err->msg, sizeof inner);
-        rc = posenc_error(err, "%s: vocabulary: %s", g->path, inner);
+        posenc_error_prefix(err, "vocabulary");
+        rc = posenc_error_prefix(err, g->path);
     }
+    if (rc == 0) snprintf(t->source, sizeof t->source, "%s", g->path);
     for (size_t i = 0; i < b.n_owned; i++) free(b.owned[i]);
     free(b.owned);
     free((void *)b.spec.pieces);

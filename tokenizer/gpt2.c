@@ -46,15 +46,15 @@ int gpt2_init(Tokenizer *t, const TokenizerSpec *spec, PosencError *err) {
     uint32_t slots = 16;
     while (slots < 2u * (uint32_t)spec->n_merges) slots *= 2;
     t->merge_mask = slots - 1;
-    t->merge_keys = callocCheck(slots, sizeof(uint64_t));
-    t->merge_rank = mallocCheck(slots * sizeof(int));
-    t->merge_result = mallocCheck(slots * sizeof(int));
-    char *joined = mallocCheck(2 * (size_t)t->max_piece_len + 1);
+    t->merge_keys = callocCheck(slots, sizeof(uint64_t), "the merge table");
+    t->merge_rank = mallocCheck(slots * sizeof(int), "the merge table");
+    t->merge_result = mallocCheck(slots * sizeof(int), "the merge table");
+    char *joined = mallocCheck(2 * (size_t)t->max_piece_len + 1, "a merge buffer");
     int rc = 0;
     for (int r = 0; r < spec->n_merges && rc == 0; r++) {
         const char *m = spec->merges[r], *sp = strchr(m, ' ');
         if (!sp || strchr(sp + 1, ' ') || sp == m || !sp[1]) {
-            rc = posenc_error(err, "merge %d '%s' is not two tokens", r + 1, m);
+            rc = posenc_error(err, "merge %d '%s' is not two tokens", r + 1, posenc_escape(m).s);
             break;
         }
         size_t la = (size_t)(sp - m), lb = strlen(sp + 1);
@@ -66,7 +66,8 @@ int gpt2_init(Tokenizer *t, const TokenizerSpec *spec, PosencError *err) {
             c = tokenizer_lookup(t, joined, la + lb);
         }
         if (c < 0) {
-            rc = posenc_error(err, "merge %d '%s': %s is not in the vocabulary", r + 1, m,
+            rc = posenc_error(err, "merge %d '%s': %s is not in the vocabulary", r + 1,
+                              posenc_escape(m).s,
                               a < 0 ? "its left token" : b < 0 ? "its right token"
                                                            : "the merged token");
             break;

@@ -5,11 +5,15 @@
 
 #include <errno.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* The whole file, NUL-terminated (merges.txt may be empty: no mmap). */
 static char *read_file(const char *path, size_t *size, PosencError *err) {
-    FILE *f = fopen(path, "rb");
+    int fd = posenc_open_regular(path, err);
+    if (fd < 0) return NULL;
+    FILE *f = fdopen(fd, "rb");
     if (!f) {
+        close(fd);
         posenc_error(err, "%s: cannot open: %s", path, strerror(errno));
         return NULL;
     }
@@ -142,16 +146,16 @@ static int json_vocab(Json *j, PosencError *err) {
 /* Places each token at its id; ids must be exactly 0..N-1. */
 static int vocab_pieces(Json *j, const char ***pieces, int *n, PosencError *err) {
     *n = (int)(j->entries.n / 2);
-    *pieces = callocCheck(*n ? (size_t)*n : 1, sizeof(char *));
+    *pieces = callocCheck(*n ? (size_t)*n : 1, sizeof(char *), "the vocabulary");
     for (size_t e = 0; e < j->entries.n; e += 2) {
         const char *tok = j->strings.v + j->entries.v[e];
         int id = j->entries.v[e + 1];
         if (id >= *n)
             return posenc_error(err, "token '%s' has id %d but there are %d tokens (ids must "
-                                     "be 0..N-1)", tok, id, *n);
+                                     "be 0..N-1)", posenc_escape(tok).s, id, *n);
         if ((*pieces)[id])
-            return posenc_error(err, "id %d is given to both '%s' and '%s'", id, (*pieces)[id],
-                                tok);
+            return posenc_error(err, "id %d is given to both '%s' and '%s'", id,
+                                posenc_escape((*pieces)[id]).s, posenc_escape(tok).s);
         (*pieces)[id] = tok;
     }
     return 0;
@@ -169,7 +173,7 @@ static int merge_lines(char *text, size_t size, const char ***merges) {
             intbuf_push(&offs, (int)i);
         i = end + 1;
     }
-    *merges = mallocCheck((offs.n ? offs.n : 1) * sizeof(char *));
+    *merges = mallocCheck((offs.n ? offs.n : 1) * sizeof(char *), "the merges");
     for (size_t k = 0; k < offs.n; k++) (*merges)[k] = text + offs.v[k];
     free(offs.v);
     return (int)(offs.n);

@@ -15,14 +15,15 @@ static int load_charsmap(Tokenizer *t, const uint8_t *blob, size_t size, PosencE
     if (size <= 4 || trie_size >= size - 4)
         return posenc_error(err, "normalization rules (precompiled_charsmap) are broken");
     t->n_charsmap_units = trie_size / 4;
-    t->charsmap_units = mallocCheck((t->n_charsmap_units ? t->n_charsmap_units : 1) * 4);
+    t->charsmap_units = mallocCheck((t->n_charsmap_units ? t->n_charsmap_units : 1) * 4,
+                                    "the normalizer's rules");
     for (size_t i = 0; i < t->n_charsmap_units; i++) {
         const uint8_t *u = blob + 4 + 4 * i;
         t->charsmap_units[i] = (uint32_t)u[0] | (uint32_t)u[1] << 8 | (uint32_t)u[2] << 16 |
                                (uint32_t)u[3] << 24;
     }
     t->charsmap_text_size = size - 4 - trie_size;
-    t->charsmap_text = mallocCheck(t->charsmap_text_size);
+    t->charsmap_text = mallocCheck(t->charsmap_text_size, "the normalizer's replacements");
     memcpy(t->charsmap_text, blob + 4 + trie_size, t->charsmap_text_size);
     return 0;
 }
@@ -47,8 +48,10 @@ int spm_init(Tokenizer *t, const TokenizerSpec *spec, PosencError *err) {
         case TOKEN_BYTE: {
             int b = byte_piece_value(p);
             if (!t->byte_fallback)
-                return posenc_error(err, "byte piece %s although byte_fallback is off", p);
-            if (b < 0) return posenc_error(err, "byte piece %d '%s' is not <0xXX>", id, p);
+                return posenc_error(err, "byte piece '%s' although byte_fallback is off",
+                                    posenc_escape(p).s);
+            if (b < 0)
+                return posenc_error(err, "byte piece %d '%s' is not <0xXX>", id, posenc_escape(p).s);
             t->byte_ids[b] = id;
             break;
         }

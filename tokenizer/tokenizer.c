@@ -7,23 +7,13 @@
 
 void buf_reserve(void **v, size_t *cap, size_t n, size_t extra, size_t size) {
     size_t need;
-    if (!size_add(&need, n, extra)) {
-        fprintf(stderr, "tokenizer: buffer size overflow\n");
-        exit(EXIT_FAILURE);
-    }
+    if (!size_add(&need, n, extra)) posenc_out_of_memory(SIZE_MAX, size, "a tokenizer buffer");
     if (need <= *cap) return;
     size_t cap2 = *cap ? *cap : 16;
     while (cap2 < need) cap2 = cap2 > SIZE_MAX / 2 ? need : cap2 * 2;
     size_t bytes;
-    if (!size_mul(&bytes, cap2, size)) {
-        fprintf(stderr, "tokenizer: buffer size overflow\n");
-        exit(EXIT_FAILURE);
-    }
-    void *p = realloc(*v, bytes);
-    if (!p) {
-        fprintf(stderr, "tokenizer: out of memory (%zu bytes)\n", bytes);
-        exit(EXIT_FAILURE);
-    }
+    void *p = size_mul(&bytes, cap2, size) ? realloc(*v, bytes) : NULL;
+    if (!p) posenc_out_of_memory(cap2, size, "a tokenizer buffer");
     *v = p;
     *cap = cap2;
 }
@@ -49,7 +39,7 @@ static int build_hash(Tokenizer *t, PosencError *err) {
     uint32_t slots = 16;
     while (slots < 2u * (uint32_t)t->vocab_size) slots *= 2;
     t->hash_mask = slots - 1;
-    t->hash = mallocCheck(slots * sizeof(int));
+    t->hash = mallocCheck(slots * sizeof(int), "the vocabulary's hash table");
     memset(t->hash, -1, slots * sizeof(int));
     for (int id = 0; id < t->vocab_size; id++) {
         const char *p = t->pieces[id];
@@ -58,7 +48,8 @@ static int build_hash(Tokenizer *t, PosencError *err) {
         for (; t->hash[i] >= 0; i = (i + 1) & t->hash_mask) {
             if (strcmp(t->pieces[t->hash[i]], p) != 0) continue;
             if (t->kind == TOKENIZER_LLAMA2C) break;
-            return posenc_error(err, "piece %d '%s' repeats piece %d", id, p, t->hash[i]);
+            return posenc_error(err, "piece %d '%s' repeats piece %d", id, posenc_escape(p).s,
+                                t->hash[i]);
         }
         if (t->hash[i] < 0) t->hash[i] = id;
     }
@@ -125,7 +116,8 @@ static void append_surface(const Tokenizer *t, int id, const char *unk_surface, 
 
 static void build_surfaces(Tokenizer *t, const char *unk_surface) {
     CharBuf pool = {0};
-    t->surface_off = mallocCheck(((size_t)t->vocab_size + 1) * sizeof(size_t));
+    t->surface_off =
+        mallocCheck(((size_t)t->vocab_size + 1) * sizeof(size_t), "the decoded pieces");
     for (int id = 0; id < t->vocab_size; id++) {
         t->surface_off[id] = pool.n;
         append_surface(t, id, unk_surface, &pool);
@@ -147,9 +139,9 @@ static int copy_pieces(Tokenizer *t, const TokenizerSpec *spec, PosencError *err
         total += n + 1;
         if ((int)n > t->max_piece_len) t->max_piece_len = (int)n;
     }
-    char *pool = mallocCheck(total ? total : 1);
-    t->pieces = mallocCheck((size_t)spec->n_pieces * sizeof(char *));
-    t->piece_lens = mallocCheck((size_t)spec->n_pieces * sizeof(int));
+    char *pool = mallocCheck(total ? total : 1, "the pieces");
+    t->pieces = mallocCheck((size_t)spec->n_pieces * sizeof(char *), "the piece table");
+    t->piece_lens = mallocCheck((size_t)spec->n_pieces * sizeof(int), "the piece lengths");
     t->vocab_size = spec->n_pieces;
     for (int i = 0; i < spec->n_pieces; i++) {
         const char *p = spec->pieces[i] ? spec->pieces[i] : "";
@@ -175,9 +167,9 @@ int tokenizer_build(Tokenizer *t, const TokenizerSpec *spec, PosencError *err) {
     int rc = copy_pieces(t, spec, err);
     size_t n = (size_t)t->vocab_size;
     if (rc == 0) {
-        t->scores = callocCheck(n, sizeof(float));
+        t->scores = callocCheck(n, sizeof(float), "the piece scores");
         if (spec->scores) memcpy(t->scores, spec->scores, n * sizeof(float));
-        t->types = mallocCheck(n);
+        t->types = mallocCheck(n, "the piece types");
         for (size_t i = 0; i < n && rc == 0; i++) {
             t->types[i] = spec->types ? spec->types[i] : TOKEN_NORMAL;
             if (t->types[i] < TOKEN_NORMAL || t->types[i] > TOKEN_BYTE)
@@ -228,6 +220,11 @@ static TokenizerKind guess_format(const char *path, PosencError *err, int *faile
         posenc_error(err, "%s: cannot open: %s", path, strerror(errno));
         return TOKENIZER_LLAMA2C;
     }
+    if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) { /* a FIFO would block below */
+        *failed = 1;
+        posenc_error(err, "%s: not a regular file", path);
+        return TOKENIZER_LLAMA2C;
+    }
     if (S_ISDIR(st.st_mode) || ends_with(path, ".json")) return TOKENIZER_GPT2;
     if (ends_with(path, ".model")) return TOKENIZER_SPM_BPE;
     if (ends_with(path, ".bin")) return TOKENIZER_LLAMA2C;
@@ -259,6 +256,7 @@ int tokenizer_load(Tokenizer *t, const char *path, int expected_vocab, PosencErr
              : kind == TOKENIZER_LLAMA2C ? llama2c_read(t, path, err)
                                          : spm_read(t, path, err);
     if (rc) return -1;
+    snprintf(t->source, sizeof t->source, "%s", path);
     if (expected_vocab > 0 && t->vocab_size != expected_vocab) {
         posenc_error(err, "%s: tokenizer has %d pieces but the model's vocabulary is %d", path,
                      t->vocab_size, expected_vocab);
@@ -368,9 +366,12 @@ static int encode_into(const Tokenizer *t, const char *text, size_t len, int add
     int rc = t->kind == TOKENIZER_LLAMA2C ? llama2c_encode(t, text, len, out, s, err)
              : t->kind == TOKENIZER_GPT2  ? gpt2_encode(t, text, len, out, s, err)
                                           : spm_encode(t, text, len, out, s, err);
-    if (rc) return -1;
+    if (rc) return posenc_error_prefix(err, t->source);
     if (add_eos && t->eos_id >= 0) intbuf_push(out, t->eos_id);
-    if (out->n > INT32_MAX) return posenc_error(err, "text encodes to too many tokens");
+    if (out->n > INT32_MAX) {
+        posenc_error(err, "text encodes to too many tokens");
+        return posenc_error_prefix(err, t->source);
+    }
     return 0;
 }
 
@@ -384,7 +385,7 @@ int tokenizer_encode_alloc(const Tokenizer *t, const char *text, size_t len, int
         free(out.v);
         return -1;
     }
-    *ids = out.v ? out.v : mallocCheck(sizeof(int));
+    *ids = out.v ? out.v : mallocCheck(sizeof(int), "the token ids");
     *n_ids = (int)out.n;
     return 0;
 }
@@ -425,11 +426,14 @@ int tokenize_stream(const Tokenizer *t, FILE *in, FILE *out, int pieces, PosencE
     size_t cap = 0;
     ssize_t n;
     int rc = 0;
-    while (rc == 0 && (n = getline(&line, &cap, in)) >= 0) {
+    for (long lineno = 1; rc == 0 && (n = getline(&line, &cap, in)) >= 0; lineno++) {
         if (n > 0 && line[n - 1] == '\n') n--;
         rc = print_line(t, line, (size_t)n, out, pieces, &ids, &s, err);
+        char where[32];
+        snprintf(where, sizeof where, "line %ld", lineno);
+        if (rc) posenc_error_prefix(err, where);
     }
-    if (rc == 0 && ferror(in)) rc = posenc_error(err, "cannot read the input text");
+    if (rc == 0 && ferror(in)) rc = posenc_error(err, "cannot read the text: %s", strerror(errno));
     if (rc == 0 && (fflush(out) != 0 || ferror(out)))
         rc = posenc_error(err, "cannot write the output: %s", strerror(errno));
     free(line);

@@ -68,6 +68,8 @@ typedef struct {
 
 typedef struct {
     TokenizerKind kind;
+    char source[512];     /* the file the vocabulary came from, named in encoding
+                             errors; empty when built from memory */
     int vocab_size;
     char **pieces;        /* (vocab_size) NUL-terminated piece text, as the vocabulary spells it */
     int *piece_lens;      /* (vocab_size) their byte lengths */
@@ -122,7 +124,7 @@ void tokenizer_free(Tokenizer *t);
  * dummy prefix, EOS).  Only a SentencePiece normalizer can produce more ids
  * than that (NFKC expansions, U+FFFD for invalid bytes under byte fallback):
  * such text returns an error instead; tokenizer_encode_alloc has no bound.
- * *n_ids receives the count.  Returns 0 or -1 + err. */
+ * *n_ids receives the count.  Returns 0 or -1 + err, which names t->source. */
 int tokenizer_encode(const Tokenizer *t, const char *text, size_t len, int add_bos, int add_eos,
                      int *ids, int *n_ids, PosencError *err);
 
@@ -151,15 +153,11 @@ int tokenizer_lookup(const Tokenizer *t, const char *piece, size_t len);
 /* `-m tokenize`: encodes each '\n'-terminated line of `in` (a final line
  * without '\n' counts; '\r' and NUL bytes are text, as spm_encode reads
  * lines) and writes one output line per input line: ids separated by
- * spaces, or the pieces when `pieces` is set.  No BOS/EOS. */
+ * spaces, or the pieces when `pieces` is set.  No BOS/EOS.  An encoding
+ * error names the line ("line 3: tok.bin: ..."). */
 int tokenize_stream(const Tokenizer *t, FILE *in, FILE *out, int pieces, PosencError *err);
 
 /* The same over a string (`-i TEXT`); empty text is one empty line. */
 int tokenize_text(const Tokenizer *t, const char *text, size_t len, FILE *out, int pieces,
                   PosencError *err);
-
-/* Decodes one strictly valid UTF-8 sequence (no overlongs, surrogates or
- * values past U+10FFFF): returns its length and sets *cp, or returns 0 when
- * the bytes at s are not one. */
-int utf8_decode(const unsigned char *s, size_t n, uint32_t *cp);
 #endif

@@ -95,8 +95,6 @@ int piece_trie_step(const PieceTrie *pt, int node, unsigned char c);
 /* Length of the longest piece that prefixes s[0..n), or 0. */
 size_t piece_trie_longest(const PieceTrie *pt, const char *s, size_t n);
 
-/* ---- UTF-8 and Unicode classes (unicode.c, unicode_tables.c; utf8_decode is
- * in tokenizer.h) ------------------------------------------------------- */
 /* Writes cp (<= U+10FFFF) as UTF-8 into out; returns the length. */
 int utf8_encode(uint32_t cp, char out[4]);
 
