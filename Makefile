@@ -18,12 +18,15 @@ ASAN_FLAGS := $(BASE) -O1 -g $(ARCH_FLAGS) -fno-omit-frame-pointer \
               -fsanitize=address,undefined -fno-sanitize-recover=undefined
 LDLIBS  := -lm -fopenmp
 
-LIB_SRC  := $(sort $(wildcard model/*.c positional/*.c tokenizer/*.c))
-LIB_HDR  := $(wildcard model/*.h positional/*.h tokenizer/*.h)
+# The layers, bottom up: base, then positional and tokenizer, then the model
+# (the engine), then the modes that drive it; run.c is the command line.
+LAYERS   := base positional tokenizer model modes
+LIB_SRC  := $(sort $(foreach d,$(LAYERS),$(wildcard $(d)/*.c)))
+LIB_HDR  := $(foreach d,$(LAYERS),$(wildcard $(d)/*.h))
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
 TEST_NAMES := $(patsubst tests/%.c,%,$(TEST_SRC))
 
-.PHONY: all test test-rel test-asan deps clean demo bench FORCE
+.PHONY: all test test-rel test-asan check-layers deps clean demo bench FORCE
 all: run
 
 # ---- engine ---------------------------------------------------------------
@@ -69,10 +72,21 @@ build/rel/tests/%.o: tests/%.c tests/common.h $(LIB_HDR) build/rel/flags
 deps:
 	@sh tools/ensure_deps.sh
 
+# Includes point down the layers (tools/check_layers.sh draws them).  The
+# control: a copy of the tree with one include pointing up must fail.
+check-layers:
+	@sh tools/check_layers.sh . && echo "check-layers: every include points down"
+	@tmp=$$(mktemp -d) && cp -r $(LAYERS) $$tmp/ && \
+	  echo '#include "model/model.h"' >> $$tmp/positional/pe.c && \
+	  if sh tools/check_layers.sh $$tmp > $$tmp/out; then rm -rf $$tmp; \
+	    echo "check-layers: an upward include was not caught" >&2; exit 1; fi; \
+	  grep -q 'positional/pe.c: includes model/model.h' $$tmp/out && rm -rf $$tmp && \
+	  echo "check-layers: control (positional/pe.c including model/model.h) fails as it must"
+
 # Each suite gets the engine binary of its own build, so CLI tests run the
 # sanitized ./run under ASan too.  CK_FORK=no keeps ASan's leak check per
 # process meaningful and stack traces readable.
-test: deps
+test: deps check-layers
 	@$(MAKE) --no-print-directory test-rel
 	@$(MAKE) --no-print-directory test-asan
 	@echo "make test: all suites passed (plain and ASan/UBSan)"

@@ -13,15 +13,15 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "model/bench.h"
+#include "modes/bench.h"
 #include "model/context.h"
-#include "model/generate.h"
-#include "model/inspect.h"
-#include "model/json.h"
-#include "model/logprobs.h"
+#include "modes/generate.h"
+#include "modes/inspect.h"
+#include "base/json.h"
+#include "modes/logprobs.h"
 #include "model/model.h"
-#include "model/perplexity.h"
-#include "model/plot_svg.h"
+#include "modes/perplexity.h"
+#include "modes/plot_svg.h"
 #include "model/sampler.h"
 #include "positional/pe.h"
 #include "tokenizer/tokenizer.h"

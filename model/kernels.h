@@ -12,8 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "model/tensor.h"
-#include "model/util.h"
+#include "base/tensor.h"
+#include "base/util.h"
 
 /* Below this many multiply-adds a parallel region costs more than it saves
  * (a fork/join takes microseconds; on a busy machine a descheduled thread

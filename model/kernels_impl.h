@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "model/tensor.h"
+#include "base/tensor.h"
 
 typedef struct {
     const char *name;

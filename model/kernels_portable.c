@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "model/kernels_impl.h"
-#include "model/util.h"
+#include "base/util.h"
 
 #define LANES 8
 

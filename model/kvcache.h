@@ -8,8 +8,8 @@
  * element rounded to 11 significant bits, ~2.4e-4 relative). */
 #ifndef POSENC_KVCACHE_H
 #define POSENC_KVCACHE_H
-#include "model/tensor.h"
-#include "model/util.h"
+#include "base/tensor.h"
+#include "base/util.h"
 
 typedef struct {
     int n_layers, kv_dim;

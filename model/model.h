@@ -2,9 +2,9 @@
  * the positional scheme it was trained with. */
 #ifndef POSENC_MODEL_H
 #define POSENC_MODEL_H
-#include "model/gguf.h"
-#include "model/tensor.h"
-#include "model/util.h"
+#include "base/gguf.h"
+#include "base/tensor.h"
+#include "base/util.h"
 #include "positional/pe.h"
 
 typedef enum {

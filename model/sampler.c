@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "model/kernels.h"
-#include "model/util.h"
+#include "base/util.h"
 
 void sampler_build(Sampler *s, int vocab_size, float temperature, float topp, int topk,
                    uint64_t seed) {

@@ -9,7 +9,7 @@
  * indices: that is what keeps offsets and context shift correct. */
 #ifndef POSENC_PE_H
 #define POSENC_PE_H
-#include "model/util.h"
+#include "base/util.h"
 
 typedef enum { PE_NONE, PE_SINUSOIDAL, PE_LEARNED, PE_ROPE, PE_ALIBI, PE_COUNT } PeKind;
 

@@ -13,9 +13,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "model/generate.h"
-#include "model/gguf.h"
-#include "model/perplexity.h"
+#include "modes/generate.h"
+#include "base/gguf.h"
+#include "modes/perplexity.h"
 #include "tests/common.h"
 
 static const char *models;

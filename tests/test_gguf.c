@@ -4,7 +4,7 @@
  * built here by a tiny writer that records where each field lies, so that a
  * test can corrupt exactly one field.  The last tests run tools/convert.py
  * on the shared models when Python is available. */
-#include "model/gguf.h"
+#include "base/gguf.h"
 #include "tests/common.h"
 
 #include <fcntl.h>

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/perplexity.h"
+#include "modes/perplexity.h"
 #include "tests/common.h"
 #include "tokenizer/tokenizer.h"
 

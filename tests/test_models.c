@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "model/context.h"
-#include "model/inspect.h"
+#include "modes/inspect.h"
 #include "model/sampler.h"
 #include "tests/common.h"
 #include "tests/fixtures/stories260k_ref.h"

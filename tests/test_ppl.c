@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/perplexity.h"
+#include "modes/perplexity.h"
 #include "tokenizer/tokenizer.h"
 #include "tests/common.h"
 

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "model/context.h"
-#include "model/generate.h"
+#include "modes/generate.h"
 #include "tests/common.h"
 #include "tests/fixtures/stories260k_ref.h"
 

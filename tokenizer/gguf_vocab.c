@@ -13,7 +13,7 @@
  *   encoder                     "llama2c": the pieces are a llama2.c
  *                               tokenizer.bin's in SentencePiece spelling;
  *                               encode as llama2.c does (invalid UTF-8 too) */
-#include "model/gguf.h"
+#include "base/gguf.h"
 #include "tokenizer/tokenizer_impl.h"
 
 #define SPACE_SYMBOL "\xE2\x96\x81" /* ▁ */

@@ -12,8 +12,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "model/gguf.h"
-#include "model/util.h"
+#include "base/gguf.h"
+#include "base/util.h"
 
 typedef enum {
     TOKENIZER_LLAMA2C,     /* llama2.c tokenizer.bin */

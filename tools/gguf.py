@@ -275,7 +275,7 @@ class Writer:
                 pos = self._pad(f, pos + len(data))
 
 
-# ---- reader (for checks and dumps; the engine's reader is model/gguf.c) ------
+# ---- reader (for checks and dumps; the engine's reader is base/gguf.c) ------
 
 class Reader:
     """Parses a GGUF v2/v3 file: .kv maps key -> (type, value), arrays as

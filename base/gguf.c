@@ -2,7 +2,7 @@
  * cursor; nothing is allocated from a count the file merely claims, only in
  * proportion to bytes that were actually parsed, so a lying header cannot
  * make us allocate gigabytes. */
-#include "model/gguf.h"
+#include "base/gguf.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,8 +1,8 @@
-#include "model/tensor.h"
+#include "base/tensor.h"
 
 #include <string.h>
 
-#include "model/util.h"
+#include "base/util.h"
 
 const char *tensor_type_name(uint32_t type) {
     static const char *const names[] = {

@@ -1,14 +1,14 @@
 /* model_inspect: one walk over the model feeds an emitter that writes
  * either "key  value" lines (nested by indentation) or JSON, so the two
  * formats always carry the same fields. */
-#include "model/inspect.h"
+#include "modes/inspect.h"
 
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "model/context.h"
-#include "model/json.h"
+#include "base/json.h"
 
 typedef struct {
     FILE *out;

@@ -1,4 +1,4 @@
-#include "model/bench.h"
+#include "modes/bench.h"
 
 #include <math.h>
 #include <omp.h>

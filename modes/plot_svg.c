@@ -1,4 +1,4 @@
-#include "model/plot_svg.h"
+#include "modes/plot_svg.h"
 
 #include <errno.h>
 #include <math.h>

@@ -1,4 +1,4 @@
-#include "model/perplexity.h"
+#include "modes/perplexity.h"
 
 #include <math.h>
 #include <stdlib.h>

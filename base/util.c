@@ -1,4 +1,4 @@
-#include "model/util.h"
+#include "base/util.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,11 +1,11 @@
-#include "model/logprobs.h"
+#include "modes/logprobs.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/json.h"
-#include "model/perplexity.h"
-#include "model/util.h"
+#include "base/json.h"
+#include "modes/perplexity.h"
+#include "base/util.h"
 
 void logprob_writer_init(LogprobWriter *w, FILE *out, int vocab, int top_k) {
     w->out = out;

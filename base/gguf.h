@@ -19,8 +19,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "model/tensor.h"
-#include "model/util.h"
+#include "base/tensor.h"
+#include "base/util.h"
 
 #define GGUF_MAX_DIMS 4
 #define GGUF_DEFAULT_ALIGNMENT 32

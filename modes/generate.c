@@ -1,4 +1,4 @@
-#include "model/generate.h"
+#include "modes/generate.h"
 
 #include <ctype.h>
 #include <stdlib.h>

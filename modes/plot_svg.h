@@ -4,7 +4,7 @@
  * few samples to be read like the rest. */
 #ifndef POSENC_PLOT_SVG_H
 #define POSENC_PLOT_SVG_H
-#include "model/util.h"
+#include "base/util.h"
 
 typedef struct {
     const char *label;

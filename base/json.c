@@ -1,8 +1,8 @@
-#include "model/json.h"
+#include "base/json.h"
 
 #include <stdint.h>
 
-#include "model/util.h"
+#include "base/util.h"
 
 void json_write_string(FILE *out, const char *s, size_t len) {
     const unsigned char *p = (const unsigned char *)s, *end = p + len;
