@@ -486,22 +486,11 @@ static FILE *open_text_file(const char *path) {
 /* The whole file, NUL-terminated (len excludes the NUL). */
 static char *read_text_file(const char *path, size_t *len) {
     FILE *f = open_text_file(path);
-    size_t cap = 1 << 16, n = 0;
-    char *buf = mallocCheck(cap, "the text of -f");
-    for (size_t got; (got = fread(buf + n, 1, cap - n, f)) > 0;) {
-        n += got;
-        if (n == cap) {
-            cap *= 2;
-            char *grown = realloc(buf, cap);
-            if (!grown) posenc_out_of_memory(1, cap, "the text of -f");
-            buf = grown;
-        }
-    }
-    if (ferror(f)) die("-f: error reading '%s'", path);
+    PosencError err;
+    char *text = posenc_read_stream(f, len, path, &err);
+    if (!text) die("-f: %s", err.msg);
     fclose(f);
-    buf[n] = '\0'; /* the loop grows the buffer whenever it is full, so n < cap */
-    *len = n;
-    return buf;
+    return text;
 }
 
 /* generate -f: the prompt is the file's text, as llama.cpp's -f; one
@@ -557,7 +546,6 @@ static int run_bench(const Options *o) {
     if (o->pp_list && bench_parse_sizes(b.pp, &b.n_pp, o->pp_list, &err)) die("--pp: %s", err.msg);
     if (o->tg_list && bench_parse_sizes(b.tg, &b.n_tg, o->tg_list, &err)) die("--tg: %s", err.msg);
     if (o->reps) b.reps = o->reps;
-    b.threads = o->threads;
     b.kv_type = kv_type(o);
     b.json = o->json;
     if (bench_run(&model, &b, stdout, &err)) die("%s", err.msg);
@@ -734,7 +722,9 @@ static int run_generate(const Options *o) {
     GenerateStats st;
     int rc = generate_text(&ctx, &tok, &sampler, &g, text_out, &st, &err);
     if (rc) fprintf(stderr, "error: %s\n", err.msg);
-    else if (st.n_generated > 0) print_generate_summary(&st, load_s);
+    if (!rc && st.stopped_full)
+        fprintf(stderr, "note: context full (%d tokens); stopping (--no-shift)\n", n_ctx);
+    if (!rc && st.n_generated > 0) print_generate_summary(&st, load_s);
     if (o->json) {
         fclose(text_out);
         if (!rc) print_json_summary(&report, text, text_len);

@@ -126,6 +126,28 @@ void *callocCheck(size_t count, size_t size, const char *what) {
     return p;
 }
 
+char *posenc_read_stream(FILE *f, size_t *len, const char *what, PosencError *err) {
+    size_t cap = 1 << 16, n = 0;
+    char *buf = mallocCheck(cap, what);
+    for (size_t got; (got = fread(buf + n, 1, cap - n, f)) > 0;) {
+        n += got;
+        if (n == cap) { /* grown whenever full, so n < cap and the NUL fits */
+            char *grown = cap <= SIZE_MAX / 2 ? realloc(buf, cap * 2) : NULL;
+            if (!grown) posenc_out_of_memory(2, cap, what);
+            buf = grown;
+            cap *= 2;
+        }
+    }
+    if (ferror(f)) {
+        free(buf);
+        posenc_error(err, "%s: read error", what);
+        return NULL;
+    }
+    buf[n] = '\0';
+    *len = n;
+    return buf;
+}
+
 int posenc_open_regular(const char *path, PosencError *err) {
     /* O_NONBLOCK: opening a FIFO for reading would otherwise wait for a
      * writer; on a regular file it changes nothing. */

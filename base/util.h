@@ -54,6 +54,11 @@ EscapedString posenc_escape(const char *s);
  * forever for a writer. */
 int posenc_open_regular(const char *path, PosencError *err);
 
+/* Everything left in f, NUL-terminated (*len excludes the NUL), malloc'd;
+ * NULL with "WHAT: read error" in err.  For files that may be empty or a
+ * pipe, where a mapping will not do. */
+char *posenc_read_stream(FILE *f, size_t *len, const char *what, PosencError *err);
+
 /* A read-only memory mapping of a whole file. */
 typedef struct {
     const uint8_t *data;

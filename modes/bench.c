@@ -198,7 +198,6 @@ static const char *model_name(const Model *m) {
 int bench_run(const Model *m, const BenchOptions *o, FILE *out, PosencError *err) {
     if (o->reps < 1) return posenc_error(err, "-r must be at least 1 (got %d)", o->reps);
     if (o->n_pp + o->n_tg == 0) return posenc_error(err, "--pp 0 and --tg 0 leave nothing to measure");
-    if (o->threads > 0) omp_set_num_threads(o->threads);
     int threads = omp_get_max_threads();
     double params, size = model_bytes(m, &params);
     BandwidthProbe probe = {0};

@@ -18,7 +18,6 @@ typedef struct {
     int pp[BENCH_MAX_TESTS], n_pp; /* prefill sizes */
     int tg[BENCH_MAX_TESTS], n_tg; /* decode lengths */
     int reps;                      /* measured repetitions (>= 1) */
-    int threads;                   /* OpenMP threads; 0 = as set */
     TensorType kv_type;            /* TENSOR_F32 or TENSOR_F16 */
     PeParams pe;                   /* the scheme the tests run with */
     const char *pe_label;          /* its name as the user gave it, for the header */

@@ -114,8 +114,7 @@ static int decode_loop(Context *ctx, const Tokenizer *tok, Sampler *sampler, con
         int room = make_room(ctx, o, err);
         if (room < 0) return -1;
         if (room > 0) {
-            fprintf(stderr, "note: context full (%d tokens); stopping (--no-shift)\n",
-                    ctx->cache.n_ctx);
+            st->stopped_full = 1;
             return 0;
         }
         int pos = ctx->cache.pos[ctx->cache.n_used - 1] + 1;

@@ -45,6 +45,7 @@ typedef struct {
     double first_token_s;    /* from the start of generate_text to the first sampled
                                 token: tokenizing, prefill and one sample */
     double decode_s;         /* every later token: sample, forward, shift */
+    int stopped_full;        /* the context filled and shifting is off */
 } GenerateStats;
 
 /* The prompt's ids, BOS first when the vocabulary has one (*ids malloc'd).

@@ -17,20 +17,9 @@ static char *read_file(const char *path, size_t *size, PosencError *err) {
         posenc_error(err, "%s: cannot open: %s", path, strerror(errno));
         return NULL;
     }
-    CharBuf b = {0};
-    char chunk[65536];
-    size_t got;
-    while ((got = fread(chunk, 1, sizeof chunk, f)) > 0) charbuf_append(&b, chunk, got);
-    int bad = ferror(f);
+    char *text = posenc_read_stream(f, size, path, err);
     fclose(f);
-    if (bad) {
-        free(b.v);
-        posenc_error(err, "%s: read error", path);
-        return NULL;
-    }
-    charbuf_append(&b, "", 1);
-    *size = b.n - 1;
-    return b.v;
+    return text;
 }
 
 typedef struct {
