@@ -119,19 +119,26 @@ static void usage(FILE *f) {
         "tokenize / inspect:\n"
         "  --pieces             tokenize: print pieces instead of ids\n"
         "  --json               inspect: one JSON object\n"
+        "  -h, --help           this text\n"
         "inspect shows the configuration after --pe, --rope-*, --alibi-max-bias.\n"
-        "A flag the mode does not use is an error.\n"
-        "  -h, --help           this text\n");
+        "A flag the mode does not use is an error.\n");
 }
 
-/* Every CLI failure is one line on stderr and exit status 1. */
+/* Every CLI failure is one line on stderr and exit status 1.  Flag values
+ * and paths come from the user: a control character in one is written as
+ * \xNN, so it can neither split the line nor reach the terminal. */
 __attribute__((format(printf, 1, 2), noreturn)) static void die(const char *fmt, ...) {
+    char msg[1024];
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "error: ");
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    fputs("error: ", stderr);
+    for (const unsigned char *c = (const unsigned char *)msg; *c; c++) {
+        if (*c < 0x20 || *c == 0x7f) fprintf(stderr, "\\x%02x", *c);
+        else fputc(*c, stderr);
+    }
+    fputc('\n', stderr);
     exit(EXIT_FAILURE);
 }
 

@@ -47,6 +47,9 @@ START_TEST(flags_the_mode_does_not_use) {
     tests_expect_error(keep, "--keep applies to context shifts: use it with -m ppl --stream");
     const char *both[] = {model, "-z", tok, "-i", "a", "-f", text, NULL};
     tests_expect_error(both, "-i and -f both give the input text");
+    /* a control character in a flag value cannot split the line or reach the terminal */
+    const char *ctl[] = {model, "-m", "a\nb\x1b[31m", NULL};
+    tests_expect_error(ctl, "-m: unknown mode 'a\\x0ab\\x1b[31m'");
     const char *twice[] = {model, "-z", tok, "-t", "0", "-t", "1", NULL};
     tests_expect_error(twice, "-t is given twice");
     /* scheme parameters that no variant that runs would use */
