@@ -354,7 +354,7 @@ static PeParams variant_params(const Model *m, const Options *o, const char *spe
  * is refused before any work. */
 static void check_scheme(const Model *m, const PeParams *p, const char *label) {
     PosencError err;
-    if (context_check_scheme(m, p, &err)) die("--pe %s: %s", label, err.msg);
+    if (model_check_scheme(m, p, &err)) die("--pe %s: %s", label, err.msg);
 }
 
 /* The schemes a mode runs: --pe split into variants (a comma list only where

@@ -74,20 +74,6 @@ static int forward_state_build(ForwardState *s, const ModelConfig *c, const Cont
     return 0;
 }
 
-static int build_scheme(PositionalEncoding *pe, const Model *m, const PeParams *params,
-                        PosencError *err) {
-    const ModelConfig *c = &m->config;
-    return pe_build(pe, params, c->dim, c->n_heads, model_head_size(c), c->seq_len,
-                    m->weights.position_embd, m->weights.n_positions, err);
-}
-
-int context_check_scheme(const Model *m, const PeParams *params, PosencError *err) {
-    PositionalEncoding pe;
-    if (build_scheme(&pe, m, params, err)) return -1;
-    pe_free(&pe);
-    return 0;
-}
-
 ContextSize context_size_generate(int n_ctx, TensorType kv_type) {
     int chunk = n_ctx < CONTEXT_PREFILL_CHUNK ? n_ctx : CONTEXT_PREFILL_CHUNK;
     return (ContextSize){n_ctx, chunk, 1, kv_type};
@@ -119,7 +105,7 @@ int context_build_sized(Context *ctx, const Model *m, const PeParams *pe, const 
         return posenc_error(err, "chunks of %d tokens with %d rows of logits do not fit %d cells",
                             size->max_tokens, size->logit_rows, size->n_ctx);
     ctx->model = m;
-    if (build_scheme(&ctx->pe, m, pe, err)) return -1;
+    if (model_build_scheme(m, pe, &ctx->pe, err)) return -1;
     if (kv_cache_build(&ctx->cache, c->n_layers, model_kv_dim(c), size->n_ctx, size->kv_type,
                        err) ||
         forward_state_build(&ctx->state, c, size, err)) {

@@ -63,9 +63,7 @@ int context_build(Context *ctx, const Model *m, const PeParams *pe, int n_ctx, i
 int context_build_kv(Context *ctx, const Model *m, const PeParams *pe, int n_ctx, int max_tokens,
                      TensorType kv_type, PosencError *err);
 void context_free(Context *ctx);
-/* Whether the scheme can be built on this model (e.g. `learned` needs a
- * position table), without building a context: 0, or -1 with the reason. */
-int context_check_scheme(const Model *m, const PeParams *pe, PosencError *err);
+
 
 /* Bytes a run holds: the weights (the mapped file and vectors converted at
  * load), the KV cache, and the scratch of a context of that size

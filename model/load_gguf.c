@@ -270,17 +270,11 @@ static int read_positional(Loader *l, ModelArch arch, PeParams *p) {
  * (odd rotary dims, theta <= 1, learned without a table, ...) fails at load
  * time with the file's name rather than later. */
 static int check_positional(const Model *m, PosencError *err) {
-    const ModelConfig *c = &m->config;
-    PositionalEncoding pe;
-    PosencError why;
-    if (pe_build(&pe, &m->pe, c->dim, c->n_heads, model_head_size(c), c->seq_len,
-                 m->weights.position_embd, m->weights.n_positions, &why))
-        return posenc_error(err, "%s: positional scheme %s: %s", m->path,
-                            pe_kind_name(m->pe.kind), why.msg);
-    pe_free(&pe);
-    return 0;
+    if (model_check_scheme(m, &m->pe, err) == 0) return 0;
+    char where[600];
+    snprintf(where, sizeof where, "%s: positional scheme %s", m->path, pe_kind_name(m->pe.kind));
+    return posenc_error_prefix(err, where);
 }
-
 /* ---- weights --------------------------------------------------------------- */
 
 static int take_weights(Loader *l, const ModelConfig *c, ModelWeights *w) {

@@ -59,3 +59,16 @@ void model_free(Model *m) {
     free(m->gguf);
     memset(m, 0, sizeof *m);
 }
+
+int model_build_scheme(const Model *m, const PeParams *p, PositionalEncoding *pe, PosencError *err) {
+    const ModelConfig *c = &m->config;
+    return pe_build(pe, p, c->dim, c->n_heads, model_head_size(c), c->seq_len,
+                    m->weights.position_embd, m->weights.n_positions, err);
+}
+
+int model_check_scheme(const Model *m, const PeParams *p, PosencError *err) {
+    PositionalEncoding pe;
+    if (model_build_scheme(m, p, &pe, err)) return -1;
+    pe_free(&pe);
+    return 0;
+}

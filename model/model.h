@@ -75,4 +75,10 @@ const char *model_arch_name(ModelArch a);
 
 /* Checks dimensions for sanity and overflow; used by every loader. */
 int model_config_validate(const ModelConfig *c, const char *path, PosencError *err);
+
+/* The scheme `p` instantiated for this model's shapes (and its position
+ * table, if any); model_check_scheme only tells whether that works (e.g.
+ * `learned` needs a table): 0, or -1 with the reason. */
+int model_build_scheme(const Model *m, const PeParams *p, PositionalEncoding *pe, PosencError *err);
+int model_check_scheme(const Model *m, const PeParams *p, PosencError *err);
 #endif

@@ -153,8 +153,9 @@ static int run_test(const Model *m, const BenchOptions *o, int n_prompt, int n_g
         (n_gen > 0 && context_check_chunk(&ctx, tokens, 1, n_gen - 1, err))) {
         free(tokens);
         if (ctx.model) context_free(&ctx);
-        PosencError why = *err;
-        return posenc_error(err, "%s%d: %s", n_prompt ? "pp" : "tg", n_prompt ? n_prompt : n_gen, why.msg);
+        char test[32];
+        snprintf(test, sizeof test, "%s%d", n_prompt ? "pp" : "tg", n_prompt ? n_prompt : n_gen);
+        return posenc_error_prefix(err, test);
     }
     /* A decoded token at position i reads i + 1 cached keys and values per layer. */
     double kv_row = (double)model_kv_dim(c) * (o->kv_type == TENSOR_F16 ? 2 : 4);
