@@ -276,52 +276,60 @@ START_TEST(rope_rerotate_hook_moves_a_key) {
 }
 END_TEST
 
-static PeRange range_of(PeKind kind, PeRopeScaling scaling, float factor, int orig_ctx,
-                        PeOverflow overflow, int last_pos) {
-    PeParams p = pe_params_default(kind);
-    p.rope_scaling = scaling;
-    p.rope_factor = factor;
-    p.rope_orig_ctx = orig_ctx;
-    p.learned_overflow = overflow;
+/* A scheme's parameters, the first position it does not cover (trained
+ * context 512, a table of 128 rows), and the verdict and fact there. */
+typedef struct {
+    PeKind kind;
+    PeRopeScaling scaling;
+    float factor;
+    int orig_ctx;
+    PeOverflow overflow;
+    int covered;
+    PeRangeVerdict past;
+    const char *fact;
+} RangeCase;
+
+#define EXTRAPOLATES(kind, words) \
+    {kind, PE_ROPE_SCALING_NONE, 1, 0, PE_OVERFLOW_ERROR, 512, PE_RANGE_EXTRAPOLATES, \
+     "positions up to 512 exceed the trained context 512; " words}
+
+static const RangeCase RANGE_CASES[] = {
+    EXTRAPOLATES(PE_ROPE, "the scheme extrapolates"),
+    EXTRAPOLATES(PE_ALIBI, "the scheme extrapolates"),
+    EXTRAPOLATES(PE_SINUSOIDAL, "the scheme extrapolates"),
+    EXTRAPOLATES(PE_NONE, "the model never saw sequences this long"),
+    /* scaled rope covers factor x the original context: 2 x 512 ... */
+    {PE_ROPE, PE_ROPE_SCALING_NTK, 2, 0, PE_OVERFLOW_ERROR, 1024, PE_RANGE_EXTRAPOLATES,
+     "positions up to 1024 exceed the scaled range 2 x 512 = 1024; it extrapolates"},
+    /* ... or x --rope-orig-ctx, here 2.5 x 101 = 252.5: 252 is inside, 253 not */
+    {PE_ROPE, PE_ROPE_SCALING_YARN, 2.5f, 101, PE_OVERFLOW_ERROR, 253, PE_RANGE_EXTRAPOLATES,
+     "positions up to 253 exceed the scaled range 2.5 x 101 = 252; it extrapolates"},
+    /* learned: its table of 128, whatever the trained context */
+    {PE_LEARNED, PE_ROPE_SCALING_NONE, 1, 0, PE_OVERFLOW_ERROR, 128, PE_RANGE_REFUSED,
+     "position 128 is past the table of 128 positions"},
+    {PE_LEARNED, PE_ROPE_SCALING_NONE, 1, 0, PE_OVERFLOW_CLAMP, 128, PE_RANGE_CLAMPED,
+     "positions past 127 reuse the last learned position"},
+};
+
+static PeRange range_at(const RangeCase *c, int last_pos) {
+    PeParams p = pe_params_default(c->kind);
+    p.rope_scaling = c->scaling;
+    p.rope_factor = c->factor;
+    p.rope_orig_ctx = c->orig_ctx;
+    p.learned_overflow = c->overflow;
     return pe_position_range(&p, 512, 128, last_pos);
 }
 
-/* The verdict and the fact at the last covered position and the next one;
- * the first of each pair is the control that the boundary is where the
- * scheme says (trained context 512, a table of 128 rows). */
-static void expect_range(PeKind kind, PeRopeScaling scaling, float factor, int orig_ctx,
-                         PeOverflow overflow, int covered, PeRangeVerdict past, const char *fact) {
-    PeRange in = range_of(kind, scaling, factor, orig_ctx, overflow, covered - 1);
-    ck_assert_msg(in.verdict == PE_RANGE_TRAINED, "%s at %d: %s", pe_kind_name(kind), covered - 1,
-                  in.fact);
-    PeRange out = range_of(kind, scaling, factor, orig_ctx, overflow, covered);
-    ck_assert_int_eq(out.verdict, past);
-    ck_assert_str_eq(out.fact, fact);
-}
-
+/* The verdict and fact at the first uncovered position; the last covered
+ * one is the control that the boundary is where the scheme says. */
 START_TEST(position_range_per_scheme) {
-    const PeOverflow E = PE_OVERFLOW_ERROR;
-    const PeRangeVerdict X = PE_RANGE_EXTRAPOLATES;
-    expect_range(PE_ROPE, PE_ROPE_SCALING_NONE, 1, 0, E, 512, X,
-                 "positions up to 512 exceed the trained context 512; the scheme extrapolates");
-    expect_range(PE_ALIBI, PE_ROPE_SCALING_NONE, 1, 0, E, 512, X,
-                 "positions up to 512 exceed the trained context 512; the scheme extrapolates");
-    expect_range(PE_SINUSOIDAL, PE_ROPE_SCALING_NONE, 1, 0, E, 512, X,
-                 "positions up to 512 exceed the trained context 512; the scheme extrapolates");
-    expect_range(PE_NONE, PE_ROPE_SCALING_NONE, 1, 0, E, 512, X,
-                 "positions up to 512 exceed the trained context 512; "
-                 "the model never saw sequences this long");
-    /* scaled rope covers factor x the original context: 2 x 512 ... */
-    expect_range(PE_ROPE, PE_ROPE_SCALING_NTK, 2, 0, E, 1024, X,
-                 "positions up to 1024 exceed the scaled range 2 x 512 = 1024; it extrapolates");
-    /* ... or x --rope-orig-ctx, here 2.5 x 101 = 252.5: 252 is inside, 253 not */
-    expect_range(PE_ROPE, PE_ROPE_SCALING_YARN, 2.5f, 101, E, 253, X,
-                 "positions up to 253 exceed the scaled range 2.5 x 101 = 252; it extrapolates");
-    /* learned: its table of 128, whatever the trained context */
-    expect_range(PE_LEARNED, PE_ROPE_SCALING_NONE, 1, 0, E, 128, PE_RANGE_REFUSED,
-                 "position 128 is past the table of 128 positions");
-    expect_range(PE_LEARNED, PE_ROPE_SCALING_NONE, 1, 0, PE_OVERFLOW_CLAMP, 128, PE_RANGE_CLAMPED,
-                 "positions past 127 reuse the last learned position");
+    const RangeCase *c = &RANGE_CASES[_i];
+    PeRange in = range_at(c, c->covered - 1);
+    ck_assert_msg(in.verdict == PE_RANGE_TRAINED, "%s at %d: %s", pe_kind_name(c->kind),
+                  c->covered - 1, in.fact);
+    PeRange out = range_at(c, c->covered);
+    ck_assert_int_eq(out.verdict, c->past);
+    ck_assert_str_eq(out.fact, c->fact);
 }
 END_TEST
 
@@ -360,7 +368,8 @@ int main(void) {
     TCase *reg = tcase_create("registry");
     tcase_add_test(reg, registry_describes_every_scheme);
     tcase_add_test(reg, rope_rerotate_hook_moves_a_key);
-    tcase_add_test(reg, position_range_per_scheme);
+    tcase_add_loop_test(reg, position_range_per_scheme, 0,
+                        (int)(sizeof RANGE_CASES / sizeof *RANGE_CASES));
     tcase_add_test(reg, position_limit_follows_the_overflow_policy);
     suite_add_tcase(s, reg);
     return tests_run_suite(s);
