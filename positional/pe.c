@@ -1,7 +1,6 @@
 #include "positional/pe.h"
 
 #include <limits.h>
-#include <stdlib.h>
 #include <string.h>
 
 /* The registry: one line per scheme. */
