@@ -402,32 +402,18 @@ static void resolve_variants(const Options *o, const Model *m, Variants *v) {
 }
 
 /* Positions past what the variant covers: a warning where the scheme can
- * extrapolate, an error where it cannot.  Scaled RoPE covers factor times
- * the trained context. */
+ * go on, an error where it cannot (positional/ decides and states the
+ * fact; here the flags that change it are added). */
 static void check_positions(const Model *m, const PeParams *p, const char *label, int last_pos) {
-    if (p->kind == PE_LEARNED) {
-        int table = m->weights.n_positions;
-        if (last_pos >= table && p->learned_overflow == PE_OVERFLOW_ERROR)
-            die("--pe %s: position %d is past the table of %d positions "
-                "(lower --ctx/--pos-offset, or --pe-overflow clamp)", label, last_pos, table);
-        if (last_pos >= table)
-            fprintf(stderr, "warning: %s: positions past %d reuse the last learned position "
-                            "(--pe-overflow clamp)\n", label, table - 1);
-        return;
-    }
-    int trained = m->config.seq_len;
-    if (p->kind == PE_ROPE && p->rope_scaling != PE_ROPE_SCALING_NONE) {
-        int orig = p->rope_orig_ctx > 0 ? p->rope_orig_ctx : trained;
-        double covered = (double)p->rope_factor * orig;
-        if (last_pos >= covered)
-            fprintf(stderr, "warning: %s: positions up to %d exceed the scaled range %g x %d = %.0f; "
-                            "it extrapolates\n", label, last_pos, (double)p->rope_factor, orig,
-                    covered);
-    } else if (last_pos >= trained) {
-        fprintf(stderr, "warning: %s: positions up to %d exceed the trained context %d; %s\n",
-                label, last_pos, trained,
-                p->kind == PE_NONE ? "the model never saw sequences this long"
-                                   : "the scheme extrapolates");
+    PeRange r = pe_position_range(p, m->config.seq_len, m->weights.n_positions, last_pos);
+    switch (r.verdict) {
+    case PE_RANGE_TRAINED: break;
+    case PE_RANGE_EXTRAPOLATES: fprintf(stderr, "warning: %s: %s\n", label, r.fact); break;
+    case PE_RANGE_CLAMPED:
+        fprintf(stderr, "warning: %s: %s (--pe-overflow clamp)\n", label, r.fact);
+        break;
+    case PE_RANGE_REFUSED:
+        die("--pe %s: %s (lower --ctx/--pos-offset, or --pe-overflow clamp)", label, r.fact);
     }
 }
 

@@ -99,7 +99,8 @@ int context_build_sized(Context *ctx, const Model *m, const PeParams *pe, const 
                         PosencError *err) {
     memset(ctx, 0, sizeof *ctx);
     const ModelConfig *c = &m->config;
-    if (size->n_ctx <= 0) return posenc_error(err, "--ctx must be positive (got %d)", size->n_ctx);
+    if (size->n_ctx <= 0)
+        return posenc_error(err, "a context needs at least one cell (got %d)", size->n_ctx);
     if (size->max_tokens < 1 || size->max_tokens > size->n_ctx || size->logit_rows < 1 ||
         size->logit_rows > size->max_tokens)
         return posenc_error(err, "chunks of %d tokens with %d rows of logits do not fit %d cells",
@@ -171,10 +172,11 @@ int context_check_tokens(const Context *ctx, const int *tokens, int n, int pos0,
     for (int i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= c->vocab_size)
             return posenc_error(err, "token id %d out of range [0, %d)", tokens[i], c->vocab_size);
+    if (pos0 < 0) return posenc_error(err, "position %d is negative", pos0);
     int limit = pe_position_limit(&ctx->pe);
-    if (pos0 < 0 || pos0 > limit - n)
+    if (pos0 > limit - n)
         return posenc_error(err, "positions %d..%d are past the %s table of %d positions "
-                                 "(see --pe-overflow)",
+                                 "(overflow policy: error)",
                             pos0, pos0 + n - 1, pe_kind_name(ctx->pe.params.kind), limit);
     return 0;
 }

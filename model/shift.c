@@ -3,20 +3,23 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* An f16 key is rotated in f32 (the forward pass's k scratch) and rounded
- * back: each shift adds one f16 rounding, as writing it did. */
+/* Moves the keys of cells [first, first + count) by delta positions
+ * through the scheme's rerotate hook.  An f16 key is rotated in f32 (the
+ * forward pass's k scratch) and rounded back: each shift adds one f16
+ * rounding, as writing it did. */
 static void rerotate_keys(Context *ctx, int first, int count, int delta) {
     KVCache *kv = &ctx->cache;
+    const PeOps *scheme = pe_ops(&ctx->pe);
     int n_kv_heads = ctx->model->config.n_kv_heads;
     float *k = ctx->state.k;
     for (int l = 0; l < kv->n_layers; l++)
         for (int c = first; c < first + count; c++) {
             if (kv->type == TENSOR_F32) {
-                pe_rope_rotate(&ctx->pe, kv_cache_key(kv, l, c), n_kv_heads, delta);
+                scheme->rerotate(&ctx->pe, kv_cache_key(kv, l, c), n_kv_heads, delta);
                 continue;
             }
             convert_to_f32(k, kv_cache_key(kv, l, c), TENSOR_F16, (size_t)kv->kv_dim);
-            pe_rope_rotate(&ctx->pe, k, n_kv_heads, delta);
+            scheme->rerotate(&ctx->pe, k, n_kv_heads, delta);
             convert_to_f16(kv_cache_key(kv, l, c), k, (size_t)kv->kv_dim);
         }
 }
@@ -41,28 +44,26 @@ int context_shift_check_keep(int n_ctx, int keep, PosencError *err) {
                              "(one to discard, one to move)", keep, n_ctx);
 }
 
-static int shift_recomputes(PeKind kind) {
-    return kind == PE_SINUSOIDAL || kind == PE_LEARNED || kind == PE_NONE;
-}
-
 const char *context_shift_action(const Context *ctx, ContextShiftMode mode) {
-    PeKind kind = ctx->pe.params.kind;
-    if (mode == CONTEXT_SHIFT_NO_REROTATE)
-        return kind == PE_ALIBI ? "positions updated" : "stale: keys NOT re-rotated or recomputed";
-    return kind == PE_ROPE ? "keys re-rotated" : shift_recomputes(kind) ? "recomputed"
-                                                                        : "positions updated";
+    PeShiftAction action = pe_ops(&ctx->pe)->shift;
+    /* The bug leaves positions updated and nothing else: right only where that is all. */
+    if (mode == CONTEXT_SHIFT_NO_REROTATE && action != PE_SHIFT_POSITIONS)
+        return "stale: keys NOT re-rotated or recomputed";
+    return pe_shift_action_name(action);
 }
 
 int context_shift(Context *ctx, int keep, int discard, ContextShiftMode mode, PosencError *err) {
     KVCache *kv = &ctx->cache;
     if (keep < 0 || discard <= 0 || keep + discard > kv->n_used)
-        return posenc_error(err, "context shift: cannot keep %d and discard %d of %d cells "
-                                 "(is --keep smaller than the context?)", keep, discard, kv->n_used);
+        return posenc_error(err, "context shift: cannot keep %d and discard %d of %d cells",
+                            keep, discard, kv->n_used);
     kv_cache_remove(kv, keep, discard);
     int moved = kv->n_used - keep;
     if (moved == 0 || mode == CONTEXT_SHIFT_NO_REROTATE) return 0;
-    /* alibi needs nothing more: the stored positions are all it uses */
-    if (ctx->pe.params.kind == PE_ROPE) rerotate_keys(ctx, keep, moved, -discard);
-    else if (shift_recomputes(ctx->pe.params.kind)) recompute_cells(ctx, keep);
+    switch (pe_ops(&ctx->pe)->shift) {
+    case PE_SHIFT_REROTATE:  rerotate_keys(ctx, keep, moved, -discard); break;
+    case PE_SHIFT_RECOMPUTE: recompute_cells(ctx, keep); break;
+    case PE_SHIFT_POSITIONS: break; /* kv_cache_remove updated them */
+    }
     return 0;
 }

@@ -1,18 +1,14 @@
 /* Context shift: when the cache is full, keep the first `keep` cells
  * (attention sinks), discard the next `discard`, move the rest down, and
- * make the moved cells agree with their new positions — which each scheme
- * needs differently:
- *   rope        keys were cached rotated: rotate them by -discard
- *               (R(p - d) = R(-d) R(p), exact under every scaling mode);
- *   alibi       positions are all it uses: updating them is enough;
- *   sinusoidal, learned: the position is inside every layer's residual
- *               stream, so the moved tokens are recomputed;
- *   none        NoPE has no explicit position, but its hidden states infer
- *               one from the causal mask (how many tokens came before), so
- *               moved cells are as stale as with an absolute scheme and are
- *               recomputed too.  Measured on the zoo's NoPE model streaming
- *               111k characters through 128 cells: NLL 2.94 updating
- *               positions only, 2.08 recomputing, 2.06 in fresh windows. */
+ * make the moved cells agree with their new positions — as the scheme
+ * declares (PeOps.shift in positional/pe.h, the reasons beside each
+ * scheme):
+ *   re-rotate   keys were cached rotated: the scheme's rerotate hook moves
+ *               them by -discard (rope: R(p - d) = R(-d) R(p));
+ *   positions   the cells' positions are all the scheme reads (alibi);
+ *   recompute   position is inside the hidden states (sinusoidal, learned,
+ *               and none, whose states infer it from the causal mask): the
+ *               moved tokens run again at their new positions. */
 #ifndef POSENC_SHIFT_H
 #define POSENC_SHIFT_H
 #include "model/context.h"

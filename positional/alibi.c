@@ -1,6 +1,8 @@
 /* ALiBi (Press et al.): no position in the embeddings; each head h adds
- * -slope_h * (pos_q - pos_k) to its attention scores. */
+ * -slope_h * (pos_q - pos_k) to its attention scores.  The cells' position
+ * numbers are all it reads, so a context shift only updates them. */
 #include <math.h>
+#include <stdlib.h>
 
 #include "positional/pe.h"
 
@@ -16,10 +18,31 @@ void pe_alibi_slopes(float *slopes, int n_heads, float max_bias) {
         slopes[h] = (float)(h < n2 ? pow(m0, h + 1) : pow(m1, 2 * (h - n2) + 1));
 }
 
+static int alibi_build(PositionalEncoding *pe, PosencError *err) {
+    float max_bias = pe->params.alibi_max_bias;
+    if (!(max_bias > 0.0f))
+        return posenc_error(err, "the ALiBi max bias must be > 0 (got %g)", (double)max_bias);
+    pe->slopes = mallocCheck((size_t)pe->n_heads * sizeof(float), "the ALiBi slopes");
+    pe_alibi_slopes(pe->slopes, pe->n_heads, max_bias);
+    return 0;
+}
+
+static void alibi_free(PositionalEncoding *pe) {
+    free(pe->slopes);
+    pe->slopes = NULL;
+}
+
 static void alibi_bias(const PositionalEncoding *pe, int head, int pos_q, const int *pos_k,
                        float *scores, int n) {
     float slope = pe->slopes[head];
     for (int i = 0; i < n; i++) scores[i] -= slope * (float)(pos_q - pos_k[i]);
 }
 
-const PeOps pe_alibi_ops = {"alibi", NULL, NULL, alibi_bias};
+const PeOps pe_alibi_ops = {
+    .name = "alibi",
+    .bias = alibi_bias,
+    .build = alibi_build,
+    .free = alibi_free,
+    .shift = PE_SHIFT_POSITIONS,
+    .relative = 1,
+};

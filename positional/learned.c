@@ -1,7 +1,15 @@
 /* Learned absolute positions: row `pos` of the checkpoint's table is added
- * to the token embedding (GPT-2).  Past the table end the caller has either
- * refused (overflow policy "error") or asked for the last row ("clamp"). */
+ * to the token embedding (GPT-2).  The table is all the model knows: past
+ * its end the overflow policy refuses the positions or clamps them to the
+ * last row.  Like every absolute scheme, a context shift recomputes. */
 #include "positional/pe.h"
+
+static int learned_build(PositionalEncoding *pe, PosencError *err) {
+    if (!pe->table || pe->table_len <= 0)
+        return posenc_error(err, "learned positions need a position embedding table "
+                                 "(position_embd.weight) and this checkpoint has none");
+    return 0;
+}
 
 static void learned_embed(const PositionalEncoding *pe, float *x, int pos) {
     if (pos >= pe->table_len) pos = pe->table_len - 1;
@@ -10,4 +18,17 @@ static void learned_embed(const PositionalEncoding *pe, float *x, int pos) {
     for (int i = 0; i < pe->dim; i++) x[i] += row[i];
 }
 
-const PeOps pe_learned_ops = {"learned", learned_embed, NULL, NULL};
+static PeCoverage learned_coverage(const PeParams *p, int trained_ctx, int table_len) {
+    PeCoverage c = {.positions = table_len, .bounded = 1,
+                    .past = "reuse the last learned position"};
+    snprintf(c.range, sizeof c.range, "the table of %d positions", table_len);
+    return c;
+}
+
+const PeOps pe_learned_ops = {
+    .name = "learned",
+    .embed = learned_embed,
+    .build = learned_build,
+    .coverage = learned_coverage,
+    .shift = PE_SHIFT_RECOMPUTE,
+};

@@ -1,12 +1,15 @@
 #include "positional/pe.h"
 
 #include <limits.h>
-#include <stdlib.h>
 #include <string.h>
 
-static const char *const kind_names[PE_COUNT] = {
-    [PE_NONE] = "none", [PE_SINUSOIDAL] = "sinusoidal", [PE_LEARNED] = "learned",
-    [PE_ROPE] = "rope", [PE_ALIBI] = "alibi",
+/* The registry: one line per scheme. */
+static const PeOps *const schemes[PE_COUNT] = {
+    [PE_NONE] = &pe_none_ops,
+    [PE_SINUSOIDAL] = &pe_sinusoidal_ops,
+    [PE_LEARNED] = &pe_learned_ops,
+    [PE_ROPE] = &pe_rope_ops,
+    [PE_ALIBI] = &pe_alibi_ops,
 };
 
 static const char *const scaling_names[] = {
@@ -26,13 +29,20 @@ PeParams pe_params_default(PeKind kind) {
     return p;
 }
 
+const PeOps *pe_kind_ops(PeKind kind) {
+    return (unsigned)kind < PE_COUNT ? schemes[kind] : NULL;
+}
+
+const PeOps *pe_ops(const PositionalEncoding *pe) { return schemes[pe->params.kind]; }
+
 const char *pe_kind_name(PeKind kind) {
-    return (unsigned)kind < PE_COUNT ? kind_names[kind] : "?";
+    const PeOps *ops = pe_kind_ops(kind);
+    return ops ? ops->name : "?";
 }
 
 int pe_kind_from_name(const char *name, PeKind *out) {
     for (int k = 0; k < PE_COUNT; k++) {
-        if (strcmp(name, kind_names[k]) == 0) {
+        if (strcmp(name, schemes[k]->name) == 0) {
             *out = (PeKind)k;
             return 0;
         }
@@ -54,64 +64,74 @@ int pe_rope_scaling_from_name(const char *name, PeRopeScaling *out) {
     return -1;
 }
 
-const PeOps *pe_ops(const PositionalEncoding *pe) {
-    switch (pe->params.kind) {
-    case PE_SINUSOIDAL: return &pe_sinusoidal_ops;
-    case PE_LEARNED:    return &pe_learned_ops;
-    case PE_ROPE:       return &pe_rope_ops;
-    case PE_ALIBI:      return &pe_alibi_ops;
-    default:            return &pe_none_ops;
-    }
+int pe_is_relative(PeKind kind) {
+    const PeOps *ops = pe_kind_ops(kind);
+    return ops && ops->relative;
 }
 
-int pe_is_relative(PeKind kind) {
-    return kind == PE_ROPE || kind == PE_ALIBI || kind == PE_NONE;
+const char *pe_shift_action_name(PeShiftAction action) {
+    switch (action) {
+    case PE_SHIFT_REROTATE:  return "keys re-rotated";
+    case PE_SHIFT_POSITIONS: return "positions updated";
+    case PE_SHIFT_RECOMPUTE: break;
+    }
+    return "recomputed";
+}
+
+PeCoverage pe_coverage_trained(int trained_ctx, const char *past) {
+    PeCoverage c = {.positions = trained_ctx, .past = past};
+    snprintf(c.range, sizeof c.range, "the trained context %d", trained_ctx);
+    return c;
+}
+
+static PeCoverage coverage(const PeParams *p, int trained_ctx, int table_len) {
+    const PeOps *ops = schemes[p->kind];
+    return ops->coverage ? ops->coverage(p, trained_ctx, table_len)
+                         : pe_coverage_trained(trained_ctx, "the scheme extrapolates");
 }
 
 int pe_position_limit(const PositionalEncoding *pe) {
-    if (pe->params.kind == PE_LEARNED && pe->params.learned_overflow == PE_OVERFLOW_ERROR)
-        return pe->table_len;
-    return INT_MAX;
+    PeCoverage c = coverage(&pe->params, pe->trained_ctx, pe->table_len);
+    if (!c.bounded || pe->params.learned_overflow != PE_OVERFLOW_ERROR) return INT_MAX;
+    return c.positions < INT_MAX ? (int)c.positions : INT_MAX;
 }
 
-int pe_build_rope(PositionalEncoding *pe, int trained_ctx, PosencError *err);
+PeRange pe_position_range(const PeParams *p, int trained_ctx, int table_len, int last_pos) {
+    PeCoverage c = coverage(p, trained_ctx, table_len);
+    PeRange r = {PE_RANGE_TRAINED, ""};
+    if (last_pos < c.positions) return r;
+    if (!c.bounded) {
+        r.verdict = PE_RANGE_EXTRAPOLATES;
+        snprintf(r.fact, sizeof r.fact, "positions up to %d exceed %s; %s", last_pos, c.range,
+                 c.past);
+    } else if (p->learned_overflow == PE_OVERFLOW_ERROR) {
+        r.verdict = PE_RANGE_REFUSED;
+        snprintf(r.fact, sizeof r.fact, "position %d is past %s", last_pos, c.range);
+    } else {
+        r.verdict = PE_RANGE_CLAMPED;
+        snprintf(r.fact, sizeof r.fact, "positions past %.0f %s", c.positions - 1, c.past);
+    }
+    return r;
+}
 
 int pe_build(PositionalEncoding *pe, const PeParams *params, int dim, int n_heads,
              int head_size, int trained_ctx, const float *table, int table_len,
              PosencError *err) {
     memset(pe, 0, sizeof *pe);
+    const PeOps *ops = pe_kind_ops(params->kind);
+    if (!ops) return posenc_error(err, "unknown positional scheme %d", (int)params->kind);
     pe->params = *params;
     pe->dim = dim;
     pe->n_heads = n_heads;
     pe->head_size = head_size;
+    pe->trained_ctx = trained_ctx;
+    pe->table = table;
+    pe->table_len = table_len;
     pe->attn_scale = 1.0f;
-    switch (params->kind) {
-    case PE_LEARNED:
-        if (!table || table_len <= 0)
-            return posenc_error(err, "learned positions need a position embedding table "
-                                     "(position_embd.weight) and this checkpoint has none");
-        pe->table = table;
-        pe->table_len = table_len;
-        return 0;
-    case PE_ALIBI:
-        if (!(params->alibi_max_bias > 0.0f))
-            return posenc_error(err, "the ALiBi max bias must be > 0 (got %g)",
-                                (double)params->alibi_max_bias);
-        pe->slopes = mallocCheck((size_t)n_heads * sizeof(float), "the ALiBi slopes");
-        pe_alibi_slopes(pe->slopes, n_heads, params->alibi_max_bias);
-        return 0;
-    case PE_ROPE:
-        return pe_build_rope(pe, trained_ctx, err);
-    default:
-        return 0;
-    }
+    return ops->build ? ops->build(pe, err) : 0;
 }
 
 void pe_free(PositionalEncoding *pe) {
-    free(pe->inv_freq);
-    free(pe->slopes);
-    pe->inv_freq = NULL;
-    pe->slopes = NULL;
+    const PeOps *ops = pe_ops(pe);
+    if (ops->free) ops->free(pe);
 }
-
-const PeOps pe_none_ops = {"none", NULL, NULL, NULL};

@@ -6,7 +6,13 @@
  *   rotate — rotates each head of q and k by its position     (rope)
  *   bias   — adds a position-dependent bias to attention scores (alibi)
  * `none` implements nothing.  Every hook takes positions, never cache slot
- * indices: that is what keeps offsets and context shift correct. */
+ * indices: that is what keeps offsets and context shift correct.
+ *
+ * Beside its hooks a scheme owns its policy, in the same descriptor
+ * (PeOps): what it builds, which positions the model was trained on and
+ * whether it can go past them, and what a context shift must do.  Adding a
+ * scheme is one file in positional/ defining its PeOps, plus its PeKind and
+ * one line in the registry in pe.c. */
 #ifndef POSENC_PE_H
 #define POSENC_PE_H
 #include "base/util.h"
@@ -47,6 +53,7 @@ typedef struct PositionalEncoding {
     PeParams params;
     int dim;                 /* residual width, for embed */
     int n_heads, head_size;  /* for rotate and bias */
+    int trained_ctx;         /* the model's trained context length */
     float *inv_freq;         /* (rope_dim/2) rope frequencies after scaling */
     float attn_scale;        /* multiplies q.k/sqrt(head_size); yarn's temperature */
     float *slopes;           /* (n_heads) alibi slopes */
@@ -54,6 +61,28 @@ typedef struct PositionalEncoding {
     int table_len;
 } PositionalEncoding;
 
+/* What a context shift must do to the cells it moves down by d positions,
+ * given where the scheme keeps position.  Recomputing is right for every
+ * scheme, so it is the zero value: the others are shortcuts a scheme
+ * declares. */
+typedef enum {
+    PE_SHIFT_RECOMPUTE, /* position is inside the hidden states: run the moved tokens again */
+    PE_SHIFT_REROTATE,  /* position is in the cached keys: the rerotate hook moves each by -d */
+    PE_SHIFT_POSITIONS, /* position is only the cell's number: updating it is all */
+} PeShiftAction;
+
+/* The positions a model was trained on under a scheme, 0..positions-1, and
+ * what reading past them means. */
+typedef struct {
+    double positions; /* e.g. the trained context; scaled rope: factor x original context */
+    int bounded;      /* 1: nothing encodes positions past them (a table), so the overflow
+                         policy refuses them or clamps them to the last one */
+    char range[96];   /* names them: "the trained context 512", "the table of 128 positions" */
+    const char *past; /* past them: what extrapolating means ("the scheme extrapolates"),
+                         or for a bounded scheme what a clamped position reads */
+} PeCoverage;
+
+/* A scheme: its name, hooks and policy.  NULL hooks do nothing. */
 typedef struct {
     const char *name;
     /* x: (dim) residual of one token at `pos` */
@@ -63,6 +92,17 @@ typedef struct {
     /* scores: (n) of one query of `head` at pos_q against cells at pos_k[] */
     void (*bias)(const PositionalEncoding *pe, int head, int pos_q, const int *pos_k,
                  float *scores, int n);
+    /* Derives the scheme's state from pe->params and the model's shapes
+     * (already in pe); 0, or -1 with the reason.  free releases it. */
+    int (*build)(PositionalEncoding *pe, PosencError *err);
+    void (*free)(PositionalEncoding *pe);
+    /* NULL: the trained context, past which the scheme extrapolates. */
+    PeCoverage (*coverage)(const PeParams *p, int trained_ctx, int table_len);
+    PeShiftAction shift;
+    /* PE_SHIFT_REROTATE: moves one cached key (n_heads, head_size) from
+     * position p to p + delta. */
+    void (*rerotate)(const PositionalEncoding *pe, float *key, int n_heads, int delta);
+    int relative; /* logits depend only on position differences */
 } PeOps;
 
 extern const PeOps pe_none_ops, pe_sinusoidal_ops, pe_learned_ops, pe_rope_ops, pe_alibi_ops;
@@ -82,13 +122,38 @@ int pe_build(PositionalEncoding *pe, const PeParams *params, int dim, int n_head
              PosencError *err);
 void pe_free(PositionalEncoding *pe);
 
+/* The registry: the descriptor of a kind, NULL for a value outside PeKind. */
+const PeOps *pe_kind_ops(PeKind kind);
 const PeOps *pe_ops(const PositionalEncoding *pe);
 /* Largest position the scheme can encode (+1); INT_MAX when unbounded. */
 int pe_position_limit(const PositionalEncoding *pe);
 /* True for schemes whose logits depend only on position differences. */
 int pe_is_relative(PeKind kind);
+/* "keys re-rotated", "positions updated", "recomputed": for traces. */
+const char *pe_shift_action_name(PeShiftAction action);
 
-/* Shared math, exposed for tests and for the rope re-rotation of a cache. */
+/* Where positions up to last_pos stand for a scheme with these parameters
+ * on a model trained on trained_ctx positions, with a position table of
+ * table_len rows (0: none).  Past training, `fact` says so in words that
+ * name no flag, e.g. "positions up to 519 exceed the trained context 512;
+ * the scheme extrapolates". */
+typedef enum {
+    PE_RANGE_TRAINED,      /* every position is one the model was trained on */
+    PE_RANGE_EXTRAPOLATES, /* past them; the scheme goes on: worth a warning */
+    PE_RANGE_CLAMPED,      /* past a table whose overflow policy clamps: worth a warning */
+    PE_RANGE_REFUSED,      /* past a table whose overflow policy refuses: an error */
+} PeRangeVerdict;
+typedef struct {
+    PeRangeVerdict verdict;
+    char fact[256];
+} PeRange;
+PeRange pe_position_range(const PeParams *p, int trained_ctx, int table_len, int last_pos);
+
+/* The coverage of most schemes: the trained context, and what going past
+ * it means (`past`), for PeOps.coverage. */
+PeCoverage pe_coverage_trained(int trained_ctx, const char *past);
+
+/* Shared math, exposed for tests. */
 void pe_alibi_slopes(float *slopes, int n_heads, float max_bias);
 float pe_sinusoid(int pos, int i, int dim);
 void pe_rope_rotate(const PositionalEncoding *pe, float *vec, int n_heads, int pos);

@@ -4,6 +4,7 @@
  * R(p + d) = R(d) R(p) holds: that is what lets a context shift re-rotate
  * cached keys by the delta alone. */
 #include <math.h>
+#include <stdlib.h>
 
 #include "positional/pe.h"
 
@@ -13,13 +14,20 @@
 
 static int rope_check(const PeParams *p, int head_size, int rope_dim, PosencError *err) {
     if (rope_dim <= 0 || rope_dim > head_size || rope_dim % 2 != 0)
-        return posenc_error(err, "rope: rotary dims %d must be even and in 2..%d (head size)",
+        return posenc_error(err, "rotary dims %d must be even and in 2..%d (head size)",
                             rope_dim, head_size);
     if (!(p->rope_theta > 1.0f))
-        return posenc_error(err, "--rope-theta must be > 1 (got %g)", (double)p->rope_theta);
+        return posenc_error(err, "the base theta must be > 1 (got %g)", (double)p->rope_theta);
     if (p->rope_scaling != PE_ROPE_SCALING_NONE && !(p->rope_factor >= 1.0f))
-        return posenc_error(err, "--rope-factor must be >= 1 (got %g)", (double)p->rope_factor);
+        return posenc_error(err, "the scaling factor must be >= 1 (got %g)",
+                            (double)p->rope_factor);
     return 0;
+}
+
+/* The context the model was trained on, which yarn's ramp and the scaled
+ * range start from. */
+static int original_context(const PeParams *p, int trained_ctx) {
+    return p->rope_orig_ctx > 0 ? p->rope_orig_ctx : trained_ctx;
 }
 
 /* NTK-by-parts: dims that rotate many times over the original context keep
@@ -33,7 +41,7 @@ static float yarn_inv_freq(float inv_freq, float factor, int orig_ctx) {
     return (float)((1.0 - ramp) * inv_freq / factor + ramp * inv_freq);
 }
 
-int pe_build_rope(PositionalEncoding *pe, int trained_ctx, PosencError *err) {
+static int rope_build(PositionalEncoding *pe, PosencError *err) {
     const PeParams *p = &pe->params;
     int rope_dim = p->rope_dim > 0 ? p->rope_dim : pe->head_size;
     if (rope_check(p, pe->head_size, rope_dim, err)) return -1;
@@ -42,7 +50,7 @@ int pe_build_rope(PositionalEncoding *pe, int trained_ctx, PosencError *err) {
     float theta = p->rope_theta;
     if (p->rope_scaling == PE_ROPE_SCALING_NTK)
         theta *= powf(p->rope_factor, (float)rope_dim / (float)(rope_dim - 2));
-    int orig_ctx = p->rope_orig_ctx > 0 ? p->rope_orig_ctx : trained_ctx;
+    int orig_ctx = original_context(p, pe->trained_ctx);
 
     int half = rope_dim / 2;
     pe->inv_freq = mallocCheck((size_t)half * sizeof(float), "the RoPE frequencies");
@@ -79,4 +87,32 @@ void pe_rope_rotate(const PositionalEncoding *pe, float *vec, int n_heads, int p
     }
 }
 
-const PeOps pe_rope_ops = {"rope", NULL, pe_rope_rotate, NULL};
+static void rope_free(PositionalEncoding *pe) {
+    free(pe->inv_freq);
+    pe->inv_freq = NULL;
+}
+
+/* Scaling stretches the trained context by its factor: positions inside
+ * the stretched range are ones the scaled model is meant to read. */
+static PeCoverage rope_coverage(const PeParams *p, int trained_ctx, int table_len) {
+    if (p->rope_scaling == PE_ROPE_SCALING_NONE)
+        return pe_coverage_trained(trained_ctx, "the scheme extrapolates");
+    int orig = original_context(p, trained_ctx);
+    PeCoverage c = {.positions = (double)p->rope_factor * orig, .past = "it extrapolates"};
+    snprintf(c.range, sizeof c.range, "the scaled range %g x %d = %.0f", (double)p->rope_factor,
+             orig, c.positions);
+    return c;
+}
+
+/* Keys are cached rotated, and R(p + delta) = R(delta) R(p): a shift
+ * rotates each moved key by its delta. */
+const PeOps pe_rope_ops = {
+    .name = "rope",
+    .rotate = pe_rope_rotate,
+    .build = rope_build,
+    .free = rope_free,
+    .coverage = rope_coverage,
+    .shift = PE_SHIFT_REROTATE,
+    .rerotate = pe_rope_rotate,
+    .relative = 1,
+};

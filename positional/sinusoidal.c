@@ -1,5 +1,7 @@
 /* Sinusoidal absolute positions (Vaswani et al.), interleaved layout:
- * PE[2i] = sin(pos / 10000^(2i/dim)), PE[2i+1] = cos(same angle). */
+ * PE[2i] = sin(pos / 10000^(2i/dim)), PE[2i+1] = cos(same angle).
+ * The position is added to the residual stream, so it is inside every
+ * layer's hidden state: a context shift recomputes the moved tokens. */
 #include <math.h>
 
 #include "positional/pe.h"
@@ -15,4 +17,8 @@ static void sinusoidal_embed(const PositionalEncoding *pe, float *x, int pos) {
     for (int i = 0; i < pe->dim; i++) x[i] += pe_sinusoid(pos, i, pe->dim);
 }
 
-const PeOps pe_sinusoidal_ops = {"sinusoidal", sinusoidal_embed, NULL, NULL};
+const PeOps pe_sinusoidal_ops = {
+    .name = "sinusoidal",
+    .embed = sinusoidal_embed,
+    .shift = PE_SHIFT_RECOMPUTE,
+};

@@ -1,5 +1,7 @@
 /* Positional math against closed forms: rotation composition, relative
- * invariance, the two RoPE pairings, ALiBi slopes, sinusoids. */
+ * invariance, the two RoPE pairings, ALiBi slopes, sinusoids; and the
+ * registry of schemes: names, shift actions, the positions each covers. */
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -202,14 +204,152 @@ START_TEST(learned_needs_a_table) {
 }
 END_TEST
 
-START_TEST(names_round_trip) {
+/* README's table "what a shift does", row by row. */
+static const PeShiftAction README_SHIFT[PE_COUNT] = {
+    [PE_ROPE] = PE_SHIFT_REROTATE,       [PE_ALIBI] = PE_SHIFT_POSITIONS,
+    [PE_SINUSOIDAL] = PE_SHIFT_RECOMPUTE, [PE_LEARNED] = PE_SHIFT_RECOMPUTE,
+    [PE_NONE] = PE_SHIFT_RECOMPUTE,
+};
+
+/* Schemes whose shift action differs from `expected`. */
+static int shift_mismatches(const PeShiftAction *expected) {
+    int n = 0;
+    for (int k = 0; k < PE_COUNT; k++) n += pe_kind_ops((PeKind)k)->shift != expected[k];
+    return n;
+}
+
+START_TEST(registry_describes_every_scheme) {
+    float table[4 * 8] = {0};
     for (int k = 0; k < PE_COUNT; k++) {
+        const PeOps *ops = pe_kind_ops((PeKind)k);
+        ck_assert_msg(ops != NULL, "PeKind %d has no descriptor in the registry", k);
         PeKind back;
-        ck_assert_int_eq(pe_kind_from_name(pe_kind_name((PeKind)k), &back), 0);
+        ck_assert_int_eq(pe_kind_from_name(ops->name, &back), 0);
         ck_assert_int_eq(back, k);
+        /* A scheme that re-rotates needs the hook that does it. */
+        ck_assert_int_eq(ops->shift == PE_SHIFT_REROTATE, ops->rerotate != NULL);
+        /* Every scheme builds on a model that offers what it needs, and
+         * frees what it built (ASan's leak check sees the rest). */
+        PeParams p = pe_params_default((PeKind)k);
+        PositionalEncoding pe;
+        PosencError err;
+        ck_assert_msg(pe_build(&pe, &p, 8, 2, 4, 16, table, 4, &err) == 0, "%s", err.msg);
+        ck_assert_ptr_eq(pe_ops(&pe), ops);
+        pe_free(&pe);
     }
+    ck_assert_int_eq(shift_mismatches(README_SHIFT), 0);
+    /* Negative control: NoPE "updating positions only", the tempting wrong
+     * row (its hidden states infer position), is told apart. */
+    PeShiftAction wrong[PE_COUNT];
+    memcpy(wrong, README_SHIFT, sizeof wrong);
+    wrong[PE_NONE] = PE_SHIFT_POSITIONS;
+    ck_assert_int_eq(shift_mismatches(wrong), 1);
+    ck_assert_ptr_null(pe_kind_ops(PE_COUNT));
     PeKind dummy;
     ck_assert_int_eq(pe_kind_from_name("xpos", &dummy), -1);
+    ck_assert_str_eq(pe_shift_action_name(PE_SHIFT_REROTATE), "keys re-rotated");
+    ck_assert_str_eq(pe_shift_action_name(PE_SHIFT_POSITIONS), "positions updated");
+    ck_assert_str_eq(pe_shift_action_name(PE_SHIFT_RECOMPUTE), "recomputed");
+    /* Relative schemes, as test_cache_offsets relies on: rope, alibi and
+     * none; sinusoidal and learned are absolute. */
+    ck_assert(pe_is_relative(PE_ROPE) && pe_is_relative(PE_ALIBI) && pe_is_relative(PE_NONE));
+    ck_assert(!pe_is_relative(PE_SINUSOIDAL) && !pe_is_relative(PE_LEARNED));
+}
+END_TEST
+
+/* rope's rerotate hook, as a shift calls it: a key cached at position 90
+ * moved by -30 equals the key rotated at 60. */
+START_TEST(rope_rerotate_hook_moves_a_key) {
+    PositionalEncoding pe = make_rope(PE_ROPE_NEOX, PE_ROPE_SCALING_YARN);
+    float k0[HEAD * HEADS], moved[HEAD * HEADS], fresh[HEAD * HEADS], off[HEAD * HEADS];
+    fill(k0, HEAD * HEADS, 5);
+    memcpy(moved, k0, sizeof k0);
+    memcpy(fresh, k0, sizeof k0);
+    memcpy(off, k0, sizeof k0);
+    pe_ops(&pe)->rotate(&pe, moved, HEADS, 90);
+    pe_ops(&pe)->rerotate(&pe, moved, HEADS, -30);
+    pe_ops(&pe)->rotate(&pe, fresh, HEADS, 60);
+    pe_ops(&pe)->rotate(&pe, off, HEADS, 61);
+    ck_assert_float_le(max_diff(moved, fresh, HEAD * HEADS), ROT_TOL);
+    ck_assert_float_gt(max_diff(moved, off, HEAD * HEADS), 100 * ROT_TOL); /* one position off */
+    pe_free(&pe);
+}
+END_TEST
+
+/* A scheme's parameters, the first position it does not cover (trained
+ * context 512, a table of 128 rows), and the verdict and fact there. */
+typedef struct {
+    PeKind kind;
+    PeRopeScaling scaling;
+    float factor;
+    int orig_ctx;
+    PeOverflow overflow;
+    int covered;
+    PeRangeVerdict past;
+    const char *fact;
+} RangeCase;
+
+#define EXTRAPOLATES(kind, words) \
+    {kind, PE_ROPE_SCALING_NONE, 1, 0, PE_OVERFLOW_ERROR, 512, PE_RANGE_EXTRAPOLATES, \
+     "positions up to 512 exceed the trained context 512; " words}
+
+static const RangeCase RANGE_CASES[] = {
+    EXTRAPOLATES(PE_ROPE, "the scheme extrapolates"),
+    EXTRAPOLATES(PE_ALIBI, "the scheme extrapolates"),
+    EXTRAPOLATES(PE_SINUSOIDAL, "the scheme extrapolates"),
+    EXTRAPOLATES(PE_NONE, "the model never saw sequences this long"),
+    /* scaled rope covers factor x the original context: 2 x 512 ... */
+    {PE_ROPE, PE_ROPE_SCALING_NTK, 2, 0, PE_OVERFLOW_ERROR, 1024, PE_RANGE_EXTRAPOLATES,
+     "positions up to 1024 exceed the scaled range 2 x 512 = 1024; it extrapolates"},
+    /* ... or x --rope-orig-ctx, here 2.5 x 101 = 252.5: 252 is inside, 253 not */
+    {PE_ROPE, PE_ROPE_SCALING_YARN, 2.5f, 101, PE_OVERFLOW_ERROR, 253, PE_RANGE_EXTRAPOLATES,
+     "positions up to 253 exceed the scaled range 2.5 x 101 = 252; it extrapolates"},
+    /* learned: its table of 128, whatever the trained context */
+    {PE_LEARNED, PE_ROPE_SCALING_NONE, 1, 0, PE_OVERFLOW_ERROR, 128, PE_RANGE_REFUSED,
+     "position 128 is past the table of 128 positions"},
+    {PE_LEARNED, PE_ROPE_SCALING_NONE, 1, 0, PE_OVERFLOW_CLAMP, 128, PE_RANGE_CLAMPED,
+     "positions past 127 reuse the last learned position"},
+};
+
+static PeRange range_at(const RangeCase *c, int last_pos) {
+    PeParams p = pe_params_default(c->kind);
+    p.rope_scaling = c->scaling;
+    p.rope_factor = c->factor;
+    p.rope_orig_ctx = c->orig_ctx;
+    p.learned_overflow = c->overflow;
+    return pe_position_range(&p, 512, 128, last_pos);
+}
+
+/* The verdict and fact at the first uncovered position; the last covered
+ * one is the control that the boundary is where the scheme says. */
+START_TEST(position_range_per_scheme) {
+    const RangeCase *c = &RANGE_CASES[_i];
+    PeRange in = range_at(c, c->covered - 1);
+    ck_assert_msg(in.verdict == PE_RANGE_TRAINED, "%s at %d: %s", pe_kind_name(c->kind),
+                  c->covered - 1, in.fact);
+    PeRange out = range_at(c, c->covered);
+    ck_assert_int_eq(out.verdict, c->past);
+    ck_assert_str_eq(out.fact, c->fact);
+}
+END_TEST
+
+/* The limit context_check_tokens enforces: the table under overflow policy
+ * error, none otherwise. */
+START_TEST(position_limit_follows_the_overflow_policy) {
+    float table[3 * 4] = {0};
+    PeParams p = pe_params_default(PE_LEARNED);
+    PositionalEncoding pe;
+    PosencError err;
+    ck_assert_int_eq(pe_build(&pe, &p, 4, 1, 4, 16, table, 3, &err), 0);
+    ck_assert_int_eq(pe_position_limit(&pe), 3);
+    pe_free(&pe);
+    p.learned_overflow = PE_OVERFLOW_CLAMP;
+    ck_assert_int_eq(pe_build(&pe, &p, 4, 1, 4, 16, table, 3, &err), 0);
+    ck_assert_int_eq(pe_position_limit(&pe), INT_MAX);
+    pe_free(&pe);
+    pe = make_rope(PE_ROPE_INTERLEAVED, PE_ROPE_SCALING_LINEAR);
+    ck_assert_int_eq(pe_position_limit(&pe), INT_MAX);
+    pe_free(&pe);
 }
 END_TEST
 
@@ -224,7 +364,13 @@ int main(void) {
     tcase_add_test(tc, alibi_bias_is_linear_in_distance);
     tcase_add_test(tc, sinusoidal_closed_forms);
     tcase_add_test(tc, learned_needs_a_table);
-    tcase_add_test(tc, names_round_trip);
     suite_add_tcase(s, tc);
+    TCase *reg = tcase_create("registry");
+    tcase_add_test(reg, registry_describes_every_scheme);
+    tcase_add_test(reg, rope_rerotate_hook_moves_a_key);
+    tcase_add_loop_test(reg, position_range_per_scheme, 0,
+                        (int)(sizeof RANGE_CASES / sizeof *RANGE_CASES));
+    tcase_add_test(reg, position_limit_follows_the_overflow_policy);
+    suite_add_tcase(s, reg);
     return tests_run_suite(s);
 }
