@@ -38,7 +38,7 @@ void kernel_copy_f32(float *dst, const void *src, size_t n) { memcpy(dst, src, n
 
 /* The kernel path p lacks for type t in this use, or NULL. */
 static const char *path_lacks(const KernelPath *p, TensorType t, KernelUse use) {
-    if ((unsigned)t >= TENSOR_TYPE_COUNT) return "a row in the table";
+    if ((unsigned)t >= TENSOR_TYPE_COUNT) return "row for it";
     const TypeKernels *k = &p->type[t];
     if (use == KERNEL_USE_WEIGHTS && !k->dot && !k->dot_q8) return "dot or dot_q8";
     if (use == KERNEL_USE_KV_CACHE && !k->dot) return "dot";
