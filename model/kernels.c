@@ -180,8 +180,8 @@ static void gemm(float *out, const float *x, const Tensor *w, int n, MatmulScrat
                 have = rp;
                 wf = panel;
             }
-            p->type[TENSOR_F32].dot(out + (size_t)t0 * rows + r0, (size_t)rows, x + (size_t)t0 * k, (size_t)k, wf,
-                       (size_t)k, t1 - t0, r1 - r0, k);
+            p->type[TENSOR_F32].dot(out + (size_t)t0 * rows + r0, (size_t)rows, x + (size_t)t0 * k,
+                                    (size_t)k, wf, (size_t)k, t1 - t0, r1 - r0, k);
         }
     }
 }
@@ -211,7 +211,9 @@ void mix_rows(float *out, size_t ldo, const float *p, size_t ldp, TensorType vt,
 
 void convert_to_f16(uint16_t *dst, const float *src, size_t n) { kp()->to_f16(dst, src, n); }
 
-void convert_to_f32(float *dst, const void *src, TensorType t, size_t n) { kp()->type[t].to_f32(dst, src, n); }
+void convert_to_f32(float *dst, const void *src, TensorType t, size_t n) {
+    kp()->type[t].to_f32(dst, src, n);
+}
 
 /* ---- row-wise kernels ------------------------------------------------------ */
 

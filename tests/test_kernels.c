@@ -535,9 +535,11 @@ START_TEST(kv_cache_append_store_load) {
             tensor_dequantize(kv.type, kv_cache_value(&kv, 1, 4), want, DIM);
             kv_cache_store(&kv, 1, 4, 1, k2, NULL);
             tensor_dequantize(kv.type, kv_cache_value(&kv, 1, 4), got, DIM);
-            ck_assert_msg(memcmp(got, want, DIM * sizeof(float)) == 0, "%s: keys-only store moved values", type);
+            ck_assert_msg(memcmp(got, want, DIM * sizeof(float)) == 0, "%s: a keys-only store moved values",
+                          type);
             kv_cache_load_keys(&kv, 1, 4, 1, got);
-            for (int i = 0; i < DIM; i++) ck_assert(got[i] == (f16 ? fp16_to_fp32(fp32_to_fp16(k2[i])) : k2[i]));
+            for (int i = 0; i < DIM; i++)
+                ck_assert(got[i] == (f16 ? fp16_to_fp32(fp32_to_fp16(k2[i])) : k2[i]));
             /* rows that are the cells themselves (an f32 cache computed in
              * place) are not copied onto themselves (ASan checks memcpy) */
             if (!f16) {
@@ -692,6 +694,7 @@ int main(void) {
     tcase_add_test(tc, kv_cache_append_store_load);
     suite_add_tcase(s, tc);
     TCase *kv = tcase_create("kv_cache");
+    tcase_set_timeout(kv, 600); /* the portable path on a busy machine takes seconds */
     tcase_add_unchecked_fixture(kv, stories_setup, stories_teardown);
     tcase_add_test(kv, kv_f16_close_to_f32);
     tcase_add_test(kv, kv_shift_rerotates_both_types);
