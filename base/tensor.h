@@ -30,12 +30,13 @@ typedef struct {
 const char *tensor_type_name(uint32_t type);
 int tensor_type_supported(uint32_t type);   /* F32, F16, Q8_0, BF16 */
 
-/* The sizes are inline so that a kernel instantiated for one type folds
+/* The sizes of a type's data, for the loaders, the KV cache and the
+ * kernels alike; inline, so that a kernel instantiated for one type folds
  * them to constants. */
 static inline size_t tensor_block_size(TensorType t) { /* elements per block */
     return t == TENSOR_Q8_0 ? Q8_0_BLOCK : 1;
 }
-static inline size_t tensor_block_bytes(TensorType t) {
+static inline size_t tensor_block_bytes(TensorType t) { /* bytes per block */
     switch (t) {
     case TENSOR_F32:  return 4;
     case TENSOR_F16:
@@ -44,9 +45,9 @@ static inline size_t tensor_block_bytes(TensorType t) {
     }
     return 0;
 }
-/* Bytes of one row of `cols` elements (or of `cols` elements anywhere in
- * a row of an unblocked type); 0 when cols does not fit the type.  The one
- * place an element size is worked out. */
+/* Bytes of one row of `cols` elements (of an unblocked type, of any
+ * `cols` elements: tensor_row_bytes(t, 1) is its element size); 0 when
+ * cols does not fit the type's blocks. */
 static inline size_t tensor_row_bytes(TensorType t, size_t cols) {
     size_t bs = tensor_block_size(t);
     return cols % bs ? 0 : cols / bs * tensor_block_bytes(t);
