@@ -300,7 +300,8 @@ static Options parse_args(int argc, char **argv) {
         i++;
     }
     check_flags_apply(&o);
-    if (o.kv_type && strcmp(o.kv_type, "f32") && strcmp(o.kv_type, "f16"))
+    TensorType kv;
+    if (o.kv_type && kv_cache_type_from_name(o.kv_type, &kv))
         die("--kv-type: unknown type '%s' (f32|f16)", o.kv_type);
     if (o.no_shift && o.shift_no_rerotate) die("--no-shift and --shift-no-rerotate exclude each other");
     if (o.logits_top >= 0 && !o.logits_out)
@@ -418,7 +419,9 @@ static void check_positions(const Model *m, const PeParams *p, const char *label
 }
 
 static TensorType kv_type(const Options *o) {
-    return o->kv_type && !strcmp(o->kv_type, "f16") ? TENSOR_F16 : TENSOR_F32;
+    TensorType t = TENSOR_F32;
+    if (o->kv_type) kv_cache_type_from_name(o->kv_type, &t); /* a known name: parse_args checked */
+    return t;
 }
 
 static void build_context(Context *ctx, const Model *m, const PeParams *p, ContextSize size) {

@@ -22,23 +22,6 @@ int tensor_type_supported(uint32_t type) {
            type == TENSOR_BF16;
 }
 
-size_t tensor_block_size(TensorType t) { return t == TENSOR_Q8_0 ? Q8_0_BLOCK : 1; }
-
-size_t tensor_block_bytes(TensorType t) {
-    switch (t) {
-    case TENSOR_F32:  return 4;
-    case TENSOR_F16:
-    case TENSOR_BF16: return 2;
-    case TENSOR_Q8_0: return 2 + Q8_0_BLOCK;
-    }
-    return 0;
-}
-
-size_t tensor_row_bytes(TensorType t, size_t cols) {
-    size_t bs = tensor_block_size(t);
-    return cols % bs ? 0 : cols / bs * tensor_block_bytes(t);
-}
-
 void tensor_dequantize(TensorType type, const void *src, float *dst, size_t n) {
     const uint8_t *p = src;
     switch (type) {

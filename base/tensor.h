@@ -14,6 +14,8 @@ typedef enum {
     TENSOR_Q8_0 = 8,   /* blocks of 32: f16 scale d, 32 x int8 q; x = d*q (34 bytes) */
     TENSOR_BF16 = 30,
 } TensorType;
+/* One past the largest id above: the size of tables indexed by type. */
+#define TENSOR_TYPE_COUNT 31
 
 #define Q8_0_BLOCK 32 /* int8 weights per f16 scale */
 
@@ -27,10 +29,29 @@ typedef struct {
  * file can say which type it uses. */
 const char *tensor_type_name(uint32_t type);
 int tensor_type_supported(uint32_t type);   /* F32, F16, Q8_0, BF16 */
-size_t tensor_block_size(TensorType t);     /* elements per block: 1, or 32 for Q8_0 */
-size_t tensor_block_bytes(TensorType t);    /* bytes per block */
-/* Bytes of one row of `cols` elements; 0 when cols does not fit the type. */
-size_t tensor_row_bytes(TensorType t, size_t cols);
+
+/* The sizes of a type's data, for the loaders, the KV cache and the
+ * kernels alike; inline, so that a kernel instantiated for one type folds
+ * them to constants. */
+static inline size_t tensor_block_size(TensorType t) { /* elements per block */
+    return t == TENSOR_Q8_0 ? Q8_0_BLOCK : 1;
+}
+static inline size_t tensor_block_bytes(TensorType t) { /* bytes per block */
+    switch (t) {
+    case TENSOR_F32:  return 4;
+    case TENSOR_F16:
+    case TENSOR_BF16: return 2;
+    case TENSOR_Q8_0: return 2 + Q8_0_BLOCK;
+    }
+    return 0;
+}
+/* Bytes of one row of `cols` elements (of an unblocked type, of any
+ * `cols` elements: tensor_row_bytes(t, 1) is its element size); 0 when
+ * cols does not fit the type's blocks. */
+static inline size_t tensor_row_bytes(TensorType t, size_t cols) {
+    size_t bs = tensor_block_size(t);
+    return cols % bs ? 0 : cols / bs * tensor_block_bytes(t);
+}
 
 /* Converts n elements (a multiple of the block size) of `type` at src, which
  * may be unaligned, to f32. */

@@ -38,7 +38,7 @@ static int state_buffers(ForwardState *s, const ModelConfig *c, const ContextSiz
     b[k++] = (StateBuffer){&s->xb, n, dim, "activations"};
     b[k++] = (StateBuffer){&s->xb2, n, dim, "activations"};
     b[k++] = (StateBuffer){&s->q, n, dim, "queries"};
-    if (z->kv_type == TENSOR_F16) { /* new keys and values before rounding to the cache */
+    if (z->kv_type != TENSOR_F32) { /* new keys and values before rounding to the cache */
         b[k++] = (StateBuffer){&s->k, n, kv_dim, "keys"};
         b[k++] = (StateBuffer){&s->v, n, kv_dim, "values"};
     }

@@ -18,7 +18,8 @@ typedef struct {
     float *x;           /* (max_tokens, dim) residual stream */
     float *xb, *xb2;    /* (max_tokens, dim) */
     float *q;           /* (max_tokens, dim) */
-    float *k, *v;       /* (max_tokens, kv_dim) new keys and values before an f16 cache */
+    float *k, *v;       /* (max_tokens, kv_dim) new keys and values before a cache of another
+                           type than f32 rounds them; NULL when they go straight in the cells */
     float *hb, *hb2;    /* (max_tokens, hidden_dim) */
     float *att;         /* (att_rows, ATT_TILE, n_ctx) attention scores, one tile per thread */
     int att_rows;

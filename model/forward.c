@@ -3,7 +3,6 @@
  * stores each cell's position and attention masks by position. */
 #include <math.h>
 #include <omp.h>
-#include <string.h>
 
 #include "model/context.h"
 #include "model/kernels.h"
@@ -42,8 +41,7 @@ static void attend_tile(const Context *ctx, int layer, int head, int t0, int nt,
     const ForwardState *s = &ctx->state;
     const PeOps *ops = pe_ops(&ctx->pe);
     int hs = model_head_size(c), kv_dim = model_kv_dim(c);
-    size_t es = kv->type == TENSOR_F16 ? 2 : 4;
-    size_t kv_off = (size_t)(head / (c->n_heads / c->n_kv_heads) * hs) * es;
+    size_t kv_off = tensor_row_bytes(kv->type, (size_t)(head / (c->n_heads / c->n_kv_heads) * hs));
     int cells = first + t0 + nt;
     float scale = ctx->pe.attn_scale, root = sqrtf((float)hs);
     const float *q = s->q + (size_t)t0 * c->dim + (size_t)head * hs;
@@ -62,17 +60,19 @@ static void attend_tile(const Context *ctx, int layer, int head, int t0, int nt,
              (size_t)kv_dim, nt, cells, hs);
 }
 
-/* q, k, v for the chunk; an f32 cache takes k and v straight into its
- * cells, an f16 one after bias and rotation in f32. */
-static void attention_block(Context *ctx, int l, int n, int pos0) {
+/* q, k, v for the chunk, whose cells start at `first`.  Keys and values
+ * are computed in f32: in the state's k and v when the cache holds another
+ * type (kv_cache_store rounds them into the cells), else straight in the
+ * cells. */
+static void attention_block(Context *ctx, int l, int first, int n, int pos0) {
     const ModelConfig *c = &ctx->model->config;
     const LayerWeights *w = &ctx->model->weights.layers[l];
     ForwardState *s = &ctx->state;
     KVCache *kv = &ctx->cache;
     const PeOps *ops = pe_ops(&ctx->pe);
     int kv_dim = model_kv_dim(c), hs = model_head_size(c);
-    int first = kv->n_used, f16 = kv->type == TENSOR_F16;
-    float *kc = f16 ? s->k : kv_cache_key(kv, l, first), *vc = f16 ? s->v : kv_cache_value(kv, l, first);
+    float *kc = s->k ? s->k : kv_cache_key(kv, l, first);
+    float *vc = s->v ? s->v : kv_cache_value(kv, l, first);
 
     norm_rows(c, s->xb, s->x, w->attn_norm, w->attn_norm_b, n);
     float *qkv[] = {s->q, kc, vc};
@@ -86,11 +86,7 @@ static void attention_block(Context *ctx, int l, int n, int pos0) {
             ops->rotate(&ctx->pe, s->q + (size_t)t * c->dim, c->n_heads, pos0 + t);
             ops->rotate(&ctx->pe, kc + (size_t)t * kv_dim, c->n_kv_heads, pos0 + t);
         }
-    if (f16) {
-        convert_to_f16(kv_cache_key(kv, l, first), kc, (size_t)n * kv_dim);
-        convert_to_f16(kv_cache_value(kv, l, first), vc, (size_t)n * kv_dim);
-    }
-    for (int t = 0; t < n; t++) kv->pos[first + t] = pos0 + t;
+    kv_cache_store(kv, l, first, n, kc, vc);
 
     /* Later tiles see more cells: dynamic scheduling evens the load. */
     int tiles = (n + ATT_TILE - 1) / ATT_TILE, n_cells = first + n;
@@ -133,12 +129,11 @@ const float *context_forward(Context *ctx, const int *tokens, int n, int pos0, i
     ForwardState *s = &ctx->state;
 
     embed_tokens(ctx, tokens, n, pos0);
-    memcpy(ctx->cache.token + ctx->cache.n_used, tokens, (size_t)n * sizeof(int));
+    int first_cell = kv_cache_append(&ctx->cache, tokens, n, pos0);
     for (int l = 0; l < c->n_layers; l++) {
-        attention_block(ctx, l, n, pos0);
+        attention_block(ctx, l, first_cell, n, pos0);
         ffn_block(ctx, l, n);
     }
-    ctx->cache.n_used += n;
 
     /* Only the rows whose logits are wanted go through the classifier. */
     int first = all_logits ? 0 : n - 1, rows = n - first;

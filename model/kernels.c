@@ -34,6 +34,31 @@ int kernels_use(const char *name) {
 
 const char *kernels_path_name(void) { return kp()->name; }
 
+void kernel_copy_f32(float *dst, const void *src, size_t n) { memcpy(dst, src, n * sizeof(float)); }
+
+/* The kernel path p lacks for type t in this use, or NULL. */
+static const char *path_lacks(const KernelPath *p, TensorType t, KernelUse use) {
+    if ((unsigned)t >= TENSOR_TYPE_COUNT) return "row for it";
+    const TypeKernels *k = &p->type[t];
+    if (use == KERNEL_USE_WEIGHTS && !k->dot && !k->dot_q8) return "dot or dot_q8";
+    if (use == KERNEL_USE_KV_CACHE && !k->dot) return "dot";
+    if (use == KERNEL_USE_KV_CACHE && !k->mix) return "mix";
+    if (!k->to_f32) return "to_f32";
+    return NULL;
+}
+
+int kernels_check_type(TensorType t, KernelUse use, PosencError *err) {
+    const KernelPath *all[] = {&kernels_portable, kernels_avx2, kernels_avx512};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        const char *lacks = all[i] ? path_lacks(all[i], t, use) : NULL;
+        if (lacks)
+            return posenc_error(err, "%s %s: the %s kernels have no %s", tensor_type_name(t),
+                                use == KERNEL_USE_WEIGHTS ? "weights" : "KV cache", all[i]->name,
+                                lacks);
+    }
+    return 0;
+}
+
 /* ---- matmul -------------------------------------------------------------- */
 
 /* A weight panel of 256 KB and a token panel of as much stay in the 1 MB
@@ -84,19 +109,17 @@ static int n_threads_for(const MatmulScratch *s, size_t macs) {
     return t < s->n_threads ? t : s->n_threads;
 }
 
+/* Block-quantized weights are dotted with activations quantized to Q8
+ * blocks (s->xq, s->xd); the others with the f32 activations. */
 static void gemv_rows(float *out, const float *x, const Tensor *w, int r0, int r1,
                       const MatmulScratch *s) {
-    const KernelPath *p = kp();
+    const TypeKernels *tk = &kp()->type[w->type];
     int k = w->cols;
     const void *rows = tensor_row(w, r0);
-    switch (w->type) {
-    case TENSOR_F16:  p->dot_f16(out + r0, 0, x, 0, rows, (size_t)k, 1, r1 - r0, k); break;
-    case TENSOR_BF16: p->dot_bf16(out + r0, 0, x, 0, rows, (size_t)k, 1, r1 - r0, k); break;
-    case TENSOR_Q8_0:
-        p->dot_q8(out + r0, s->xq, s->xd, rows, tensor_row_bytes(TENSOR_Q8_0, (size_t)k), r1 - r0, k);
-        break;
-    default:          p->dot_f32(out + r0, 0, x, 0, rows, (size_t)k, 1, r1 - r0, k); break;
-    }
+    if (tk->dot_q8)
+        tk->dot_q8(out + r0, s->xq, s->xd, rows, tensor_row_bytes(w->type, (size_t)k), r1 - r0, k);
+    else
+        tk->dot(out + r0, 0, x, 0, rows, (size_t)k, 1, r1 - r0, k);
 }
 
 /* Several matrices over the same x in one parallel region: their rows are
@@ -107,7 +130,7 @@ static void gemv(float *const *outs, const float *x, const Tensor *const *ws, in
     int total = 0;
     for (int i = 0; i < count; i++) total += (ws[i]->rows + GEMV_ROW_STEP - 1) / GEMV_ROW_STEP;
     for (int i = 0; i < count; i++)
-        if (ws[i]->type == TENSOR_Q8_0) {
+        if (kp()->type[ws[i]->type].dot_q8) {
             kp()->quantize_q8(s->xq, s->xd, x, ws[i]->cols);
             break;
         }
@@ -153,12 +176,12 @@ static void gemm(float *out, const float *x, const Tensor *w, int n, MatmulScrat
             int t0 = tp * nc, t1 = t0 + nc < n ? t0 + nc : n;
             const float *wf = tensor_row(w, r0);
             if (w->type != TENSOR_F32) {
-                if (have != rp) p->to_f32(panel, wf, w->type, (size_t)(r1 - r0) * k);
+                if (have != rp) p->type[w->type].to_f32(panel, wf, (size_t)(r1 - r0) * k);
                 have = rp;
                 wf = panel;
             }
-            p->dot_f32(out + (size_t)t0 * rows + r0, (size_t)rows, x + (size_t)t0 * k, (size_t)k, wf,
-                       (size_t)k, t1 - t0, r1 - r0, k);
+            p->type[TENSOR_F32].dot(out + (size_t)t0 * rows + r0, (size_t)rows, x + (size_t)t0 * k,
+                                    (size_t)k, wf, (size_t)k, t1 - t0, r1 - r0, k);
         }
     }
 }
@@ -178,19 +201,19 @@ void matmul_many(float *const *outs, const float *x, const Tensor *const *ws, in
 
 void dot_rows(float *out, size_t ldo, const float *x, size_t ldx, TensorType wt, const void *w,
               size_t ldw, int n, int m, int k) {
-    if (wt == TENSOR_F16) kp()->dot_f16(out, ldo, x, ldx, w, ldw, n, m, k);
-    else kp()->dot_f32(out, ldo, x, ldx, w, ldw, n, m, k);
+    kp()->type[wt].dot(out, ldo, x, ldx, w, ldw, n, m, k);
 }
 
 void mix_rows(float *out, size_t ldo, const float *p, size_t ldp, TensorType vt, const void *v,
               size_t ldv, int n, int cells, int hs) {
-    if (vt == TENSOR_F16) kp()->mix_f16(out, ldo, p, ldp, v, ldv, n, cells, hs);
-    else kp()->mix_f32(out, ldo, p, ldp, v, ldv, n, cells, hs);
+    kp()->type[vt].mix(out, ldo, p, ldp, v, ldv, n, cells, hs);
 }
 
 void convert_to_f16(uint16_t *dst, const float *src, size_t n) { kp()->to_f16(dst, src, n); }
 
-void convert_to_f32(float *dst, const void *src, TensorType t, size_t n) { kp()->to_f32(dst, src, t, n); }
+void convert_to_f32(float *dst, const void *src, TensorType t, size_t n) {
+    kp()->type[t].to_f32(dst, src, n);
+}
 
 /* ---- row-wise kernels ------------------------------------------------------ */
 

@@ -77,6 +77,16 @@ void swiglu(float *h, const float *g, int n);
 /* GELU, tanh approximation (GPT-2's "gelu_new"). */
 void gelu(float *h, int n);
 
+/* What a type is used as decides the kernels it needs on every path:
+ * weights a dot product for decode (against f32 or Q8 activations) and a
+ * conversion to f32 for prefill's panels; the KV cache's elements a dot
+ * product (scores), a weighted sum (values) and a conversion to f32. */
+typedef enum { KERNEL_USE_WEIGHTS, KERNEL_USE_KV_CACHE } KernelUse;
+/* 0 if every path compiled in has them for type t; else -1 with a line
+ * naming the type, the path and the missing kernel.  test_kernels checks
+ * every type the loaders accept (tensor_type_supported). */
+int kernels_check_type(TensorType t, KernelUse use, PosencError *err);
+
 /* The instruction-set paths, for tests and benchmarks: "portable", "avx2",
  * "avx512".  kernels_use() switches every kernel above to one (0), or
  * returns -1 when this build lacks it; kernels_path_name() names the one

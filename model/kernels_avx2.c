@@ -12,23 +12,21 @@
 
 #define INLINE static inline __attribute__((always_inline))
 
-enum { W_F32, W_F16, W_BF16 };
-
 /* Lane masks for the first 0..8 lanes. */
 static const int32_t TAIL[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
 INLINE __m256i tail_mask(int k) { return _mm256_loadu_si256((const __m256i *)(TAIL + 8 - k)); }
 
-INLINE __m256 load_w(const void *p, int type) {
-    if (type == W_F16) return _mm256_cvtph_ps(_mm_loadu_si128(p));
-    if (type == W_BF16)
+INLINE __m256 load_w(const void *p, TensorType type) {
+    if (type == TENSOR_F16) return _mm256_cvtph_ps(_mm_loadu_si128(p));
+    if (type == TENSOR_BF16)
         return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(p)), 16));
     return _mm256_loadu_ps(p);
 }
 
 /* The first `k` (< 8) elements; 16-bit types are copied out first, as AVX2
  * has no 16-bit masked load. */
-INLINE __m256 load_w_part(const void *p, int type, int k) {
-    if (type == W_F32) return _mm256_maskload_ps(p, tail_mask(k));
+INLINE __m256 load_w_part(const void *p, TensorType type, int k) {
+    if (type == TENSOR_F32) return _mm256_maskload_ps(p, tail_mask(k));
     uint16_t h[8] = {0};
     memcpy(h, p, (size_t)k * 2);
     return load_w(h, type);
@@ -57,10 +55,10 @@ INLINE float hsum8(__m256 v) {
 }
 
 INLINE void dot_tile(float *out, size_t ldo, const float *x, size_t ldx, const char *w,
-                     size_t wrow, int k, int type, int MR, int NR, int mv, int nv) {
+                     size_t wrow, int k, TensorType type, int MR, int NR, int mv, int nv) {
     const float *xp[2];
     const char *wp[8];
-    int es = type == W_F32 ? 4 : 2;
+    size_t es = tensor_row_bytes(type, 1);
 #pragma GCC unroll 2
     for (int j = 0; j < NR; j++) xp[j] = x + (size_t)(j < nv ? j : nv - 1) * ldx;
 #pragma GCC unroll 8
@@ -109,8 +107,9 @@ INLINE void dot_tile(float *out, size_t ldo, const float *x, size_t ldx, const c
 }
 
 /* One token against rows streamed one after another (see the AVX-512 path). */
-INLINE void dot_stream(float *out, const float *x, const char *w, size_t wrow, int m, int k, int type) {
-    int es = type == W_F32 ? 4 : 2;
+INLINE void dot_stream(float *out, const float *x, const char *w, size_t wrow, int m, int k,
+                       TensorType type) {
+    size_t es = tensor_row_bytes(type, 1);
     for (int r = 0; r < m; r++, w += wrow) {
         __m256 acc = _mm256_setzero_ps();
         int kk = 0;
@@ -124,8 +123,8 @@ INLINE void dot_stream(float *out, const float *x, const char *w, size_t wrow, i
 }
 
 INLINE void dot_any(float *out, size_t ldo, const float *x, size_t ldx, const void *w, size_t ldw,
-                    int n, int m, int k, int type) {
-    size_t wrow = ldw * (type == W_F32 ? 4 : 2);
+                    int n, int m, int k, TensorType type) {
+    size_t wrow = tensor_row_bytes(type, ldw);
     const char *wb = w;
     int t = 0;
     for (; t + 2 <= n; t += 2)
@@ -142,24 +141,9 @@ INLINE void dot_any(float *out, size_t ldo, const float *x, size_t ldx, const vo
                  8, 1, m - r < 8 ? m - r : 8, 1);
 }
 
-static void dot_f32(float *out, size_t ldo, const float *x, size_t ldx, const float *w, size_t ldw,
-                    int n, int m, int k) {
-    dot_any(out, ldo, x, ldx, w, ldw, n, m, k, W_F32);
-}
-
-static void dot_f16(float *out, size_t ldo, const float *x, size_t ldx, const uint16_t *w,
-                    size_t ldw, int n, int m, int k) {
-    dot_any(out, ldo, x, ldx, w, ldw, n, m, k, W_F16);
-}
-
-static void dot_bf16(float *out, size_t ldo, const float *x, size_t ldx, const uint16_t *w,
-                     size_t ldw, int n, int m, int k) {
-    dot_any(out, ldo, x, ldx, w, ldw, n, m, k, W_BF16);
-}
-
 /* NV vectors (hs <= 32 per pass) of NT tokens. */
 INLINE void mix_tile(float *out, size_t ldo, const float *p, size_t ldp, const char *v, size_t vrow,
-                     int cells, int type, int NT, int NV, int nt, int last) {
+                     int cells, TensorType type, int NT, int NV, int nt, int last) {
     __m256 acc[2][4];
 #pragma GCC unroll 2
     for (int t = 0; t < NT; t++)
@@ -168,7 +152,7 @@ INLINE void mix_tile(float *out, size_t ldo, const float *p, size_t ldp, const c
     const float *pp[2];
 #pragma GCC unroll 2
     for (int t = 0; t < NT; t++) pp[t] = p + (size_t)(t < nt ? t : nt - 1) * ldp;
-    int es = type == W_F32 ? 4 : 2;
+    size_t es = tensor_row_bytes(type, 1);
     for (int c = 0; c < cells; c++) {
         const char *vc = v + (size_t)c * vrow;
         __m256 vv[4];
@@ -196,9 +180,8 @@ INLINE void mix_tile(float *out, size_t ldo, const float *p, size_t ldp, const c
 }
 
 INLINE void mix_any(float *out, size_t ldo, const float *p, size_t ldp, const void *v, size_t ldv,
-                    int n, int cells, int hs, int type) {
-    size_t vrow = ldv * (type == W_F32 ? 4 : 2);
-    int es = type == W_F32 ? 4 : 2;
+                    int n, int cells, int hs, TensorType type) {
+    size_t vrow = tensor_row_bytes(type, ldv), es = tensor_row_bytes(type, 1);
     for (int i0 = 0; i0 < hs; i0 += 32) {
         int w = hs - i0 < 32 ? hs - i0 : 32, nv = (w + 7) / 8, last = w - 8 * (nv - 1);
         const char *vb = (const char *)v + (size_t)i0 * es;
@@ -217,15 +200,12 @@ INLINE void mix_any(float *out, size_t ldo, const float *p, size_t ldp, const vo
     }
 }
 
-static void mix_f32(float *out, size_t ldo, const float *p, size_t ldp, const float *v, size_t ldv,
-                    int n, int cells, int hs) {
-    mix_any(out, ldo, p, ldp, v, ldv, n, cells, hs, W_F32);
-}
-
-static void mix_f16(float *out, size_t ldo, const float *p, size_t ldp, const uint16_t *v,
-                    size_t ldv, int n, int cells, int hs) {
-    mix_any(out, ldo, p, ldp, v, ldv, n, cells, hs, W_F16);
-}
+/* The table's row functions (kernels_impl.h). */
+KERNEL_DOT_ROWS(dot_f32, TENSOR_F32)
+KERNEL_DOT_ROWS(dot_f16, TENSOR_F16)
+KERNEL_DOT_ROWS(dot_bf16, TENSOR_BF16)
+KERNEL_MIX_ROWS(mix_f32, TENSOR_F32)
+KERNEL_MIX_ROWS(mix_f16, TENSOR_F16)
 
 /* ---- Q8_0 ---------------------------------------------------------------- */
 
@@ -257,11 +237,11 @@ INLINE __m256 dot32_i8(__m256i x, __m256i w) {
 }
 
 /* One row at a time, for the prefetcher (see dot_stream). */
-static void dot_q8(float *out, const int8_t *xq, const float *xd, const uint8_t *w, size_t row_bytes,
-                   int m, int k) {
+static void dot_q8_0(float *out, const int8_t *xq, const float *xd, const void *w, size_t row_bytes,
+                     int m, int k) {
     for (int r = 0; r < m; r++) {
         __m256 acc = _mm256_setzero_ps();
-        const uint8_t *blk = w + (size_t)r * row_bytes;
+        const uint8_t *blk = (const uint8_t *)w + (size_t)r * row_bytes;
         for (int b = 0; b < k / 32; b++, blk += 34) {
             uint16_t h;
             memcpy(&h, blk, 2);
@@ -276,31 +256,30 @@ static void dot_q8(float *out, const int8_t *xq, const float *xd, const uint8_t 
 
 /* ---- conversions ----------------------------------------------------------- */
 
-static void to_f32(float *dst, const void *src, TensorType t, size_t n) {
+/* f16 and bf16 */
+INLINE void to_f32_any(float *dst, const void *src, size_t n, TensorType type) {
     const uint8_t *p = src;
-    if (t == TENSOR_F32) {
-        memcpy(dst, src, n * sizeof(float));
-        return;
-    }
-    if (t == TENSOR_Q8_0) {
-        for (size_t b = 0; b < n / 32; b++, p += 34) {
-            uint16_t h;
-            memcpy(&h, p, 2);
-            __m256 d = _mm256_set1_ps(_cvtsh_ss(h));
-            for (int j = 0; j < 4; j++) {
-                __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p + 2 + 8 * j)));
-                _mm256_storeu_ps(dst + 32 * b + 8 * j, _mm256_mul_ps(d, _mm256_cvtepi32_ps(q)));
-            }
-        }
-        return;
-    }
-    int type = t == TENSOR_F16 ? W_F16 : W_BF16;
     size_t i = 0;
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, load_w(p + 2 * i, type));
     if (i < n) {
         float tmp[8];
         _mm256_storeu_ps(tmp, load_w_part(p + 2 * i, type, (int)(n - i)));
         memcpy(dst + i, tmp, (n - i) * sizeof(float));
+    }
+}
+KERNEL_TO_F32(f16_to_f32, TENSOR_F16)
+KERNEL_TO_F32(bf16_to_f32, TENSOR_BF16)
+
+static void q8_0_to_f32(float *dst, const void *src, size_t n) {
+    const uint8_t *p = src;
+    for (size_t b = 0; b < n / 32; b++, p += 34) {
+        uint16_t h;
+        memcpy(&h, p, 2);
+        __m256 d = _mm256_set1_ps(_cvtsh_ss(h));
+        for (int j = 0; j < 4; j++) {
+            __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p + 2 + 8 * j)));
+            _mm256_storeu_ps(dst + 32 * b + 8 * j, _mm256_mul_ps(d, _mm256_cvtepi32_ps(q)));
+        }
     }
 }
 
@@ -413,8 +392,15 @@ static void gelu(float *h, int n) {
 }
 
 static const KernelPath path = {
-    "avx2", dot_f32, dot_f16, dot_bf16, mix_f32, mix_f16, quantize_q8, dot_q8,
-    to_f32, to_f16, softmax, sum_exp, swiglu, gelu,
+    .name = "avx2",
+    .type = {
+        [TENSOR_F32] = {.dot = dot_f32, .mix = mix_f32, .to_f32 = kernel_copy_f32},
+        [TENSOR_F16] = {.dot = dot_f16, .mix = mix_f16, .to_f32 = f16_to_f32},
+        [TENSOR_BF16] = {.dot = dot_bf16, .to_f32 = bf16_to_f32},
+        [TENSOR_Q8_0] = {.dot_q8 = dot_q8_0, .to_f32 = q8_0_to_f32},
+    },
+    .quantize_q8 = quantize_q8, .to_f16 = to_f16, .softmax = softmax, .sum_exp = sum_exp,
+    .swiglu = swiglu, .gelu = gelu,
 };
 const KernelPath *const kernels_avx2 = &path;
 #else

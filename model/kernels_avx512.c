@@ -15,19 +15,17 @@
 
 #define INLINE static inline __attribute__((always_inline))
 
-enum { W_F32, W_F16, W_BF16 };
-
 /* 16 weights at p as floats; the masked form reads only the first lanes. */
-INLINE __m512 load_w(const void *p, int type) {
-    if (type == W_F16) return _mm512_cvtph_ps(_mm256_loadu_si256(p));
-    if (type == W_BF16)
+INLINE __m512 load_w(const void *p, TensorType type) {
+    if (type == TENSOR_F16) return _mm512_cvtph_ps(_mm256_loadu_si256(p));
+    if (type == TENSOR_BF16)
         return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(p)), 16));
     return _mm512_loadu_ps(p);
 }
 
-INLINE __m512 load_w_mask(const void *p, int type, __mmask16 m) {
-    if (type == W_F16) return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
-    if (type == W_BF16)
+INLINE __m512 load_w_mask(const void *p, TensorType type, __mmask16 m) {
+    if (type == TENSOR_F16) return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
+    if (type == TENSOR_BF16)
         return _mm512_castsi512_ps(
             _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
     return _mm512_maskz_loadu_ps(m, p);
@@ -66,10 +64,10 @@ INLINE float hsum16(__m512 v) {
  * nv <= NR; missing rows and tokens repeat the last valid one and are not
  * stored).  Rows stay in L1 while the caller walks tokens. */
 INLINE void dot_tile(float *out, size_t ldo, const float *x, size_t ldx, const char *w,
-                     size_t wrow, int k, int type, int MR, int NR, int mv, int nv) {
+                     size_t wrow, int k, TensorType type, int MR, int NR, int mv, int nv) {
     const float *xp[4];
     const char *wp[16];
-    int es = type == W_F32 ? 4 : 2;
+    size_t es = tensor_row_bytes(type, 1);
 #pragma GCC unroll 4
     for (int j = 0; j < NR; j++) xp[j] = x + (size_t)(j < nv ? j : nv - 1) * ldx;
 #pragma GCC unroll 16
@@ -122,8 +120,9 @@ INLINE void dot_tile(float *out, size_t ldo, const float *x, size_t ldx, const c
 /* One token against rows streamed one after another: the hardware
  * prefetcher keeps up with one ascending stream per core (measured 43 GB/s
  * for two threads) but not with several interleaved rows (20 GB/s). */
-INLINE void dot_stream(float *out, const float *x, const char *w, size_t wrow, int m, int k, int type) {
-    int es = type == W_F32 ? 4 : 2;
+INLINE void dot_stream(float *out, const float *x, const char *w, size_t wrow, int m, int k,
+                       TensorType type) {
+    size_t es = tensor_row_bytes(type, 1);
     __mmask16 tail = (__mmask16)((1u << (k % 16)) - 1);
     for (int r = 0; r < m; r++, w += wrow) {
         __m512 acc = _mm512_setzero_ps();
@@ -140,8 +139,8 @@ INLINE void dot_stream(float *out, const float *x, const char *w, size_t wrow, i
  * tokens uses taller tiles so that 16 accumulators stay busy.  A single
  * token against long rows (a weight matrix, not a head's keys) streams. */
 INLINE void dot_any(float *out, size_t ldo, const float *x, size_t ldx, const void *w, size_t ldw,
-                    int n, int m, int k, int type) {
-    size_t wrow = ldw * (type == W_F32 ? 4 : 2);
+                    int n, int m, int k, TensorType type) {
+    size_t wrow = tensor_row_bytes(type, ldw);
     const char *wb = w;
     int t = 0;
     for (; t + 4 <= n; t += 4)
@@ -171,25 +170,10 @@ INLINE void dot_any(float *out, size_t ldo, const float *x, size_t ldx, const vo
     }
 }
 
-static void dot_f32(float *out, size_t ldo, const float *x, size_t ldx, const float *w, size_t ldw,
-                    int n, int m, int k) {
-    dot_any(out, ldo, x, ldx, w, ldw, n, m, k, W_F32);
-}
-
-static void dot_f16(float *out, size_t ldo, const float *x, size_t ldx, const uint16_t *w,
-                    size_t ldw, int n, int m, int k) {
-    dot_any(out, ldo, x, ldx, w, ldw, n, m, k, W_F16);
-}
-
-static void dot_bf16(float *out, size_t ldo, const float *x, size_t ldx, const uint16_t *w,
-                     size_t ldw, int n, int m, int k) {
-    dot_any(out, ldo, x, ldx, w, ldw, n, m, k, W_BF16);
-}
-
 /* NV vectors (hs <= 64 per pass) of NT tokens; the last vector is masked
  * to the head's width. */
 INLINE void mix_tile(float *out, size_t ldo, const float *p, size_t ldp, const char *v, size_t vrow,
-                     int cells, int type, int NT, int NV, int nt, __mmask16 last) {
+                     int cells, TensorType type, int NT, int NV, int nt, __mmask16 last) {
     __m512 acc[4][4];
 #pragma GCC unroll 4
     for (int t = 0; t < NT; t++)
@@ -198,7 +182,7 @@ INLINE void mix_tile(float *out, size_t ldo, const float *p, size_t ldp, const c
     const float *pp[4];
 #pragma GCC unroll 4
     for (int t = 0; t < NT; t++) pp[t] = p + (size_t)(t < nt ? t : nt - 1) * ldp;
-    int es = type == W_F32 ? 4 : 2;
+    size_t es = tensor_row_bytes(type, 1);
     for (int c = 0; c < cells; c++) {
         const char *vc = v + (size_t)c * vrow;
         __m512 vv[4];
@@ -224,9 +208,8 @@ INLINE void mix_tile(float *out, size_t ldo, const float *p, size_t ldp, const c
 }
 
 INLINE void mix_any(float *out, size_t ldo, const float *p, size_t ldp, const void *v, size_t ldv,
-                    int n, int cells, int hs, int type) {
-    size_t vrow = ldv * (type == W_F32 ? 4 : 2);
-    int es = type == W_F32 ? 4 : 2;
+                    int n, int cells, int hs, TensorType type) {
+    size_t vrow = tensor_row_bytes(type, ldv), es = tensor_row_bytes(type, 1);
     for (int i0 = 0; i0 < hs; i0 += 64) {
         int w = hs - i0 < 64 ? hs - i0 : 64, nv = (w + 15) / 16;
         __mmask16 last = (__mmask16)(w % 16 ? (1u << (w % 16)) - 1 : 0xFFFF);
@@ -246,15 +229,12 @@ INLINE void mix_any(float *out, size_t ldo, const float *p, size_t ldp, const vo
     }
 }
 
-static void mix_f32(float *out, size_t ldo, const float *p, size_t ldp, const float *v, size_t ldv,
-                    int n, int cells, int hs) {
-    mix_any(out, ldo, p, ldp, v, ldv, n, cells, hs, W_F32);
-}
-
-static void mix_f16(float *out, size_t ldo, const float *p, size_t ldp, const uint16_t *v,
-                    size_t ldv, int n, int cells, int hs) {
-    mix_any(out, ldo, p, ldp, v, ldv, n, cells, hs, W_F16);
-}
+/* The table's row functions (kernels_impl.h). */
+KERNEL_DOT_ROWS(dot_f32, TENSOR_F32)
+KERNEL_DOT_ROWS(dot_f16, TENSOR_F16)
+KERNEL_DOT_ROWS(dot_bf16, TENSOR_BF16)
+KERNEL_MIX_ROWS(mix_f32, TENSOR_F32)
+KERNEL_MIX_ROWS(mix_f16, TENSOR_F16)
 
 /* ---- Q8_0 ---------------------------------------------------------------- */
 
@@ -350,39 +330,38 @@ INLINE void dot_q8_rows(float *out, const int8_t *xq, const float *xd, const uin
     for (int i = 0; i < rv; i++) out[i] = tmp[i];
 }
 
-static void dot_q8(float *out, const int8_t *xq, const float *xd, const uint8_t *w, size_t row_bytes,
-                   int m, int k) {
+static void dot_q8_0(float *out, const int8_t *xq, const float *xd, const void *w, size_t row_bytes,
+                     int m, int k) {
     /* one row at a time, for the prefetcher (see dot_stream) */
-    for (int r = 0; r < m; r++) dot_q8_rows(out + r, xq, xd, w + (size_t)r * row_bytes, row_bytes, k, 1, 1);
+    for (int r = 0; r < m; r++)
+        dot_q8_rows(out + r, xq, xd, (const uint8_t *)w + (size_t)r * row_bytes, row_bytes, k, 1, 1);
 }
 
 /* ---- conversions ----------------------------------------------------------- */
 
-static void to_f32(float *dst, const void *src, TensorType t, size_t n) {
+/* f16 and bf16 */
+INLINE void to_f32_any(float *dst, const void *src, size_t n, TensorType type) {
     const uint8_t *p = src;
     size_t i = 0;
-    if (t == TENSOR_Q8_0) {
-        for (size_t b = 0; b < n / 32; b++, p += 34) {
-            uint16_t h;
-            memcpy(&h, p, 2);
-            __m512 d = _mm512_cvtph_ps(_mm256_set1_epi16((short)h));
-            __m128i q0 = _mm_loadu_si128((const __m128i *)(p + 2));
-            __m128i q1 = _mm_loadu_si128((const __m128i *)(p + 18));
-            _mm512_storeu_ps(dst + 32 * b, _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q0))));
-            _mm512_storeu_ps(dst + 32 * b + 16,
-                             _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q1))));
-        }
-        return;
-    }
-    if (t == TENSOR_F32) {
-        memcpy(dst, src, n * sizeof(float));
-        return;
-    }
-    int type = t == TENSOR_F16 ? W_F16 : W_BF16;
     for (; i + 16 <= n; i += 16) _mm512_storeu_ps(dst + i, load_w(p + 2 * i, type));
     if (i < n) {
         __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
         _mm512_mask_storeu_ps(dst + i, m, load_w_mask(p + 2 * i, type, m));
+    }
+}
+KERNEL_TO_F32(f16_to_f32, TENSOR_F16)
+KERNEL_TO_F32(bf16_to_f32, TENSOR_BF16)
+
+static void q8_0_to_f32(float *dst, const void *src, size_t n) {
+    const uint8_t *p = src;
+    for (size_t b = 0; b < n / 32; b++, p += 34) {
+        uint16_t h;
+        memcpy(&h, p, 2);
+        __m512 d = _mm512_cvtph_ps(_mm256_set1_epi16((short)h));
+        __m128i q0 = _mm_loadu_si128((const __m128i *)(p + 2));
+        __m128i q1 = _mm_loadu_si128((const __m128i *)(p + 18));
+        _mm512_storeu_ps(dst + 32 * b, _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q0))));
+        _mm512_storeu_ps(dst + 32 * b + 16, _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q1))));
     }
 }
 
@@ -492,8 +471,15 @@ static void gelu(float *h, int n) {
 }
 
 static const KernelPath path = {
-    "avx512", dot_f32, dot_f16, dot_bf16, mix_f32, mix_f16, quantize_q8, dot_q8,
-    to_f32, to_f16, softmax, sum_exp, swiglu, gelu,
+    .name = "avx512",
+    .type = {
+        [TENSOR_F32] = {.dot = dot_f32, .mix = mix_f32, .to_f32 = kernel_copy_f32},
+        [TENSOR_F16] = {.dot = dot_f16, .mix = mix_f16, .to_f32 = f16_to_f32},
+        [TENSOR_BF16] = {.dot = dot_bf16, .to_f32 = bf16_to_f32},
+        [TENSOR_Q8_0] = {.dot_q8 = dot_q8_0, .to_f32 = q8_0_to_f32},
+    },
+    .quantize_q8 = quantize_q8, .to_f16 = to_f16, .softmax = softmax, .sum_exp = sum_exp,
+    .swiglu = swiglu, .gelu = gelu,
 };
 const KernelPath *const kernels_avx512 = &path;
 #else

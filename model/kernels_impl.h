@@ -9,7 +9,11 @@
  * a dot product always sums lane-strided partials over k and then reduces
  * the lanes with one fixed tree; a weighted sum always adds its terms in
  * index order.  That is what makes decode (n = 1) and prefill (n > 1), and
- * 1 and 2 threads, agree bit for bit. */
+ * 1 and 2 threads, agree bit for bit.
+ *
+ * What depends on the type of the weights (or of the KV cache) is looked
+ * up in a table indexed by TensorType, one per path: adding a type means
+ * writing its row functions and adding its entry to each path's table. */
 #ifndef POSENC_KERNELS_IMPL_H
 #define POSENC_KERNELS_IMPL_H
 #include <stddef.h>
@@ -17,31 +21,33 @@
 
 #include "base/tensor.h"
 
+/* The kernels of one type on one path; NULL where the type has none. */
+typedef struct {
+    /* out[t*ldo + r] = x[t*ldx + 0..k) . w[r*ldw + 0..k) for t < n, r < m,
+     * with f32 activations (ldw in elements): decode against float-like
+     * weights, attention scores against cached keys. */
+    void (*dot)(float *out, size_t ldo, const float *x, size_t ldx, const void *w, size_t ldw,
+                int n, int m, int k);
+    /* out[r] = x . w[r] for r < m with x quantized to Q8 blocks (quantize_q8
+     * below: int8 xq, one scale xd per 32): decode against block-quantized
+     * weights; rows are row_bytes apart. */
+    void (*dot_q8)(float *out, const int8_t *xq, const float *xd, const void *w, size_t row_bytes,
+                   int m, int k);
+    /* out[t*ldo + 0..hs) = sum over c < cells of p[t*ldp + c] * v[c*ldv + 0..hs),
+     * terms added in order of c: attention's weighted sum of cached values. */
+    void (*mix)(float *out, size_t ldo, const float *p, size_t ldp, const void *v, size_t ldv,
+                int n, int cells, int hs);
+    /* n elements (a multiple of the block size) to f32, exactly: prefill's
+     * weight panels, reading the KV cache back. */
+    void (*to_f32)(float *dst, const void *src, size_t n);
+} TypeKernels;
+
 typedef struct {
     const char *name;
-    /* out[t*ldo + r] = x[t*ldx + 0..k) . w[r*ldw + 0..k) for t < n, r < m;
-     * w is f32, f16 or bf16 (the last two as raw uint16_t). */
-    void (*dot_f32)(float *out, size_t ldo, const float *x, size_t ldx, const float *w,
-                    size_t ldw, int n, int m, int k);
-    void (*dot_f16)(float *out, size_t ldo, const float *x, size_t ldx, const uint16_t *w,
-                    size_t ldw, int n, int m, int k);
-    void (*dot_bf16)(float *out, size_t ldo, const float *x, size_t ldx, const uint16_t *w,
-                     size_t ldw, int n, int m, int k);
-    /* out[t*ldo + 0..hs) = sum over c < cells of p[t*ldp + c] * v[c*ldv + 0..hs),
-     * terms added in order of c; v is f32 or f16. */
-    void (*mix_f32)(float *out, size_t ldo, const float *p, size_t ldp, const float *v,
-                    size_t ldv, int n, int cells, int hs);
-    void (*mix_f16)(float *out, size_t ldo, const float *p, size_t ldp, const uint16_t *v,
-                    size_t ldv, int n, int cells, int hs);
+    TypeKernels type[TENSOR_TYPE_COUNT];
     /* Activations to Q8 blocks of 32 (k a multiple of 32): q = round(x / d),
      * d = max|x| / 127 per block, kept as f32. */
     void (*quantize_q8)(int8_t *q, float *d, const float *x, int k);
-    /* out[r] = sum over blocks of d_w * d_x * (q_w . q_x) for r < m; rows of
-     * w are GGUF Q8_0 blocks, row_bytes apart. */
-    void (*dot_q8)(float *out, const int8_t *xq, const float *xd, const uint8_t *w,
-                   size_t row_bytes, int m, int k);
-    /* n elements of type t (f16, bf16, q8_0) to f32, exactly. */
-    void (*to_f32)(float *dst, const void *src, TensorType t, size_t n);
     /* f32 to f16 (round to nearest even), for the f16 KV cache. */
     void (*to_f16)(uint16_t *dst, const float *src, size_t n);
     void (*softmax)(float *x, int n);
@@ -55,4 +61,24 @@ typedef struct {
 extern const KernelPath kernels_portable;
 extern const KernelPath *const kernels_avx2;
 extern const KernelPath *const kernels_avx512;
+
+/* f32 "converted" to f32: a copy, the same on every path. */
+void kernel_copy_f32(float *dst, const void *src, size_t n);
+
+/* A path's row functions for one type: its inline dot_any, mix_any and
+ * to_f32_any (type last) with the type fixed, so that every load and
+ * stride folds to a constant. */
+#define KERNEL_DOT_ROWS(name, TYPE)                                                               \
+    static void name(float *out, size_t ldo, const float *x, size_t ldx, const void *w,         \
+                     size_t ldw, int n, int m, int k) {                                          \
+        dot_any(out, ldo, x, ldx, w, ldw, n, m, k, TYPE);                                        \
+    }
+#define KERNEL_MIX_ROWS(name, TYPE)                                                               \
+    static void name(float *out, size_t ldo, const float *p, size_t ldp, const void *v,         \
+                     size_t ldv, int n, int cells, int hs) {                                     \
+        mix_any(out, ldo, p, ldp, v, ldv, n, cells, hs, TYPE);                                   \
+    }
+#define KERNEL_TO_F32(name, TYPE) \
+    static void name(float *dst, const void *src, size_t n) { to_f32_any(dst, src, n, TYPE); }
+
 #endif

@@ -15,15 +15,13 @@ static float reduce_lanes(const float *s) {
     return a0 + a1;
 }
 
-enum { W_F32, W_F16, W_BF16 };
-
-static inline float weight(const void *w, size_t i, int type) {
-    if (type == W_F16) return fp16_to_fp32(((const uint16_t *)w)[i]);
-    if (type == W_BF16) return bf16_to_fp32(((const uint16_t *)w)[i]);
+static inline float weight(const void *w, size_t i, TensorType type) {
+    if (type == TENSOR_F16) return fp16_to_fp32(((const uint16_t *)w)[i]);
+    if (type == TENSOR_BF16) return bf16_to_fp32(((const uint16_t *)w)[i]);
     return ((const float *)w)[i];
 }
 
-static float dot(const float *x, const void *w, int k, int type) {
+static float dot(const float *x, const void *w, int k, TensorType type) {
     float s[LANES] = {0};
     int i = 0;
     for (; i + LANES <= k; i += LANES)
@@ -33,51 +31,33 @@ static float dot(const float *x, const void *w, int k, int type) {
 }
 
 static void dot_any(float *out, size_t ldo, const float *x, size_t ldx, const void *w, size_t ldw,
-                    int n, int m, int k, int type) {
-    size_t es = type == W_F32 ? 4 : 2;
+                    int n, int m, int k, TensorType type) {
+    size_t wrow = tensor_row_bytes(type, ldw);
     for (int r = 0; r < m; r++)
         for (int t = 0; t < n; t++)
-            out[(size_t)t * ldo + r] = dot(x + (size_t)t * ldx, (const char *)w + (size_t)r * ldw * es, k, type);
-}
-
-static void dot_f32(float *out, size_t ldo, const float *x, size_t ldx, const float *w, size_t ldw,
-                    int n, int m, int k) {
-    dot_any(out, ldo, x, ldx, w, ldw, n, m, k, W_F32);
-}
-
-static void dot_f16(float *out, size_t ldo, const float *x, size_t ldx, const uint16_t *w,
-                    size_t ldw, int n, int m, int k) {
-    dot_any(out, ldo, x, ldx, w, ldw, n, m, k, W_F16);
-}
-
-static void dot_bf16(float *out, size_t ldo, const float *x, size_t ldx, const uint16_t *w,
-                     size_t ldw, int n, int m, int k) {
-    dot_any(out, ldo, x, ldx, w, ldw, n, m, k, W_BF16);
+            out[(size_t)t * ldo + r] = dot(x + (size_t)t * ldx, (const char *)w + r * wrow, k, type);
 }
 
 static void mix_any(float *out, size_t ldo, const float *p, size_t ldp, const void *v, size_t ldv,
-                    int n, int cells, int hs, int type) {
-    size_t es = type == W_F32 ? 4 : 2;
+                    int n, int cells, int hs, TensorType type) {
+    size_t vrow = tensor_row_bytes(type, ldv);
     for (int t = 0; t < n; t++) {
         float *o = out + (size_t)t * ldo;
         memset(o, 0, (size_t)hs * sizeof(float));
         for (int c = 0; c < cells; c++) {
             float a = p[(size_t)t * ldp + c];
-            const char *vc = (const char *)v + (size_t)c * ldv * es;
+            const char *vc = (const char *)v + c * vrow;
             for (int i = 0; i < hs; i++) o[i] += a * weight(vc, (size_t)i, type);
         }
     }
 }
 
-static void mix_f32(float *out, size_t ldo, const float *p, size_t ldp, const float *v, size_t ldv,
-                    int n, int cells, int hs) {
-    mix_any(out, ldo, p, ldp, v, ldv, n, cells, hs, W_F32);
-}
-
-static void mix_f16(float *out, size_t ldo, const float *p, size_t ldp, const uint16_t *v,
-                    size_t ldv, int n, int cells, int hs) {
-    mix_any(out, ldo, p, ldp, v, ldv, n, cells, hs, W_F16);
-}
+/* The table's row functions (kernels_impl.h). */
+KERNEL_DOT_ROWS(dot_f32, TENSOR_F32)
+KERNEL_DOT_ROWS(dot_f16, TENSOR_F16)
+KERNEL_DOT_ROWS(dot_bf16, TENSOR_BF16)
+KERNEL_MIX_ROWS(mix_f32, TENSOR_F32)
+KERNEL_MIX_ROWS(mix_f16, TENSOR_F16)
 
 static void quantize_q8(int8_t *q, float *d, const float *x, int k) {
     for (int b = 0; b < k / 32; b++, x += 32, q += 32) {
@@ -89,10 +69,10 @@ static void quantize_q8(int8_t *q, float *d, const float *x, int k) {
     }
 }
 
-static void dot_q8(float *out, const int8_t *xq, const float *xd, const uint8_t *w, size_t row_bytes,
-                   int m, int k) {
+static void dot_q8_0(float *out, const int8_t *xq, const float *xd, const void *w, size_t row_bytes,
+                     int m, int k) {
     for (int r = 0; r < m; r++) {
-        const uint8_t *blk = w + (size_t)r * row_bytes;
+        const uint8_t *blk = (const uint8_t *)w + (size_t)r * row_bytes;
         float s = 0.0f;
         for (int b = 0; b < k / 32; b++, blk += 34) {
             uint16_t h;
@@ -109,9 +89,13 @@ static void dot_q8(float *out, const int8_t *xq, const float *xd, const uint8_t 
     }
 }
 
-static void to_f32(float *dst, const void *src, TensorType t, size_t n) {
-    tensor_dequantize(t, src, dst, n);
+/* Conversions are base's reference ones. */
+static void to_f32_any(float *dst, const void *src, size_t n, TensorType type) {
+    tensor_dequantize(type, src, dst, n);
 }
+KERNEL_TO_F32(f16_to_f32, TENSOR_F16)
+KERNEL_TO_F32(bf16_to_f32, TENSOR_BF16)
+KERNEL_TO_F32(q8_0_to_f32, TENSOR_Q8_0)
 
 static void to_f16(uint16_t *dst, const float *src, size_t n) {
     for (size_t i = 0; i < n; i++) dst[i] = fp32_to_fp16(src[i]);
@@ -157,6 +141,13 @@ static void gelu(float *h, int n) {
 }
 
 const KernelPath kernels_portable = {
-    "portable", dot_f32, dot_f16, dot_bf16, mix_f32, mix_f16, quantize_q8, dot_q8,
-    to_f32, to_f16, softmax, sum_exp, swiglu, gelu,
+    .name = "portable",
+    .type = {
+        [TENSOR_F32] = {.dot = dot_f32, .mix = mix_f32, .to_f32 = kernel_copy_f32},
+        [TENSOR_F16] = {.dot = dot_f16, .mix = mix_f16, .to_f32 = f16_to_f32},
+        [TENSOR_BF16] = {.dot = dot_bf16, .to_f32 = bf16_to_f32},
+        [TENSOR_Q8_0] = {.dot_q8 = dot_q8_0, .to_f32 = q8_0_to_f32},
+    },
+    .quantize_q8 = quantize_q8, .to_f16 = to_f16, .softmax = softmax, .sum_exp = sum_exp,
+    .swiglu = swiglu, .gelu = gelu,
 };

@@ -28,6 +28,21 @@ void kv_cache_free(KVCache *kv);
 /* Bytes kv_cache_build allocates for these sizes; SIZE_MAX on overflow. */
 size_t kv_cache_bytes(int n_layers, int kv_dim, int n_ctx, TensorType type);
 void kv_cache_clear(KVCache *kv);
+/* Appends a chunk's n cells: their tokens and the positions pos0,
+ * pos0+1, ...  Returns the first of them; the caller has checked that they
+ * fit.  Their keys and values are stored layer by layer (kv_cache_store)
+ * as the forward pass computes them, after their positions are in place
+ * for attention to mask by. */
+int kv_cache_append(KVCache *kv, const int *tokens, int n, int pos0);
+/* Stores the keys and values of cells [first, first+n) for one layer from
+ * f32 rows (n, kv_dim), rounded to the cache's type.  Rows that already are
+ * the cells (computed in place in an f32 cache) are left as they are.
+ * v NULL stores keys only (a shift re-rotating them). */
+void kv_cache_store(KVCache *kv, int layer, int first, int n, const float *k, const float *v);
+/* The keys of cells [first, first+n) of one layer as f32 rows (n, kv_dim)
+ * (nothing to do when k already is those cells, in an f32 cache): with
+ * kv_cache_store, what changing cached keys needs whatever the type. */
+void kv_cache_load_keys(const KVCache *kv, int layer, int first, int n, float *k);
 /* Removes cells [first, first+count) and moves the later cells down, their
  * positions lowered by `count` so that positions stay contiguous.  Keys
  * are moved as they are: re-rotating them is the caller's business. */
@@ -38,7 +53,7 @@ void kv_cache_format_positions(const KVCache *kv, char *buf, size_t n);
 int kv_cache_type_from_name(const char *name, TensorType *out);
 
 static inline size_t kv_cache_row_bytes(const KVCache *kv) {
-    return (size_t)kv->kv_dim * (kv->type == TENSOR_F16 ? 2 : 4);
+    return tensor_row_bytes(kv->type, (size_t)kv->kv_dim);
 }
 static inline void *kv_cache_key(const KVCache *kv, int layer, int cell) {
     return (char *)kv->key + ((size_t)layer * kv->n_ctx + cell) * kv_cache_row_bytes(kv);

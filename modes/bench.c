@@ -158,7 +158,7 @@ static int run_test(const Model *m, const BenchOptions *o, int n_prompt, int n_g
         return posenc_error_prefix(err, test);
     }
     /* A decoded token at position i reads i + 1 cached keys and values per layer. */
-    double kv_row = (double)model_kv_dim(c) * (o->kv_type == TENSOR_F16 ? 2 : 4);
+    double kv_row = (double)tensor_row_bytes(o->kv_type, (size_t)model_kv_dim(c));
     double kv_bytes = n_gen ? 2.0 * c->n_layers * kv_row * (n_gen + 1) / 2.0 : 0.0;
     r->bytes_per_token = bench_weight_bytes_per_token(m) + kv_bytes;
 

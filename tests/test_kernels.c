@@ -440,6 +440,126 @@ START_TEST(softmax_masked_cells_exact) {
 END_TEST
 
 
+/* ---- dispatch tables ----------------------------------------------------------- */
+
+/* Every type the GGUF reader accepts (tensor_type_supported; llama2.c files
+ * are f32) has on every path the kernels a matmul needs, and every type a
+ * KV cache can be built with has those attention needs: a loader and a
+ * table that drift apart fail here, not as a call through NULL.  Controls:
+ * a type with no entry (q4_0, which nothing loads yet), a use a type has
+ * no kernel for (bf16 as the cache: no weighted sum) and an id past the
+ * table are each reported by name. */
+START_TEST(dispatch_covers_every_loaded_type) {
+    PosencError err;
+    int weights = 0, caches = 0;
+    for (uint32_t id = 0; id < 256; id++) {
+        if (!tensor_type_supported(id)) continue;
+        weights++;
+        ck_assert_msg(kernels_check_type((TensorType)id, KERNEL_USE_WEIGHTS, &err) == 0, "%s", err.msg);
+    }
+    for (int id = 0; id < TENSOR_TYPE_COUNT; id++) {
+        KVCache kv;
+        if (kv_cache_build(&kv, 1, 8, 4, (TensorType)id, &err)) continue;
+        kv_cache_free(&kv);
+        caches++;
+        ck_assert_msg(kernels_check_type((TensorType)id, KERNEL_USE_KV_CACHE, &err) == 0, "%s", err.msg);
+    }
+    ck_assert_int_eq(weights, 4); /* f32, f16, bf16, q8_0: the loop saw them */
+    ck_assert_int_eq(caches, 2);  /* f32, f16 */
+
+    ck_assert_int_eq(kernels_check_type((TensorType)2, KERNEL_USE_WEIGHTS, &err), -1);
+    ck_assert_str_eq(err.msg, "q4_0 weights: the portable kernels have no dot or dot_q8");
+    ck_assert_int_eq(kernels_check_type(TENSOR_BF16, KERNEL_USE_KV_CACHE, &err), -1);
+    ck_assert_str_eq(err.msg, "bf16 KV cache: the portable kernels have no mix");
+    ck_assert_int_eq(kernels_check_type((TensorType)TENSOR_TYPE_COUNT, KERNEL_USE_WEIGHTS, &err), -1);
+    ck_assert_msg(strstr(err.msg, "the portable kernels have no row"), "%s", err.msg);
+}
+END_TEST
+
+/* ---- KV cache bookkeeping -------------------------------------------------------- */
+
+/* kv_cache_append puts a chunk's tokens and positions in the next cells,
+ * once; kv_cache_store puts one layer's f32 rows in them, rounded to the
+ * cache's type, and kv_cache_load_keys reads keys back.  The reference is
+ * base's scalar f16 rounding (fp32_to_fp16), not the kernels', on every
+ * path; an f32 cache keeps the bits.  Controls: the f16 rows do differ
+ * from the f32 ones (the rounding happened), and the two layers' cells
+ * differ (the comparison sees where rows went). */
+START_TEST(kv_cache_append_store_load) {
+    enum { LAYERS = 2, DIM = 40, CELLS = 9, USED = 5 }; /* 40: both SIMD widths leave a tail */
+    const char *paths[] = {"portable", "avx2", "avx512"};
+    for (int p = 0; p < 3; p++) {
+        if (!have(paths[p])) continue;
+        for (int f16 = 0; f16 < 2; f16++) {
+            const char *type = f16 ? "f16" : "f32";
+            KVCache kv;
+            PosencError err;
+            ck_assert_int_eq(kv_cache_build(&kv, LAYERS, DIM, CELLS, f16 ? TENSOR_F16 : TENSOR_F32, &err), 0);
+            int a[] = {5, 6, 7}, b[] = {9, 10};
+            ck_assert_int_eq(kv_cache_append(&kv, a, 3, 100), 0);
+            ck_assert_int_eq(kv_cache_append(&kv, b, 2, 7), 3);
+            ck_assert_int_eq(kv.n_used, USED);
+            static const int POS[USED] = {100, 101, 102, 7, 8}, TOK[USED] = {5, 6, 7, 9, 10};
+            for (int c = 0; c < USED; c++) {
+                ck_assert_int_eq(kv.pos[c], POS[c]);
+                ck_assert_int_eq(kv.token[c], TOK[c]);
+            }
+
+            float *k[LAYERS], *v[LAYERS], got[USED * DIM], want[USED * DIM];
+            for (int l = 0; l < LAYERS; l++) {
+                k[l] = random_floats(USED * DIM);
+                v[l] = random_floats(USED * DIM);
+                kv_cache_store(&kv, l, 0, 3, k[l], v[l]); /* chunk by chunk, as the forward pass */
+                kv_cache_store(&kv, l, 3, 2, k[l] + 3 * DIM, v[l] + 3 * DIM);
+            }
+            int rounded = 0;
+            for (int l = 0; l < LAYERS; l++) {
+                for (int i = 0; i < USED * DIM; i++)
+                    want[i] = f16 ? fp16_to_fp32(fp32_to_fp16(k[l][i])) : k[l][i];
+                kv_cache_load_keys(&kv, l, 0, USED, got);
+                ck_assert_msg(memcmp(got, want, sizeof got) == 0, "%s %s layer %d keys", paths[p], type, l);
+                for (int i = 0; i < USED * DIM; i++) {
+                    want[i] = f16 ? fp16_to_fp32(fp32_to_fp16(v[l][i])) : v[l][i];
+                    rounded += want[i] != v[l][i];
+                }
+                tensor_dequantize(kv.type, kv_cache_value(&kv, l, 0), got, USED * DIM);
+                ck_assert_msg(memcmp(got, want, sizeof got) == 0, "%s %s layer %d values", paths[p], type, l);
+            }
+            ck_assert_msg(f16 ? rounded > 0 : rounded == 0, "%s: %d values rounded", type, rounded);
+            kv_cache_load_keys(&kv, 0, 0, USED, got);
+            kv_cache_load_keys(&kv, 1, 0, USED, want);
+            ck_assert_msg(memcmp(got, want, sizeof got) != 0, "control: the layers' keys are the same");
+
+            /* keys only (v NULL) leaves the values */
+            float *k2 = random_floats(DIM);
+            tensor_dequantize(kv.type, kv_cache_value(&kv, 1, 4), want, DIM);
+            kv_cache_store(&kv, 1, 4, 1, k2, NULL);
+            tensor_dequantize(kv.type, kv_cache_value(&kv, 1, 4), got, DIM);
+            ck_assert_msg(memcmp(got, want, DIM * sizeof(float)) == 0, "%s: a keys-only store moved values",
+                          type);
+            kv_cache_load_keys(&kv, 1, 4, 1, got);
+            for (int i = 0; i < DIM; i++)
+                ck_assert(got[i] == (f16 ? fp16_to_fp32(fp32_to_fp16(k2[i])) : k2[i]));
+            /* rows that are the cells themselves (an f32 cache computed in
+             * place) are not copied onto themselves (ASan checks memcpy) */
+            if (!f16) {
+                float *cells = kv_cache_key(&kv, 1, 4);
+                kv_cache_load_keys(&kv, 1, 4, 1, cells);
+                kv_cache_store(&kv, 1, 4, 1, cells, kv_cache_value(&kv, 1, 4));
+                ck_assert(memcmp(cells, k2, DIM * sizeof(float)) == 0);
+            }
+            free(k2);
+            for (int l = 0; l < LAYERS; l++) {
+                free(k[l]);
+                free(v[l]);
+            }
+            kv_cache_free(&kv);
+        }
+    }
+    kernels_use("portable");
+}
+END_TEST
+
 /* ---- the f16 KV cache, on stories260K ---------------------------------------
  * Keys and values rounded to f16 (relative error <= 2^-11 = 4.9e-4 each)
  * move every attention score by ~4.9e-4 of sum|q_i k_i|, which the softmax
@@ -570,8 +690,11 @@ int main(void) {
     tcase_add_test(tc, activations_match_portable);
     tcase_add_test(tc, softmax_masked_cells_exact);
     tcase_add_test(tc, sum_exp_within_bound);
+    tcase_add_test(tc, dispatch_covers_every_loaded_type);
+    tcase_add_test(tc, kv_cache_append_store_load);
     suite_add_tcase(s, tc);
     TCase *kv = tcase_create("kv_cache");
+    tcase_set_timeout(kv, 600); /* the portable path on a busy machine takes seconds */
     tcase_add_unchecked_fixture(kv, stories_setup, stories_teardown);
     tcase_add_test(kv, kv_f16_close_to_f32);
     tcase_add_test(kv, kv_shift_rerotates_both_types);
