@@ -4,23 +4,19 @@
 #include <string.h>
 
 /* Moves the keys of cells [first, first + count) by delta positions
- * through the scheme's rerotate hook.  An f16 key is rotated in f32 (the
- * forward pass's k scratch) and rounded back: each shift adds one f16
- * rounding, as writing it did. */
+ * through the scheme's rerotate hook, one cell at a time: an f32 cache in
+ * place, an f16 one through the forward pass's k scratch (each shift adds
+ * one f16 rounding, as writing it did). */
 static void rerotate_keys(Context *ctx, int first, int count, int delta) {
     KVCache *kv = &ctx->cache;
     const PeOps *scheme = pe_ops(&ctx->pe);
     int n_kv_heads = ctx->model->config.n_kv_heads;
-    float *k = ctx->state.k;
     for (int l = 0; l < kv->n_layers; l++)
         for (int c = first; c < first + count; c++) {
-            if (kv->type == TENSOR_F32) {
-                scheme->rerotate(&ctx->pe, kv_cache_key(kv, l, c), n_kv_heads, delta);
-                continue;
-            }
-            convert_to_f32(k, kv_cache_key(kv, l, c), TENSOR_F16, (size_t)kv->kv_dim);
+            float *k = kv->type == TENSOR_F32 ? kv_cache_key(kv, l, c) : ctx->state.k;
+            kv_cache_load_keys(kv, l, c, 1, k);
             scheme->rerotate(&ctx->pe, k, n_kv_heads, delta);
-            convert_to_f16(kv_cache_key(kv, l, c), k, (size_t)kv->kv_dim);
+            kv_cache_store(kv, l, c, 1, k, NULL);
         }
 }
 
