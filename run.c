@@ -915,9 +915,9 @@ static int run_ppl(const Options *o) {
     char *text = read_text_file(o->text_file, &len);
     int *ids = NULL, n_ids = 0;
     PosencError err;
-    if (tokenizer_encode_alloc(&tok, text, len, o->bos, 0, &ids, &n_ids, &err))
-        die("-f %s: %s", o->text_file, err.msg);
+    int failed = tokenizer_encode_alloc(&tok, text, len, o->bos, 0, &ids, &n_ids, &err);
     free(text);
+    if (failed) die("-f %s: %s", o->text_file, err.msg);
 
     check_text_length(o, n_ids, C);
     PplOptions popt = {.window = C, .stride = o->stride, .max_chunks = o->chunks,
