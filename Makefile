@@ -23,7 +23,10 @@ LDLIBS  := -lm -fopenmp
 LAYERS   := base positional tokenizer model modes
 LIB_SRC  := $(sort $(foreach d,$(LAYERS),$(wildcard $(d)/*.c)))
 LIB_HDR  := $(foreach d,$(LAYERS),$(wildcard $(d)/*.h))
-TEST_SRC := $(sort $(wildcard tests/test_*.c))
+# Every tests/**/test_*.c is a suite, named by its path under tests/
+# (model/test_sampler): a file dropped into any directory there is built
+# and run by make test.
+TEST_SRC := $(sort $(shell find tests -name 'test_*.c'))
 TEST_NAMES := $(patsubst tests/%.c,%,$(TEST_SRC))
 
 .PHONY: all test test-rel test-asan check-layers deps clean demo bench FORCE

@@ -1,4 +1,4 @@
-/* The README's commands run as written on a fresh clone (tests/readme_commands.py
+/* The README's commands run as written on a fresh clone (tests/cli/readme_commands.py
  * copies the tracked files to a temporary directory with ../shared beside it
  * and runs every ```sh block there, with ./run the binary under test).  The
  * controls show the runner can fail: a failing command fails it, and a
@@ -18,7 +18,7 @@ static const char *engine(void) {
 static TestsRun run_commands(const char *markdown, const char *models) {
     char shared[1024];
     snprintf(shared, sizeof shared, "%s/..", models);
-    const char *args[] = {"tests/readme_commands.py", markdown, "--run", engine(), "--shared", shared,
+    const char *args[] = {"tests/cli/readme_commands.py", markdown, "--run", engine(), "--shared", shared,
                           NULL};
     return tests_run_python(args);
 }
