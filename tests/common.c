@@ -181,6 +181,26 @@ void tests_remove_dir(const char *dir) {
                   dir, strerror(errno));
 }
 
+const char *tests_train_spm(const char *models_dir, const char *dir, const char *name,
+                            const char *options) {
+    static char model[4][512];
+    static int next;
+    char *path = model[next++ % 4];
+    size_t n;
+    char *text = tests_read_file(tests_text_path(models_dir, "tinystories-valid-head.txt"), &n);
+    char train[512], cmd[2048];
+    snprintf(train, sizeof train, "%s/train.txt", dir);
+    tests_write_file(train, text, n < 200000 ? n : 200000);
+    free(text);
+    snprintf(cmd, sizeof cmd,
+             "spm_train --input='%s' --model_prefix='%s/%s' --input_sentence_size=20000 "
+             "--shuffle_input_sentence=false %s >/dev/null 2>&1",
+             train, dir, name, options);
+    ck_assert_msg(system(cmd) == 0, "spm_train failed (install it with `make deps`): %s", cmd);
+    snprintf(path, sizeof model[0], "%s/%s.model", dir, name);
+    return path;
+}
+
 /* ---- comparisons and parsing ---------------------------------------------------- */
 
 float tests_max_abs_diff(const float *a, const float *b, size_t n) {

@@ -71,6 +71,11 @@ const char *tests_write_temp(const void *data, size_t n, const char *suffix);
 /* Removes the directory `dir` and everything in it. */
 void tests_remove_dir(const char *dir);
 
+/* spm_train with `options` (shell words) on the first 200 KB of the shared
+ * TinyStories text; returns <dir>/<name>.model (static rotating buffer). */
+const char *tests_train_spm(const char *models_dir, const char *dir, const char *name,
+                            const char *options);
+
 /* ---- comparisons and parsing ---------------------------------------------------- */
 
 /* max |a[i] - b[i]| over n floats.  A NaN on either side makes it NaN,

@@ -1051,7 +1051,8 @@ START_TEST(test_convert_gguf_input) {
     PosencError err;
     ck_assert_msg(gguf_open(&src, f32, &err) == 0, "%s", err.msg);
     ck_assert_msg(gguf_open(&retyped, q8, &err) == 0, "%s", err.msg);
-    const char *const q8_0[] = {"--dtype", "q8_0", NULL}, *const to_f16[] = {"--dtype", "f16", NULL};
+    const char *const q8_0[] = {"--dtype", "q8_0", NULL};
+    const char *const to_f16[] = {"--dtype", "f16", NULL};
     convert_and_open(&direct, models, "zoo/alibi", q8_0);
     convert_and_open(&f16, models, "zoo/alibi", to_f16);
     ck_assert(same_tensors(&retyped, &direct));

@@ -18,8 +18,8 @@ static const char *engine(void) {
 static TestsRun run_commands(const char *markdown, const char *models) {
     char shared[1024];
     snprintf(shared, sizeof shared, "%s/..", models);
-    const char *args[] = {"tests/cli/readme_commands.py", markdown, "--run", engine(), "--shared", shared,
-                          NULL};
+    const char *args[] = {"tests/cli/readme_commands.py", markdown, "--run", engine(),
+                          "--shared", shared, NULL};
     return tests_run_python(args);
 }
 

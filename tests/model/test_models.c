@@ -50,7 +50,7 @@
 #define STORIES_STEPS 200
 #define ZOO_STEPS 120
 
-/* ---- preparation: conversions and reference values, once, in main ---------- */
+/* ---- preparation: conversions and reference values, once ------------------- */
 
 typedef struct {
     const char *dir;        /* under the models directory */
@@ -164,7 +164,12 @@ static int read_reference(Ref *r) {
     return 0;
 }
 
+/* The unchecked fixture of every test case (Check's assertions, which the
+ * helpers use, work only under the runner); the first one does the work. */
 static void prepare(void) {
+    static int prepared;
+    if (prepared) return;
+    prepared = 1;
     models = tests_models_dir("GGUF models against their references");
     if (!models) return;
     if (!tests_python_available("GGUF model tests, which run tools/convert.py")) {
@@ -626,9 +631,9 @@ START_TEST(malformed_files) {
 END_TEST
 
 int main(void) {
-    prepare();
     Suite *s = suite_create("models");
     TCase *tc = tcase_create("references");
+    tcase_add_unchecked_fixture(tc, prepare, NULL);
     tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, logits_match_reference, 0, N_REFS);
     tcase_add_loop_test(tc, zoo_greedy_matches_reference, 0, N_ZOO);
@@ -636,6 +641,7 @@ int main(void) {
     suite_add_tcase(s, tc);
 
     tc = tcase_create("stories260k");
+    tcase_add_unchecked_fixture(tc, prepare, NULL);
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, stories_f32_bit_identical);
     tcase_add_test(tc, stories_hf_greedy_identical);
@@ -644,6 +650,7 @@ int main(void) {
     suite_add_tcase(s, tc);
 
     tc = tcase_create("loader");
+    tcase_add_unchecked_fixture(tc, prepare, NULL);
     tcase_set_timeout(tc, 300);
     tcase_add_loop_test(tc, pe_overrides, 0, N_ZOO);
     tcase_add_test(tc, inspect_output);

@@ -207,22 +207,6 @@ static const char *edited_gguf(const char *src, const char *edit) {
     return dst;
 }
 
-/* spm_train into dir/name.model on the first 200 KB of TinyStories. */
-static const char *train_spm(const char *dir, const char *name, const char *options) {
-    static char model[4][512];
-    static int next;
-    char *path = model[next++ % 4];
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd,
-             "head -c 200000 '%s' > '%s/train.txt' && spm_train --input='%s/train.txt' "
-             "--model_prefix='%s/%s' --input_sentence_size=20000 --shuffle_input_sentence=false "
-             "%s >/dev/null 2>&1",
-             tests_text_path(models, "tinystories-valid-head.txt"), dir, dir, dir, name, options);
-    ck_assert_msg(system(cmd) == 0, "spm_train failed (install it with `make deps`): %s", cmd);
-    snprintf(path, sizeof model[0], "%s/%s.model", dir, name);
-    return path;
-}
-
 /* ---- tests --------------------------------------------------------------------- */
 #define REQUIRE_MODELS()                                            \
     do {                                                            \
@@ -324,7 +308,7 @@ START_TEST(settings_round_trip) {
     };
     const char *const extra[] = {"--vocab-only", NULL};
     for (size_t v = 0; v < sizeof variants / sizeof *variants; v++) {
-        const char *model = train_spm(dir, variants[v].name, variants[v].options);
+        const char *model = tests_train_spm(models, dir, variants[v].name, variants[v].options);
         const char *gguf = tests_convert("/tmp", model + strlen("/tmp/"), extra);
         ck_assert_msg(gguf != NULL, "convert.py --vocab-only %s failed", model);
         expect_parity(variants[v].name, model, gguf, &c);
@@ -350,8 +334,8 @@ START_TEST(model_with_spm_tokenizer) {
     char dir[] = "/tmp/posenc-spm-hf-XXXXXX";
     ck_assert_ptr_nonnull(mkdtemp(dir));
     /* stories260K's embedding has 512 rows */
-    const char *model = train_spm(dir, "tokenizer", "--model_type=bpe --vocab_size=512 "
-                                                    "--byte_fallback=true");
+    const char *model = tests_train_spm(models, dir, "tokenizer",
+                                        "--model_type=bpe --vocab_size=512 --byte_fallback=true");
     const char *const with_flag[] = {"--tokenizer", model, NULL};
     const char *a = tests_convert(models, "stories260K-hf", with_flag);
     ck_assert_ptr_nonnull(a);
@@ -469,10 +453,10 @@ START_TEST(convert_refuses) {
     char dir[] = "/tmp/posenc-spm-bad-XXXXXX";
     ck_assert_ptr_nonnull(mkdtemp(dir));
     const char *out = tests_write_temp("", 0, ".gguf");
-    const char *word = train_spm(dir, "word", "--model_type=word --vocab_size=300");
+    const char *word = tests_train_spm(models, dir, "word", "--model_type=word --vocab_size=300");
     const char *word_args[] = {"--vocab-only", word, out, NULL};
     tests_expect_convert_error(word_args, "SentencePiece model type WORD is not supported");
-    const char *chr = train_spm(dir, "char", "--model_type=char --vocab_size=60");
+    const char *chr = tests_train_spm(models, dir, "char", "--model_type=char --vocab_size=60");
     const char *char_args[] = {"--vocab-only", chr, out, NULL};
     tests_expect_convert_error(char_args, "SentencePiece model type CHAR is not supported");
 

@@ -214,7 +214,8 @@ static void compare(const char *what, const Tokenizer *t, const char *input, siz
         count++;
         if (got.n != want_n || memcmp(got.v, want, want_n) != 0) {
             printf("%s: MISMATCH at line %ld of %ld compared\n  input: %s\n  want:  %s\n  got:   %s\n",
-                   what, count, count, tests_show_bytes(line, n), tests_show_bytes(want, want_n), tests_show_bytes(got.v, got.n));
+                   what, count, count, tests_show_bytes(line, n), tests_show_bytes(want, want_n),
+                   tests_show_bytes(got.v, got.n));
             ck_abort_msg("%s: line %ld differs from the reference", what, count);
         }
     }
@@ -329,19 +330,11 @@ START_TEST(spm_trained_variants) {
         {"bpe-nfkc-bytes-noprefix", "--model_type=bpe --vocab_size=600 --normalization_rule_name=nfkc "
          "--add_dummy_prefix=false --byte_fallback=true --character_coverage=0.99"},
     };
-    const char *train_path = tests_write_temp(corpus.v, 200000, ".txt"); /* TinyStories */
     char dir[] = "/tmp/posenc-spm-XXXXXX";
     ck_assert_ptr_nonnull(mkdtemp(dir));
-    for (size_t v = 0; v < sizeof variants / sizeof *variants; v++) {
-        char cmd[2048], model[512];
-        snprintf(model, sizeof model, "%s/%s.model", dir, variants[v][0]);
-        snprintf(cmd, sizeof cmd,
-                 "spm_train --input=%s --model_prefix=%s/%s --input_sentence_size=20000 "
-                 "--shuffle_input_sentence=false %s >/dev/null 2>&1",
-                 train_path, dir, variants[v][0], variants[v][1]);
-        ck_assert_msg(system(cmd) == 0, "spm_train failed: %s", cmd);
-        spm_parity(variants[v][0], model, corpus_file);
-    }
+    for (size_t v = 0; v < sizeof variants / sizeof *variants; v++)
+        spm_parity(variants[v][0], tests_train_spm(models, dir, variants[v][0], variants[v][1]),
+                   corpus_file);
     tests_remove_dir(dir);
 }
 END_TEST
@@ -515,7 +508,8 @@ START_TEST(llama2c_heap_equals_rescan) {
             ck_assert_msg(got.n == want.n && memcmp(got.v, want.v, want.n) == 0,
                           "%s: line %ld differs from the rescanning encoder\n  input: %s\n"
                           "  want: %s\n  got:  %s",
-                          bins[b], count, tests_show_bytes(line, n), tests_show_bytes(want.v, want.n), tests_show_bytes(got.v, got.n));
+                          bins[b], count, tests_show_bytes(line, n),
+                          tests_show_bytes(want.v, want.n), tests_show_bytes(got.v, got.n));
         }
         printf("%s heap vs rescan: %ld lines compared, 0 mismatches\n", bins[b], count);
         tokenizer_free(&t);
