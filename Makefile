@@ -87,8 +87,7 @@ check-layers:
 	  echo "check-layers: control (positional/pe.c including model/model.h) fails as it must"
 
 # Each suite gets the engine binary of its own build, so CLI tests run the
-# sanitized ./run under ASan too.  CK_FORK=no keeps ASan's leak check per
-# process meaningful and stack traces readable.
+# sanitized ./run under ASan too.
 test: deps check-layers
 	@$(MAKE) --no-print-directory test-rel
 	@$(MAKE) --no-print-directory test-asan

@@ -58,7 +58,10 @@ const char *tests_convert(const char *models_dir, const char *input, const char 
     const char *out = tests_write_temp("", 0, ".gguf");
     const char *args[16] = {"tools/convert.py", in, out};
     int n = 3;
-    for (int i = 0; extra && extra[i] && n < 15; i++) args[n++] = extra[i];
+    for (int i = 0; extra && extra[i]; i++) {
+        ck_assert_int_lt(n, 15);
+        args[n++] = extra[i];
+    }
     args[n] = NULL;
     TestsRun r = tests_run_python(args);
     int ok = r.status == 0;
