@@ -23,7 +23,10 @@ LDLIBS  := -lm -fopenmp
 LAYERS   := base positional tokenizer model modes
 LIB_SRC  := $(sort $(foreach d,$(LAYERS),$(wildcard $(d)/*.c)))
 LIB_HDR  := $(foreach d,$(LAYERS),$(wildcard $(d)/*.h))
-TEST_SRC := $(sort $(wildcard tests/test_*.c))
+# Every tests/**/test_*.c is a suite, named by its path under tests/
+# (model/test_sampler): a file dropped into any directory there is built
+# and run by make test.
+TEST_SRC := $(sort $(shell find tests -name 'test_*.c'))
 TEST_NAMES := $(patsubst tests/%.c,%,$(TEST_SRC))
 
 .PHONY: all test test-rel test-asan check-layers deps clean demo bench FORCE
@@ -84,8 +87,7 @@ check-layers:
 	  echo "check-layers: control (positional/pe.c including model/model.h) fails as it must"
 
 # Each suite gets the engine binary of its own build, so CLI tests run the
-# sanitized ./run under ASan too.  CK_FORK=no keeps ASan's leak check per
-# process meaningful and stack traces readable.
+# sanitized ./run under ASan too.
 test: deps check-layers
 	@$(MAKE) --no-print-directory test-rel
 	@$(MAKE) --no-print-directory test-asan

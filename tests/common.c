@@ -1,10 +1,12 @@
 #include "tests/common.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -17,6 +19,8 @@ int tests_run_suite(Suite *s) {
     srunner_free(sr);
     return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
+
+/* ---- the shared models ------------------------------------------------------ */
 
 const char *tests_models_dir(const char *what) {
     const char *dir = getenv("POSENC_MODELS");
@@ -42,99 +46,107 @@ const char *tests_model_path(const char *models_dir, const char *rel) {
     return p;
 }
 
-static char *slurp_fd(int fd) {
+const char *tests_text_path(const char *models_dir, const char *name) {
+    char rel[512];
+    snprintf(rel, sizeof rel, "../text/%s", name);
+    return tests_model_path(models_dir, rel);
+}
+
+const char *tests_convert(const char *models_dir, const char *input, const char *const *extra) {
+    char in[1024];
+    snprintf(in, sizeof in, "%s/%s", models_dir, input);
+    const char *out = tests_write_temp("", 0, ".gguf");
+    const char *args[16] = {"tools/convert.py", in, out};
+    int n = 3;
+    for (int i = 0; extra && extra[i]; i++) {
+        ck_assert_int_lt(n, 15);
+        args[n++] = extra[i];
+    }
+    args[n] = NULL;
+    TestsRun r = tests_run_python(args);
+    int ok = r.status == 0;
+    if (!ok) fprintf(stderr, "tools/convert.py %s failed (status %d): %s", in, r.status, r.err);
+    tests_run_free(&r);
+    return ok ? out : NULL;
+}
+
+void tests_load_model(Model *m, const char *path) {
+    PosencError err;
+    ck_assert_msg(model_load(m, path, &err) == 0, "%s", err.msg);
+}
+
+void tests_load_tokenizer(Tokenizer *t, const char *path, int expected_vocab) {
+    PosencError err;
+    ck_assert_msg(tokenizer_load(t, path, expected_vocab, &err) == 0, "%s", err.msg);
+}
+
+void tests_build_context(Context *ctx, const Model *m, const PeParams *pe, int n_ctx) {
+    PosencError err;
+    ck_assert_msg(context_build(ctx, m, pe, n_ctx, n_ctx, &err) == 0, "%s", err.msg);
+}
+
+void tests_load_zoo(Model *m, const char *models_dir, const char *scheme) {
+    char rel[64];
+    snprintf(rel, sizeof rel, "zoo/%s", scheme);
+    const char *gguf = tests_convert(models_dir, rel, NULL);
+    ck_assert_msg(gguf != NULL, "could not convert %s", rel);
+    tests_load_model(m, gguf);
+}
+
+int tests_load_models(TestsModel *out, const char *what) {
+    static const char *const zoo[] = {"sinusoidal", "learned", "rope", "alibi", "none"};
+    const char *dir = tests_models_dir(what);
+    if (!dir) return 0;
+    out[0].name = "stories260K";
+    tests_load_model(&out[0].model, tests_model_path(dir, "stories260K/stories260K.bin"));
+    for (int i = 0; i < 5; i++) {
+        out[1 + i].name = zoo[i];
+        tests_load_zoo(&out[1 + i].model, dir, zoo[i]);
+    }
+    return 1;
+}
+
+void tests_free_models(TestsModel *models) {
+    for (int i = 0; i < TESTS_N_MODELS; i++) model_free(&models[i].model);
+}
+
+/* ---- files -------------------------------------------------------------------- */
+
+/* Everything left to read from fd, NUL-terminated; its length in *len. */
+static char *slurp_fd(int fd, const char *what, size_t *len) {
     size_t cap = 4096, n = 0;
     char *s = malloc(cap);
     ck_assert_ptr_nonnull(s);
     for (;;) {
-        if (n + 1 >= cap) { cap *= 2; s = realloc(s, cap); ck_assert_ptr_nonnull(s); }
+        if (n + 1 >= cap) {
+            cap *= 2;
+            s = realloc(s, cap);
+            ck_assert_ptr_nonnull(s);
+        }
         ssize_t got = read(fd, s + n, cap - n - 1);
-        if (got <= 0) break;
+        ck_assert_msg(got >= 0, "cannot read %s: %s", what, strerror(errno));
+        if (got == 0) break;
         n += (size_t)got;
     }
     s[n] = '\0';
+    if (len) *len = n;
     return s;
 }
 
-/* Runs bin with args (NULL-terminated, without argv[0]), capturing both
- * streams; max_address_space > 0 limits the child's (RLIMIT_AS). */
-static TestsRun run_program(const char *bin, const char *const *args, size_t max_address_space) {
-    int nargs = 0;
-    while (args[nargs]) nargs++;
-    char **argv = calloc((size_t)nargs + 2, sizeof *argv);
-    ck_assert_ptr_nonnull(argv);
-    argv[0] = (char *)bin;
-    for (int i = 0; i < nargs; i++) argv[i + 1] = (char *)args[i];
-
-    /* stdout and stderr go to temp files: pipes could fill up and deadlock. */
-    char out_path[] = "/tmp/posenc-out-XXXXXX", err_path[] = "/tmp/posenc-err-XXXXXX";
-    int out_fd = mkstemp(out_path), err_fd = mkstemp(err_path);
-    ck_assert(out_fd >= 0 && err_fd >= 0);
-    fflush(NULL);
-    pid_t pid = fork();
-    ck_assert(pid >= 0);
-    if (pid == 0) {
-        dup2(out_fd, 1);
-        dup2(err_fd, 2);
-        int devnull = open("/dev/null", 0);
-        if (devnull >= 0) dup2(devnull, 0);
-        struct rlimit limit = {max_address_space, max_address_space};
-        if (max_address_space && setrlimit(RLIMIT_AS, &limit) != 0) _exit(126);
-        execv(bin, argv);
-        _exit(127);
-    }
-    int wstatus = 0;
-    waitpid(pid, &wstatus, 0);
-    TestsRun r;
-    r.status = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
-    lseek(out_fd, 0, SEEK_SET);
-    lseek(err_fd, 0, SEEK_SET);
-    r.out = slurp_fd(out_fd);
-    r.err = slurp_fd(err_fd);
-    close(out_fd); close(err_fd);
-    unlink(out_path); unlink(err_path);
-    free(argv);
-    return r;
+char *tests_read_file(const char *path, size_t *len) {
+    int fd = open(path, O_RDONLY);
+    ck_assert_msg(fd >= 0, "cannot open %s: %s", path, strerror(errno));
+    char *s = slurp_fd(fd, path, len);
+    close(fd);
+    return s;
 }
 
-static const char *engine_path(void) {
-    const char *bin = getenv("POSENC_RUN");
-    return bin && *bin ? bin : "./run";
-}
-
-TestsRun tests_run_engine(const char *const *args) { return run_program(engine_path(), args, 0); }
-
-TestsRun tests_run_engine_limited(const char *const *args, size_t bytes) {
-    return run_program(engine_path(), args, bytes);
-}
-
-TestsRun tests_run_python(const char *const *args) {
-    const char *python = getenv("PYTHON");
-    return run_program(python && *python ? python : "/usr/bin/python3", args, 0);
-}
-
-void tests_run_free(TestsRun *r) {
-    free(r->out);
-    free(r->err);
-    r->out = r->err = NULL;
-}
-
-TestsRun tests_expect_failure(const char *const *args, const char *needle) {
-    TestsRun r = tests_run_engine(args);
-    ck_assert_msg(r.status == 1, "exit status %d (want 1) for %s; stderr: %s", r.status, args[0],
-                  r.err);
-    ck_assert_msg(strncmp(r.err, "error: ", 7) == 0, "stderr does not start with 'error: ': %s",
-                  r.err);
-    char *nl = strchr(r.err, '\n');
-    ck_assert_msg(nl && nl[1] == '\0', "stderr is not exactly one line: %s", r.err);
-    ck_assert_msg(strstr(r.err, needle), "stderr does not mention '%s': %s", needle, r.err);
-    return r;
-}
-
-void tests_expect_error(const char *const *args, const char *needle) {
-    TestsRun r = tests_expect_failure(args, needle);
-    ck_assert_msg(r.out[0] == '\0', "output before the error: %s", r.out);
-    tests_run_free(&r);
+void tests_write_file(const char *path, const void *data, size_t n) {
+    FILE *f = fopen(path, "wb");
+    ck_assert_msg(f != NULL, "cannot create %s: %s", path, strerror(errno));
+    size_t wrote = fwrite(data, 1, n, f);
+    int closed = fclose(f);
+    ck_assert_msg(wrote == n && closed == 0, "cannot write %s", path);
 }
 
 static char temp_paths[1024][64];
@@ -161,19 +173,47 @@ const char *tests_write_temp(const void *data, size_t n, const char *suffix) {
     return p;
 }
 
-const char *tests_convert(const char *models_dir, const char *input, const char *const *extra) {
-    char in[1024];
-    snprintf(in, sizeof in, "%s/%s", models_dir, input);
-    const char *out = tests_write_temp("", 0, ".gguf");
-    const char *args[16] = {"tools/convert.py", in, out};
-    int n = 3;
-    for (int i = 0; extra && extra[i] && n < 15; i++) args[n++] = extra[i];
-    args[n] = NULL;
-    TestsRun r = tests_run_python(args);
-    int ok = r.status == 0;
-    if (!ok) fprintf(stderr, "tools/convert.py %s failed (status %d): %s", in, r.status, r.err);
-    tests_run_free(&r);
-    return ok ? out : NULL;
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+    return remove(path);
+}
+
+void tests_remove_dir(const char *dir) {
+    /* depth first, so a directory is empty when its turn comes; links are
+     * removed, never followed */
+    ck_assert_msg(nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS) == 0, "cannot remove %s: %s",
+                  dir, strerror(errno));
+}
+
+const char *tests_train_spm(const char *models_dir, const char *dir, const char *name,
+                            const char *options) {
+    static char model[4][512];
+    static int next;
+    char *path = model[next++ % 4];
+    size_t n;
+    char *text = tests_read_file(tests_text_path(models_dir, "tinystories-valid-head.txt"), &n);
+    char train[512], cmd[2048];
+    snprintf(train, sizeof train, "%s/train.txt", dir);
+    tests_write_file(train, text, n < 200000 ? n : 200000);
+    free(text);
+    snprintf(cmd, sizeof cmd,
+             "spm_train --input='%s' --model_prefix='%s/%s' --input_sentence_size=20000 "
+             "--shuffle_input_sentence=false %s >/dev/null 2>&1",
+             train, dir, name, options);
+    ck_assert_msg(system(cmd) == 0, "spm_train failed (install it with `make deps`): %s", cmd);
+    snprintf(path, sizeof model[0], "%s/%s.model", dir, name);
+    return path;
+}
+
+/* ---- comparisons and parsing ---------------------------------------------------- */
+
+float tests_max_abs_diff(const float *a, const float *b, size_t n) {
+    float m = 0.0f;
+    for (size_t i = 0; i < n; i++) {
+        float d = fabsf(a[i] - b[i]);
+        if (isnan(d)) return NAN; /* fmaxf would drop it */
+        m = fmaxf(m, d);
+    }
+    return m;
 }
 
 double tests_json_number(const char *json, const char *key) {
@@ -200,51 +240,166 @@ size_t tests_gguf_string_end(const void *p, size_t n, const char *s) {
     return 0;
 }
 
-const char *tests_text_path(const char *models_dir, const char *name) {
-    static char buf[4][1024];
+const char *tests_show_bytes(const char *s, size_t n) {
+    static char buf[4][400];
     static int next;
-    char *p = buf[next++ % 4];
-    snprintf(p, sizeof buf[0], "%s/../text/%s", models_dir, name);
-    return p;
-}
-
-char *tests_read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    if (!buf || fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        fclose(f);
-        return NULL;
+    char *b = buf[next++ % 4];
+    size_t k = 0;
+    for (size_t i = 0; i < n && k < sizeof buf[0] - 8; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x20 && c < 0x7F && c != '\\') b[k++] = (char)c;
+        else k += (size_t)snprintf(b + k, 8, "\\x%02X", c);
     }
-    fclose(f);
-    buf[n] = '\0';
-    if (len) *len = (size_t)n;
-    return buf;
+    if (k >= sizeof buf[0] - 8) k += (size_t)snprintf(b + k, 4, "...");
+    b[k] = '\0';
+    return b;
 }
 
-int tests_load_models(TestsModel *out, const char *what) {
-    static const char *const zoo[] = {"sinusoidal", "learned", "rope", "alibi", "none"};
-    const char *dir = tests_models_dir(what);
-    if (!dir) return 0;
-    PosencError err;
-    out[0].name = "stories260K";
-    ck_assert_msg(model_load(&out[0].model, tests_model_path(dir, "stories260K/stories260K.bin"),
-                             &err) == 0, "%s", err.msg);
-    for (int i = 0; i < 5; i++) {
-        char rel[64];
-        snprintf(rel, sizeof rel, "zoo/%s", zoo[i]);
-        const char *gguf = tests_convert(dir, rel, NULL);
-        ck_assert_msg(gguf != NULL, "could not convert %s", rel);
-        out[1 + i].name = zoo[i];
-        ck_assert_msg(model_load(&out[1 + i].model, gguf, &err) == 0, "%s", err.msg);
+void tests_expect_file_error(const char *msg, const char *file, const char *needle) {
+    size_t n = strlen(file);
+    ck_assert_msg(strncmp(msg, file, n) == 0 && msg[n] == ':',
+                  "error does not start with '%s:': %s", file, msg);
+    ck_assert_msg(strchr(msg, '\n') == NULL, "error is not one line: %s", msg);
+    if (needle) ck_assert_msg(strstr(msg, needle) != NULL, "expected '%s' in: %s", needle, msg);
+}
+
+/* ---- running programs ------------------------------------------------------------ */
+
+/* tests_run_program; max_address_space > 0 limits the child's (RLIMIT_AS). */
+static TestsRun run_limited(const char *program, const char *const *args, const char *input,
+                            size_t max_address_space) {
+    int nargs = 0;
+    while (args[nargs]) nargs++;
+    char **argv = calloc((size_t)nargs + 2, sizeof *argv);
+    ck_assert_ptr_nonnull(argv);
+    argv[0] = (char *)program;
+    for (int i = 0; i < nargs; i++) argv[i + 1] = (char *)args[i];
+
+    /* stdout and stderr go to temp files: pipes could fill up and deadlock. */
+    char out_path[] = "/tmp/posenc-out-XXXXXX", err_path[] = "/tmp/posenc-err-XXXXXX";
+    int out_fd = mkstemp(out_path), err_fd = mkstemp(err_path);
+    ck_assert(out_fd >= 0 && err_fd >= 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    ck_assert(pid >= 0);
+    if (pid == 0) {
+        dup2(out_fd, 1);
+        dup2(err_fd, 2);
+        int in_fd = open(input ? input : "/dev/null", O_RDONLY);
+        if (in_fd < 0) _exit(126);
+        dup2(in_fd, 0);
+        struct rlimit limit = {max_address_space, max_address_space};
+        if (max_address_space && setrlimit(RLIMIT_AS, &limit) != 0) _exit(126);
+        execvp(program, argv);
+        _exit(127);
     }
-    return 1;
+    int wstatus = 0;
+    waitpid(pid, &wstatus, 0);
+    TestsRun r;
+    r.status = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
+    lseek(out_fd, 0, SEEK_SET);
+    lseek(err_fd, 0, SEEK_SET);
+    r.out = slurp_fd(out_fd, "stdout", &r.out_len);
+    r.err = slurp_fd(err_fd, "stderr", NULL);
+    close(out_fd);
+    close(err_fd);
+    unlink(out_path);
+    unlink(err_path);
+    free(argv);
+    return r;
 }
 
-void tests_free_models(TestsModel *models) {
-    for (int i = 0; i < TESTS_N_MODELS; i++) model_free(&models[i].model);
+TestsRun tests_run_program(const char *program, const char *const *args, const char *input) {
+    return run_limited(program, args, input, 0);
+}
+
+void tests_run_free(TestsRun *r) {
+    free(r->out);
+    free(r->err);
+    r->out = r->err = NULL;
+}
+
+static const char *engine_path(void) {
+    const char *bin = getenv("POSENC_RUN");
+    return bin && *bin ? bin : "./run";
+}
+
+TestsRun tests_run_engine(const char *const *args) {
+    return run_limited(engine_path(), args, NULL, 0);
+}
+
+TestsRun tests_run_engine_limited(const char *const *args, size_t bytes) {
+    return run_limited(engine_path(), args, NULL, bytes);
+}
+
+TestsRun tests_run_engine_ok(const char *const *args) {
+    TestsRun r = tests_run_engine(args);
+    ck_assert_msg(r.status == 0, "exit status %d for %s; stderr: %s", r.status, args[0], r.err);
+    return r;
+}
+
+void tests_expect_success(const char *const *args) {
+    TestsRun r = tests_run_engine_ok(args);
+    tests_run_free(&r);
+}
+
+/* Exactly one stderr line that starts with `prefix` and contains `needle`. */
+static void expect_one_error_line(const TestsRun *r, const char *prefix, const char *needle) {
+    ck_assert_msg(strncmp(r->err, prefix, strlen(prefix)) == 0,
+                  "stderr does not start with '%s': %s", prefix, r->err);
+    char *nl = strchr(r->err, '\n');
+    ck_assert_msg(nl && nl[1] == '\0', "stderr is not exactly one line: %s", r->err);
+    ck_assert_msg(strstr(r->err, needle), "stderr does not mention '%s': %s", needle, r->err);
+}
+
+TestsRun tests_expect_failure(const char *const *args, const char *needle) {
+    TestsRun r = tests_run_engine(args);
+    ck_assert_msg(r.status == 1, "exit status %d (want 1) for %s; stderr: %s", r.status, args[0],
+                  r.err);
+    expect_one_error_line(&r, "error: ", needle);
+    return r;
+}
+
+void tests_expect_error(const char *const *args, const char *needle) {
+    TestsRun r = tests_expect_failure(args, needle);
+    ck_assert_msg(r.out[0] == '\0', "output before the error: %s", r.out);
+    tests_run_free(&r);
+}
+
+const char *tests_python(void) {
+    const char *python = getenv("PYTHON");
+    return python && *python ? python : "/usr/bin/python3";
+}
+
+int tests_python_available(const char *what) {
+    if (access(tests_python(), X_OK) == 0) return 1;
+    fprintf(stderr, "SKIP: %s (no executable %s)\n", what, tests_python());
+    return 0;
+}
+
+TestsRun tests_run_python(const char *const *args) {
+    return run_limited(tests_python(), args, NULL, 0);
+}
+
+TestsRun tests_run_python_ok(const char *const *args) {
+    TestsRun r = tests_run_python(args);
+    ck_assert_msg(r.status == 0, "%s %s: exit status %d; stderr: %s", tests_python(), args[0],
+                  r.status, r.err);
+    return r;
+}
+
+void tests_expect_convert_error(const char *const *args, const char *needle) {
+    const char *argv[32] = {"tools/convert.py"};
+    int n = 1;
+    for (int i = 0; args[i]; i++) {
+        ck_assert_int_lt(n, 31);
+        argv[n++] = args[i];
+    }
+    argv[n] = NULL;
+    TestsRun r = tests_run_python(argv);
+    ck_assert_msg(r.status == 2, "convert.py (want '%s'): exit status %d, not 2; stderr: %s",
+                  needle, r.status, r.err);
+    expect_one_error_line(&r, "convert.py: error: ", needle);
+    ck_assert_msg(r.out[0] == '\0', "convert.py: output before the error: %s", r.out);
+    tests_run_free(&r);
 }

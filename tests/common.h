@@ -1,14 +1,20 @@
-/* Shared helpers for the Check suites: running a suite, finding the shared
- * models, and running the ./run binary as a user would. */
+/* Shared helpers for the Check suites: running a suite, finding and loading
+ * the shared models, files, comparisons, and running the ./run binary (and
+ * Python) as a user would.  A helper that cannot do its job fails the test
+ * with the reason, so callers need not check its result. */
 #ifndef POSENC_TESTS_COMMON_H
 #define POSENC_TESTS_COMMON_H
 #include <check.h>
 #include <stddef.h>
 
+#include "model/context.h"
 #include "model/model.h"
+#include "tokenizer/tokenizer.h"
 
 /* Runs every test of `s` and returns the process exit status. */
 int tests_run_suite(Suite *s);
+
+/* ---- the shared models ------------------------------------------------------ */
 
 /* Directory of the shared models ($POSENC_MODELS or ../shared/models), or
  * NULL after printing what is skipped.  Under CI=true a missing directory is
@@ -18,51 +24,24 @@ const char *tests_models_dir(const char *what);
 /* "<models_dir>/<rel>" in a static rotating buffer. */
 const char *tests_model_path(const char *models_dir, const char *rel);
 
-/* Result of running the engine binary ($POSENC_RUN, default ./run). */
-typedef struct {
-    int status;   /* exit status, or 128+signal when killed */
-    char *out;    /* stdout, NUL-terminated (malloc'd) */
-    char *err;    /* stderr, NUL-terminated (malloc'd) */
-} TestsRun;
-
-/* Runs the engine with argv (NULL-terminated, without argv[0]). */
-TestsRun tests_run_engine(const char *const *args);
-/* The same with its address space limited to `bytes` (RLIMIT_AS), so that
- * what it allocates, touched or not, is bounded.  Not under ASan, whose
- * shadow memory needs terabytes of address space. */
-TestsRun tests_run_engine_limited(const char *const *args, size_t bytes);
-/* Runs $PYTHON (default /usr/bin/python3) with args, the same way. */
-TestsRun tests_run_python(const char *const *args);
-void tests_run_free(TestsRun *r);
-/* Runs the engine and asserts a clean refusal: exit status 1 and exactly
- * one stderr line, starting "error: " and containing `needle`.  Returns the
- * run for further checks on stdout (free it with tests_run_free). */
-TestsRun tests_expect_failure(const char *const *args, const char *needle);
-/* The same, and nothing on stdout: the refusal came before any work. */
-void tests_expect_error(const char *const *args, const char *needle);
-
-/* Writes `n` bytes to a fresh temporary file and returns its path (static
- * rotating buffer); the file is removed at exit. */
-const char *tests_write_temp(const void *data, size_t n, const char *suffix);
+/* "<models_dir>/../text/<name>" (the same buffer): the shared texts sit beside
+ * the models. */
+const char *tests_text_path(const char *models_dir, const char *name);
 
 /* Converts <models_dir>/<input> with tools/convert.py ($PYTHON) into a
  * temporary GGUF (removed at exit); extra args NULL-terminated.  Returns
  * the path, or NULL after printing why (missing python, converter error). */
 const char *tests_convert(const char *models_dir, const char *input, const char *const *extra);
 
-/* "<models_dir>/../text/<name>": the shared texts sit beside the models. */
-const char *tests_text_path(const char *models_dir, const char *name);
+/* model_load, tokenizer_load and context_build (chunks of up to n_ctx
+ * tokens), failing the test with the engine's error. */
+void tests_load_model(Model *m, const char *path);
+void tests_load_tokenizer(Tokenizer *t, const char *path, int expected_vocab);
+void tests_build_context(Context *ctx, const Model *m, const PeParams *pe, int n_ctx);
 
-/* Offset just past the first GGUF string (u64 length + bytes) equal to s
- * in the n bytes at p; fails the test when there is none. */
-size_t tests_gguf_string_end(const void *p, size_t n, const char *s);
+/* The PE zoo's model for `scheme` (zoo/<scheme>), converted and loaded. */
+void tests_load_zoo(Model *m, const char *models_dir, const char *scheme);
 
-/* Whole file into a NUL-terminated malloc'd buffer, or NULL. */
-char *tests_read_file(const char *path, size_t *len);
-
-/* The number after "key": in a flat JSON text; NAN if the key is absent or
- * not followed by a number. */
-double tests_json_number(const char *json, const char *key);
 /* The real models the cache suites run on, one per architecture family and
  * positional scheme: stories260K (llama, RoPE native) and the five PE-zoo
  * models (gpt2; sinusoidal, learned, rope, alibi, none), converted to GGUF. */
@@ -75,4 +54,93 @@ typedef struct {
  * tests_models_dir) when the shared models are absent. */
 int tests_load_models(TestsModel *out, const char *what);
 void tests_free_models(TestsModel *models);
+
+/* ---- files -------------------------------------------------------------------- */
+
+/* The whole file (a pipe too) in a NUL-terminated malloc'd buffer, its size
+ * in *len when len is not NULL. */
+char *tests_read_file(const char *path, size_t *len);
+
+/* Writes n bytes to path, created or truncated. */
+void tests_write_file(const char *path, const void *data, size_t n);
+
+/* Writes `n` bytes to a fresh temporary file and returns its path (static
+ * rotating buffer); the file is removed at exit. */
+const char *tests_write_temp(const void *data, size_t n, const char *suffix);
+
+/* Removes the directory `dir` and everything in it. */
+void tests_remove_dir(const char *dir);
+
+/* spm_train with `options` (shell words) on the first 200 KB of the shared
+ * TinyStories text; returns <dir>/<name>.model (static rotating buffer). */
+const char *tests_train_spm(const char *models_dir, const char *dir, const char *name,
+                            const char *options);
+
+/* ---- comparisons and parsing ---------------------------------------------------- */
+
+/* max |a[i] - b[i]| over n floats.  A NaN on either side makes it NaN,
+ * which no tolerance (d <= tol) and no control (d > min) accepts. */
+float tests_max_abs_diff(const float *a, const float *b, size_t n);
+
+/* The number after "key": in a flat JSON text; NAN if the key is absent or
+ * not followed by a number. */
+double tests_json_number(const char *json, const char *key);
+
+/* Offset just past the first GGUF string (u64 length + bytes) equal to s
+ * in the n bytes at p; fails the test when there is none. */
+size_t tests_gguf_string_end(const void *p, size_t n, const char *s);
+
+/* The first bytes of s[0, n) for a failure message, bytes other than
+ * printable ASCII (and the backslash) as \xNN (static rotating buffer). */
+const char *tests_show_bytes(const char *s, size_t n);
+
+/* An engine error as every layer states it: one line that starts with the
+ * file it concerns, "<file>:", and mentions `needle` (unless NULL). */
+void tests_expect_file_error(const char *msg, const char *file, const char *needle);
+
+/* ---- running programs ------------------------------------------------------------ */
+
+/* Result of running a program. */
+typedef struct {
+    int status;     /* exit status, or 128+signal when killed */
+    char *out;      /* stdout, NUL-terminated (malloc'd) */
+    char *err;      /* stderr, NUL-terminated (malloc'd) */
+    size_t out_len; /* bytes of stdout (it may hold NULs) */
+} TestsRun;
+
+/* Runs `program` (looked up in PATH when it has no '/') with args
+ * (NULL-terminated, without argv[0]) and stdin from the file `input`
+ * (NULL: /dev/null), capturing both output streams. */
+TestsRun tests_run_program(const char *program, const char *const *args, const char *input);
+void tests_run_free(TestsRun *r);
+
+/* Runs the engine binary ($POSENC_RUN, default ./run) with args. */
+TestsRun tests_run_engine(const char *const *args);
+/* The same with its address space limited to `bytes` (RLIMIT_AS), so that
+ * what it allocates, touched or not, is bounded.  Not under ASan, whose
+ * shadow memory needs terabytes of address space. */
+TestsRun tests_run_engine_limited(const char *const *args, size_t bytes);
+/* The engine, which must exit 0; free the run with tests_run_free. */
+TestsRun tests_run_engine_ok(const char *const *args);
+/* The same when only success matters. */
+void tests_expect_success(const char *const *args);
+/* Runs the engine and asserts a clean refusal: exit status 1 and exactly
+ * one stderr line, starting "error: " and containing `needle`.  Returns the
+ * run for further checks on stdout (free it with tests_run_free). */
+TestsRun tests_expect_failure(const char *const *args, const char *needle);
+/* The same, and nothing on stdout: the refusal came before any work. */
+void tests_expect_error(const char *const *args, const char *needle);
+
+/* The Python interpreter: $PYTHON, default /usr/bin/python3. */
+const char *tests_python(void);
+/* Whether it can be run; if not, prints that `what` is skipped. */
+int tests_python_available(const char *what);
+/* Runs it with args, the same way as the engine. */
+TestsRun tests_run_python(const char *const *args);
+/* The same, and it must exit 0. */
+TestsRun tests_run_python_ok(const char *const *args);
+/* tools/convert.py with args must refuse as its users are promised: exit
+ * status 2, nothing on stdout, and one stderr line "convert.py: error: ..."
+ * containing `needle`. */
+void tests_expect_convert_error(const char *const *args, const char *needle);
 #endif

@@ -1,4 +1,4 @@
-/* The README's commands run as written on a fresh clone (tests/readme_commands.py
+/* The README's commands run as written on a fresh clone (tests/cli/readme_commands.py
  * copies the tracked files to a temporary directory with ../shared beside it
  * and runs every ```sh block there, with ./run the binary under test).  The
  * controls show the runner can fail: a failing command fails it, and a
@@ -18,8 +18,8 @@ static const char *engine(void) {
 static TestsRun run_commands(const char *markdown, const char *models) {
     char shared[1024];
     snprintf(shared, sizeof shared, "%s/..", models);
-    const char *args[] = {"tests/readme_commands.py", markdown, "--run", engine(), "--shared", shared,
-                          NULL};
+    const char *args[] = {"tests/cli/readme_commands.py", markdown, "--run", engine(),
+                          "--shared", shared, NULL};
     return tests_run_python(args);
 }
 
@@ -48,12 +48,14 @@ START_TEST(runner_fails_and_skips) {
     ck_assert_msg(r.status == 1 && strstr(r.out, "FAIL"), "a failing command passed: %s", r.out);
     tests_run_free(&r);
 
-    /* a placeholder and a make line are skipped; a continuation is one command */
+    /* a placeholder and a make line are skipped; a continuation is one
+     * command; the copy holds the repository's files */
     const char *skips = "```sh\n./run <model.gguf> -m inspect\nmake test\n./run -m tokenize \\\n"
-                        "  -z ../shared/models/llama2-tokenizer/tokenizer.bin -i hi\n```\n";
+                        "  -z ../shared/models/llama2-tokenizer/tokenizer.bin -i hi\n"
+                        "test -f tools/convert.py\n```\n";
     r = run_commands(tests_write_temp(skips, strlen(skips), ".md"), models);
     ck_assert_msg(r.status == 0, "%s%s", r.out, r.err);
-    ck_assert_msg(strstr(r.out, "1 commands in 1 blocks, 2 skipped"), "%s", r.out);
+    ck_assert_msg(strstr(r.out, "2 commands in 1 blocks, 2 skipped"), "%s", r.out);
     tests_run_free(&r);
 }
 END_TEST

@@ -12,20 +12,6 @@
 
 static const char *models;
 
-static char *read_all(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    long size = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)size + 1);
-    ck_assert_ptr_nonnull(s);
-    ck_assert(fread(s, 1, (size_t)size, f) == (size_t)size);
-    fclose(f);
-    *n = (size_t)size;
-    return s;
-}
-
 static void encode_ok(const Tokenizer *t, const char *text, const int *want, int n_want) {
     int *ids, n;
     PosencError err;
@@ -228,8 +214,7 @@ START_TEST(caller_buffer_bound) {
     if (!models) return;
     Tokenizer t;
     PosencError err;
-    ck_assert_int_eq(tokenizer_load(&t, tests_model_path(models, "spm/tinystories-bpe-1k.model"),
-                                    0, &err), 0);
+    tests_load_tokenizer(&t, tests_model_path(models, "spm/tinystories-bpe-1k.model"), 0);
     const char text[] = "\xFF\xFF\xFF\xFF"; /* 4 bytes -> 4 x U+FFFD -> byte pieces */
     int ids[4 + 3], n, *all;
     ck_assert_int_eq(tokenizer_encode(&t, text, 4, 1, 1, ids, &n, &err), -1);
@@ -263,9 +248,7 @@ static char *tokenize_to_string(const Tokenizer *t, const char *text, size_t len
 START_TEST(tokenize_lines) {
     if (!models) return;
     Tokenizer t;
-    PosencError err;
-    ck_assert_int_eq(tokenizer_load(&t, tests_model_path(models, "llama2-tokenizer/tokenizer.model"),
-                                    0, &err), 0);
+    tests_load_tokenizer(&t, tests_model_path(models, "llama2-tokenizer/tokenizer.model"), 0);
     char *s = tokenize_to_string(&t, "Hello world\n\nhi", 15, 0, 0);
     ck_assert_str_eq(s, "15043 3186\n\n7251\n");
     free(s);
@@ -288,8 +271,7 @@ START_TEST(llama2c_bin) {
     if (!models) return;
     Tokenizer t;
     PosencError err;
-    ck_assert_int_eq(tokenizer_load(&t, tests_model_path(models, "llama2-tokenizer/tokenizer.bin"),
-                                    32000, &err), 0);
+    tests_load_tokenizer(&t, tests_model_path(models, "llama2-tokenizer/tokenizer.bin"), 32000);
     ck_assert_int_eq(t.kind, TOKENIZER_LLAMA2C);
     int ids[32], n;
     ck_assert_int_eq(tokenizer_encode(&t, "Hello world", 11, 1, 0, ids, &n, &err), 0);
@@ -321,27 +303,26 @@ START_TEST(format_detection) {
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         Tokenizer t;
-        PosencError err;
         const char *path = tests_model_path(models, cases[i].rel);
-        ck_assert_msg(tokenizer_load(&t, path, cases[i].vocab, &err) == 0, "%s", err.msg);
+        tests_load_tokenizer(&t, path, cases[i].vocab);
         ck_assert_int_eq(t.kind, cases[i].kind);
         tokenizer_free(&t);
         if (i >= 3) continue;
         size_t n; /* the same bytes under a name that says nothing */
-        char *data = read_all(path, &n);
+        char *data = tests_read_file(path, &n);
         const char *anon = tests_write_temp(data, n, ".tok");
-        ck_assert_msg(tokenizer_load(&t, anon, cases[i].vocab, &err) == 0, "%s", err.msg);
+        tests_load_tokenizer(&t, anon, cases[i].vocab);
         ck_assert_int_eq(t.kind, cases[i].kind);
         tokenizer_free(&t);
         free(data);
     }
     Tokenizer t;
     PosencError err;
-    ck_assert_int_eq(tokenizer_load(&t, tests_model_path(models, "gpt2-tokenizer"), 0, &err), 0);
+    tests_load_tokenizer(&t, tests_model_path(models, "gpt2-tokenizer"), 0);
     ck_assert_int_eq(t.bos_id, 50256);
     tokenizer_free(&t);
     const char *zoo = tests_model_path(models, "zoo/rope");
-    ck_assert_int_eq(tokenizer_load(&t, zoo, 0, &err), 0);
+    tests_load_tokenizer(&t, zoo, 0);
     ck_assert_int_eq(t.bos_id, -1);
     int *ids, n;
     ck_assert_int_eq(tokenizer_encode_alloc(&t, "caf\xC3\xA9", 5, 0, 0, &ids, &n, &err), -1);
@@ -361,8 +342,7 @@ static int load_or_clean_error(const char *path) {
     Tokenizer t;
     PosencError err;
     if (tokenizer_load(&t, path, 0, &err) != 0) {
-        ck_assert_msg(strstr(err.msg, path) != NULL, "error does not name the file: %s", err.msg);
-        ck_assert_msg(strchr(err.msg, '\n') == NULL, "multi-line error: %s", err.msg);
+        tests_expect_file_error(err.msg, path, NULL);
         return -1;
     }
     int *ids, n;
@@ -377,8 +357,7 @@ static void expect_error(const void *data, size_t n, const char *suffix, const c
     Tokenizer t;
     PosencError err;
     ck_assert_msg(tokenizer_load(&t, path, 0, &err) == -1, "%s loaded", msg);
-    ck_assert_msg(strstr(err.msg, path) && strstr(err.msg, msg), "want '%s', got '%s'", msg,
-                  err.msg);
+    tests_expect_file_error(err.msg, path, msg);
 }
 
 /* Truncations and byte flips of real files: never a crash. */
@@ -388,7 +367,7 @@ START_TEST(corrupt_real_files) {
                                      {"stories260K/tok512.bin", ".bin"}};
     for (size_t f = 0; f < 2; f++) {
         size_t n;
-        char *data = read_all(tests_model_path(models, files[f][0]), &n);
+        char *data = tests_read_file(tests_model_path(models, files[f][0]), &n);
         int errors = 0;
         for (size_t cut = 1; cut < n; cut += n / 97 + 1) {
             const char *p = tests_write_temp(data, cut, files[f][1]);
@@ -435,8 +414,7 @@ START_TEST(malformed_model_protos) {
     /* the smallest valid model: <unk> and one piece (unigram by default) */
     const char *ok = tests_write_temp("\x0A\x07\x0A\x03<u>\x18\x02\x0A\x03\x0A\x01x", 14, ".model");
     Tokenizer t;
-    PosencError err;
-    ck_assert_msg(tokenizer_load(&t, ok, 0, &err) == 0, "%s", err.msg);
+    tests_load_tokenizer(&t, ok, 0);
     encode_ok(&t, "x y", (int[]){0, 1, 0}, 3); /* ▁ and ▁y are unknown */
     tokenizer_free(&t);
 }
@@ -462,14 +440,10 @@ static const char *gpt2_dir(const char *vocab, const char *merges) {
     ck_assert_ptr_nonnull(mkdtemp(dir));
     char path[128];
     snprintf(path, sizeof path, "%s/vocab.json", dir);
-    FILE *f = fopen(path, "wb");
-    fputs(vocab, f);
-    fclose(f);
+    tests_write_file(path, vocab, strlen(vocab));
     if (merges) {
         snprintf(path, sizeof path, "%s/merges.txt", dir);
-        f = fopen(path, "wb");
-        fputs(merges, f);
-        fclose(f);
+        tests_write_file(path, merges, strlen(merges));
     }
     return dir;
 }
@@ -480,12 +454,7 @@ static void gpt2_error(const char *vocab, const char *merges, const char *msg) {
     PosencError err;
     ck_assert_msg(tokenizer_load(&t, dir, 0, &err) == -1, "loaded: %s", vocab);
     ck_assert_msg(strstr(err.msg, dir) && strstr(err.msg, msg), "want '%s', got '%s'", msg, err.msg);
-    char path[128];
-    snprintf(path, sizeof path, "%s/vocab.json", dir);
-    unlink(path);
-    snprintf(path, sizeof path, "%s/merges.txt", dir);
-    unlink(path);
-    rmdir(dir);
+    tests_remove_dir(dir);
 }
 
 START_TEST(malformed_gpt2_files) {
@@ -509,8 +478,7 @@ START_TEST(malformed_gpt2_files) {
     const char *dir = gpt2_dir("{\"a\": 0, \"\\u0062\": 1, \"ab\": 2, \"\\ud83d\\ude00\": 3}",
                                "#version: 0.2\r\na b\r\n\r\n");
     Tokenizer t;
-    PosencError err;
-    ck_assert_msg(tokenizer_load(&t, dir, 0, &err) == 0, "%s", err.msg);
+    tests_load_tokenizer(&t, dir, 0);
     encode_ok(&t, "abab", (int[]){2, 2}, 2);
     ck_assert_int_eq(tokenizer_lookup(&t, "\xF0\x9F\x98\x80", 4), 3);
     tokenizer_free(&t);

@@ -3,7 +3,6 @@
  * chunked prefill must equal one-shot prefill, for every scheme; a token at
  * a wrong position must be caught; a global offset must leave relative
  * schemes unchanged and move absolute ones. */
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -60,14 +59,7 @@ static const int *case_seq(const Case *c) {
 static void build(Context *ctx, const Case *c) {
     PeParams p = case_model(c)->pe;
     p.kind = c->kind;
-    PosencError err;
-    ck_assert_msg(context_build(ctx, case_model(c), &p, 64, 64, &err) == 0, "%s", err.msg);
-}
-
-static float max_abs_diff(const float *a, const float *b, int n) {
-    float m = 0.0f;
-    for (int i = 0; i < n; i++) m = fmaxf(m, fabsf(a[i] - b[i]));
-    return m;
+    tests_build_context(ctx, case_model(c), &p, 64);
 }
 
 /* Logits of every position from one prefill of the whole sequence. */
@@ -103,7 +95,7 @@ static float incremental_last(const Case *c, const int *chunks, int n_chunks, in
         logits = context_forward(&ctx, s + at, n, pos0, 0);
         at += n;
     }
-    float d = max_abs_diff(logits, want + (size_t)(SEQ_N - 1) * v, v);
+    float d = tests_max_abs_diff(logits, want + (size_t)(SEQ_N - 1) * v, v);
     context_free(&ctx);
     return d;
 }
@@ -118,7 +110,7 @@ START_TEST(incremental_equals_full) {
     int v = case_model(c)->config.vocab_size;
     for (int t = 0; t < SEQ_N; t++) {
         const float *l = context_forward(&ctx, s + t, 1, t, 0);
-        float d = max_abs_diff(l, full + (size_t)t * v, v);
+        float d = tests_max_abs_diff(l, full + (size_t)t * v, v);
         ck_assert_msg(d <= LOGIT_TOL, "%s: position %d differs by %g", case_name(c), t, (double)d);
     }
     context_free(&ctx);
@@ -164,7 +156,7 @@ START_TEST(global_offset) {
     if (!ready) return;
     const Case *c = &CASES[_i];
     float *base = full_logits(c, 0), *moved = full_logits(c, 50);
-    float d = max_abs_diff(base, moved, case_model(c)->config.vocab_size * SEQ_N);
+    float d = tests_max_abs_diff(base, moved, case_model(c)->config.vocab_size * SEQ_N);
     if (pe_is_relative(c->kind))
         ck_assert_msg(d <= LOGIT_TOL, "%s: offset 50 changed logits by %g", case_name(c), (double)d);
     else
@@ -200,7 +192,7 @@ START_TEST(chunk_checks) {
     /* ... unless clamped */
     PeParams p = case_model(&CASES[5])->pe;
     p.learned_overflow = PE_OVERFLOW_CLAMP;
-    ck_assert_int_eq(context_build(&ctx, case_model(&CASES[5]), &p, 64, 64, &err), 0);
+    tests_build_context(&ctx, case_model(&CASES[5]), &p, 64);
     ck_assert_int_eq(context_check_chunk(&ctx, s, 3, 126, &err), 0);
     context_free(&ctx);
 }

@@ -12,8 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "model/context.h"
 #include "modes/inspect.h"
@@ -47,18 +45,17 @@
  * estimate. */
 #define QUANT_TOL 0.1f
 
-#define PATH_LEN 128
 #define MAX_VOCAB 512
 #define MAX_REF_IDS 256
 #define STORIES_STEPS 200
 #define ZOO_STEPS 120
 
-/* ---- preparation: conversions and reference values, once, in main ---------- */
+/* ---- preparation: conversions and reference values, once ------------------- */
 
 typedef struct {
     const char *dir;        /* under the models directory */
     const char *text_key;   /* reference.json key of the greedy text */
-    char gguf[PATH_LEN];    /* the F32 conversion */
+    const char *gguf;       /* the F32 conversion */
     int prompt[16], n_prompt;
     float logits[MAX_VOCAB];
     int n_logits;
@@ -76,12 +73,9 @@ static Ref refs[N_REFS] = {
 };
 
 static const char *models;        /* NULL: every test skips */
-static const char *python;
 static char prep_error[1024];     /* set when preparation failed: every test fails with it */
-static char tmp_dir[32];
-static pid_t tmp_owner;
 static char stories_bin[512], stories_tok[512];
-static char stories_f32[PATH_LEN], stories_f16[PATH_LEN], stories_hf[PATH_LEN];
+static const char *stories_f32, *stories_f16, *stories_hf;
 
 /* Reference models in other tensor types. */
 typedef struct {
@@ -89,14 +83,14 @@ typedef struct {
     const char *dtype;
     TensorType type;
     float tol;
-    char gguf[PATH_LEN];
+    const char *gguf;
 } Variant;
 
 static Variant variants[] = {
     /* F16 also stores position_embd as f16: the loader converts it to f32 */
-    {ZOO_LEARNED, "f16", TENSOR_F16, F16_TOL, ""},
-    {ZOO_ROPE, "bf16", TENSOR_BF16, QUANT_TOL, ""},
-    {ZOO_ROPE, "q8_0", TENSOR_Q8_0, QUANT_TOL, ""},
+    {ZOO_LEARNED, "f16", TENSOR_F16, F16_TOL, NULL},
+    {ZOO_ROPE, "bf16", TENSOR_BF16, QUANT_TOL, NULL},
+    {ZOO_ROPE, "q8_0", TENSOR_Q8_0, QUANT_TOL, NULL},
 };
 #define N_VARIANTS (int)(sizeof variants / sizeof variants[0])
 
@@ -125,30 +119,17 @@ static int prep_fail(const char *fmt, const char *a, const char *b) {
     return -1;
 }
 
-/* Runs `python args...` through the shell; its stdout (malloc'd) when it
- * exits 0, else NULL.  Its stderr passes through to ours. */
+/* Python's stdout (malloc'd) when it exits 0; else NULL, after passing its
+ * stderr on to ours. */
 static char *python_output(const char *const *args) {
-    char cmd[8192];
-    size_t o = (size_t)snprintf(cmd, sizeof cmd, "'%s'", python);
-    for (int i = 0; args[i]; i++) {
-        if (strchr(args[i], '\'')) return NULL;   /* quoted with '...' below */
-        o += (size_t)snprintf(cmd + o, sizeof cmd - o, " '%s'", args[i]);
-    }
-    if (o >= sizeof cmd) return NULL;
-    FILE *p = popen(cmd, "r");
-    if (!p) return NULL;
-    size_t cap = 1 << 16, n = 0;
-    char *out = mallocCheck(cap, "the inspect output");
-    for (size_t got; (got = fread(out + n, 1, cap - n - 1, p)) > 0;) {
-        n += got;
-        if (n + 1 == cap) out = realloc(out, cap *= 2);
-    }
-    out[n] = '\0';
-    if (pclose(p) != 0) {
-        free(out);
+    TestsRun r = tests_run_python(args);
+    if (r.status != 0) {
+        fputs(r.err, stderr);
+        tests_run_free(&r);
         return NULL;
     }
-    return out;
+    free(r.err);
+    return r.out;
 }
 
 /* Parses one line of whitespace-separated numbers; returns the line's end. */
@@ -162,24 +143,12 @@ static const char *parse_floats(const char *s, float *out, int max, int *n) {
     return *s == '\n' ? s + 1 : s;
 }
 
-static void remove_tmp_dir(void) {
-    if (getpid() != tmp_owner) return;   /* Check's forked test processes exit too */
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp_dir);
-    if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", tmp_dir);
-}
-
-/* Converts models/<input> into tmp_dir/<out_name>, written to `out`. */
-static int convert(char *out, const char *input, const char *out_name, const char *a1,
-                   const char *a2, const char *a3, const char *a4) {
-    snprintf(out, PATH_LEN, "%s/%s", tmp_dir, out_name);
-    char in[512];
-    snprintf(in, sizeof in, "%s/%s", models, input);
-    const char *args[] = {"tools/convert.py", in, out, a1, a2, a3, a4, NULL};
-    char *o = python_output(args);
-    if (!o) return prep_fail("tools/convert.py %s %s failed (see stderr)", in, out_name);
-    free(o);
-    return 0;
+/* models/<input> converted with the extra args into a temporary GGUF
+ * (removed at exit); NULL after recording the failure. */
+static const char *convert(const char *input, const char *const *extra) {
+    const char *out = tests_convert(models, input, extra);
+    if (!out) prep_fail("tools/convert.py %s failed (see stderr)%s", input, "");
+    return out;
 }
 
 static int read_reference(Ref *r) {
@@ -195,44 +164,32 @@ static int read_reference(Ref *r) {
     return 0;
 }
 
+/* The unchecked fixture of every test case (Check's assertions, which the
+ * helpers use, work only under the runner); the first one does the work. */
 static void prepare(void) {
+    static int prepared;
+    if (prepared) return;
+    prepared = 1;
     models = tests_models_dir("GGUF models against their references");
     if (!models) return;
-    python = getenv("PYTHON");
-    if (!python || !*python) python = "/usr/bin/python3";
-    if (access(python, X_OK) != 0) {
-        fprintf(stderr, "SKIP: GGUF model tests (no executable %s to run convert.py)\n", python);
+    if (!tests_python_available("GGUF model tests, which run tools/convert.py")) {
         models = NULL;
         return;
     }
-    snprintf(tmp_dir, sizeof tmp_dir, "/tmp/posenc-models-XXXXXX");
-    if (!mkdtemp(tmp_dir)) {
-        prep_fail("mkdtemp %s failed%s", tmp_dir, "");
-        return;
-    }
-    tmp_owner = getpid();
-    atexit(remove_tmp_dir);
     snprintf(stories_bin, sizeof stories_bin, "%s/stories260K/stories260K.bin", models);
     snprintf(stories_tok, sizeof stories_tok, "%s/stories260K/tok512.bin", models);
-    for (int i = 0; i < N_REFS; i++) {
-        char name[64];
-        snprintf(name, sizeof name, "ref%d.gguf", i);
-        if (convert(refs[i].gguf, refs[i].dir, name, NULL, NULL, NULL, NULL) ||
-            read_reference(&refs[i]))
-            return;
-    }
-    if (convert(stories_f32, "stories260K/stories260K.bin", "s_f32.gguf", "--tokenizer",
-                stories_tok, NULL, NULL) ||
-        convert(stories_f16, "stories260K/stories260K.bin", "s_f16.gguf", "--tokenizer",
-                stories_tok, "--dtype", "f16") ||
-        convert(stories_hf, "stories260K-hf", "s_hf.gguf", "--tokenizer", stories_tok, NULL,
-                NULL))
+    for (int i = 0; i < N_REFS; i++)
+        if (!(refs[i].gguf = convert(refs[i].dir, NULL)) || read_reference(&refs[i])) return;
+    const char *const tok[] = {"--tokenizer", stories_tok, NULL};
+    const char *const tok_f16[] = {"--tokenizer", stories_tok, "--dtype", "f16", NULL};
+    if (!(stories_f32 = convert("stories260K/stories260K.bin", tok)) ||
+        !(stories_f16 = convert("stories260K/stories260K.bin", tok_f16)) ||
+        !(stories_hf = convert("stories260K-hf", tok)))
         return;
     for (int i = 0; i < N_VARIANTS; i++) {
         Variant *v = &variants[i];
-        char name[64];
-        snprintf(name, sizeof name, "ref%d_%s.gguf", v->ref, v->dtype);
-        if (convert(v->gguf, refs[v->ref].dir, name, "--dtype", v->dtype, NULL, NULL)) return;
+        const char *const dtype[] = {"--dtype", v->dtype, NULL};
+        if (!(v->gguf = convert(refs[v->ref].dir, dtype))) return;
     }
 }
 
@@ -244,11 +201,6 @@ static void prepare(void) {
     } while (0)
 
 /* ---- running models ---------------------------------------------------------------- */
-
-static void load(Model *m, const char *path) {
-    PosencError err;
-    ck_assert_msg(model_load(m, path, &err) == 0, "%s", err.msg);
-}
 
 /* The engine at scheme p: prefill `n` ids at positions pos0.., then
  * greedy-decode `steps` tokens one at a time (stopping after `stop`, if
@@ -265,8 +217,8 @@ static int run_greedy(const Run *r, const int *ids, int n, int steps, int stop, 
                       int *gen, float *all) {
     int vocab = r->m->config.vocab_size;
     Context ctx;
+    tests_build_context(&ctx, r->m, &r->pe, 512);
     PosencError err;
-    ck_assert_msg(context_build(&ctx, r->m, &r->pe, 512, 512, &err) == 0, "%s", err.msg);
     ck_assert_msg(context_check_chunk(&ctx, ids, n, r->pos0, &err) == 0, "%s", err.msg);
     const float *l = context_forward(&ctx, ids, n, r->pos0, 0);
     memcpy(first, l, (size_t)vocab * sizeof(float));
@@ -287,12 +239,6 @@ static void prompt_logits(const Run *r, const int *ids, int n, float *out) {
     run_greedy(r, ids, n, 0, -1, out, NULL, NULL);
 }
 
-static float max_abs_diff(const float *a, const float *b, int n) {
-    float d = 0.0f;
-    for (int i = 0; i < n; i++) d = fmaxf(d, fabsf(a[i] - b[i]));
-    return d;
-}
-
 static Run native(const Model *m) {
     Run r = {m, m->pe, 0};
     return r;
@@ -305,7 +251,7 @@ static float reference_error(const Ref *ref, const Run *r) {
     float l[MAX_VOCAB];
     ck_assert_int_eq(ref->n_logits, r->m->config.vocab_size);
     prompt_logits(r, ref->prompt, ref->n_prompt, l);
-    return max_abs_diff(l, ref->logits, ref->n_logits);
+    return tests_max_abs_diff(l, ref->logits, ref->n_logits);
 }
 
 /* Greedy steps after the zoo prompt that agree with the reference text
@@ -343,7 +289,7 @@ START_TEST(logits_match_reference) {
     REQUIRE_MODELS();
     const Ref *ref = &refs[_i];
     Model m, alt;
-    load(&m, ref->gguf);
+    tests_load_model(&m, ref->gguf);
     Run r = native(&m);
     float d = reference_error(ref, &r);
     fprintf(stderr, "%-16s %-10s max |logit - reference| = %.3g\n", ref->dir,
@@ -365,7 +311,7 @@ START_TEST(zoo_greedy_matches_reference) {
     REQUIRE_MODELS();
     const Ref *ref = &refs[_i];
     Model m, alt;
-    load(&m, ref->gguf);
+    tests_load_model(&m, ref->gguf);
     Run r = native(&m);
     int same = zoo_greedy_agreement(ref, &r);
     ck_assert_msg(same == ZOO_STEPS, "%s: greedy id %d differs from the reference", ref->dir,
@@ -393,7 +339,7 @@ START_TEST(makemore_greedy_name) {
     REQUIRE_MODELS();
     const Ref *ref = &refs[MAKEMORE];
     Model m, alt;
-    load(&m, ref->gguf);
+    tests_load_model(&m, ref->gguf);
     ck_assert_int_eq(m.weights.n_positions, 16);
     Run r = native(&m);
     ck_assert_msg(makemore_name_matches(ref, &r), "greedy name is not the reference's");
@@ -415,7 +361,7 @@ typedef struct {
 /* From BOS, 200 greedy steps with every step's logits. */
 static void stories_trajectory(const char *path, PeRopePairing pairing, Trajectory *t) {
     Model m;
-    load(&m, path);
+    tests_load_model(&m, path);
     ck_assert_int_eq(m.config.vocab_size, 512);
     Run r = native(&m);
     r.pe.rope_pairing = pairing;
@@ -449,7 +395,9 @@ static VsBin compare_with_bin(const char *path, PeRopePairing pairing) {
     int n = 512 * (v.same_ids < STORIES_STEPS ? v.same_ids : STORIES_STEPS - 1);
     v.bitwise = memcmp(a->first, b->first, sizeof a->first) == 0 &&
                 memcmp(a->all, b->all, (size_t)n * sizeof(float)) == 0;
-    v.max_diff = fmaxf(max_abs_diff(a->first, b->first, 512), max_abs_diff(a->all, b->all, n));
+    float d_first = tests_max_abs_diff(a->first, b->first, 512);
+    float d_all = tests_max_abs_diff(a->all, b->all, (size_t)n);
+    v.max_diff = isnan(d_first) || d_first > d_all ? d_first : d_all; /* a NaN stays */
     for (int i = 0; i < n; i++) v.max_logit = fmaxf(v.max_logit, fabsf(a->all[i]));
     free(a);
     free(b);
@@ -505,7 +453,7 @@ START_TEST(tensor_types_match_reference) {
     const Variant *v = &variants[_i];
     const Ref *ref = &refs[v->ref];
     Model m;
-    load(&m, v->gguf);
+    tests_load_model(&m, v->gguf);
     ck_assert_int_eq(m.weights.token_embd.type, v->type);
     ck_assert_int_eq(m.weights.layers[3].wv.type, v->type);
     if (m.weights.position_embd) ck_assert_ptr_nonnull(m.owned);
@@ -528,7 +476,7 @@ START_TEST(pe_overrides) {
     REQUIRE_MODELS();
     const Ref *ref = &refs[_i];
     Model m;
-    load(&m, ref->gguf);
+    tests_load_model(&m, ref->gguf);
     float native_l[MAX_VOCAB], l[MAX_VOCAB];
     Run r = native(&m);
     prompt_logits(&r, ref->prompt, ref->n_prompt, native_l);
@@ -548,7 +496,7 @@ START_TEST(pe_overrides) {
             ck_assert_msg(isfinite(l[i]), "%s --pe %s: logit %d is %g", ref->dir,
                           pe_kind_name(r.pe.kind), i, (double)l[i]);
         if (k == (int)m.pe.kind) continue;
-        float d = max_abs_diff(l, native_l, m.config.vocab_size);
+        float d = tests_max_abs_diff(l, native_l, m.config.vocab_size);
         ck_assert_msg(d > CONTROL_MIN, "%s --pe %s: logits within %g of %s", ref->dir,
                       pe_kind_name(r.pe.kind), (double)d, pe_kind_name(m.pe.kind));
     }
@@ -560,7 +508,7 @@ END_TEST
 
 static char *inspect_to_string(const char *path, int json) {
     Model m;
-    load(&m, path);
+    tests_load_model(&m, path);
     char *s = NULL;
     size_t n = 0;
     FILE *f = open_memstream(&s, &n);
@@ -601,18 +549,13 @@ END_TEST
 /* ---- malformed files through model_load ---------------------------------------------- */
 
 typedef struct {
-    uint8_t *p;
+    char *p;
     size_t n;
 } Bytes;
 
 static Bytes read_bytes(const char *path) {
-    FILE *f = fopen(path, "rb");
-    ck_assert_ptr_nonnull(f);
-    struct stat st;
-    ck_assert_int_eq(fstat(fileno(f), &st), 0);
-    Bytes b = {mallocCheck((size_t)st.st_size, "a file's bytes"), (size_t)st.st_size};
-    ck_assert_uint_eq(fread(b.p, 1, b.n, f), b.n);
-    fclose(f);
+    Bytes b;
+    b.p = tests_read_file(path, &b.n);
     return b;
 }
 
@@ -623,10 +566,7 @@ static void expect_load_error(const Bytes *b, const char *needle) {
     Model m;
     PosencError err = {{0}};
     ck_assert_int_eq(model_load(&m, path, &err), -1);
-    ck_assert_msg(strncmp(err.msg, path, strlen(path)) == 0 && err.msg[strlen(path)] == ':',
-                  "error does not name the file: %s", err.msg);
-    ck_assert_msg(!strchr(err.msg, '\n'), "not one line: %s", err.msg);
-    ck_assert_msg(strstr(err.msg, needle), "expected '%s' in: %s", needle, err.msg);
+    tests_expect_file_error(err.msg, path, needle);
     ck_assert(m.gguf == NULL && m.weights.layers == NULL && m.owned == NULL);
 }
 
@@ -691,9 +631,9 @@ START_TEST(malformed_files) {
 END_TEST
 
 int main(void) {
-    prepare();
     Suite *s = suite_create("models");
     TCase *tc = tcase_create("references");
+    tcase_add_unchecked_fixture(tc, prepare, NULL);
     tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, logits_match_reference, 0, N_REFS);
     tcase_add_loop_test(tc, zoo_greedy_matches_reference, 0, N_ZOO);
@@ -701,6 +641,7 @@ int main(void) {
     suite_add_tcase(s, tc);
 
     tc = tcase_create("stories260k");
+    tcase_add_unchecked_fixture(tc, prepare, NULL);
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, stories_f32_bit_identical);
     tcase_add_test(tc, stories_hf_greedy_identical);
@@ -709,6 +650,7 @@ int main(void) {
     suite_add_tcase(s, tc);
 
     tc = tcase_create("loader");
+    tcase_add_unchecked_fixture(tc, prepare, NULL);
     tcase_set_timeout(tc, 300);
     tcase_add_loop_test(tc, pe_overrides, 0, N_ZOO);
     tcase_add_test(tc, inspect_output);

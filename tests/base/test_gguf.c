@@ -11,7 +11,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 /* ---- a tiny GGUF writer ------------------------------------------------------ */
@@ -228,12 +227,7 @@ static void expect_fail_at(const Buf *b, const char *needle, const char *what) {
     PosencError err = {{0}};
     int rc = gguf_open(&g, path, &err);
     ck_assert_msg(rc == -1, "%s: gguf_open accepted a malformed file", what);
-    ck_assert_msg(strncmp(err.msg, path, strlen(path)) == 0 && err.msg[strlen(path)] == ':',
-                  "%s: error does not start with the file name: %s", what, err.msg);
-    ck_assert_msg(strchr(err.msg, '\n') == NULL, "%s: error is not one line: %s", what, err.msg);
-    if (needle)
-        ck_assert_msg(strstr(err.msg, needle) != NULL, "%s: expected '%s' in: %s", what, needle,
-                      err.msg);
+    tests_expect_file_error(err.msg, path, needle);
     ck_assert_ptr_null(g.kv);
     ck_assert_ptr_null(g.tensors);
     ck_assert_ptr_null(g.map.data);
@@ -324,8 +318,7 @@ END_TEST
 static void expect_get_fail(const GgufFile *g, int rc, const PosencError *err,
                             const char *needle) {
     ck_assert_int_eq(rc, -1);
-    ck_assert_msg(strncmp(err->msg, g->path, strlen(g->path)) == 0, "%s", err->msg);
-    ck_assert_msg(strstr(err->msg, needle) != NULL, "expected '%s' in: %s", needle, err->msg);
+    tests_expect_file_error(err->msg, g->path, needle);
 }
 
 START_TEST(test_getters_refuse_mismatches) {
@@ -777,56 +770,17 @@ END_TEST
 
 /* ---- tools/convert.py ------------------------------------------------------------------ */
 
-static const char *python_path(void) {
-    const char *py = getenv("PYTHON");
-    if (!py || !*py) py = "/usr/bin/python3";
-    if (access(py, X_OK) != 0) {
-        fprintf(stderr, "SKIP: tools/convert.py tests (no executable %s)\n", py);
-        return NULL;
-    }
-    return py;
+/* The shared models directory when convert.py can run on it; else NULL,
+ * after saying that `what` is skipped. */
+static const char *convert_models(const char *what) {
+    return tests_python_available(what) ? tests_models_dir(what) : NULL;
 }
 
-typedef struct {
-    int status;
-    char err[4096];
-} CmdResult;
-
-/* Runs argv (NULL-terminated) with stdout discarded and stderr captured. */
-static CmdResult run_cmd(const char *const *argv) {
-    CmdResult r = {0};
-    char err_path[] = "/tmp/posenc-gguf-err-XXXXXX";
-    int err_fd = mkstemp(err_path);
-    ck_assert(err_fd >= 0);
-    fflush(NULL);
-    pid_t pid = fork();
-    ck_assert(pid >= 0);
-    if (pid == 0) {
-        int devnull = open("/dev/null", O_RDWR);
-        dup2(devnull, 0);
-        dup2(devnull, 1);
-        dup2(err_fd, 2);
-        execv(argv[0], (char *const *)argv);
-        _exit(127);
-    }
-    int ws = 0;
-    waitpid(pid, &ws, 0);
-    r.status = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
-    ssize_t n = pread(err_fd, r.err, sizeof r.err - 1, 0);
-    r.err[n > 0 ? n : 0] = '\0';
-    close(err_fd);
-    unlink(err_path);
-    return r;
-}
-
-/* Converts `input` (extra args may follow, NULL-terminated list of up to 4)
- * into a fresh temp file and opens it. */
-static void convert_and_open(GgufFile *g, const char *py, const char *input, const char *a1,
-                             const char *a2, const char *a3, const char *a4) {
-    const char *out = tests_write_temp("", 0, ".gguf");
-    const char *argv[] = {py, "tools/convert.py", input, out, a1, a2, a3, a4, NULL};
-    CmdResult r = run_cmd(argv);
-    ck_assert_msg(r.status == 0, "convert.py %s failed (%d): %s", input, r.status, r.err);
+/* <models>/<rel> converted (extra args NULL-terminated, or NULL) and opened. */
+static void convert_and_open(GgufFile *g, const char *models, const char *rel,
+                             const char *const *extra) {
+    const char *out = tests_convert(models, rel, extra);
+    ck_assert_msg(out != NULL, "convert.py %s failed (stderr above)", rel);
     PosencError err = {{0}};
     ck_assert_msg(gguf_open(g, out, &err) == 0, "%s", err.msg);
 }
@@ -863,11 +817,10 @@ static const GgufTensor *expect_tensor(const GgufFile *g, const char *name, int 
 }
 
 START_TEST(test_convert_zoo_rope) {
-    const char *py = python_path();
-    const char *models = tests_models_dir("convert.py on zoo/rope");
-    if (!py || !models) return;
+    const char *models = convert_models("convert.py on zoo/rope");
+    if (!models) return;
     GgufFile g;
-    convert_and_open(&g, py, tests_model_path(models, "zoo/rope"), NULL, NULL, NULL, NULL);
+    convert_and_open(&g, models, "zoo/rope", NULL);
     expect_str(&g, "general.architecture", "gpt2");
     expect_str(&g, "posenc.positional", "rope");
     expect_str(&g, "posenc.rope.pairing", "neox");
@@ -906,33 +859,32 @@ START_TEST(test_convert_zoo_rope) {
 END_TEST
 
 START_TEST(test_convert_zoo_schemes) {
-    const char *py = python_path();
-    const char *models = tests_models_dir("convert.py on the zoo");
-    if (!py || !models) return;
+    const char *models = convert_models("convert.py on the zoo");
+    if (!models) return;
     GgufFile g;
-    convert_and_open(&g, py, tests_model_path(models, "zoo/alibi"), NULL, NULL, NULL, NULL);
+    convert_and_open(&g, models, "zoo/alibi", NULL);
     expect_str(&g, "posenc.positional", "alibi");
     ck_assert_float_eq(get_f32(&g, "gpt2.attention.max_alibi_bias"), 8.0f);
     ck_assert_ptr_null(gguf_find_kv(&g, "posenc.rope.pairing"));
     gguf_close(&g);
 
-    convert_and_open(&g, py, tests_model_path(models, "zoo/sinusoidal"), NULL, NULL, NULL, NULL);
+    convert_and_open(&g, models, "zoo/sinusoidal", NULL);
     expect_str(&g, "posenc.positional", "sinusoidal");
     ck_assert_float_eq_tol(get_f32(&g, "posenc.embedding_scale"), sqrtf(128.0f), 1e-6f);
     gguf_close(&g);
 
-    convert_and_open(&g, py, tests_model_path(models, "zoo/learned"), NULL, NULL, NULL, NULL);
+    convert_and_open(&g, models, "zoo/learned", NULL);
     expect_str(&g, "posenc.positional", "learned");
     expect_tensor(&g, "position_embd.weight", 2, 128, 128, TENSOR_F32);
     gguf_close(&g);
 
-    convert_and_open(&g, py, tests_model_path(models, "zoo/none"), NULL, NULL, NULL, NULL);
+    convert_and_open(&g, models, "zoo/none", NULL);
     expect_str(&g, "posenc.positional", "none");
     ck_assert_ptr_null(gguf_find_tensor(&g, "position_embd.weight"));
     gguf_close(&g);
 
     /* makemore: learned positions, untied head, BOS = EOS = '.' = 0 */
-    convert_and_open(&g, py, tests_model_path(models, "makemore-names"), NULL, NULL, NULL, NULL);
+    convert_and_open(&g, models, "makemore-names", NULL);
     expect_str(&g, "posenc.positional", "learned");
     expect_tensor(&g, "position_embd.weight", 2, 64, 16, TENSOR_F32);
     expect_tensor(&g, "output.weight", 2, 64, 27, TENSOR_F32);
@@ -946,15 +898,12 @@ END_TEST
  * layout (q/k permuted to rotate_half order there) must convert to
  * bit-identical GGUF tensors: this checks the inverse permutation with GQA. */
 START_TEST(test_convert_llama_bin_equals_hf) {
-    const char *py = python_path();
-    const char *models = tests_models_dir("convert.py on stories260K");
-    if (!py || !models) return;
-    const char *tok = tests_model_path(models, "stories260K/tok512.bin");
+    const char *models = convert_models("convert.py on stories260K");
+    if (!models) return;
+    const char *tok[] = {"--tokenizer", tests_model_path(models, "stories260K/tok512.bin"), NULL};
     GgufFile a, b;
-    convert_and_open(&a, py, tests_model_path(models, "stories260K/stories260K.bin"),
-                     "--tokenizer", tok, NULL, NULL);
-    convert_and_open(&b, py, tests_model_path(models, "stories260K-hf"), "--tokenizer", tok,
-                     NULL, NULL);
+    convert_and_open(&a, models, "stories260K/stories260K.bin", tok);
+    convert_and_open(&b, models, "stories260K-hf", tok);
     expect_str(&a, "general.architecture", "llama");
     expect_str(&a, "posenc.positional", "rope");
     expect_str(&a, "posenc.rope.pairing", "interleaved");
@@ -992,11 +941,12 @@ END_TEST
 
 /* --dtype: every 2-D weight dequantizes close to the f32 conversion; 1-D
  * tensors stay f32. */
-static void check_dtype(const char *py, const char *model, const char *dtype, TensorType want,
-                        float rel_tol) {
+static void check_dtype(const char *models, const char *model, const char *dtype,
+                        TensorType want, float rel_tol) {
     GgufFile ref, q;
-    convert_and_open(&ref, py, model, NULL, NULL, NULL, NULL);
-    convert_and_open(&q, py, model, "--dtype", dtype, NULL, NULL);
+    const char *const dtype_arg[] = {"--dtype", dtype, NULL};
+    convert_and_open(&ref, models, model, NULL);
+    convert_and_open(&q, models, model, dtype_arg);
     ck_assert_uint_eq(ref.n_tensors, q.n_tensors);
     float *x = malloc(4096 * sizeof *x), *y = malloc(4096 * sizeof *y);
     for (size_t i = 0; i < ref.n_tensors; i++) {
@@ -1029,50 +979,40 @@ static void check_dtype(const char *py, const char *model, const char *dtype, Te
 }
 
 START_TEST(test_convert_dtypes) {
-    const char *py = python_path();
-    const char *models = tests_models_dir("convert.py --dtype");
-    if (!py || !models) return;
-    const char *zoo = tests_model_path(models, "zoo/alibi");
-    check_dtype(py, zoo, "f16", TENSOR_F16, 1.0f / 1024);
-    check_dtype(py, zoo, "bf16", TENSOR_BF16, 1.0f / 128);
-    check_dtype(py, zoo, "q8_0", TENSOR_Q8_0, 0.6f);
+    const char *models = convert_models("convert.py --dtype");
+    if (!models) return;
+    check_dtype(models, "zoo/alibi", "f16", TENSOR_F16, 1.0f / 1024);
+    check_dtype(models, "zoo/alibi", "bf16", TENSOR_BF16, 1.0f / 128);
+    check_dtype(models, "zoo/alibi", "q8_0", TENSOR_Q8_0, 0.6f);
     GgufFile g;
-    convert_and_open(&g, py, zoo, "--dtype", "q8_0", NULL, NULL);
+    const char *const q8_0[] = {"--dtype", "q8_0", NULL};
+    convert_and_open(&g, models, "zoo/alibi", q8_0);
     ck_assert_uint_eq(get_u32(&g, "general.file_type"), 7);   /* MOSTLY_Q8_0 */
     gguf_close(&g);
 }
 END_TEST
 
 START_TEST(test_convert_errors) {
-    const char *py = python_path();
-    if (!py) return;
+    if (!tests_python_available("convert.py errors")) return;
     /* a directory with an unsupported model_type */
     char dir[] = "/tmp/posenc-gguf-dir-XXXXXX";
     ck_assert_ptr_nonnull(mkdtemp(dir));
     char cfg[128];
     snprintf(cfg, sizeof cfg, "%s/config.json", dir);
-    FILE *f = fopen(cfg, "w");
-    ck_assert_ptr_nonnull(f);
-    fputs("{\"model_type\": \"bert\"}\n", f);
-    fclose(f);
+    const char bert[] = "{\"model_type\": \"bert\"}\n";
+    tests_write_file(cfg, bert, strlen(bert));
     const char *out = tests_write_temp("", 0, ".gguf");
-    const char *argv1[] = {py, "tools/convert.py", dir, out, NULL};
-    CmdResult r = run_cmd(argv1);
-    ck_assert_int_eq(r.status, 2);
-    ck_assert_msg(strncmp(r.err, "convert.py: error: ", 19) == 0 && strstr(r.err, "bert") &&
-                  strchr(r.err, '\n') == r.err + strlen(r.err) - 1, "stderr: %s", r.err);
-    unlink(cfg);
-    rmdir(dir);
+    const char *unsupported[] = {dir, out, NULL};
+    tests_expect_convert_error(unsupported, "bert");
+    tests_remove_dir(dir);
 
-    const char *argv2[] = {py, "tools/convert.py", "/nonexistent/model.bin", out, NULL};
-    r = run_cmd(argv2);
-    ck_assert_int_eq(r.status, 2);
-    ck_assert_msg(strncmp(r.err, "convert.py: error: ", 19) == 0 &&
-                  strchr(r.err, '\n') == r.err + strlen(r.err) - 1, "stderr: %s", r.err);
+    const char *missing[] = {"/nonexistent/model.bin", out, NULL};
+    tests_expect_convert_error(missing, "/nonexistent/model.bin");
 
-    const char *argv3[] = {py, "tools/convert.py", "in", out, "--dtype", "q4_0", NULL};
-    r = run_cmd(argv3);
+    const char *q4[] = {"tools/convert.py", "in", out, "--dtype", "q4_0", NULL};
+    TestsRun r = tests_run_python(q4);
     ck_assert_int_eq(r.status, 2);
+    tests_run_free(&r);
 }
 END_TEST
 
@@ -1092,28 +1032,29 @@ static int same_tensors(const GgufFile *a, const GgufFile *b) {
  * to q8_0 directly, tensor for tensor and byte for byte, and every key comes
  * along; the output's directory is created. */
 START_TEST(test_convert_gguf_input) {
-    const char *py = python_path();
-    const char *models = tests_models_dir("convert.py GGUF -> GGUF");
-    if (!py || !models) return;
+    const char *models = convert_models("convert.py GGUF -> GGUF");
+    if (!models) return;
     const char *zoo = tests_model_path(models, "zoo/alibi");
     char dir[] = "/tmp/posenc-gguf-out-XXXXXX";
     ck_assert_ptr_nonnull(mkdtemp(dir));
     char f32[256], q8[256];
     snprintf(f32, sizeof f32, "%s/new/sub/f32.gguf", dir); /* directories that do not exist */
     snprintf(q8, sizeof q8, "%s/q8.gguf", dir);
-    const char *to_f32[] = {py, "tools/convert.py", zoo, f32, NULL};
-    CmdResult r = run_cmd(to_f32);
-    ck_assert_msg(r.status == 0, "%s", r.err);
-    const char *retype[] = {py, "tools/convert.py", f32, q8, "--dtype", "q8_0", NULL};
-    r = run_cmd(retype);
-    ck_assert_msg(r.status == 0, "%s", r.err);
+    const char *to_f32[] = {"tools/convert.py", zoo, f32, NULL};
+    TestsRun r = tests_run_python_ok(to_f32);
+    tests_run_free(&r);
+    const char *retype[] = {"tools/convert.py", f32, q8, "--dtype", "q8_0", NULL};
+    r = tests_run_python_ok(retype);
+    tests_run_free(&r);
 
     GgufFile src, retyped, direct, f16;
     PosencError err;
     ck_assert_msg(gguf_open(&src, f32, &err) == 0, "%s", err.msg);
     ck_assert_msg(gguf_open(&retyped, q8, &err) == 0, "%s", err.msg);
-    convert_and_open(&direct, py, zoo, "--dtype", "q8_0", NULL, NULL);
-    convert_and_open(&f16, py, zoo, "--dtype", "f16", NULL, NULL);
+    const char *const q8_0[] = {"--dtype", "q8_0", NULL};
+    const char *const to_f16[] = {"--dtype", "f16", NULL};
+    convert_and_open(&direct, models, "zoo/alibi", q8_0);
+    convert_and_open(&f16, models, "zoo/alibi", to_f16);
     ck_assert(same_tensors(&retyped, &direct));
     ck_assert(!same_tensors(&retyped, &f16)); /* control: another type is told apart */
     ck_assert_uint_eq(get_u32(&retyped, "general.file_type"), 7);
@@ -1126,15 +1067,12 @@ START_TEST(test_convert_gguf_input) {
     gguf_close(&direct);
     gguf_close(&f16);
 
-    /* an input that is none of the accepted kinds says what INPUT may be */
-    const char *text[] = {py, "tools/convert.py", "README.md", q8, NULL};
-    r = run_cmd(text);
-    ck_assert_int_eq(r.status, 2);
-    ck_assert_msg(strstr(r.err, "README.md: not a llama2.c checkpoint") && strstr(r.err, "GGUF") &&
-                  strchr(r.err, '\n') == r.err + strlen(r.err) - 1, "stderr: %s", r.err);
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    ck_assert_int_eq(system(cmd), 0);
+    /* an input that is none of the accepted kinds names it and says what
+     * INPUT may be (one needle each) */
+    const char *text[] = {"README.md", q8, NULL};
+    tests_expect_convert_error(text, "README.md: not a llama2.c checkpoint");
+    tests_expect_convert_error(text, "GGUF");
+    tests_remove_dir(dir);
 }
 END_TEST
 

@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "tests/common.h"
 
@@ -18,18 +17,6 @@ static void setup(void) {
     if (!models) return;
     snprintf(model_path, sizeof model_path, "%s", tests_model_path(models, "stories260K/stories260K.bin"));
     snprintf(tok_path, sizeof tok_path, "%s", tests_model_path(models, "stories260K/tok512.bin"));
-}
-
-static char *read_all(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    ck_assert_ptr_nonnull(f);
-    fseek(f, 0, SEEK_END);
-    *n = (size_t)ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc(*n + 16);
-    ck_assert_uint_eq(fread(buf, 1, *n, f), *n);
-    fclose(f);
-    return buf;
 }
 
 static void expect_model_error(const char *path, const char *needle) {
@@ -51,13 +38,15 @@ static const char *header_file(int32_t dim, int32_t hidden, int32_t layers, int3
 START_TEST(bad_model_files) {
     if (!models) return;
     size_t n;
-    char *full = read_all(model_path, &n);
+    char *full = tests_read_file(model_path, &n);
     const char *p;
     p = tests_write_temp(full, 1000, ".bin");
     expect_model_error(p, p);                                 /* truncated */
     expect_model_error(p, "truncated");
     p = tests_write_temp(full, 20, ".bin");
     expect_model_error(p, "shorter than the 28-byte");       /* shorter than a header */
+    full = realloc(full, n + 4);
+    ck_assert_ptr_nonnull(full);
     memcpy(full + n, "junk", 4);
     p = tests_write_temp(full, n + 4, ".bin");
     expect_model_error(p, "the file has");                   /* trailing bytes */
@@ -82,22 +71,19 @@ START_TEST(bad_tokenizers) {
     tests_expect_error(missing, "/nonexistent/tok.bin");
     /* No -z and no tokenizer.bin beside the model. */
     size_t n;
-    char *full = read_all(model_path, &n);
+    char *full = tests_read_file(model_path, &n);
     char dir[] = "/tmp/posenc-lone-XXXXXX", lone[64];
     ck_assert_ptr_nonnull(mkdtemp(dir)); /* a directory surely without tokenizer.bin */
     snprintf(lone, sizeof lone, "%s/model.bin", dir);
-    FILE *f = fopen(lone, "wb");
-    ck_assert_uint_eq(fwrite(full, 1, n, f), n);
-    fclose(f);
+    tests_write_file(lone, full, n);
     free(full);
     const char *no_z[] = {lone, NULL};
     tests_expect_error(no_z, "pass -z");
-    unlink(lone);
-    rmdir(dir);
+    tests_remove_dir(dir);
     /* A tokenizer of another size than the model's vocabulary. */
     const char *wrong[] = {model_path, "-z", tests_model_path(models, "llama2-tokenizer/tokenizer.bin"), NULL};
     tests_expect_error(wrong, "32000 pieces but the model's vocabulary is 512");
-    char *tok = read_all(tok_path, &n);
+    char *tok = tests_read_file(tok_path, &n);
     const char *cut = tests_write_temp(tok, n - 3, ".bin");
     const char *trunc[] = {model_path, "-z", cut, NULL};
     tests_expect_error(trunc, cut);
@@ -150,8 +136,7 @@ END_TEST
 
 START_TEST(help_exits_zero) {
     const char *args[] = {"-h", NULL};
-    TestsRun r = tests_run_engine(args);
-    ck_assert_int_eq(r.status, 0);
+    TestsRun r = tests_run_engine_ok(args);
     ck_assert_ptr_nonnull(strstr(r.out, "--pe NAME"));
     tests_run_free(&r);
 }
@@ -161,8 +146,7 @@ END_TEST
 START_TEST(greedy_matches_llama2c_test) {
     if (!models) return;
     const char *args[] = {model_path, "-z", tok_path, "-t", "0", "-n", "200", "-i", "", NULL};
-    TestsRun r = tests_run_engine(args);
-    ck_assert_int_eq(r.status, 0);
+    TestsRun r = tests_run_engine_ok(args);
     const char *want = "Once upon a time, there was a little girl named Lily. She loved to play "
                        "outside in the park. One day, she saw a big, red ball.";
     ck_assert_msg(strncmp(r.out, want, strlen(want)) == 0, "got: %s", r.out);
@@ -229,8 +213,7 @@ START_TEST(shift_and_trace) {
     if (!models) return;
     const char *args[] = {model_path, "-z", tok_path, "-t", "0", "-n", "80", "--ctx", "32", "--keep", "2",
                           "--trace-positions", NULL};
-    TestsRun r = tests_run_engine(args);
-    ck_assert_int_eq(r.status, 0);
+    TestsRun r = tests_run_engine_ok(args);
     ck_assert_msg(strstr(r.err, "[shift] kept 2, discarded positions 2-16, moved 15 cells by -15 "
                                 "(keys re-rotated)"), "%s", r.err);
     const char *step = strstr(r.err, "[pos] q=17 '"); /* then the fed token's text */
@@ -238,14 +221,12 @@ START_TEST(shift_and_trace) {
     tests_run_free(&r);
 
     const char *stop[] = {model_path, "-z", tok_path, "-t", "0", "-n", "80", "--ctx", "32", "--no-shift", NULL};
-    r = tests_run_engine(stop);
-    ck_assert_int_eq(r.status, 0);
+    r = tests_run_engine_ok(stop);
     ck_assert_ptr_nonnull(strstr(r.err, "context full (32 tokens); stopping"));
     tests_run_free(&r);
 
     const char *bug[] = {model_path, "-z", tok_path, "-t", "0", "-n", "40", "--ctx", "32", "--shift-no-rerotate", NULL};
-    r = tests_run_engine(bug);
-    ck_assert_int_eq(r.status, 0);
+    r = tests_run_engine_ok(bug);
     ck_assert_ptr_nonnull(strstr(r.err, "warning: --shift-no-rerotate"));
     tests_run_free(&r);
 }
@@ -254,8 +235,7 @@ END_TEST
 START_TEST(extrapolation_warns) {
     if (!models) return;
     const char *args[] = {model_path, "-z", tok_path, "-t", "0", "-n", "20", "--pos-offset", "500", NULL};
-    TestsRun r = tests_run_engine(args);
-    ck_assert_int_eq(r.status, 0);
+    TestsRun r = tests_run_engine_ok(args);
     ck_assert_msg(strstr(r.err, "warning: rope: positions up to 519 exceed the trained context 512; "
                                 "the scheme extrapolates"), "%s", r.err);
     tests_run_free(&r);
@@ -268,14 +248,12 @@ END_TEST
 START_TEST(bench_reports_every_test) {
     if (!models) return;
     const char *table[] = {model_path, "-m", "bench", "-r", "1", NULL};
-    TestsRun r = tests_run_engine(table);
-    ck_assert_msg(r.status == 0, "%s", r.err);
+    TestsRun r = tests_run_engine_ok(table);
     ck_assert_msg(strstr(r.out, "| pp512 ") && strstr(r.out, "| tg128 "), "%s", r.out);
     tests_run_free(&r);
 
     const char *json[] = {model_path, "-m", "bench", "--pp", "0", "--tg", "8,16", "-r", "2", "--json", NULL};
-    r = tests_run_engine(json);
-    ck_assert_msg(r.status == 0, "%s", r.err);
+    r = tests_run_engine_ok(json);
     ck_assert_ptr_null(strstr(r.out, "\"test\": \"pp"));
     const char *tests[] = {"tg8", "tg16"};
     const char *line = r.out;

@@ -11,7 +11,6 @@
  * recompute path (sinusoidal, learned, and none, whose hidden states infer
  * position from the causal mask) is exact at any depth: it is tested on
  * all layers.  Global offsets are tested in test_cache_offsets.c. */
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -94,14 +93,7 @@ static void build(Context *ctx, const Variant *v, int n_ctx) {
     p.kind = v->kind;
     p.rope_scaling = v->scaling;
     p.rope_factor = v->scaling == PE_ROPE_SCALING_NONE ? 1.0f : 4.0f;
-    PosencError err;
-    ck_assert_msg(context_build(ctx, model_for(v), &p, n_ctx, n_ctx, &err) == 0, "%s", err.msg);
-}
-
-static float max_diff(const float *a, const float *b, int n) {
-    float m = 0.0f;
-    for (int i = 0; i < n; i++) m = fmaxf(m, fabsf(a[i] - b[i]));
-    return m;
+    tests_build_context(ctx, model_for(v), &p, n_ctx);
 }
 
 static float *copy_logits(const float *l, int n) {
@@ -144,7 +136,7 @@ START_TEST(shift_equals_fresh_computation) {
     if (!ready) return;
     const Variant *v = &VARIANTS[_i];
     float *want = fresh(v), *got = after_shift(v, CONTEXT_SHIFT_ON, 0);
-    float d = max_diff(got, want, vocab(v));
+    float d = tests_max_abs_diff(got, want, vocab(v));
     ck_assert_msg(d <= LOGIT_TOL, "%s: shifted differs from fresh by %g", variant_name(v), (double)d);
     free(want);
     free(got);
@@ -161,7 +153,8 @@ START_TEST(broken_shifts_are_detected) {
     float *want = fresh(v);
     float *stale = after_shift(v, CONTEXT_SHIFT_NO_REROTATE, 0);
     float *off = after_shift(v, CONTEXT_SHIFT_ON, 1);
-    float d_stale = max_diff(stale, want, vocab(v)), d_off = max_diff(off, want, vocab(v));
+    float d_stale = tests_max_abs_diff(stale, want, vocab(v));
+    float d_off = tests_max_abs_diff(off, want, vocab(v));
     if (v->kind != PE_ALIBI)
         ck_assert_msg(d_stale > BROKEN_MIN, "%s: stale keys went unnoticed (%g)", variant_name(v),
                       (double)d_stale);

@@ -43,13 +43,6 @@ enum { T_LOGITS, T_DAMAGED = T_LOGITS + 3, T_SVG = T_DAMAGED + 3, T_CSV, T_CUT_S
        T_GEN_LOGITS, T_BAD_JSON, N_TEMPS };
 static const char *temp[N_TEMPS];
 
-static void write_file(const char *path, const char *data, size_t n) {
-    FILE *f = fopen(path, "wb");
-    ck_assert_ptr_nonnull(f);
-    ck_assert_uint_eq(fwrite(data, 1, n, f), n);
-    ck_assert_int_eq(fclose(f), 0);
-}
-
 static char *slice(const char *text, size_t len, size_t start, size_t n) {
     ck_assert(start + n <= len);
     char *s = malloc(n + 1);
@@ -68,7 +61,6 @@ static void setup(void) {
              tests_model_path(models, "zoo/alibi/reference.json"));
     size_t len;
     char *text = tests_read_file(tests_text_path(models, "tiny-shakespeare.txt"), &len);
-    ck_assert_ptr_nonnull(text);
     size_t val = (size_t)(0.9 * (double)len);
     char *small = slice(text, len, val, 1500), *large = slice(text, len, val, 6000);
     small_text = tests_write_temp(small, strlen(small), ".txt");
@@ -80,18 +72,6 @@ static void setup(void) {
 }
 
 static void teardown(void) {}
-
-static TestsRun run_ok(const char *const *args) {
-    TestsRun r = tests_run_engine(args);
-    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
-    return r;
-}
-
-static TestsRun python_ok(const char *const *args) {
-    TestsRun r = tests_run_python(args);
-    ck_assert_msg(r.status == 0, "python exit %d: %s", r.status, r.err);
-    return r;
-}
 
 /* The line of a JSON-lines text whose "pe" is `pe` (malloc'd), or NULL. */
 static char *pe_line(const char *text, const char *pe) {
@@ -152,12 +132,12 @@ static TestsRun ppl_json(int m, const char *pe, const char *logits_out) {
         args[n++] = "--logits-top", args[n++] = "65";
     }
     args[n] = NULL;
-    return run_ok(args);
+    return tests_run_engine_ok(args);
 }
 
 static TestsRun reference_stats(const char *logits_path) {
     const char *args[] = {"tools/ppl_stats_reference.py", logits_path, "--baseline", "rope", NULL};
-    return python_ok(args);
+    return tests_run_python_ok(args);
 }
 
 static double stat_error(const char *engine, const char *ref, const char *pe, const char *key) {
@@ -227,7 +207,7 @@ START_TEST(perturbed_file_disagrees) {
     for (int h = 0; h < 3; h++) {
         const char *damaged = temp[T_DAMAGED + h];
         const char *args[] = {"-c", PERTURB, logits, damaged, HOW[h], NULL};
-        TestsRun p = python_ok(args), ref = reference_stats(damaged);
+        TestsRun p = tests_run_python_ok(args), ref = reference_stats(damaged);
         for (int s = 0; s < N_STATS; s++) {
             double d = stat_error(e.out, ref.out, "alibi", STATS[s]);
             ck_assert_msg(MOVES[h][s] ? d > STATS_TOL : d <= STATS_TOL,
@@ -271,14 +251,14 @@ START_TEST(default_baseline_runs_too) {
     if (!models) return;
     const char *text_args[] = {model_gguf, "-m", "ppl", "-f", small_text, "--ctx", "64",
                                "--threads", "1", "--pe", "alibi,none", NULL};
-    TestsRun t = run_ok(text_args);
+    TestsRun t = tests_run_engine_ok(text_args);
     ck_assert_msg(strstr(t.out, "baseline rope (the checkpoint's scheme, not in --pe, so run too)"),
                   "%s", t.out);
     ck_assert_msg(strstr(t.out, "\nrope ") && strstr(t.out, "baseline"), "%s", t.out);
     tests_run_free(&t);
     const char *json_args[] = {model_gguf, "-m", "ppl", "-f", small_text, "--ctx", "64",
                                "--threads", "1", "--pe", "alibi,none", "--json", NULL};
-    TestsRun j = run_ok(json_args);
+    TestsRun j = tests_run_engine_ok(json_args);
     char *rope = pe_line(j.out, "rope");
     ck_assert_msg(rope && strstr(rope, "\"baseline_added\":true"), "%s", j.out);
     ck_assert_double_eq(stat(j.out, "rope", "top1_agree"), 1.0);
@@ -342,14 +322,14 @@ static TestsRun chart_run(void) {
     const char *args[] = {model_gguf, "-m", "ppl", "-f", large_text, "--ctx", "512", "--stride",
                           "256", "--chunks", "12", "--threads", "1", "--pe", "rope,alibi,none",
                           "--json", "--svg", svg, "--csv", csv, NULL};
-    return run_ok(args);
+    return tests_run_engine_ok(args);
 }
 
 START_TEST(svg_is_readable) {
     if (!models) return;
     TestsRun e = chart_run();
     const char *args[] = {"-c", SVG_FACTS, temp[T_SVG], NULL};
-    TestsRun facts = python_ok(args);
+    TestsRun facts = tests_run_python_ok(args);
     const char *o = facts.out;
     ck_assert_msg(strstr(o, "series=3\n"), "%s", o);
     ck_assert_msg(strstr(o, "text=position within the window\n"), "%s", o);
@@ -368,7 +348,7 @@ START_TEST(svg_is_readable) {
     /* Negative control: a cut-off chart is not well-formed XML. */
     size_t len;
     char *svg = tests_read_file(temp[T_SVG], &len);
-    write_file(temp[T_CUT_SVG], svg, len / 2);
+    tests_write_file(temp[T_CUT_SVG], svg, len / 2);
     const char *bad_args[] = {"-c", SVG_FACTS, temp[T_CUT_SVG], NULL};
     TestsRun bad = tests_run_python(bad_args);
     ck_assert_int_ne(bad.status, 0);
@@ -414,7 +394,6 @@ START_TEST(csv_agrees_with_json) {
     if (!models) return;
     TestsRun e = chart_run();
     char *csv = tests_read_file(temp[T_CSV], NULL);
-    ck_assert_ptr_nonnull(csv);
     for (int v = 0; v < 3; v++) {
         CsvVariant c = csv_variant(csv, NAMES[v]);
         /* means are printed to 6 decimals: the weighted mean is within 5e-7 */
@@ -441,7 +420,6 @@ END_TEST
  * prompt "ROMEO:\n"), computed here in double. */
 static int reference_logprobs(const char *path, double *out, int max) {
     char *json = tests_read_file(path, NULL);
-    ck_assert_ptr_nonnull(json);
     const char *at = strstr(json, "\"logits_last\"");
     ck_assert_ptr_nonnull(at);
     at = strchr(at, '[') + 1;
@@ -504,14 +482,14 @@ START_TEST(generate_json_and_logits) {
     const char *out_path = temp[T_GEN_OUT], *logits = temp[T_GEN_LOGITS];
     const char *args[] = {model_gguf, "-t", "0", "-n", "30", "-i", "ROMEO:\n", "--threads", "1",
                           "--json", "--logits-out", logits, "--logits-top", "65", NULL};
-    TestsRun j = run_ok(args);
-    write_file(out_path, j.out, strlen(j.out));
+    TestsRun j = tests_run_engine_ok(args);
+    tests_write_file(out_path, j.out, strlen(j.out));
     const char *check[] = {"-c", GENERATE_FACTS, out_path, logits, NULL};
-    TestsRun facts = python_ok(check);
+    TestsRun facts = tests_run_python_ok(check);
     /* The summary's text is what the plain run prints (which ends in '\n'). */
     const char *plain_args[] = {model_gguf, "-t", "0", "-n", "30", "-i", "ROMEO:\n", "--threads", "1",
                                 NULL};
-    TestsRun plain = run_ok(plain_args);
+    TestsRun plain = tests_run_engine_ok(plain_args);
     size_t n = strlen(plain.out);
     ck_assert(n > 0 && plain.out[n - 1] == '\n');
     plain.out[n - 1] = '\0';
@@ -547,7 +525,7 @@ END_TEST
 START_TEST(generate_facts_reject_bad_json) {
     if (!models) return;
     const char *bad = temp[T_BAD_JSON];
-    write_file(bad, "{\"type\":\"token\",\n", 17);
+    tests_write_file(bad, "{\"type\":\"token\",\n", 17);
     const char *check[] = {"-c", GENERATE_FACTS, bad, bad, NULL};
     TestsRun r = tests_run_python(check);
     ck_assert_int_ne(r.status, 0);

@@ -8,12 +8,10 @@
  *
  * The full corpus runs in both builds (about a minute under ASan), except
  * the quadratic llama2.c oracle, which sees every 10th line. */
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "tests/common.h"
@@ -38,19 +36,6 @@ static void text_add(Text *t, const void *s, size_t n) {
 static void text_line(Text *t, const char *s) {
     text_add(t, s, strlen(s));
     text_add(t, "\n", 1);
-}
-
-static char *read_all(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "cannot open %s", path);
-    Text t = {0};
-    char buf[65536];
-    size_t got;
-    while ((got = fread(buf, 1, sizeof buf, f)) > 0) text_add(&t, buf, got);
-    fclose(f);
-    if (!t.v) text_add(&t, "", 0);
-    *n = t.n;
-    return t.v;
 }
 
 /* ---- inputs -------------------------------------------------------------- */
@@ -149,7 +134,7 @@ static const char *corpus_path(int with_adversarial, Text *out) {
         char rel[256];
         snprintf(rel, sizeof rel, "../text/%s", files[i]);
         size_t n;
-        char *s = read_all(tests_model_path(models, rel), &n);
+        char *s = tests_read_file(tests_model_path(models, rel), &n);
         text_add(out, s, n);
         if (n && s[n - 1] != '\n') text_add(out, "\n", 1);
         free(s);
@@ -159,52 +144,16 @@ static const char *corpus_path(int with_adversarial, Text *out) {
 }
 
 /* ---- references ------------------------------------------------------------ */
-/* Runs argv with stdin from in_path; returns its stdout (malloc'd). */
-static char *run_reference(const char *const *argv, const char *in_path, size_t *n) {
-    char out_path[] = "/tmp/posenc-ref-XXXXXX";
-    int out_fd = mkstemp(out_path);
-    ck_assert(out_fd >= 0);
-    fflush(NULL);
-    pid_t pid = fork();
-    ck_assert(pid >= 0);
-    if (pid == 0) {
-        int in_fd = open(in_path, O_RDONLY), null_fd = open("/dev/null", O_WRONLY);
-        if (in_fd < 0 || null_fd < 0) _exit(126);
-        dup2(in_fd, 0);
-        dup2(out_fd, 1);
-        dup2(null_fd, 2);
-        execvp(argv[0], (char *const *)argv);
-        _exit(127);
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    close(out_fd);
-    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-                  "reference %s failed (status %d); install it with `make deps`", argv[0], status);
-    char *s = read_all(out_path, n);
-    unlink(out_path);
-    return s;
-}
-
-static const char *python(void) {
-    const char *p = getenv("PYTHON");
-    return p && *p ? p : "/usr/bin/python3";
-}
-
-/* Escaped first bytes of a line, for failure messages. */
-static const char *show(const char *s, size_t n) {
-    static char buf[4][400];
-    static int next;
-    char *b = buf[next++ % 4];
-    size_t k = 0;
-    for (size_t i = 0; i < n && k < sizeof buf[0] - 8; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c >= 0x20 && c < 0x7F && c != '\\') b[k++] = (char)c;
-        else k += (size_t)snprintf(b + k, 8, "\\x%02X", c);
-    }
-    if (k >= sizeof buf[0] - 8) k += (size_t)snprintf(b + k, 4, "...");
-    b[k] = '\0';
-    return b;
+/* Runs `program` with args and stdin from in_path; returns its stdout
+ * (malloc'd, *n bytes). */
+static char *run_reference(const char *program, const char *const *args, const char *in_path,
+                           size_t *n) {
+    TestsRun r = tests_run_program(program, args, in_path);
+    ck_assert_msg(r.status == 0, "reference %s failed (status %d); install it with `make deps`: %s",
+                  program, r.status, r.err);
+    free(r.err);
+    *n = r.out_len;
+    return r.out;
 }
 
 /* Cursor over '\n'-separated lines. */
@@ -265,7 +214,8 @@ static void compare(const char *what, const Tokenizer *t, const char *input, siz
         count++;
         if (got.n != want_n || memcmp(got.v, want, want_n) != 0) {
             printf("%s: MISMATCH at line %ld of %ld compared\n  input: %s\n  want:  %s\n  got:   %s\n",
-                   what, count, count, show(line, n), show(want, want_n), show(got.v, got.n));
+                   what, count, count, tests_show_bytes(line, n), tests_show_bytes(want, want_n),
+                   tests_show_bytes(got.v, got.n));
             ck_abort_msg("%s: line %ld differs from the reference", what, count);
         }
     }
@@ -274,27 +224,22 @@ static void compare(const char *what, const Tokenizer *t, const char *input, siz
     free(got.v);
 }
 
-static void load(Tokenizer *t, const char *path) {
-    PosencError err;
-    ck_assert_msg(tokenizer_load(t, path, 0, &err) == 0, "%s", err.msg);
-}
-
 /* spm_encode ids (and spm_decode of them) against ours for one model. */
 static void spm_parity(const char *name, const char *model, const char *input_path) {
     Tokenizer t;
-    load(&t, model);
+    tests_load_tokenizer(&t, model, 0);
     size_t in_n, ref_n, dec_n;
-    char *input = read_all(input_path, &in_n);
+    char *input = tests_read_file(input_path, &in_n);
     char flag[1100];
     snprintf(flag, sizeof flag, "--model=%s", model);
-    const char *enc[] = {"spm_encode", flag, "--output_format=id", NULL};
-    char *ref = run_reference(enc, input_path, &ref_n);
+    const char *enc[] = {flag, "--output_format=id", NULL};
+    char *ref = run_reference("spm_encode", enc, input_path, &ref_n);
     char what[256];
     snprintf(what, sizeof what, "%s encode", name);
     compare(what, &t, input, in_n, ref, ref_n, format_ids);
     const char *ids_path = tests_write_temp(ref, ref_n, ".ids");
-    const char *dec[] = {"spm_decode", flag, "--input_format=id", NULL};
-    char *decoded = run_reference(dec, ids_path, &dec_n);
+    const char *dec[] = {flag, "--input_format=id", NULL};
+    char *decoded = run_reference("spm_decode", dec, ids_path, &dec_n);
     snprintf(what, sizeof what, "%s decode", name);
     compare(what, &t, ref, ref_n, decoded, dec_n, format_decoded);
     free(input);
@@ -341,12 +286,12 @@ START_TEST(spm_pieces_stream) {
     if (!need_corpus()) return;
     const char *model = tests_model_path(models, "spm/tinystories-bpe-1k.model");
     Tokenizer t;
-    load(&t, model);
+    tests_load_tokenizer(&t, model, 0);
     char flag[1100];
     snprintf(flag, sizeof flag, "--model=%s", model);
-    const char *enc[] = {"spm_encode", flag, "--output_format=piece", NULL};
+    const char *enc[] = {flag, "--output_format=piece", NULL};
     size_t ref_n, got_n;
-    char *ref = run_reference(enc, corpus_file, &ref_n);
+    char *ref = run_reference("spm_encode", enc, corpus_file, &ref_n);
     char *got = NULL;
     FILE *in = fopen(corpus_file, "rb"), *out = open_memstream(&got, &got_n);
     ck_assert(in && out);
@@ -385,23 +330,12 @@ START_TEST(spm_trained_variants) {
         {"bpe-nfkc-bytes-noprefix", "--model_type=bpe --vocab_size=600 --normalization_rule_name=nfkc "
          "--add_dummy_prefix=false --byte_fallback=true --character_coverage=0.99"},
     };
-    const char *train_path = tests_write_temp(corpus.v, 200000, ".txt"); /* TinyStories */
     char dir[] = "/tmp/posenc-spm-XXXXXX";
     ck_assert_ptr_nonnull(mkdtemp(dir));
-    for (size_t v = 0; v < sizeof variants / sizeof *variants; v++) {
-        char cmd[2048], model[512];
-        snprintf(model, sizeof model, "%s/%s.model", dir, variants[v][0]);
-        snprintf(cmd, sizeof cmd,
-                 "spm_train --input=%s --model_prefix=%s/%s --input_sentence_size=20000 "
-                 "--shuffle_input_sentence=false %s >/dev/null 2>&1",
-                 train_path, dir, variants[v][0], variants[v][1]);
-        ck_assert_msg(system(cmd) == 0, "spm_train failed: %s", cmd);
-        spm_parity(variants[v][0], model, corpus_file);
-        unlink(model);
-        snprintf(model, sizeof model, "%s/%s.vocab", dir, variants[v][0]);
-        unlink(model);
-    }
-    rmdir(dir);
+    for (size_t v = 0; v < sizeof variants / sizeof *variants; v++)
+        spm_parity(variants[v][0], tests_train_spm(models, dir, variants[v][0], variants[v][1]),
+                   corpus_file);
+    tests_remove_dir(dir);
 }
 END_TEST
 
@@ -471,13 +405,13 @@ END_TEST
 /* ---- GPT-2 ------------------------------------------------------------------ */
 static void gpt2_parity(const char *name, const char *dir, const char *input_path) {
     Tokenizer t;
-    load(&t, dir);
+    tests_load_tokenizer(&t, dir, 0);
     const char *script = "tools/gpt2_reference.py";
     ck_assert_msg(access(script, R_OK) == 0, "run from the repository root (%s)", script);
-    const char *argv[] = {python(), script, dir, NULL};
+    const char *args[] = {script, dir, NULL};
     size_t in_n, ref_n;
-    char *input = read_all(input_path, &in_n);
-    char *ref = run_reference(argv, input_path, &ref_n);
+    char *input = tests_read_file(input_path, &in_n);
+    char *ref = run_reference(tests_python(), args, input_path, &ref_n);
     char what[256];
     snprintf(what, sizeof what, "%s encode", name);
     compare(what, &t, input, in_n, ref, ref_n, format_ids);
@@ -564,7 +498,7 @@ START_TEST(llama2c_heap_equals_rescan) {
         }
     for (size_t b = 0; b < sizeof bins / sizeof *bins; b++) {
         Tokenizer t;
-        load(&t, tests_model_path(models, bins[b]));
+        tests_load_tokenizer(&t, tests_model_path(models, bins[b]), 0);
         Lines s = {sample.v, sample.v + sample.n};
         long count = 0;
         while (next_line(&s, &line, &n)) {
@@ -574,7 +508,8 @@ START_TEST(llama2c_heap_equals_rescan) {
             ck_assert_msg(got.n == want.n && memcmp(got.v, want.v, want.n) == 0,
                           "%s: line %ld differs from the rescanning encoder\n  input: %s\n"
                           "  want: %s\n  got:  %s",
-                          bins[b], count, show(line, n), show(want.v, want.n), show(got.v, got.n));
+                          bins[b], count, tests_show_bytes(line, n),
+                          tests_show_bytes(want.v, want.n), tests_show_bytes(got.v, got.n));
         }
         printf("%s heap vs rescan: %ld lines compared, 0 mismatches\n", bins[b], count);
         tokenizer_free(&t);

@@ -22,7 +22,6 @@ static void setup(void) {
     snprintf(tok, sizeof tok, "%s", tests_model_path(models, "stories260K/tok512.bin"));
     size_t n;
     char *all = tests_read_file(tests_text_path(models, "tinystories-valid-head.txt"), &n);
-    ck_assert_ptr_nonnull(all);
     snprintf(text, sizeof text, "%s", tests_write_temp(all, n < 2000 ? n : 2000, ".txt"));
     free(all);
 }
@@ -62,9 +61,7 @@ START_TEST(flags_the_mode_does_not_use) {
     /* control: the same flags where they apply are accepted */
     const char *ok[] = {model, "-z", tok, "-m", "ppl", "-f", text, "--stream", "--keep", "4",
                         "--ctx", "64", "--pe", "rope,alibi", "--alibi-max-bias", "4", NULL};
-    TestsRun r = tests_run_engine(ok);
-    ck_assert_msg(r.status == 0, "%s", r.err);
-    tests_run_free(&r);
+    tests_expect_success(ok);
 }
 END_TEST
 
@@ -76,8 +73,7 @@ START_TEST(every_variant_checked_before_work) {
     tests_expect_error(args, "--pe learned: learned positions need a position embedding table");
     /* control: without it, all four run */
     args[12] = "rope,alibi,none,sinusoidal";
-    TestsRun r = tests_run_engine(args);
-    ck_assert_msg(r.status == 0, "%s", r.err);
+    TestsRun r = tests_run_engine_ok(args);
     ck_assert(strstr(r.out, "\nrope ") && strstr(r.out, "\nsinusoidal "));
     tests_run_free(&r);
 }
@@ -110,8 +106,8 @@ START_TEST(warnings_name_the_variant) {
     if (!models) return;
     const char *ntk_in[] = {model, "-z", tok, "-t", "0", "-n", "20", "--pos-offset", "600", "--pe",
                             "rope:ntk:2", NULL};
-    TestsRun r = tests_run_engine(ntk_in);
-    ck_assert_msg(r.status == 0 && !strstr(r.err, "warning"), "%s", r.err);
+    TestsRun r = tests_run_engine_ok(ntk_in);
+    ck_assert_msg(!strstr(r.err, "warning"), "%s", r.err);
     tests_run_free(&r);
     const char *ntk_out[] = {model, "-z", tok, "-t", "0", "-n", "20", "--pos-offset", "1020", "--pe",
                              "rope:ntk:2", NULL};
@@ -134,18 +130,17 @@ START_TEST(bench_and_inspect_show_the_scheme) {
     if (!models) return;
     const char *bench[] = {model, "-m", "bench", "--pp", "8", "--tg", "0", "-r", "1", "--pe", "alibi",
                            "--json", NULL};
-    TestsRun r = tests_run_engine(bench);
-    ck_assert_msg(r.status == 0 && strstr(r.out, "\"pe\": \"alibi\""), "%s%s", r.out, r.err);
+    TestsRun r = tests_run_engine_ok(bench);
+    ck_assert_msg(strstr(r.out, "\"pe\": \"alibi\""), "%s%s", r.out, r.err);
     tests_run_free(&r);
     const char *bench_default[] = {model, "-m", "bench", "--pp", "8", "--tg", "0", "-r", "1", NULL};
-    r = tests_run_engine(bench_default);
-    ck_assert_msg(r.status == 0 && strstr(r.out, "positions rope,"), "%s%s", r.out, r.err);
+    r = tests_run_engine_ok(bench_default);
+    ck_assert_msg(strstr(r.out, "positions rope,"), "%s%s", r.out, r.err);
     tests_run_free(&r);
 
     const char *insp[] = {model, "-m", "inspect", "--pe", "rope", "--rope-scaling", "yarn",
                           "--rope-factor", "4", "--json", NULL};
-    r = tests_run_engine(insp);
-    ck_assert_msg(r.status == 0, "%s", r.err);
+    r = tests_run_engine_ok(insp);
     ck_assert_msg(strstr(r.out, "\"scheme\":\"rope\",\"source\":\"command line\",\"checkpoint\":\"rope\"") &&
                   strstr(r.out, "\"rope_scaling\":\"yarn\",\"rope_factor\":4"), "%s", r.out);
     tests_run_free(&r);
@@ -159,8 +154,8 @@ START_TEST(bench_and_inspect_show_the_scheme) {
                                       (const char *const[]){"--vocab-only", NULL});
     ck_assert_ptr_nonnull(vocab);
     const char *v[] = {vocab, "-m", "inspect", "--json", NULL};
-    r = tests_run_engine(v);
-    ck_assert_msg(r.status == 0 && strstr(r.out, "\"contents\":\"vocabulary only (no tensors)\"") &&
+    r = tests_run_engine_ok(v);
+    ck_assert_msg(strstr(r.out, "\"contents\":\"vocabulary only (no tensors)\"") &&
                   strstr(r.out, "\"n_tokens\":1000"), "%s%s", r.out, r.err);
     tests_run_free(&r);
     const char *v_pe[] = {vocab, "-m", "inspect", "--pe", "alibi", NULL};
@@ -174,8 +169,7 @@ START_TEST(summary_and_trace) {
     if (!models) return;
     const char *args[] = {model, "-z", tok, "-t", "0", "-n", "12", "-i", "Once upon a time",
                           "--pos-offset", "100", "--trace-positions", NULL};
-    TestsRun r = tests_run_engine(args);
-    ck_assert_msg(r.status == 0, "%s", r.err);
+    TestsRun r = tests_run_engine_ok(args);
     ck_assert_msg(strstr(r.err, "[pos] q=100-104 (5 tokens) BOS 'Once upon a time' cache=empty (0/512 cells)\n"),
                   "%s", r.err);
     ck_assert_msg(strstr(r.err, "[pos] q=105 ',' cache=100-104 (5/512 cells)\n"), "%s", r.err);

@@ -12,7 +12,6 @@
 #include <string.h>
 #include <limits.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "tests/common.h"
@@ -79,7 +78,6 @@ static Corpus load_corpus(int stride) {
     size_t lens[2], cap = sizeof adversarial + 5 * 2000 + 1;
     for (int i = 0; i < 2; i++) {
         texts[i] = tests_read_file(tests_text_path(models, names[i]), &lens[i]);
-        ck_assert_msg(texts[i] != NULL, "cannot read %s", names[i]);
         cap += lens[i] + 1;
     }
     Corpus c = {malloc(cap), 0};
@@ -102,11 +100,6 @@ static Corpus load_corpus(int stride) {
 }
 
 /* ---- tokenizers ---------------------------------------------------------------- */
-static void load_direct(Tokenizer *t, const char *path) {
-    PosencError err;
-    ck_assert_msg(tokenizer_load(t, path, 0, &err) == 0, "%s", err.msg);
-}
-
 /* tokenizer_load_gguf on `path`: 0, or -1 with the error in *err. */
 static int load_gguf(Tokenizer *t, const char *path, PosencError *err) {
     GgufFile g;
@@ -126,19 +119,6 @@ static const char *vocab_only(const char *rel) {
     const char *out = tests_convert(models, rel, extra);
     ck_assert_msg(out != NULL, "convert.py --vocab-only %s failed", rel);
     return out;
-}
-
-/* Escaped first bytes of a line, for messages. */
-static const char *show(const char *s, size_t n) {
-    static char buf[300];
-    size_t k = 0;
-    for (size_t i = 0; i < n && k < sizeof buf - 8; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c >= 0x20 && c < 0x7F && c != '\\') buf[k++] = (char)c;
-        else k += (size_t)snprintf(buf + k, 8, "\\x%02X", c);
-    }
-    buf[k] = '\0';
-    return buf;
 }
 
 typedef enum { SAME, IDS_DIFFER, TEXT_DIFFERS } LineResult;
@@ -177,7 +157,7 @@ static void count_mismatches(const char *what, const Tokenizer *direct, const To
         LineResult r = compare_line(direct, gguf, c->v + i, n);
         if (r != SAME && bad[IDS_DIFFER] + bad[TEXT_DIFFERS] == 0)
             printf("%s: first mismatch (%s) at line %ld: %s\n", what,
-                   r == IDS_DIFFER ? "ids" : "decoded text", lines, show(c->v + i, n));
+                   r == IDS_DIFFER ? "ids" : "decoded text", lines, tests_show_bytes(c->v + i, n));
         if (r != SAME) bad[r]++;
         i += n + 1;
     }
@@ -189,7 +169,7 @@ static void count_mismatches(const char *what, const Tokenizer *direct, const To
 static void expect_parity(const char *what, const char *tok_path, const char *gguf_path,
                           const Corpus *c) {
     Tokenizer direct, gguf;
-    load_direct(&direct, tok_path);
+    tests_load_tokenizer(&direct, tok_path, 0);
     load_gguf_ok(&gguf, gguf_path);
     ck_assert_int_eq(direct.vocab_size, gguf.vocab_size);
     ck_assert_int_eq(direct.bos_id, gguf.bos_id);
@@ -201,21 +181,7 @@ static void expect_parity(const char *what, const char *tok_path, const char *gg
     tokenizer_free(&gguf);
 }
 
-/* ---- running Python ------------------------------------------------------------ */
-/* `$PYTHON ARGS` through the shell (every path here is plain); returns the
- * exit status and its stdout and stderr in *out (malloc'd). */
-static int run_python(const char *args, char **out) {
-    const char *py = getenv("PYTHON"), *log = tests_write_temp("", 0, ".log");
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd, "'%s' %s >'%s' 2>&1", py && *py ? py : "/usr/bin/python3", args,
-             log);
-    fflush(NULL);
-    int status = system(cmd);
-    *out = tests_read_file(log, NULL);
-    ck_assert_ptr_nonnull(*out);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
+/* ---- editing and converting with Python ------------------------------------------- */
 /* A copy of a tensorless GGUF through tools/gguf.py with `edit` applied:
  * Python statements over kv (key -> (type, value); arrays (elem, list)). */
 static const char *edited_gguf(const char *src, const char *edit) {
@@ -234,46 +200,11 @@ static const char *edited_gguf(const char *src, const char *edit) {
     ck_assert_int_lt(n, (int)sizeof script);
     const char *py = tests_write_temp(script, (size_t)n, ".py");
     const char *dst = tests_write_temp("", 0, ".gguf");
-    char args[1024], *out;
-    snprintf(args, sizeof args, "'%s' '%s' '%s'", py, src, dst);
-    ck_assert_msg(run_python(args, &out) == 0, "edit failed: %s\n%s", edit, out);
-    free(out);
+    const char *args[] = {py, src, dst, NULL};
+    TestsRun r = tests_run_python(args);
+    ck_assert_msg(r.status == 0, "edit failed: %s\n%s%s", edit, r.out, r.err);
+    tests_run_free(&r);
     return dst;
-}
-
-/* convert.py ARGS must fail with exit status 2 and one line
- * "convert.py: error: ..." containing `want`. */
-static void expect_convert_error(const char *args, const char *want) {
-    char full[2048], *out;
-    snprintf(full, sizeof full, "tools/convert.py %s", args);
-    int status = run_python(full, &out);
-    ck_assert_msg(status == 2, "convert.py %s: status %d, output %s", args, status, out);
-    ck_assert_msg(strncmp(out, "convert.py: error: ", 19) == 0 && strstr(out, want) &&
-                      strchr(out, '\n') == out + strlen(out) - 1,
-                  "convert.py %s: want one error line with '%s', got: %s", args, want, out);
-    free(out);
-}
-
-/* spm_train into dir/name.model on the first 200 KB of TinyStories. */
-static const char *train_spm(const char *dir, const char *name, const char *options) {
-    static char model[4][512];
-    static int next;
-    char *path = model[next++ % 4];
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd,
-             "head -c 200000 '%s' > '%s/train.txt' && spm_train --input='%s/train.txt' "
-             "--model_prefix='%s/%s' --input_sentence_size=20000 --shuffle_input_sentence=false "
-             "%s >/dev/null 2>&1",
-             tests_text_path(models, "tinystories-valid-head.txt"), dir, dir, dir, name, options);
-    ck_assert_msg(system(cmd) == 0, "spm_train failed (install it with `make deps`): %s", cmd);
-    snprintf(path, sizeof model[0], "%s/%s.model", dir, name);
-    return path;
-}
-
-static void remove_dir(const char *dir) {
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    ck_assert_int_eq(system(cmd), 0);
 }
 
 /* ---- tests --------------------------------------------------------------------- */
@@ -319,7 +250,7 @@ END_TEST
 static void expect_key_matters(const char *tok_path, const char *gguf, const char *edit,
                                LineResult kind, const Corpus *c) {
     Tokenizer direct, edited;
-    load_direct(&direct, tok_path);
+    tests_load_tokenizer(&direct, tok_path, 0);
     load_gguf_ok(&edited, edited_gguf(gguf, edit));
     char what[512];
     snprintf(what, sizeof what, "%s, %s (negative control)", tok_path, edit);
@@ -377,7 +308,7 @@ START_TEST(settings_round_trip) {
     };
     const char *const extra[] = {"--vocab-only", NULL};
     for (size_t v = 0; v < sizeof variants / sizeof *variants; v++) {
-        const char *model = train_spm(dir, variants[v].name, variants[v].options);
+        const char *model = tests_train_spm(models, dir, variants[v].name, variants[v].options);
         const char *gguf = tests_convert("/tmp", model + strlen("/tmp/"), extra);
         ck_assert_msg(gguf != NULL, "convert.py --vocab-only %s failed", model);
         expect_parity(variants[v].name, model, gguf, &c);
@@ -389,7 +320,7 @@ START_TEST(settings_round_trip) {
                   edited_gguf(vocab_only(llama2),
                               "for k in [k for k in kv if k.startswith('posenc.')]: del kv[k]"),
                   &c);
-    remove_dir(dir);
+    tests_remove_dir(dir);
     free(c.v);
     free(sample.v);
 }
@@ -403,8 +334,8 @@ START_TEST(model_with_spm_tokenizer) {
     char dir[] = "/tmp/posenc-spm-hf-XXXXXX";
     ck_assert_ptr_nonnull(mkdtemp(dir));
     /* stories260K's embedding has 512 rows */
-    const char *model = train_spm(dir, "tokenizer", "--model_type=bpe --vocab_size=512 "
-                                                    "--byte_fallback=true");
+    const char *model = tests_train_spm(models, dir, "tokenizer",
+                                        "--model_type=bpe --vocab_size=512 --byte_fallback=true");
     const char *const with_flag[] = {"--tokenizer", model, NULL};
     const char *a = tests_convert(models, "stories260K-hf", with_flag);
     ck_assert_ptr_nonnull(a);
@@ -427,7 +358,7 @@ START_TEST(model_with_spm_tokenizer) {
         expect_parity(i ? "stories260K-hf with tokenizer.model" : "stories260K-hf --tokenizer",
                       model, ggufs[i], &c);
     }
-    remove_dir(dir);
+    tests_remove_dir(dir);
     free(c.v);
 }
 END_TEST
@@ -502,8 +433,7 @@ START_TEST(bad_vocab_files) {
         Tokenizer t;
         PosencError err;
         ck_assert_msg(load_gguf(&t, bad, &err) != 0, "%s: loaded", cases[i][0]);
-        ck_assert_msg(strstr(err.msg, bad) && strstr(err.msg, cases[i][1]) && !strchr(err.msg, '\n'),
-                      "%s: want one line with '%s', got: %s", cases[i][0], cases[i][1], err.msg);
+        tests_expect_file_error(err.msg, bad, cases[i][1]);
         const char *args[] = {bad, "-m", "tokenize", "-i", "x", NULL};
         const char *as_z[] = {"-m", "tokenize", "-z", bad, "-i", "x", NULL};
         for (int z = 0; z < 2; z++) {
@@ -523,29 +453,27 @@ START_TEST(convert_refuses) {
     char dir[] = "/tmp/posenc-spm-bad-XXXXXX";
     ck_assert_ptr_nonnull(mkdtemp(dir));
     const char *out = tests_write_temp("", 0, ".gguf");
-    char args[2048];
-    const char *word = train_spm(dir, "word", "--model_type=word --vocab_size=300");
-    snprintf(args, sizeof args, "--vocab-only '%s' '%s'", word, out);
-    expect_convert_error(args, "SentencePiece model type WORD is not supported");
-    const char *chr = train_spm(dir, "char", "--model_type=char --vocab_size=60");
-    snprintf(args, sizeof args, "--vocab-only '%s' '%s'", chr, out);
-    expect_convert_error(args, "SentencePiece model type CHAR is not supported");
+    const char *word = tests_train_spm(models, dir, "word", "--model_type=word --vocab_size=300");
+    const char *word_args[] = {"--vocab-only", word, out, NULL};
+    tests_expect_convert_error(word_args, "SentencePiece model type WORD is not supported");
+    const char *chr = tests_train_spm(models, dir, "char", "--model_type=char --vocab_size=60");
+    const char *char_args[] = {"--vocab-only", chr, out, NULL};
+    tests_expect_convert_error(char_args, "SentencePiece model type CHAR is not supported");
 
     size_t n;
     char *bytes = tests_read_file(tests_model_path(models, "spm/tinystories-bpe-1k.model"), &n);
-    ck_assert_ptr_nonnull(bytes);
     const char *cut = tests_write_temp(bytes, 1000, ".model");
     free(bytes);
-    snprintf(args, sizeof args, "--vocab-only '%s' '%s'", cut, out);
-    expect_convert_error(args, "corrupt SentencePiece model: field runs past its end");
+    const char *cut_args[] = {"--vocab-only", cut, out, NULL};
+    tests_expect_convert_error(cut_args, "corrupt SentencePiece model: field runs past its end");
 
     const char *spm = tests_model_path(models, "spm/tinystories-bpe-1k.model");
-    snprintf(args, sizeof args, "'%s' '%s' --tokenizer '%s'",
-             tests_model_path(models, "stories260K-hf"), out, spm);
-    expect_convert_error(args, "has 1000 tokens, the model needs 512");
-    snprintf(args, sizeof args, "--vocab-only '%s' '%s' --tokenizer '%s'", spm, out, spm);
-    expect_convert_error(args, "--tokenizer is not used with --vocab-only");
-    remove_dir(dir);
+    const char *too_big[] = {tests_model_path(models, "stories260K-hf"), out, "--tokenizer", spm,
+                             NULL};
+    tests_expect_convert_error(too_big, "has 1000 tokens, the model needs 512");
+    const char *unused[] = {"--vocab-only", spm, out, "--tokenizer", spm, NULL};
+    tests_expect_convert_error(unused, "--tokenizer is not used with --vocab-only");
+    tests_remove_dir(dir);
 }
 END_TEST
 

@@ -39,14 +39,10 @@ static void setup(void) {
     if (!dir) return;
     PosencError err;
     for (int s = 0; s < N_SCHEMES; s++) {
-        char rel[64], ref_path[64];
-        snprintf(rel, sizeof rel, "zoo/%s", SCHEMES[s]);
-        const char *gguf = tests_convert(dir, rel, NULL);
-        ck_assert_ptr_nonnull(gguf);
-        ck_assert_msg(model_load(&zoo[s].model, gguf, &err) == 0, "%s", err.msg);
+        char ref_path[64];
+        tests_load_zoo(&zoo[s].model, dir, SCHEMES[s]);
         snprintf(ref_path, sizeof ref_path, "zoo/%s/reference.json", SCHEMES[s]);
         char *json = tests_read_file(tests_model_path(dir, ref_path), NULL);
-        ck_assert_ptr_nonnull(json);
         for (int w = 0; w < N_WINDOWS; w++) {
             char key[32];
             snprintf(key, sizeof key, "val_nll_window%d", WINDOWS[w]);
@@ -56,7 +52,6 @@ static void setup(void) {
     }
     size_t len;
     char *text = tests_read_file(tests_text_path(dir, "tiny-shakespeare.txt"), &len);
-    ck_assert_ptr_nonnull(text);
     size_t start = (size_t)(0.9 * (double)len); /* the models' validation split */
     Tokenizer tok;
     ck_assert_msg(tokenizer_load_gguf(&tok, zoo[0].model.gguf, &err) == 0, "%s", err.msg);

@@ -81,7 +81,9 @@ def main(argv):
     ap.add_argument("markdown", nargs="+")
     ap.add_argument("--run", required=True, help="the ./run binary to test")
     ap.add_argument("--shared", required=True, help="the shared directory (models/, text/)")
-    ap.add_argument("--repo", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    # this file is tests/cli/readme_commands.py: the repository is two levels up
+    here = os.path.dirname(os.path.abspath(__file__))
+    ap.add_argument("--repo", default=os.path.dirname(os.path.dirname(here)))
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="posenc-readme-") as tmp:
         clone = os.path.join(tmp, "posenc")

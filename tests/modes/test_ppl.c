@@ -17,18 +17,16 @@ static int *ids, n_ids, ready;
 static void setup(void) {
     const char *dir = tests_models_dir("stories260K perplexity tests");
     if (!dir) return;
-    PosencError err;
     Tokenizer tok;
-    ck_assert_msg(model_load(&model, tests_model_path(dir, "stories260K/stories260K.bin"), &err) == 0, "%s", err.msg);
-    ck_assert_int_eq(tokenizer_load(&tok, tests_model_path(dir, "stories260K/tok512.bin"), 512, &err), 0);
-    /* The texts sit beside the models in the shared directory. */
-    FILE *f = fopen(tests_model_path(dir, "../text/tinystories-valid-head.txt"), "rb");
-    ck_assert_ptr_nonnull(f);
-    char text[6001];
-    size_t len = fread(text, 1, 6000, f);
-    fclose(f);
+    tests_load_model(&model, tests_model_path(dir, "stories260K/stories260K.bin"));
+    tests_load_tokenizer(&tok, tests_model_path(dir, "stories260K/tok512.bin"), 512);
+    size_t len;
+    char *text = tests_read_file(tests_text_path(dir, "tinystories-valid-head.txt"), &len);
+    if (len > 6000) len = 6000; /* the first 6000 bytes */
     ids = malloc((len + 3) * sizeof(int));
+    PosencError err;
     ck_assert_int_eq(tokenizer_encode(&tok, text, len, 1, 0, ids, &n_ids, &err), 0);
+    free(text);
     tokenizer_free(&tok);
     ready = 1;
 }
@@ -44,9 +42,9 @@ static PplResult score(PeKind kind, int n_ctx, PplOptions o, int n_tokens) {
     PeParams p = model.pe;
     p.kind = kind;
     Context ctx;
-    PosencError err;
-    ck_assert_msg(context_build(&ctx, &model, &p, n_ctx, n_ctx, &err) == 0, "%s", err.msg);
+    tests_build_context(&ctx, &model, &p, n_ctx);
     PplResult r;
+    PosencError err;
     ck_assert_msg(ppl_evaluate(&ctx, ids, n_tokens, &o, &r, NULL, NULL, &err) == 0, "%s", err.msg);
     context_free(&ctx);
     return r;
@@ -133,10 +131,9 @@ END_TEST
 
 START_TEST(bad_options) {
     if (!ready) return;
-    PeParams p = model.pe;
     Context ctx;
+    tests_build_context(&ctx, &model, &model.pe, 64);
     PosencError err;
-    ck_assert_int_eq(context_build(&ctx, &model, &p, 64, 64, &err), 0);
     PplResult r;
     PplOptions too_big = {.window = 128};
     ck_assert_int_eq(ppl_evaluate(&ctx, ids, n_ids, &too_big, &r, NULL, NULL, &err), -1);

@@ -2,7 +2,6 @@
  * float64): last-position logits for the native scheme and every --pe
  * override, and greedy text byte for byte (the rope texts are also
  * byte-identical to llama2.c's run, checked when the fixtures were made). */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,11 +23,8 @@ static int ready;
 static void setup(void) {
     const char *dir = tests_models_dir("stories260K reference logits and greedy text");
     if (!dir) return;
-    PosencError err;
-    ck_assert_msg(model_load(&model, tests_model_path(dir, "stories260K/stories260K.bin"), &err) == 0,
-                  "%s", err.msg);
-    ck_assert_msg(tokenizer_load(&tok, tests_model_path(dir, "stories260K/tok512.bin"), 512, &err) == 0,
-                  "%s", err.msg);
+    tests_load_model(&model, tests_model_path(dir, "stories260K/stories260K.bin"));
+    tests_load_tokenizer(&tok, tests_model_path(dir, "stories260K/tok512.bin"), 512);
     ready = 1;
 }
 
@@ -50,11 +46,9 @@ static PeParams params_for(const char *name, float theta, float max_bias) {
 static float logits_error(const Ref260kLogits *ref) {
     PeParams p = params_for(ref->pe, ref->rope_theta, ref->alibi_max_bias);
     Context ctx;
-    PosencError err;
-    ck_assert_msg(context_build(&ctx, &model, &p, 64, 64, &err) == 0, "%s", err.msg);
+    tests_build_context(&ctx, &model, &p, 64);
     const float *l = context_forward(&ctx, REF260K_PROMPT_IDS, REF260K_N_PROMPT_IDS, 0, 0);
-    float d = 0.0f;
-    for (int i = 0; i < 512; i++) d = fmaxf(d, fabsf(l[i] - ref->logits[i]));
+    float d = tests_max_abs_diff(l, ref->logits, 512);
     context_free(&ctx);
     return d;
 }
@@ -83,9 +77,7 @@ END_TEST
 START_TEST(fixtures_are_distinguishable) {
     for (int a = 0; a < REF260K_N_LOGITS; a++)
         for (int b = a + 1; b < REF260K_N_LOGITS; b++) {
-            float d = 0.0f;
-            for (int i = 0; i < 512; i++)
-                d = fmaxf(d, fabsf(REF260K_LOGITS[a].logits[i] - REF260K_LOGITS[b].logits[i]));
+            float d = tests_max_abs_diff(REF260K_LOGITS[a].logits, REF260K_LOGITS[b].logits, 512);
             ck_assert_msg(d > 100 * LOGIT_TOL, "fixtures %d and %d differ by only %g", a, b, (double)d);
         }
 }
@@ -96,9 +88,7 @@ START_TEST(greedy_text_matches_reference) {
     const Ref260kGreedy *ref = &REF260K_GREEDY[_i];
     PeParams p = params_for(ref->pe, 10000.0f, 8.0f);
     Context ctx;
-    PosencError err;
-    ck_assert_msg(context_build(&ctx, &model, &p, model.config.seq_len, model.config.seq_len, &err) == 0,
-                  "%s", err.msg);
+    tests_build_context(&ctx, &model, &p, model.config.seq_len);
     Sampler sampler;
     sampler_build(&sampler, 512, 0.0f, 0.9f, 0, 1);
     char *text = NULL;
@@ -106,6 +96,7 @@ START_TEST(greedy_text_matches_reference) {
     FILE *out = open_memstream(&text, &len);
     GenerateOptions g = {.prompt = ref->prompt, .steps = ref->steps};
     GenerateStats stats;
+    PosencError err;
     ck_assert_msg(generate_text(&ctx, &tok, &sampler, &g, out, &stats, &err) == 0, "%s", err.msg);
     fclose(out);
     ck_assert_msg(strcmp(text, ref->text) == 0, "%s '%s': got\n%s\nwant\n%s", ref->pe, ref->prompt,

@@ -42,19 +42,12 @@ static void expect_error_naming(const char *const *args, const char *needle, con
     tests_run_free(&r);
 }
 
-static void expect_success(const char *const *args) {
-    TestsRun r = tests_run_engine(args);
-    ck_assert_msg(r.status == 0, "exit status %d for %s; stderr: %s", r.status, args[0], r.err);
-    tests_run_free(&r);
-}
-
 /* ---- 1: non-finite logits ------------------------------------------------------ */
 
 /* stories260K.bin with every weight NaN (the header kept). */
 static const char *nan_bin(void) {
     size_t n;
     char *b = tests_read_file(model_path, &n);
-    ck_assert_ptr_nonnull(b);
     const float nan = NAN;
     for (size_t at = 28; at + 4 <= n; at += 4) memcpy(b + at, &nan, 4);
     const char *p = tests_write_temp(b, n, ".bin");
@@ -100,14 +93,14 @@ START_TEST(non_finite_logits_are_an_error) {
         ck_assert_msg(!strstr(r.out, "nan"), "%s", r.out);
         tests_run_free(&r);
         ppl[0] = model_path; /* control: the real weights score */
-        expect_success(ppl);
+        tests_expect_success(ppl);
     }
     const char *clean;
     const char *bf16 = nan_bf16_gguf(&clean);
     const char *gguf[] = {bf16, "-i", "", "-n", "8", NULL};
     expect_error_naming(gguf, "non-finite logits", bf16, 1);
     const char *control[] = {clean, "-i", "", "-n", "8", NULL};
-    expect_success(control);
+    tests_expect_success(control);
 }
 END_TEST
 
@@ -166,7 +159,6 @@ END_TEST
 static const char *patched_gguf(const char *path, const char *key, const char *value) {
     size_t n;
     char *b = tests_read_file(path, &n);
-    ck_assert_ptr_nonnull(b);
     size_t at = tests_gguf_string_end(b, n, key) + 4; /* past the value type */
     uint64_t len;
     memcpy(&len, b + at, 8);
@@ -199,7 +191,7 @@ START_TEST(file_strings_are_escaped) {
     const char *stories = tests_convert(models, "stories260K/stories260K.bin", extra);
     ck_assert(rope && learned && stories);
     const char *inspect[] = {rope, "-m", "inspect", NULL};
-    expect_success(inspect); /* control: the unpatched file loads */
+    tests_expect_success(inspect); /* control: the unpatched file loads */
 
     const char *p = patched_gguf(rope, "general.architecture", "\x1b[2J");
     const char *arch[] = {p, "-m", "inspect", NULL};
@@ -221,7 +213,6 @@ START_TEST(file_strings_are_escaped) {
      * bytes that are not text are escaped */
     size_t n;
     char *b = tests_read_file(learned, &n);
-    ck_assert_ptr_nonnull(b);
     b[tests_gguf_string_end(b, n, "position_embd.weight") - 8] = (char)0x9b;
     p = tests_write_temp(b, n, ".gguf");
     free(b);
@@ -231,12 +222,10 @@ START_TEST(file_strings_are_escaped) {
     /* inspect prints general.name escaped, in text and in JSON */
     p = patched_gguf(rope, "general.name", "\x1b]0;");
     const char *text[] = {p, "-m", "inspect", NULL}, *json[] = {p, "-m", "inspect", "--json", NULL};
-    TestsRun r = tests_run_engine(text);
-    ck_assert_int_eq(r.status, 0);
+    TestsRun r = tests_run_engine_ok(text);
     ck_assert_msg(strstr(r.out, "\\x1b]0;") && !strchr(r.out, 0x1b), "%s", r.out);
     tests_run_free(&r);
-    r = tests_run_engine(json);
-    ck_assert_int_eq(r.status, 0);
+    r = tests_run_engine_ok(json);
     ck_assert_msg(strstr(r.out, "\"name\":\"\\u001b]0;\"") && !strchr(r.out, 0x1b), "%s", r.out);
     tests_run_free(&r);
 }
@@ -275,7 +264,7 @@ START_TEST(encoding_errors_name_flag_and_file) {
     const char *gen[] = {mm, "-i", "\xc3\xa9", NULL};
     expect_error_naming(gen, "-i: ", mm, 1);
     const char *fine[] = {mm, "-m", "tokenize", "-i", "emma", NULL};
-    expect_success(fine); /* control */
+    tests_expect_success(fine); /* control */
     /* from -f: the flag, the text file, its line and the vocabulary */
     const char lines[] = "emma\nren\xc3\xa9" "e\n";
     const char *text = tests_write_temp(lines, strlen(lines), ".txt");
@@ -291,7 +280,7 @@ START_TEST(encoding_errors_name_flag_and_file) {
     const char *empty[] = {zoo, "-i", "", NULL};
     expect_error_naming(empty, "-i: ", "no BOS", 1);
     const char *some[] = {zoo, "-i", "ROMEO:", "-n", "8", NULL};
-    expect_success(some); /* control */
+    tests_expect_success(some); /* control */
 
     /* llama2.c vocabularies: no space piece, no byte fallback */
     const char *no_space_pieces[] = {"<unk>", "<s>", "</s>", "h", "i", NULL};
@@ -303,7 +292,7 @@ START_TEST(encoding_errors_name_flag_and_file) {
     const char *b[] = {"-m", "tokenize", "-z", no_bytes, "-i", "h\xc3\xa9", NULL};
     expect_error_naming(b, "no byte fallback for byte 0xC3", no_bytes, 1);
     const char *c[] = {"-m", "tokenize", "-z", no_bytes, "-i", "hi", NULL};
-    expect_success(c); /* control */
+    tests_expect_success(c); /* control */
 
     /* -f names a directory */
     char dir[] = "/tmp/posenc-dir-XXXXXX";
@@ -348,16 +337,16 @@ START_TEST(keep_checked_before_any_work) {
                          "--keep", "15", NULL};
     expect_error_naming(gen, "--keep 15: ", "--no-shift", 1);
     gen[10] = "14"; /* control: one cell less shifts fine */
-    expect_success(gen);
+    tests_expect_success(gen);
     const char *stop[] = {model_path, "-z", tok_path, "-t", "0", "-n", "40", "--ctx", "16",
                           "--keep", "15", "--no-shift", NULL};
-    expect_success(stop); /* no shift, nothing to check */
+    tests_expect_success(stop); /* no shift, nothing to check */
     /* -m ppl --stream did not check at all ("discard -46") */
     const char *ppl[] = {model_path, "-z", tok_path, "-m", "ppl", "--stream", "-f", text_path,
                          "--ctx", "8", "--keep", "100", NULL};
     expect_error_naming(ppl, "--keep 100: ", "keeping 100 of 8 cells", 1);
     ppl[11] = "6";
-    expect_success(ppl);
+    tests_expect_success(ppl);
 }
 END_TEST
 
@@ -367,11 +356,11 @@ START_TEST(keep_checked_by_the_engine) {
     if (!models) return;
     Model m;
     Tokenizer tok;
-    PosencError err;
-    ck_assert_msg(model_load(&m, model_path, &err) == 0, "%s", err.msg);
-    ck_assert_msg(tokenizer_load(&tok, tok_path, 512, &err) == 0, "%s", err.msg);
+    tests_load_model(&m, model_path);
+    tests_load_tokenizer(&tok, tok_path, 512);
     Context ctx;
-    ck_assert_msg(context_build(&ctx, &m, &m.pe, 16, 16, &err) == 0, "%s", err.msg);
+    tests_build_context(&ctx, &m, &m.pe, 16);
+    PosencError err;
     Sampler sampler;
     sampler_build(&sampler, 512, 0.0f, 0.9f, 0, 1);
     for (int keep = 14; keep <= 15; keep++) {
@@ -418,20 +407,13 @@ static const char *huge_context_gguf(void) {
                           "--layers", "1", "--heads", "1", "--kv-heads", "1", "--vocab", "32000",
                           "--seq", "64", "--formats", "f32", "--tokenizer",
                           tests_model_path(models, "llama2-tokenizer/tokenizer.bin"), NULL};
-    TestsRun r = tests_run_python(args);
-    ck_assert_msg(r.status == 0, "%s", r.err);
+    TestsRun r = tests_run_python_ok(args);
     tests_run_free(&r);
     char path[64];
     size_t n;
     snprintf(path, sizeof path, "%s/custom-8x1-f32.gguf", dir);
     char *b = tests_read_file(path, &n);
-    ck_assert_ptr_nonnull(b);
-    const char *const made[] = {"custom-8x1-f32.gguf", "custom-8x1.bin", "tokenizer.bin"};
-    for (int i = 0; i < 3; i++) {
-        snprintf(path, sizeof path, "%s/%s", dir, made[i]);
-        unlink(path);
-    }
-    rmdir(dir);
+    tests_remove_dir(dir);
     size_t at = tests_gguf_string_end(b, n, "llama.context_length");
     uint32_t type, ctx = 1u << 22;
     memcpy(&type, b + at, 4);
@@ -483,8 +465,7 @@ START_TEST(inspect_states_peak_memory) {
     for (int f16 = 0; f16 < 2; f16++) {
         const char *args[] = {big, "-m", "inspect", "--json", "--ctx", "4194304", "--threads", "2",
                               "--kv-type", f16 ? "f16" : "f32", NULL};
-        TestsRun r = tests_run_engine(args);
-        ck_assert_msg(r.status == 0, "%s", r.err);
+        TestsRun r = tests_run_engine_ok(args);
         const char *mem = strstr(r.out, "\"memory\"");
         ck_assert_msg(mem, "%s", r.out);
         double kv = 2 * n_ctx * kv_dim * (f16 ? 2 : 4) + 2 * n_ctx * 4; /* + positions, tokens */
@@ -505,8 +486,8 @@ START_TEST(inspect_states_peak_memory) {
     }
     /* the text form has the same numbers */
     const char *text[] = {big, "-m", "inspect", "--ctx", "1024", "--threads", "2", NULL};
-    TestsRun r = tests_run_engine(text);
-    ck_assert_msg(r.status == 0 && strstr(r.out, "\nmemory\n") &&
+    TestsRun r = tests_run_engine_ok(text);
+    ck_assert_msg(strstr(r.out, "\nmemory\n") &&
                   strstr(r.out, "kv_cache_bytes   73728\n"), "%s", r.out); /* 2*1024*8*4 + 2*1024*4 */
     tests_run_free(&r);
 }
@@ -527,9 +508,7 @@ START_TEST(fifos_are_refused_without_blocking) {
     snprintf(vocab, sizeof vocab, "%s/vocab.json", dir);
     snprintf(merges, sizeof merges, "%s/merges.txt", dir);
     ck_assert(mkfifo(bin, 0600) == 0 && mkfifo(bare, 0600) == 0 && mkfifo(vocab, 0600) == 0);
-    FILE *m = fopen(merges, "w");
-    ck_assert_ptr_nonnull(m);
-    fclose(m);
+    tests_write_file(merges, "", 0);
     const char *model[] = {bin, "-z", tok_path, "-n", "4", NULL};
     expect_error_naming(model, "not a regular file", bin, 1);
     const char *z_bin[] = {model_path, "-z", bin, "-n", "4", NULL};
@@ -555,11 +534,7 @@ START_TEST(fifos_are_refused_without_blocking) {
     waitpid(writer, NULL, 0);
     ck_assert_msg(r.status == 0 && strlen(r.out) > 1, "%d %s %s", r.status, r.out, r.err);
     tests_run_free(&r);
-    unlink(bin);
-    unlink(bare);
-    unlink(vocab);
-    unlink(merges);
-    rmdir(dir);
+    tests_remove_dir(dir);
 }
 END_TEST
 
@@ -571,13 +546,13 @@ START_TEST(stream_needs_two_tokens) {
     const char *stream[] = {model_path, "-z", tok_path, "-m", "ppl", "--stream", "-f", one, NULL};
     expect_error_naming(stream, "too few to score", "-f ", 1);
     stream[7] = text_path; /* control */
-    expect_success(stream);
+    tests_expect_success(stream);
 
     Model m;
-    PosencError err;
-    ck_assert_msg(model_load(&m, model_path, &err) == 0, "%s", err.msg);
+    tests_load_model(&m, model_path);
     Context ctx;
-    ck_assert_msg(context_build(&ctx, &m, &m.pe, 16, 16, &err) == 0, "%s", err.msg);
+    tests_build_context(&ctx, &m, &m.pe, 16);
+    PosencError err;
     const int ids[2] = {1, 403};
     PplOptions o = {.window = 16, .stream = 1, .shift = CONTEXT_SHIFT_ON};
     PplResult res;
