@@ -3,6 +3,7 @@
 #   make PORTABLE=1   the same without -march=native
 #   make test         Check suites, plain and under ASan/UBSan
 #   make demo         generate text with a small model
+#   make fuzz         libFuzzer targets (clang), FUZZ_SECONDS each (README: Fuzzing)
 # make's built-in CC is cc; gcc unless the user names another compiler
 ifeq ($(origin CC),default)
 CC      := gcc
@@ -26,7 +27,8 @@ LIB_HDR  := $(foreach d,$(LAYERS),$(wildcard $(d)/*.h))
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
 TEST_NAMES := $(patsubst tests/%.c,%,$(TEST_SRC))
 
-.PHONY: all test test-rel test-asan check-layers deps clean demo bench FORCE
+.PHONY: all test test-rel test-asan check-layers deps clean demo bench fuzz fuzz-build \
+        fuzz-corpus FORCE
 all: run
 
 # ---- engine ---------------------------------------------------------------
@@ -119,6 +121,37 @@ bench: run
 	  $(if $(LLAMA2C),--llama2c $(LLAMA2C)) $(if $(LLAMACPP_BENCH),--llamacpp-bench $(LLAMACPP_BENCH)) \
 	  $(if $(LLAMACPP_PPL),--llamacpp-ppl $(LLAMACPP_PPL))
 	@if [ -f tools/bench_tokenizer.sh ]; then echo; sh tools/bench_tokenizer.sh $(MODELS_DIR); fi
+
+# ---- fuzzing ----------------------------------------------------------------
+# One libFuzzer target per kind of input (fuzz/fuzz_*.c), built with clang
+# under ASan and UBSan into build/fuzz/.  `make fuzz` makes the seed corpora
+# from the shared models (tools/fuzz_seeds.py) and runs every target for
+# FUZZ_SECONDS; tools/fuzz_run.sh says what each run reached and fails on
+# any finding (its input is left in build/fuzz/artifacts/).
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_SRC     := $(sort $(wildcard fuzz/fuzz_*.c))
+FUZZ_NAMES   := $(patsubst fuzz/%.c,%,$(FUZZ_SRC))
+FUZZ_HELPERS := $(filter-out $(FUZZ_SRC),$(wildcard fuzz/*.c))
+FUZZ_FLAGS   := $(BASE) -O1 -g $(ARCH_FLAGS) -fno-omit-frame-pointer \
+                -fsanitize=address,undefined -fno-sanitize-recover=undefined
+
+build/fuzz/%.o: %.c $(LIB_HDR) $(wildcard fuzz/*.h)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+build/fuzz/libposenc.a: $(patsubst %.c,build/fuzz/%.o,$(LIB_SRC))
+	ar rcs $@ $^
+build/fuzz/fuzz_%: build/fuzz/fuzz/fuzz_%.o $(patsubst %.c,build/fuzz/%.o,$(FUZZ_HELPERS)) \
+                   build/fuzz/libposenc.a
+	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer $^ -o $@ $(LDLIBS)
+
+fuzz-build: $(addprefix build/fuzz/,$(FUZZ_NAMES))
+fuzz-corpus:
+	@$(PYTHON) tools/fuzz_seeds.py --models $(MODELS_DIR) --out build/fuzz/corpus
+fuzz: fuzz-build fuzz-corpus
+	@set -e; for t in $(FUZZ_NAMES); do \
+	  POSENC_MODELS=$(MODELS_DIR) sh tools/fuzz_run.sh $$t $(FUZZ_SECONDS); done
+	@echo "make fuzz: $(words $(FUZZ_NAMES)) targets, $(FUZZ_SECONDS) s each, no findings"
 
 clean:
 	rm -rf build run

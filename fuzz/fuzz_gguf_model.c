@@ -1,0 +1,32 @@
+/* GGUF model: header, metadata, tensor infos, shapes against the
+ * configuration; when the load succeeds, the embedded vocabulary (as run
+ * reads it when no -z is given) and a forward pass of one token. */
+#include <omp.h>
+
+#include "fuzz/fuzz.h"
+#include "fuzz/model_run.h"
+
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+    omp_set_num_threads(1); /* one thread: the same work, and reproducible */
+    return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    Model m;
+    PosencError err = {{0}};
+    if (model_load(&m, fuzz_file("model.gguf", data, size), &err)) {
+        fuzz_check_error(&err);
+        return 0;
+    }
+    FUZZ_ASSERT(m.gguf != NULL); /* a file starting "GGUF" is never read as llama2.c */
+    Tokenizer t;
+    if (tokenizer_load_gguf(&t, m.gguf, &err) == 0) {
+        fuzz_tokenizer_texts(&t, data, size);
+        tokenizer_free(&t);
+    } else {
+        fuzz_check_error(&err);
+    }
+    fuzz_forward_one(&m, size);
+    model_free(&m);
+    return 0;
+}
