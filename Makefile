@@ -69,6 +69,16 @@ build/asan/tests/%: build/asan/tests/%.o build/asan/tests/common.o build/asan/li
 build/rel/tests/%.o: tests/%.c tests/common.h $(LIB_HDR) build/rel/flags
 	@mkdir -p $(dir $@)
 	$(CC) $(REL_FLAGS) $(CHECK_CFLAGS) -c $< -o $@
+# The fuzz regression suite replays its inputs through the fuzz targets
+# themselves (fuzz/, built here without libFuzzer's entry points).
+FUZZ_C := $(wildcard fuzz/*.c)
+build/rel/tests/test_fuzz_regressions: build/rel/tests/test_fuzz_regressions.o \
+        build/rel/tests/common.o $(patsubst %.c,build/rel/%.o,$(FUZZ_C)) build/rel/libposenc.a
+	$(CC) $(REL_FLAGS) $^ -o $@ $(CHECK_LIBS) $(LDLIBS)
+build/asan/tests/test_fuzz_regressions: build/asan/tests/test_fuzz_regressions.o \
+        build/asan/tests/common.o $(patsubst %.c,build/asan/%.o,$(FUZZ_C)) build/asan/libposenc.a
+	$(CC) $(ASAN_FLAGS) $^ -o $@ $(CHECK_LIBS) $(LDLIBS)
+$(patsubst %.c,build/rel/%.o,$(FUZZ_C)) $(patsubst %.c,build/asan/%.o,$(FUZZ_C)): $(wildcard fuzz/*.h)
 .SECONDARY:
 
 deps:
@@ -132,8 +142,8 @@ FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
 FUZZ_SRC     := $(sort $(wildcard fuzz/fuzz_*.c))
 FUZZ_NAMES   := $(patsubst fuzz/%.c,%,$(FUZZ_SRC))
-FUZZ_HELPERS := $(filter-out $(FUZZ_SRC),$(wildcard fuzz/*.c))
-FUZZ_FLAGS   := $(BASE) -O1 -g $(ARCH_FLAGS) -fno-omit-frame-pointer \
+FUZZ_HELPERS := $(filter-out $(FUZZ_SRC),$(FUZZ_C))
+FUZZ_FLAGS   := $(BASE) -DPOSENC_LIBFUZZER -O1 -g $(ARCH_FLAGS) -fno-omit-frame-pointer \
                 -fsanitize=address,undefined -fno-sanitize-recover=undefined
 
 build/fuzz/%.o: %.c $(LIB_HDR) $(wildcard fuzz/*.h)

@@ -31,13 +31,12 @@ static struct {
     int fd;
 } files[MAX_FILES];
 static int n_files;
-static char path_buf[MAX_FILES][300];
+#define PATH_LEN (sizeof scratch_dir + sizeof files[0].name + 1)
+static char path_buf[MAX_FILES][PATH_LEN];
 
 static void remove_scratch(void) {
     for (int i = 0; i < n_files; i++) {
-        char p[300];
-        snprintf(p, sizeof p, "%s/%s", scratch_dir, files[i].name);
-        unlink(p);
+        unlink(path_buf[i]);
     }
     rmdir(scratch_dir);
 }

@@ -1,7 +1,12 @@
-/* Shared by the libFuzzer targets in fuzz/ (one per kind of input posenc
- * reads).  The loaders take paths, so an input is written to a memfd and
- * handed over as a file name; the targets then call the library exactly as
- * run.c and the modes do. */
+/* The fuzz targets, one per kind of input posenc reads (fuzz/fuzz_KIND.c),
+ * and what they share.  Each target is a function of one input; built with
+ * -DPOSENC_LIBFUZZER (make fuzz-build, clang) it is also libFuzzer's entry
+ * point, and built without it tests/test_fuzz_regressions.c replays the
+ * committed inputs of tests/fixtures/fuzz/KIND/ through the same function.
+ * The loaders take paths, so an input is written to a memfd and handed over
+ * as a file name; the targets then call the library as run.c and the modes
+ * do.  Every target returns 0 (libFuzzer's convention); a broken property
+ * aborts. */
 #ifndef POSENC_FUZZ_H
 #define POSENC_FUZZ_H
 #include <stddef.h>
@@ -13,6 +18,24 @@
  * merges.txt, llama2.c's checkpoint and tokenizer.bin); it is in
  * fuzz/gguf.dict so mutations can make and move it. */
 #define FUZZ_SPLIT "\n#posenc-fuzz-split#\n"
+
+int fuzz_gguf_model(const uint8_t *data, size_t size);
+int fuzz_gguf_vocab(const uint8_t *data, size_t size);
+int fuzz_llama2c(const uint8_t *data, size_t size);
+int fuzz_spm(const uint8_t *data, size_t size);
+int fuzz_gpt2(const uint8_t *data, size_t size);
+int fuzz_text(const uint8_t *data, size_t size);
+int fuzz_sampler(const uint8_t *data, size_t size);
+/* fuzz_text needs the shared models' tokenizers: loads them from
+ * models_dir once (0), or -1 with err. */
+int fuzz_text_init(const char *models_dir, PosencError *err);
+
+#ifdef POSENC_LIBFUZZER
+#define FUZZ_ENTRY_POINT(target)                                                           \
+    int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) { return target(data, size); }
+#else
+#define FUZZ_ENTRY_POINT(target)
+#endif
 
 /* Text every tokenizer target encodes besides the input's own bytes:
  * leading and repeated spaces, a literal U+2581, digits, a newline, a

@@ -1,17 +1,10 @@
 /* GGUF model: header, metadata, tensor infos, shapes against the
  * configuration; when the load succeeds, the embedded vocabulary (as run
  * reads it when no -z is given) and a forward pass of one token. */
-#include <omp.h>
-
 #include "fuzz/fuzz.h"
 #include "fuzz/model_run.h"
 
-int LLVMFuzzerInitialize(int *argc, char ***argv) {
-    omp_set_num_threads(1); /* one thread: the same work, and reproducible */
-    return 0;
-}
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+int fuzz_gguf_model(const uint8_t *data, size_t size) {
     Model m;
     PosencError err = {{0}};
     if (model_load(&m, fuzz_file("model.gguf", data, size), &err)) {
@@ -30,3 +23,5 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     model_free(&m);
     return 0;
 }
+
+FUZZ_ENTRY_POINT(fuzz_gguf_model)

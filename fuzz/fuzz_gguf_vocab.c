@@ -3,7 +3,7 @@
  * input's own bytes encoded and decoded. */
 #include "fuzz/fuzz.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+int fuzz_gguf_vocab(const uint8_t *data, size_t size) {
     Tokenizer t;
     PosencError err = {{0}};
     if (tokenizer_load(&t, fuzz_file("vocab.gguf", data, size), 0, &err)) {
@@ -14,3 +14,5 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     tokenizer_free(&t);
     return 0;
 }
+
+FUZZ_ENTRY_POINT(fuzz_gguf_vocab)

@@ -2,7 +2,7 @@
  * FUZZ_SPLIT, read as -z DIR reads them; then text encoded and decoded. */
 #include "fuzz/fuzz.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+int fuzz_gpt2(const uint8_t *data, size_t size) {
     const uint8_t *vocab, *merges;
     size_t nvocab, nmerges;
     fuzz_split(data, size, &vocab, &nvocab, &merges, &nmerges);
@@ -19,3 +19,5 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     tokenizer_free(&t);
     return 0;
 }
+
+FUZZ_ENTRY_POINT(fuzz_gpt2)

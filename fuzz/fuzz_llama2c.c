@@ -2,17 +2,10 @@
  * input split at FUZZ_SPLIT.  The checkpoint is loaded as run loads it (by
  * magic) and runs one token; the tokenizer is loaded against the
  * checkpoint's vocabulary when there is one, else alone, and encodes text. */
-#include <omp.h>
-
 #include "fuzz/fuzz.h"
 #include "fuzz/model_run.h"
 
-int LLVMFuzzerInitialize(int *argc, char ***argv) {
-    omp_set_num_threads(1);
-    return 0;
-}
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+int fuzz_llama2c(const uint8_t *data, size_t size) {
     const uint8_t *bin, *tok;
     size_t nbin, ntok;
     fuzz_split(data, size, &bin, &nbin, &tok, &ntok);
@@ -36,3 +29,5 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     return 0;
 }
+
+FUZZ_ENTRY_POINT(fuzz_llama2c)

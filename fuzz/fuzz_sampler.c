@@ -16,7 +16,7 @@ static float clamped(float x, float lo, float hi) {
     return isnan(x) ? lo : x < lo ? lo : x > hi ? hi : x;
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+int fuzz_sampler(const uint8_t *data, size_t size) {
     if (size < HEADER + 4) return 0;
     uint16_t vocab16;
     float temperature, topp;
@@ -45,3 +45,5 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     free(logits);
     return 0;
 }
+
+FUZZ_ENTRY_POINT(fuzz_sampler)

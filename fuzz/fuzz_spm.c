@@ -3,7 +3,7 @@
  * decoded: a fixed line and the input's own first bytes. */
 #include "fuzz/fuzz.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+int fuzz_spm(const uint8_t *data, size_t size) {
     Tokenizer t;
     PosencError err = {{0}};
     if (tokenizer_load(&t, fuzz_file("tok.model", data, size), 0, &err)) {
@@ -15,3 +15,5 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     tokenizer_free(&t);
     return 0;
 }
+
+FUZZ_ENTRY_POINT(fuzz_spm)

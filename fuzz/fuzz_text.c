@@ -22,21 +22,27 @@ static const char *const tokenizer_files[] = {
 static Tokenizer tokenizers[N_TOKENIZERS];
 static FILE *devnull;
 
-int LLVMFuzzerInitialize(int *argc, char ***argv) {
-    const char *dir = getenv("POSENC_MODELS");
-    if (!dir || !*dir) dir = "../shared/models";
+int fuzz_text_init(const char *models_dir, PosencError *err) {
     for (int i = 0; i < N_TOKENIZERS; i++) {
         char path[1024];
-        PosencError err;
-        snprintf(path, sizeof path, "%s/%s", dir, tokenizer_files[i]);
-        if (tokenizer_load(&tokenizers[i], path, 0, &err)) {
-            fprintf(stderr, "fuzz_text needs the shared models (POSENC_MODELS): %s\n", err.msg);
-            exit(1);
-        }
+        snprintf(path, sizeof path, "%s/%s", models_dir, tokenizer_files[i]);
+        if (tokenizer_load(&tokenizers[i], path, 0, err)) return -1;
     }
     devnull = fopen("/dev/null", "w");
+    return devnull ? 0 : posenc_error(err, "/dev/null: cannot open");
+}
+
+#ifdef POSENC_LIBFUZZER
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+    const char *dir = getenv("POSENC_MODELS");
+    PosencError err;
+    if (fuzz_text_init(dir && *dir ? dir : "../shared/models", &err)) {
+        fprintf(stderr, "fuzz_text needs the shared models (POSENC_MODELS): %s\n", err.msg);
+        exit(1);
+    }
     return 0;
 }
+#endif
 
 /* decode(encode(text)) == prefix + text, for tokenizers that lose nothing. */
 static void check_round_trip(const Tokenizer *t, const char *text, size_t len,
@@ -52,7 +58,7 @@ static void check_round_trip(const Tokenizer *t, const char *text, size_t len,
     free(ids);
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+int fuzz_text(const uint8_t *data, size_t size) {
     const char *text = (const char *)data;
     int *ids = malloc((size + 1) * sizeof(int));
     for (int i = 0; i < N_TOKENIZERS; i++) {
@@ -72,3 +78,5 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     free(ids);
     return 0;
 }
+
+FUZZ_ENTRY_POINT(fuzz_text)

@@ -1,9 +1,12 @@
 #include "fuzz/model_run.h"
 
+#include <omp.h>
+
 #include "fuzz/fuzz.h"
 #include "model/context.h"
 
 void fuzz_forward_one(const Model *m, unsigned token) {
+    omp_set_num_threads(1); /* the same work on one thread, and reproducible */
     Context ctx;
     PosencError err = {{0}};
     ContextSize size = context_size_generate(2, TENSOR_F32);

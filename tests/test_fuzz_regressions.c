@@ -1,0 +1,286 @@
+/* What fuzzing found, kept: every input of tests/fixtures/fuzz/KIND/ is
+ * replayed through the fuzz target of that kind (fuzz/fuzz_KIND.c, the same
+ * function libFuzzer calls), so a fixed crash that comes back fails here, in
+ * the plain and the ASan/UBSan pass.  And the resource limits fuzzing
+ * cannot see in a 10-second input: a 10 MB line, and merges built so that a
+ * quadratic encoder (llama2.c's own, or GPT-2's encoder.py) would take hours,
+ * encode in time that grows linearly with the text (n log n at worst). */
+#include <dirent.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "fuzz/fuzz.h"
+#include "tests/common.h"
+
+#define FIXTURES "tests/fixtures/fuzz"
+
+typedef struct {
+    const char *kind;
+    int (*target)(const uint8_t *, size_t);
+} FuzzKind;
+
+static const FuzzKind kinds[] = {
+    {"gguf_model", fuzz_gguf_model}, {"gguf_vocab", fuzz_gguf_vocab},
+    {"llama2c", fuzz_llama2c},       {"spm", fuzz_spm},
+    {"gpt2", fuzz_gpt2},             {"text", fuzz_text},
+    {"sampler", fuzz_sampler},
+};
+
+/* Replays every file of FIXTURES/kind through target; returns how many. */
+static int replay_kind(const FuzzKind *k) {
+    char dir[256];
+    snprintf(dir, sizeof dir, FIXTURES "/%s", k->kind);
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        size_t len;
+        char *data = tests_read_file(path, &len);
+        ck_assert_msg(data, "cannot read %s", path);
+        fprintf(stderr, "replay %s\n", path);
+        k->target((const uint8_t *)data, len);
+        free(data);
+        n++;
+    }
+    closedir(d);
+    return n;
+}
+
+START_TEST(fixtures_replay_cleanly) {
+    const char *models = tests_models_dir("fuzz regressions of kind text");
+    PosencError err;
+    if (models) ck_assert_msg(fuzz_text_init(models, &err) == 0, "%s", err.msg);
+    int total = 0;
+    for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++)
+        if (models || strcmp(kinds[i].kind, "text") != 0) total += replay_kind(&kinds[i]);
+    /* control: the directory is found (a wrong path would replay nothing) */
+    ck_assert_msg(total > 0, "no fixtures replayed from " FIXTURES);
+}
+END_TEST
+
+/* Control: a broken property aborts the target, so a regression that comes
+ * back as a wrong answer, not a crash, fails the replay too. */
+START_TEST(broken_property_aborts) {
+    PosencError two_lines = {"first line\nsecond line"};
+    fuzz_check_error(&two_lines);
+}
+END_TEST
+
+/* ---- time grows linearly with the text ------------------------------------------ */
+
+/* The long line: 10 MB; under ASan, which runs the encoders ~5x slower
+ * and only adds memory checks here, 1 MB. */
+#ifdef __SANITIZE_ADDRESS__
+#define LINE_BYTES ((size_t)1 << 20)
+#else
+#define LINE_BYTES ((size_t)10 << 20)
+#endif
+
+/* CPU seconds of one encode: the machine is shared, and a busy neighbour
+ * stretches wall time, not the encoder's own CPU time. */
+static double encode_seconds(const Tokenizer *t, const char *text, size_t len) {
+    int *ids, n;
+    PosencError err;
+    struct timespec a, b;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &a);
+    ck_assert_msg(tokenizer_encode_alloc(t, text, len, 0, 0, &ids, &n, &err) == 0, "%s", err.msg);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &b);
+    free(ids);
+    return (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec);
+}
+
+/* Whether time grew linearly from a tenth of the input to all of it.
+ * Linear time gives 10x, n log n about 12x, quadratic 100x: 30x + 50 ms
+ * leaves room for timer and cache noise and still fails a quadratic
+ * encoder whose tenth takes more than ~1 ms (the control below). */
+static int grew_linearly(double tenth, double all) { return all < 30 * tenth + 0.05; }
+
+/* The plain build's 10 MB must also take < 10 s of CPU. */
+static void check_linear(const Tokenizer *t, const char *what, const char *text) {
+    double tenth = encode_seconds(t, text, LINE_BYTES / 10);
+    double all = encode_seconds(t, text, LINE_BYTES);
+    fprintf(stderr, "%-40s %8zu bytes %.3f s, %8zu bytes %.3f s (x%.1f)\n", what,
+            LINE_BYTES / 10, tenth, LINE_BYTES, all, all / (tenth > 0 ? tenth : 1e-9));
+    ck_assert_msg(grew_linearly(tenth, all), "%s: %zu bytes took %.2f s, a tenth %.3f s: not "
+                  "linear", what, LINE_BYTES, all, tenth);
+    ck_assert_msg(all < 10.0, "%s: a line of %zu bytes took %.2f s", what, LINE_BYTES, all);
+}
+
+/* A LINE_BYTES line of one kind: `a` repeated (one word, the longest merge
+ * work), spaces (whitespace runs), or words, digits, punctuation and
+ * non-ASCII bytes (UTF-8 and not) in a fixed pseudo-random mix. */
+static char *line_of(char kind) {
+    char *s = mallocCheck(LINE_BYTES, "a test line");
+    static const char *const words[] = {"Once", " upon", " a", " time", ",", " caf\xC3\xA9",
+                                        " 12345", "\xFF", "  ", "\xE2\x96\x81", "'s", "\t"};
+    uint32_t x = 1;
+    for (size_t i = 0; i < LINE_BYTES;) {
+        if (kind != 'm') {
+            s[i++] = kind;
+            continue;
+        }
+        x = x * 1664525u + 1013904223u;
+        const char *w = words[(x >> 8) % (sizeof words / sizeof *words)];
+        for (; *w && i < LINE_BYTES; w++) s[i++] = *w;
+    }
+    return s;
+}
+
+START_TEST(long_lines_encode_in_linear_time) {
+    const char *models = tests_models_dir("long lines");
+    if (!models) return;
+    static const char *const files[] = {"stories260K/tok512.bin", "llama2-tokenizer/tokenizer.model",
+                                        "spm/tinystories-bpe-1k.model",
+                                        "spm/tinystories-unigram-1k.model", "gpt2-tokenizer"};
+    char *lines[3] = {line_of('a'), line_of(' '), line_of('m')};
+    for (size_t f = 0; f < sizeof files / sizeof *files; f++) {
+        Tokenizer t;
+        PosencError err;
+        ck_assert_msg(tokenizer_load(&t, tests_model_path(models, files[f]), 0, &err) == 0, "%s",
+                      err.msg);
+        for (int l = 0; l < 3; l++) {
+            char what[128];
+            snprintf(what, sizeof what, "%s, %s", files[f], (const char *[]){"a*", "spaces", "mixed"}[l]);
+            check_linear(&t, what, lines[l]);
+        }
+        tokenizer_free(&t);
+    }
+    for (int l = 0; l < 3; l++) free(lines[l]);
+}
+END_TEST
+
+/* Merges that grow one token a byte at a time: "b" then "ba", "baa", ...
+ * up to 4096 bytes, each preferred to the last, then "aa" for the rest.  On
+ * "baaa...a" each of those merges is its own step; an encoder that scans
+ * the whole word per step (llama2.c's encode, GPT-2's encoder.py) does 4095
+ * scans of the whole line.  kind selects the merge rule: scores (llama2.c,
+ * SentencePiece BPE) or GPT-2's ranked merges. */
+#define CHAIN 4096
+static void build_chain(Tokenizer *t, TokenizerKind kind) {
+    int n = 0;
+    static char buf[CHAIN + 1];
+    char **pieces = mallocCheck((CHAIN + 8) * sizeof(char *), "pieces");
+    float *scores = mallocCheck((CHAIN + 8) * sizeof(float), "scores");
+    uint8_t *types = mallocCheck(CHAIN + 8, "types");
+    char **merges = mallocCheck((CHAIN + 8) * sizeof(char *), "merges");
+    int n_merges = 0;
+#define PIECE(text, score, type)                                                             \
+    (pieces[n] = strdup(text), scores[n] = (score), types[n] = (type), n++)
+    PIECE("<unk>", 0, TOKEN_UNKNOWN);
+    PIECE(" ", -1e6f, TOKEN_NORMAL);
+    PIECE("a", -1e6f, TOKEN_NORMAL);
+    PIECE("b", -1e6f, TOKEN_NORMAL);
+    PIECE("aa", -1e5f, TOKEN_NORMAL);
+    memset(buf, 'a', CHAIN);
+    buf[0] = 'b';
+    for (int len = 2; len <= CHAIN; len++) {
+        buf[len] = '\0';
+        PIECE(buf, (float)len, TOKEN_NORMAL); /* longer: merged first */
+        char *m = mallocCheck(len + 2, "a merge");
+        snprintf(m, (size_t)len + 2, "%.*s a", len - 1, buf);
+        merges[n_merges++] = m;
+        buf[len] = 'a';
+    }
+    merges[n_merges++] = strdup("a a");
+#undef PIECE
+    TokenizerSpec spec = {.kind = kind, .n_pieces = n, .pieces = (const char *const *)pieces,
+                          .scores = scores, .types = kind == TOKENIZER_SPM_BPE ? types : NULL,
+                          .n_merges = kind == TOKENIZER_GPT2 ? n_merges : 0,
+                          .merges = (const char *const *)merges, .bos_id = -1, .eos_id = -1};
+    PosencError err;
+    ck_assert_msg(tokenizer_build(t, &spec, &err) == 0, "%s", err.msg);
+    for (int i = 0; i < n; i++) free(pieces[i]);
+    for (int i = 0; i < n_merges; i++) free(merges[i]);
+    free(pieces);
+    free(scores);
+    free(types);
+    free(merges);
+}
+
+/* llama2.c's own merge loop: every step scans all adjacent pairs for the
+ * best-scoring merge, so a chain of n merges costs n^2 lookups.  Returns
+ * the CPU seconds it took on text[0..len). */
+static double naive_merge_seconds(const Tokenizer *t, const char *text, size_t len) {
+    struct timespec a, b;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &a);
+    int *ids = mallocCheck(len * sizeof(int), "ids"), n = 0;
+    char *buf = mallocCheck(2 * (size_t)t->max_piece_len + 1, "a merge buffer");
+    for (size_t i = 0; i < len; i++) ids[n++] = tokenizer_lookup(t, text + i, 1);
+    for (;;) {
+        float best = -1e10f;
+        int at = -1, merged = -1;
+        for (int i = 0; i + 1 < n; i++) {
+            size_t la = (size_t)t->piece_lens[ids[i]], lb = (size_t)t->piece_lens[ids[i + 1]];
+            memcpy(buf, t->pieces[ids[i]], la);
+            memcpy(buf + la, t->pieces[ids[i + 1]], lb);
+            int id = tokenizer_lookup(t, buf, la + lb);
+            if (id >= 0 && t->scores[id] > best) best = t->scores[id], at = i, merged = id;
+        }
+        if (at < 0) break;
+        ids[at] = merged;
+        memmove(ids + at + 1, ids + at + 2, (size_t)(n - at - 2) * sizeof(int));
+        n--;
+    }
+    free(buf);
+    free(ids);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &b);
+    return (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec);
+}
+
+START_TEST(chain_merges_encode_in_linear_time) {
+    char *text = line_of('a');
+    text[0] = 'b';
+    static const TokenizerKind chain_kinds[] = {TOKENIZER_LLAMA2C, TOKENIZER_SPM_BPE,
+                                                TOKENIZER_GPT2};
+    static const char *const names[] = {"chain merges, llama2.c", "chain merges, SentencePiece BPE",
+                                        "chain merges, GPT-2"};
+    for (int k = 0; k < 3; k++) {
+        Tokenizer t;
+        build_chain(&t, chain_kinds[k]);
+        /* control: the chain really builds: "b" + 4095 a's is one token */
+        int *ids, n;
+        PosencError err;
+        ck_assert_msg(tokenizer_encode_alloc(&t, text, CHAIN, 0, 0, &ids, &n, &err) == 0, "%s",
+                      err.msg);
+        int want = chain_kinds[k] == TOKENIZER_LLAMA2C ? 2 : 1; /* llama2.c: " " first */
+        ck_assert_msg(n == want && t.piece_lens[ids[n - 1]] == CHAIN,
+                      "%s: %d ids, the last %d bytes", names[k], n, t.piece_lens[ids[n - 1]]);
+        free(ids);
+        check_linear(&t, names[k], text);
+        if (chain_kinds[k] == TOKENIZER_LLAMA2C) {
+            /* control: llama2.c's quadratic loop on the same text fails
+             * the criterion, already at 800 and 8000 bytes */
+            double tenth = naive_merge_seconds(&t, text, 800);
+            double all = naive_merge_seconds(&t, text, 8000);
+            fprintf(stderr, "%-40s %8d bytes %.3f s, %8d bytes %.3f s (x%.1f)\n",
+                    "control: llama2.c's quadratic merges", 800, tenth, 8000, all,
+                    all / (tenth > 0 ? tenth : 1e-9));
+            ck_assert_msg(!grew_linearly(tenth, all), "a quadratic encoder passed as linear");
+        }
+        tokenizer_free(&t);
+    }
+    free(text);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("fuzz_regressions");
+    TCase *tc = tcase_create("replay");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, fixtures_replay_cleanly);
+    if (!getenv("CK_FORK") || strcmp(getenv("CK_FORK"), "no") != 0)
+        tcase_add_test_raise_signal(tc, broken_property_aborts, SIGABRT);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("limits");
+    tcase_set_timeout(tc, 900);
+    tcase_add_test(tc, long_lines_encode_in_linear_time);
+    tcase_add_test(tc, chain_merges_encode_in_linear_time);
+    suite_add_tcase(s, tc);
+    return tests_run_suite(s);
+}
