@@ -243,6 +243,36 @@ def tiny_gpt2_dir(rng, tmp, zoo_dir, pe, name, tied=True):
     return d
 
 
+def tiny_llama_dir(rng, tmp, name, vocab, tokenizer, rope_scaling=None, head_dim=None):
+    """stories260K-hf's configuration at width 8, one layer, with a RoPE
+    scaling mode or a head size apart from width / heads."""
+    dim, hidden, heads, kv, ctx = 8, 16, 2, 1, 8
+    hd = head_dim or dim // heads
+    config = {"model_type": "llama", "vocab_size": vocab, "hidden_size": dim,
+              "intermediate_size": hidden, "num_hidden_layers": 1, "num_attention_heads": heads,
+              "num_key_value_heads": kv, "max_position_embeddings": ctx, "rms_norm_eps": 1e-5,
+              "rope_theta": 10000.0, "hidden_act": "silu", "tie_word_embeddings": True}
+    if head_dim:
+        config["head_dim"] = head_dim
+    if rope_scaling:
+        config["rope_scaling"] = rope_scaling
+    p = "model.layers.0."
+    t = {"model.embed_tokens.weight": ((vocab, dim), floats(rng, vocab * dim)),
+         "model.norm.weight": ((dim,), floats(rng, dim))}
+    for n, shape in (("self_attn.q_proj", (heads * hd, dim)), ("self_attn.k_proj", (kv * hd, dim)),
+                     ("self_attn.v_proj", (kv * hd, dim)), ("self_attn.o_proj", (dim, heads * hd)),
+                     ("mlp.gate_proj", (hidden, dim)), ("mlp.down_proj", (dim, hidden)),
+                     ("mlp.up_proj", (hidden, dim))):
+        t[p + n + ".weight"] = (shape, floats(rng, shape[0] * shape[1]))
+    for n in ("input_layernorm", "post_attention_layernorm"):
+        t[p + n + ".weight"] = ((dim,), floats(rng, dim))
+    d = os.path.join(tmp, name)
+    os.makedirs(d)
+    json.dump(config, open(os.path.join(d, "config.json"), "w"))
+    open(os.path.join(d, "model.safetensors"), "wb").write(safetensors(t))
+    return convert([d, "--tokenizer", tokenizer], d + ".gguf")
+
+
 def model_seeds(models, tmp, rng, corpus_gguf, corpus_l2c):
     """Tiny models: llama (from llama2.c checkpoints) and gpt2 (the zoo's
     configurations) in every scheme and tensor type; llama2.c pairs."""
@@ -271,9 +301,23 @@ def model_seeds(models, tmp, rng, corpus_gguf, corpus_l2c):
         for tied in (True, False) if pe == "learned" else (True,):
             d = tiny_gpt2_dir(rng, tmp, zoo, pe, "gpt2-%s-%d" % (pe, tied), tied)
             bases.append(convert([d], d + ".gguf"))
+    varied = [bases[0], bases[-2]]   # llama f32 and gpt2 learned (untied), varied in full
+    small_tok = os.path.join(tmp, "small-1.tok.bin")
+    for name, scaling, hd in (("linear", {"type": "linear", "factor": 2.0}, None),
+                              ("yarn", {"rope_type": "yarn", "factor": 4.0,
+                                        "original_max_position_embeddings": 4}, None),
+                              ("head-dim", None, 6)):
+        bases.append(tiny_llama_dir(rng, tmp, "llama-" + name, 64, small_tok, scaling, hd))
+        if name == "yarn":
+            varied.append(bases[-1])
+    spm = os.path.join(tmp, "uni-small.model")
+    full = open(os.path.join(models, "spm/tinystories-unigram-1k.model"), "rb").read()
+    open(spm, "wb").write(spm_small(full, 40, False))
+    n_spm = len([f for f in pb_fields(open(spm, "rb").read()) if f[0] == 1])
+    bases.append(tiny_llama_dir(rng, tmp, "llama-unigram", n_spm, spm))
     for b in bases:
         corpus_gguf.add(b)
-    for b in bases[:1] + bases[-2:-1]:   # llama f32 and gpt2 learned (untied), varied
+    for b in varied:
         for v in gguf_variants(b):
             corpus_gguf.add(v)
     return bases
