@@ -96,6 +96,16 @@ void fuzz_check_error(const PosencError *err) {
     FUZZ_ASSERT(strchr(err->msg, '\n') == NULL);
 }
 
+void fuzz_check_printable(const char *s, size_t n) {
+    for (size_t i = 0; i < n;) {
+        uint32_t cp;
+        int k = utf8_decode((const unsigned char *)s + i, n - i, &cp);
+        FUZZ_ASSERT(k > 0 && (cp >= 0x20 || cp == '\n') && cp != 0x7f &&
+                    !(cp >= 0x80 && cp < 0xa0));
+        i += (size_t)k;
+    }
+}
+
 int fuzz_encode_decode(const Tokenizer *t, const char *text, size_t len) {
     int *ids, n;
     PosencError err = {{0}};

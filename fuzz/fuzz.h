@@ -68,6 +68,9 @@ __attribute__((noreturn)) void fuzz_fail(const char *file, int line, const char 
 
 /* An error message the library returned: non-empty, one line. */
 void fuzz_check_error(const PosencError *err);
+/* What a mode printed from a file's contents: lines of valid UTF-8 without
+ * control characters (strings from files are escaped; issue 18). */
+void fuzz_check_printable(const char *s, size_t n);
 
 /* Encodes text with t, checks every id is in the vocabulary and that the
  * bounded tokenizer_encode agrees with tokenizer_encode_alloc, then decodes

@@ -319,12 +319,25 @@ START_TEST(llama2c_size_errors_state_the_size) {
 }
 END_TEST
 
+/* Found by fuzz_gguf_vocab: -m inspect on a vocab-only GGUF whose
+ * general.architecture is not a string (here a key one byte off) crashed
+ * on the missing name in text mode (JSON printed null). */
+START_TEST(inspect_vocab_without_architecture) {
+    const char *const args[] = {FIXTURES "/gguf_vocab/no-architecture.gguf", "-m", "inspect", NULL};
+    TestsRun r = tests_run_engine(args);
+    ck_assert_msg(r.status == 0 && strstr(r.out, "architecture       none\n"), "status %d: %s%s",
+                  r.status, r.out, r.err);
+    tests_run_free(&r);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("fuzz_regressions");
     TCase *tc = tcase_create("replay");
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, fixtures_replay_cleanly);
     tcase_add_test(tc, llama2c_size_errors_state_the_size);
+    tcase_add_test(tc, inspect_vocab_without_architecture);
     if (!getenv("CK_FORK") || strcmp(getenv("CK_FORK"), "no") != 0)
         tcase_add_test_raise_signal(tc, broken_property_aborts, SIGABRT);
     suite_add_tcase(s, tc);
