@@ -6,6 +6,7 @@
 #include <stddef.h>
 
 #include "model/model.h"
+#include "tokenizer/tokenizer.h"
 
 /* Runs every test of `s` and returns the process exit status. */
 int tests_run_suite(Suite *s);
@@ -75,4 +76,10 @@ typedef struct {
  * tests_models_dir) when the shared models are absent. */
 int tests_load_models(TestsModel *out, const char *what);
 void tests_free_models(TestsModel *models);
+
+/* llama2.c's own merge loop, the reference for its tokenizers: after each
+ * merge, rescan every adjacent pair of ids[0..n) and merge the best-scoring
+ * one (leftmost on ties), while any scores above -1e10.  Returns the new
+ * count.  Quadratic in n. */
+int tests_llama2c_rescan_merges(const Tokenizer *t, int *ids, int n);
 #endif

@@ -360,49 +360,36 @@ def varint(v):
             return bytes(out)
 
 
+def read_varint(data, p):
+    """The varint at data[p:] and the offset after it."""
+    v, shift = 0, 0
+    while True:
+        b = data[p]
+        p += 1
+        v |= (b & 0x7F) << shift
+        shift += 7
+        if not b & 0x80:
+            return v, p
+
+
 def pb_fields(data):
     """(field, wire, start, end of the whole field, payload bytes or value)."""
     p, out = 0, []
     while p < len(data):
         start = p
-        key = 0
-        shift = 0
-        while True:
-            b = data[p]
-            p += 1
-            key |= (b & 0x7F) << shift
-            shift += 7
-            if not b & 0x80:
-                break
+        key, p = read_varint(data, p)
         field, wire = key >> 3, key & 7
         if wire == 0:
-            v = 0
-            shift = 0
-            while True:
-                b = data[p]
-                p += 1
-                v |= (b & 0x7F) << shift
-                shift += 7
-                if not b & 0x80:
-                    break
+            v, p = read_varint(data, p)
             out.append((field, wire, start, p, v))
         elif wire == 2:
-            n, shift = 0, 0
-            while True:
-                b = data[p]
-                p += 1
-                n |= (b & 0x7F) << shift
-                shift += 7
-                if not b & 0x80:
-                    break
+            n, p = read_varint(data, p)
             out.append((field, wire, start, p + n, data[p:p + n]))
             p += n
-        elif wire == 5:
-            out.append((field, wire, start, p + 4, data[p:p + 4]))
-            p += 4
-        elif wire == 1:
-            out.append((field, wire, start, p + 8, data[p:p + 8]))
-            p += 8
+        elif wire in (1, 5):
+            size = 8 if wire == 1 else 4
+            out.append((field, wire, start, p + size, data[p:p + size]))
+            p += size
         else:
             raise ValueError("wire type %d" % wire)
     return out
