@@ -4,8 +4,9 @@
 #define POSENC_FUZZ_MODEL_RUN_H
 #include "model/model.h"
 
-/* Builds a two-cell context with the checkpoint's own scheme and runs
- * token `token` (taken modulo the vocabulary) at position 0, as generate
- * does: the context and chunk are checked first, the logits after. */
+/* Runs token `token` (modulo the vocabulary) at position 0 in a two-cell
+ * context, as generate does (context and chunk checked first, the logits
+ * after): with the checkpoint's scheme, then with the scheme `token`
+ * picks on the checkpoint's parameters, as --pe NAME runs it. */
 void fuzz_forward_one(const Model *m, unsigned token);
 #endif
