@@ -1,8 +1,9 @@
 /* Text through every kind of tokenizer: the shared models' llama2.c
  * tokenizer.bin, SentencePiece BPE (Llama 2: byte fallback, identity
  * normalization; TinyStories: nmt_nfkc charsmap) and unigram, and GPT-2.
- * Each encodes the input and decodes the ids; GPT-2's byte-level BPE and
- * llama2.c's byte fallback must give the text back exactly.  The input's
+ * Each encodes the input and decodes the ids; GPT-2's byte-level BPE,
+ * llama2.c's byte fallback and Llama 2's SentencePiece (on valid UTF-8
+ * without U+2581) must give the text back exactly.  The input's
  * bytes are also decoded as token ids, in and out of range, and printed as
  * -m tokenize prints them. */
 #include <stdio.h>
@@ -58,6 +59,23 @@ static void check_round_trip(const Tokenizer *t, const char *text, size_t len,
     free(ids);
 }
 
+/* SentencePiece without normalization rules and with byte fallback (Llama
+ * 2's) loses nothing of valid UTF-8 but the U+2581 it writes for spaces:
+ * such text decodes back to itself, as it does with the library. */
+static int spm_round_trips(const Tokenizer *t, const char *text, size_t len) {
+    if (t->kind == TOKENIZER_GPT2 || t->kind == TOKENIZER_LLAMA2C || t->n_charsmap_units ||
+        !t->byte_fallback || t->remove_extra_whitespaces || !t->escape_whitespaces ||
+        memmem(text, len, "\xE2\x96\x81", 3))
+        return 0;
+    for (size_t i = 0; i < len;) {
+        uint32_t cp;
+        int k = utf8_decode((const unsigned char *)text + i, len - i, &cp);
+        if (k == 0) return 0;
+        i += (size_t)k;
+    }
+    return 1;
+}
+
 int fuzz_text(const uint8_t *data, size_t size) {
     const char *text = (const char *)data;
     int *ids = malloc((size + 1) * sizeof(int));
@@ -67,6 +85,7 @@ int fuzz_text(const uint8_t *data, size_t size) {
         if (t->kind == TOKENIZER_GPT2) check_round_trip(t, text, size, "");
         /* llama2.c prepends a space and keeps it when decoding without BOS */
         if (t->kind == TOKENIZER_LLAMA2C && size > 0) check_round_trip(t, text, size, " ");
+        if (spm_round_trips(t, text, size)) check_round_trip(t, text, size, "");
 
         for (size_t k = 0; k < size; k++) ids[k] = (int)(data[k] * 257u % (unsigned)(t->vocab_size + 2)) - 1;
         size_t dlen;
