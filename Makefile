@@ -3,6 +3,7 @@
 #   make PORTABLE=1   the same without -march=native
 #   make test         Check suites, plain and under ASan/UBSan
 #   make demo         generate text with a small model
+#   make fuzz         libFuzzer targets (clang), FUZZ_SECONDS each (README: Fuzzing)
 # make's built-in CC is cc; gcc unless the user names another compiler
 ifeq ($(origin CC),default)
 CC      := gcc
@@ -29,7 +30,8 @@ LIB_HDR  := $(foreach d,$(LAYERS),$(wildcard $(d)/*.h))
 TEST_SRC := $(sort $(shell find tests -name 'test_*.c'))
 TEST_NAMES := $(patsubst tests/%.c,%,$(TEST_SRC))
 
-.PHONY: all test test-rel test-asan check-layers deps clean demo bench FORCE
+.PHONY: all test test-rel test-asan check-layers deps clean demo bench fuzz fuzz-build \
+        fuzz-corpus FORCE
 all: run
 
 # ---- engine ---------------------------------------------------------------
@@ -70,6 +72,16 @@ build/asan/tests/%: build/asan/tests/%.o build/asan/tests/common.o build/asan/li
 build/rel/tests/%.o: tests/%.c tests/common.h $(LIB_HDR) build/rel/flags
 	@mkdir -p $(dir $@)
 	$(CC) $(REL_FLAGS) $(CHECK_CFLAGS) -c $< -o $@
+# The fuzz regression suite replays its inputs through the fuzz targets
+# themselves (fuzz/, built here without libFuzzer's entry points).
+FUZZ_C := $(wildcard fuzz/*.c)
+build/rel/tests/fuzz/test_fuzz_regressions: build/rel/tests/fuzz/test_fuzz_regressions.o \
+        build/rel/tests/common.o $(patsubst %.c,build/rel/%.o,$(FUZZ_C)) build/rel/libposenc.a
+	$(CC) $(REL_FLAGS) $^ -o $@ $(CHECK_LIBS) $(LDLIBS)
+build/asan/tests/fuzz/test_fuzz_regressions: build/asan/tests/fuzz/test_fuzz_regressions.o \
+        build/asan/tests/common.o $(patsubst %.c,build/asan/%.o,$(FUZZ_C)) build/asan/libposenc.a
+	$(CC) $(ASAN_FLAGS) $^ -o $@ $(CHECK_LIBS) $(LDLIBS)
+$(patsubst %.c,build/rel/%.o,$(FUZZ_C)) $(patsubst %.c,build/asan/%.o,$(FUZZ_C)): $(wildcard fuzz/*.h)
 .SECONDARY:
 
 deps:
@@ -121,6 +133,40 @@ bench: run
 	  $(if $(LLAMA2C),--llama2c $(LLAMA2C)) $(if $(LLAMACPP_BENCH),--llamacpp-bench $(LLAMACPP_BENCH)) \
 	  $(if $(LLAMACPP_PPL),--llamacpp-ppl $(LLAMACPP_PPL))
 	@if [ -f tools/bench_tokenizer.sh ]; then echo; sh tools/bench_tokenizer.sh $(MODELS_DIR); fi
+
+# ---- fuzzing ----------------------------------------------------------------
+# One libFuzzer target per kind of input (fuzz/fuzz_*.c), built with clang
+# under ASan and UBSan into build/fuzz/.  `make fuzz` makes the seed corpora
+# from the shared models (tools/fuzz_seeds.py) and runs every target for
+# FUZZ_SECONDS (FUZZ_TARGETS: a subset); tools/fuzz_run.sh says what each
+# run reached and fails on any finding (its input is left in
+# build/fuzz/artifacts/).
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_SRC     := $(sort $(wildcard fuzz/fuzz_*.c))
+FUZZ_NAMES   := $(patsubst fuzz/%.c,%,$(FUZZ_SRC))
+FUZZ_TARGETS ?= $(FUZZ_NAMES)
+FUZZ_HELPERS := $(filter-out $(FUZZ_SRC),$(FUZZ_C))
+FUZZ_FLAGS   := $(BASE) -DPOSENC_LIBFUZZER -O1 -g $(ARCH_FLAGS) -fno-omit-frame-pointer \
+                -fsanitize=address,undefined -fno-sanitize-recover=undefined
+
+build/fuzz/%.o: %.c $(LIB_HDR) $(wildcard fuzz/*.h)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+build/fuzz/libposenc.a: $(patsubst %.c,build/fuzz/%.o,$(LIB_SRC))
+	ar rcs $@ $^
+build/fuzz/fuzz_%: build/fuzz/fuzz/fuzz_%.o $(patsubst %.c,build/fuzz/%.o,$(FUZZ_HELPERS)) \
+                   build/fuzz/libposenc.a
+	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer $^ -o $@ $(LDLIBS)
+
+fuzz-build: $(addprefix build/fuzz/,$(FUZZ_NAMES))
+fuzz-corpus:
+	@$(PYTHON) tools/fuzz_seeds.py --models $(MODELS_DIR) --out build/fuzz/corpus
+fuzz: $(addprefix build/fuzz/,$(FUZZ_TARGETS)) fuzz-corpus
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	  POSENC_MODELS=$(MODELS_DIR) sh tools/fuzz_run.sh $$t $(FUZZ_SECONDS); done
+	@echo "make fuzz: $(words $(FUZZ_TARGETS)) targets, $(FUZZ_SECONDS) s each, no findings"
+	@echo "fuzz: $(words $(FUZZ_TARGETS)) passed, 0 failed"
 
 clean:
 	rm -rf build run

@@ -40,10 +40,11 @@ int model_load_llama2c(Model *m, const char *path, PosencError *err) {
     memset(m, 0, sizeof *m);
     snprintf(m->path, sizeof m->path, "%s", path);
     if (mapped_file_open(&m->file, path, err)) return -1;
-    if (m->file.size < 7 * sizeof(int32_t)) {
+    size_t size = m->file.size; /* model_free() clears m: errors read this */
+    if (size < 7 * sizeof(int32_t)) {
         model_free(m);
         return posenc_error(err, "%s: truncated: %zu bytes is shorter than the 28-byte "
-                                 "llama2.c header", path, m->file.size);
+                                 "llama2.c header", path, size);
     }
     int32_t h[7];
     memcpy(h, m->file.data, sizeof h);
@@ -58,11 +59,11 @@ int model_load_llama2c(Model *m, const char *path, PosencError *err) {
         return -1;
     }
     size_t need = expected_floats(c, shared) * sizeof(float) + sizeof h;
-    if (need != m->file.size) {
+    if (need != size) {
         model_free(m);
         return posenc_error(err, "%s: header describes %zu bytes of weights but the file has "
                                  "%zu (truncated, or not a llama2.c checkpoint)",
-                            path, need, m->file.size);
+                            path, need, size);
     }
 
     Cursor cur = {m->file.data + sizeof h, m->file.size - sizeof h};

@@ -31,10 +31,10 @@ static void em_key(Emitter *e, const char *key) {
     e->need_comma = 1;
 }
 
-/* v NULL: JSON null. */
+/* v NULL: JSON null, "none" as text. */
 static void em_str(Emitter *e, const char *key, const char *v) {
     em_key(e, key);
-    if (!e->json) fprintf(e->out, "%s\n", posenc_escape(v).s);
+    if (!e->json) fprintf(e->out, "%s\n", v ? posenc_escape(v).s : "none");
     else if (v) json_string(e->out, v);
     else fputs("null", e->out);
 }

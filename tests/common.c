@@ -403,3 +403,25 @@ void tests_expect_convert_error(const char *const *args, const char *needle) {
     ck_assert_msg(r.out[0] == '\0', "convert.py: output before the error: %s", r.out);
     tests_run_free(&r);
 }
+
+int tests_llama2c_rescan_merges(const Tokenizer *t, int *ids, int n) {
+    char *buf = malloc((size_t)t->max_piece_len * 2 + 1);
+    ck_assert_ptr_nonnull(buf);
+    for (;;) {
+        float best = -1e10f;
+        int best_id = -1, at = -1;
+        for (int i = 0; i + 1 < n; i++) {
+            size_t la = (size_t)t->piece_lens[ids[i]], lb = (size_t)t->piece_lens[ids[i + 1]];
+            memcpy(buf, t->pieces[ids[i]], la);
+            memcpy(buf + la, t->pieces[ids[i + 1]], lb);
+            int id = tokenizer_lookup(t, buf, la + lb);
+            if (id >= 0 && t->scores[id] > best) best = t->scores[id], best_id = id, at = i;
+        }
+        if (at < 0) break;
+        ids[at] = best_id;
+        memmove(ids + at + 1, ids + at + 2, (size_t)(n - at - 2) * sizeof(int));
+        n--;
+    }
+    free(buf);
+    return n;
+}

@@ -143,4 +143,10 @@ TestsRun tests_run_python_ok(const char *const *args);
  * status 2, nothing on stdout, and one stderr line "convert.py: error: ..."
  * containing `needle`. */
 void tests_expect_convert_error(const char *const *args, const char *needle);
+
+/* llama2.c's own merge loop, the reference for its tokenizers: after each
+ * merge, rescan every adjacent pair of ids[0..n) and merge the best-scoring
+ * one (leftmost on ties), while any scores above -1e10.  Returns the new
+ * count.  Quadratic in n. */
+int tests_llama2c_rescan_merges(const Tokenizer *t, int *ids, int n);
 #endif

@@ -7,11 +7,6 @@
 
 #define SPACE_SYMBOL "\xE2\x96\x81" /* ▁ U+2581 */
 
-/* Darts-clone unit fields. */
-static uint32_t unit_offset(uint32_t u) { return (u >> 10) << ((u & (1u << 9)) >> 6); }
-static uint32_t unit_label(uint32_t u) { return u & ((1u << 31) | 0xFF); }
-static int unit_has_leaf(uint32_t u) { return (u >> 8) & 1; }
-static uint32_t unit_value(uint32_t u) { return u & ((1u << 31) - 1); }
 
 /* Length of the longest charsmap key that prefixes s, and its value.
  * Positions outside the array (only in a corrupt file) end the search. */
@@ -19,18 +14,18 @@ static size_t charsmap_longest(const Tokenizer *t, const char *s, size_t n, uint
     const uint32_t *units = t->charsmap_units;
     size_t n_units = t->n_charsmap_units, best = 0;
     if (n_units == 0) return 0;
-    size_t pos = unit_offset(units[0]);
+    size_t pos = charsmap_unit_offset(units[0]);
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
         pos ^= c;
         if (pos >= n_units) break;
         uint32_t u = units[pos];
-        if (unit_label(u) != c) break;
-        pos ^= unit_offset(u);
-        if (unit_has_leaf(u)) {
+        if (charsmap_unit_label(u) != c) break;
+        pos ^= charsmap_unit_offset(u);
+        if (charsmap_unit_has_leaf(u)) {
             if (pos >= n_units) break;
             best = i + 1;
-            *value = unit_value(units[pos]);
+            *value = charsmap_unit_value(units[pos]);
         }
     }
     return best;

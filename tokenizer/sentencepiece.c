@@ -5,6 +5,46 @@
 
 #include "tokenizer/tokenizer_impl.h"
 
+/* Whether no lookup path through the charsmap's double array (normalizer.c's
+ * charsmap_longest, over any bytes, NUL included) comes back to a unit it
+ * already passed.  Darts-clone shares identical subtrees, so units may be
+ * reached from several parents, but a valid file has no cycle; one with a
+ * cycle would let a lookup walk as far as the text goes, at every position:
+ * quadratic time.  Depth-first, each unit expanded once with all 256 labels;
+ * a unit met again while still on the path is a cycle. */
+static int charsmap_is_acyclic(const uint32_t *units, size_t n) {
+    enum { NEW, ON_PATH, DONE };
+    typedef struct {
+        size_t unit, base; /* the unit taken, and the base of its children */
+        uint32_t next;     /* the next label to try */
+    } Frame;
+    uint8_t *state = callocCheck(n, 1, "the normalizer's rules");
+    Frame *path = mallocCheck((n + 1) * sizeof(Frame), "the normalizer's rules");
+    size_t depth = 0;
+    int ok = 1;
+    path[depth++] = (Frame){SIZE_MAX, charsmap_unit_offset(units[0]), 0};
+    while (depth > 0 && ok) {
+        Frame *f = &path[depth - 1];
+        if (f->next == 256) {
+            if (f->unit != SIZE_MAX) state[f->unit] = DONE;
+            depth--;
+            continue;
+        }
+        uint32_t c = f->next++;
+        size_t child = f->base ^ c;
+        if (child >= n || charsmap_unit_label(units[child]) != c || state[child] == DONE) continue;
+        if (state[child] == ON_PATH) {
+            ok = 0;
+            continue;
+        }
+        state[child] = ON_PATH;
+        path[depth++] = (Frame){child, child ^ charsmap_unit_offset(units[child]), 0};
+    }
+    free(state);
+    free(path);
+    return ok;
+}
+
 /* The charsmap blob: uint32 trie size, the double array, then the
  * NUL-separated replacement strings. */
 static int load_charsmap(Tokenizer *t, const uint8_t *blob, size_t size, PosencError *err) {
@@ -22,6 +62,9 @@ static int load_charsmap(Tokenizer *t, const uint8_t *blob, size_t size, PosencE
         t->charsmap_units[i] = (uint32_t)u[0] | (uint32_t)u[1] << 8 | (uint32_t)u[2] << 16 |
                                (uint32_t)u[3] << 24;
     }
+    if (t->n_charsmap_units > 0 && !charsmap_is_acyclic(t->charsmap_units, t->n_charsmap_units))
+        return posenc_error(err, "normalization rules (precompiled_charsmap) are broken: "
+                                 "their trie has a cycle");
     t->charsmap_text_size = size - 4 - trie_size;
     t->charsmap_text = mallocCheck(t->charsmap_text_size, "the normalizer's replacements");
     memcpy(t->charsmap_text, blob + 4 + trie_size, t->charsmap_text_size);

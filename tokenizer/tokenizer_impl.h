@@ -117,6 +117,13 @@ int spm_init(Tokenizer *t, const TokenizerSpec *spec, PosencError *err);
 void spm_free(Tokenizer *t);
 int spm_encode(const Tokenizer *t, const char *text, size_t len, IntBuf *out, TokScratch *s,
                PosencError *err);
+/* Darts-clone unit fields of the charsmap's double array. */
+static inline uint32_t charsmap_unit_offset(uint32_t u) {
+    return (u >> 10) << ((u & (1u << 9)) >> 6);
+}
+static inline uint32_t charsmap_unit_label(uint32_t u) { return u & ((1u << 31) | 0xFF); }
+static inline int charsmap_unit_has_leaf(uint32_t u) { return (u >> 8) & 1; }
+static inline uint32_t charsmap_unit_value(uint32_t u) { return u & ((1u << 31) - 1); }
 /* The normalizer: text -> s->norm. */
 void spm_normalize(const Tokenizer *t, const char *text, size_t len, CharBuf *out);
 /* The models: normalized text -> (start, len, id) triples in s->spans. */

@@ -460,27 +460,11 @@ static void naive_llama2c(const Tokenizer *t, const char *text, size_t len, Text
         else
             for (size_t b = start; b < i; b++) ids[n++] = (unsigned char)text[b] + 3;
     }
-    char *buf = malloc((size_t)t->max_piece_len * 2 + 1);
-    for (;;) {
-        float best = -1e10f;
-        int best_id = -1, at = -1;
-        for (int i = 0; i + 1 < n; i++) {
-            size_t la = strlen(t->pieces[ids[i]]), lb = strlen(t->pieces[ids[i + 1]]);
-            memcpy(buf, t->pieces[ids[i]], la);
-            memcpy(buf + la, t->pieces[ids[i + 1]], lb);
-            int id = tokenizer_lookup(t, buf, la + lb);
-            if (id >= 0 && t->scores[id] > best) best = t->scores[id], best_id = id, at = i;
-        }
-        if (at < 0) break;
-        ids[at] = best_id;
-        memmove(ids + at + 1, ids + at + 2, (size_t)(n - at - 2) * sizeof(int));
-        n--;
-    }
+    n = tests_llama2c_rescan_merges(t, ids, n);
     out->n = 0;
     text_add(out, "", 0);
     char num[16];
     for (int i = 0; i < n; i++) text_add(out, num, (size_t)snprintf(num, sizeof num, i ? " %d" : "%d", ids[i]));
-    free(buf);
     free(ids);
 }
 
