@@ -929,8 +929,10 @@ static int run_ppl(const Options *o) {
     char *text = read_text_file(o->text_file, &len);
     int *ids = NULL, n_ids = 0;
     PosencError err;
-    if (tokenizer_encode_alloc(&tok, text, len, o->bos, 0, &ids, &n_ids, &err))
+    if (tokenizer_encode_alloc(&tok, text, len, o->bos, 0, &ids, &n_ids, &err)) {
+        free(text); /* else LeakSanitizer reports it when die() exits */
         die("-f %s: %s", o->text_file, err.msg);
+    }
     free(text);
 
     check_text_length(o, n_ids, C);
