@@ -58,6 +58,17 @@ typedef struct {
     int n_given;
 } Options;
 
+/* "none|sinusoidal|...": every scheme in positional/'s registry, so a new
+ * one appears in -h and in errors without an edit here. */
+static const char *scheme_names(void) {
+    static char names[256];
+    if (!names[0])
+        for (int k = 0, at = 0; k < PE_COUNT; k++)
+            at += snprintf(names + at, sizeof names - (size_t)at, "%s%s", k ? "|" : "",
+                           pe_kind_name((PeKind)k));
+    return names;
+}
+
 static void usage(FILE *f) {
     fprintf(f,
         "usage: run MODEL [options]\n"
@@ -86,7 +97,7 @@ static void usage(FILE *f) {
         "  --threads N          OpenMP threads (default: all cores)\n"
         "  --kv-type T          KV cache element type: f32 (default) | f16\n"
         "positions:\n"
-        "  --pe NAME            sinusoidal|learned|rope|alibi|none (default: the checkpoint's);\n"
+        "  --pe NAME            %s (default: the checkpoint's);\n"
         "                       in ppl mode a comma list of NAME[:SCALING:FACTOR] variants\n"
         "  --rope-theta F       RoPE base (default: checkpoint's, 10000)\n"
         "  --rope-scaling S     none|linear|ntk|yarn (default none)\n"
@@ -121,7 +132,7 @@ static void usage(FILE *f) {
         "  --json               inspect: one JSON object\n"
         "  -h, --help           this text\n"
         "inspect shows the configuration after --pe, --rope-*, --alibi-max-bias.\n"
-        "A flag the mode does not use is an error.\n");
+        "A flag the mode does not use is an error.\n", scheme_names());
 }
 
 /* Every CLI failure is one line on stderr and exit status 1.  Flag values
@@ -333,7 +344,7 @@ static PeParams variant_params(const Model *m, const Options *o, const char *spe
     memcpy(name, spec, len);
     name[len] = '\0';
     if (pe_kind_from_name(name, &p.kind))
-        die("--pe: unknown scheme '%s' (sinusoidal|learned|rope|alibi|none)", name);
+        die("--pe: unknown scheme '%s' (%s)", name, scheme_names());
     if (colon) {
         char tail[64];
         snprintf(tail, sizeof tail, "%s", colon + 1);
