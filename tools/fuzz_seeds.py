@@ -576,8 +576,6 @@ def main(argv):
         for v in vocabs:
             c["gguf_vocab"].add(v)
         for v in vocabs[1:]:
-            if len(v) > 65536:   # the whole nmt_nfkc charsmap: one seed, not hundreds
-                continue
             for x in gguf_variants(v):
                 c["gguf_vocab"].add(x)
     spm_seeds(args.models, c["spm"])
