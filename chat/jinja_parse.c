@@ -224,6 +224,8 @@ static void lex_string(Lexer *lx) {
             advance(lx, 2 + (size_t)digits);
             continue;
         }
+        if ((unsigned char)e < 0x20 || (unsigned char)e >= 0x7F)
+            jinja_fail(lx->arena, line, "unknown escape '\\' + byte 0x%02x in a string literal", (unsigned char)e);
         jinja_fail(lx->arena, line, "unknown escape '\\%c' in a string literal", e);
     }
     Token *t = push_token(lx, T_STRING);
