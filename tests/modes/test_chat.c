@@ -233,6 +233,31 @@ START_TEST(cli_refusals) {
 }
 END_TEST
 
+/* A GGUF carries its template (convert.py --chat-template): -m chat uses it
+ * without being told, and the first chunk the model sees is its rendering. */
+START_TEST(cli_template_from_the_gguf) {
+    const char *models = tests_models_dir("chat CLI");
+    if (!models) return;
+    const char *chatml = chat_template_builtin("chatml");
+    const char *file = tests_write_temp(chatml, strlen(chatml), ".jinja");
+    const char *extra[] = {"--tokenizer", STORIES(models, "tok512.bin"), "--chat-template", file, NULL};
+    const char *gguf = tests_convert(models, "stories260K/stories260K.bin", extra);
+    ck_assert_ptr_nonnull(gguf);
+    const char *input = tests_write_temp("Hi there\n", 9, ".txt");
+    const char *args[] = {gguf, "-m", "chat", "-t", "0", "-n", "8", "--trace-positions", NULL};
+    TestsRun r = tests_run_engine_input(args, input);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_msg(strstr(r.err, "[pos] q=0-41 (42 tokens) ' <|im_start|>user\\nHi there<|im_end|>\\n<|im_start|'"),
+                  "first chunk: %s", r.err);
+    tests_run_free(&r);
+    /* control: the same file without a template is refused */
+    const char *plain_extra[] = {"--tokenizer", STORIES(models, "tok512.bin"), NULL};
+    const char *plain = tests_convert(models, "stories260K/stories260K.bin", plain_extra);
+    const char *plain_args[] = {plain, "-m", "chat", NULL};
+    tests_expect_error(plain_args, "has no chat template");
+}
+END_TEST
+
 /* Ctrl-C in a terminal: the first ends the reply and returns to the
  * prompt, the second (at the prompt) ends the chat cleanly (status 0). */
 START_TEST(cli_ctrl_c_in_a_terminal) {
@@ -255,6 +280,7 @@ int main(void) {
     tcase_add_test(tc, cli_two_turns_and_eof);
     tcase_add_test(tc, cli_stop_string_ends_the_reply);
     tcase_add_test(tc, cli_refusals);
+    tcase_add_test(tc, cli_template_from_the_gguf);
     tcase_add_test(tc, cli_ctrl_c_in_a_terminal);
     suite_add_tcase(s, tc);
     return tests_run_suite(s);
