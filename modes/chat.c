@@ -10,7 +10,7 @@
  * end-of-turn marker, when the vocabulary has it as a special token. */
 static const char *const end_of_turn[] = {
     "<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
-    "<|end_of_text|>", "</s>", "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
+    "<|end_of_text|>", "</s>", "<\357\275\234end\342\226\201of\342\226\201sentence\357\275\234>",   /* DeepSeek */
 };
 
 static int is_special_type(int type) { return type == TOKEN_CONTROL || type == TOKEN_USER_DEFINED; }
