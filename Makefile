@@ -19,9 +19,10 @@ ASAN_FLAGS := $(BASE) -O1 -g $(ARCH_FLAGS) -fno-omit-frame-pointer \
               -fsanitize=address,undefined -fno-sanitize-recover=undefined
 LDLIBS  := -lm -fopenmp
 
-# The layers, bottom up: base, then positional and tokenizer, then the model
-# (the engine), then the modes that drive it; run.c is the command line.
-LAYERS   := base positional tokenizer model modes
+# The layers, bottom up: base, then positional, tokenizer and chat (templates),
+# then the model (the engine), then the modes that drive it; run.c is the
+# command line.
+LAYERS   := base positional tokenizer chat model modes
 LIB_SRC  := $(sort $(foreach d,$(LAYERS),$(wildcard $(d)/*.c)))
 LIB_HDR  := $(foreach d,$(LAYERS),$(wildcard $(d)/*.h))
 # Every tests/**/test_*.c is a suite, named by its path under tests/

@@ -5,6 +5,7 @@
 #include <limits.h>
 #include <math.h>
 #include <omp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,7 +14,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "chat/chat_template.h"
+#include "chat/jinja.h"
 #include "modes/bench.h"
+#include "modes/chat.h"
 #include "model/context.h"
 #include "modes/generate.h"
 #include "modes/inspect.h"
@@ -27,11 +31,17 @@
 #include "tokenizer/tokenizer.h"
 
 #define MAX_VARIANTS 16
+#define MAX_STOPS 16
 
 typedef struct {
     const char *model_path, *tokenizer_path, *mode, *prompt, *text_file;
-    float temperature, topp;
+    float temperature, topp, min_p;
     int topk, steps, threads;
+    SamplerPenalties penalties;
+    /* chat */
+    const char *system_prompt, *chat_template;
+    const char *stops[MAX_STOPS];
+    int n_stops;
     unsigned long long seed;
     /* positions */
     const char *pe_list;        /* --pe: one scheme, or a comma list in ppl mode */
@@ -69,6 +79,16 @@ static const char *scheme_names(void) {
     return names;
 }
 
+/* "chatml|llama2|...": the built-in chat formats. */
+static const char *template_names(void) {
+    static char names[256];
+    if (!names[0])
+        for (int k = 0, at = 0; chat_template_builtin_name(k); k++)
+            at += snprintf(names + at, sizeof names - (size_t)at, "%s%s", k ? "|" : "",
+                           chat_template_builtin_name(k));
+    return names;
+}
+
 static void usage(FILE *f) {
     fprintf(f,
         "usage: run MODEL [options]\n"
@@ -77,7 +97,7 @@ static void usage(FILE *f) {
         "MODEL is a GGUF file (weights, vocabulary and positional configuration in one)\n"
         "or a llama2.c .bin checkpoint.\n"
         "\n"
-        "  -m MODE              generate (default) | ppl | bench | tokenize | inspect\n"
+        "  -m MODE              generate (default) | chat | ppl | bench | tokenize | inspect\n"
         "  -z PATH              tokenizer: tokenizer.bin, SentencePiece .model, or a\n"
         "                       vocab.json+merges.txt directory (default: the GGUF's own\n"
         "                       vocabulary, or tokenizer.bin beside a .bin model)\n"
@@ -88,6 +108,12 @@ static void usage(FILE *f) {
         "  -t F                 temperature (default 1.0; 0 = greedy)\n"
         "  -p F                 top-p (default 0.9; 0 or 1 disables)\n"
         "  -k N                 top-k (default 0 = off)\n"
+        "  --min-p F            keep tokens at least F x the most probable (default 0 = off)\n"
+        "  --repeat-penalty F   divide (multiply, when negative) the logits of recent tokens\n"
+        "                       by F (default 1 = off)\n"
+        "  --repeat-last-n N    tokens the penalties look back on (default 64)\n"
+        "  --presence-penalty F subtract F from the logit of every recent token (default 0)\n"
+        "  --frequency-penalty F subtract F x its count from each recent token (default 0)\n"
         "  -s N                 random seed (default: time)\n"
         "  --json               generate: one JSON object per token, then a summary\n"
         "                       (stdout is JSON only)\n"
@@ -127,12 +153,17 @@ static void usage(FILE *f) {
         "  --tg LIST            decode lengths, e.g. 128 (default 128)\n"
         "  -r R                 repetitions (default 5)\n"
         "  --json               one JSON object per test\n"
+        "chat (turns from stdin, one per line; -i: the first turn; -n: tokens per reply):\n"
+        "  -y TEXT              system prompt\n"
+        "  --chat-template T    a built-in format (%s) or a Jinja file\n"
+        "                       (default: the GGUF's tokenizer.chat_template)\n"
+        "  --stop STR           end a reply at STR (repeatable, up to %d)\n"
         "tokenize / inspect:\n"
         "  --pieces             tokenize: print pieces instead of ids\n"
         "  --json               inspect: one JSON object\n"
         "  -h, --help           this text\n"
         "inspect shows the configuration after --pe, --rope-*, --alibi-max-bias.\n"
-        "A flag the mode does not use is an error.\n", scheme_names());
+        "A flag the mode does not use is an error.\n", scheme_names(), template_names(), MAX_STOPS);
 }
 
 /* Every CLI failure is one line on stderr and exit status 1.  Flag values
@@ -189,6 +220,13 @@ static int parse_value(Options *o, const char *f, const char *v) {
     if (!strcmp(f, "-t")) o->temperature = parse_float(f, v, 0.0f, 100.0f);
     else if (!strcmp(f, "-p")) o->topp = parse_float(f, v, 0.0f, 1.0f);
     else if (!strcmp(f, "-k")) o->topk = (int)parse_long(f, v, 0, INT_MAX);
+    else if (!strcmp(f, "--min-p")) o->min_p = parse_float(f, v, 0.0f, 1.0f);
+    else if (!strcmp(f, "--repeat-penalty")) o->penalties.repeat = parse_float(f, v, 0.01f, 100.0f);
+    else if (!strcmp(f, "--repeat-last-n")) o->penalties.last_n = (int)parse_long(f, v, 0, 1 << 20);
+    else if (!strcmp(f, "--presence-penalty")) o->penalties.presence = parse_float(f, v, -100.0f, 100.0f);
+    else if (!strcmp(f, "--frequency-penalty")) o->penalties.frequency = parse_float(f, v, -100.0f, 100.0f);
+    else if (!strcmp(f, "-y")) o->system_prompt = v;
+    else if (!strcmp(f, "--chat-template")) o->chat_template = v;
     else if (!strcmp(f, "-s")) o->seed = (unsigned long long)parse_long(f, v, 0, LONG_MAX);
     else if (!strcmp(f, "-n")) o->steps = (int)parse_long(f, v, 0, INT_MAX);
     else if (!strcmp(f, "-i")) o->prompt = v;
@@ -223,33 +261,37 @@ static int parse_value(Options *o, const char *f, const char *v) {
 
 /* Which modes use each flag: a flag given to a mode that does not use it is
  * an error, never silently ignored. */
-enum { M_GENERATE = 1, M_PPL = 2, M_BENCH = 4, M_TOKENIZE = 8, M_INSPECT = 16 };
-#define M_RUNS (M_GENERATE | M_PPL | M_BENCH) /* modes that run the forward pass */
+enum { M_GENERATE = 1, M_PPL = 2, M_BENCH = 4, M_TOKENIZE = 8, M_INSPECT = 16, M_CHAT = 32 };
+#define M_TEXT (M_GENERATE | M_CHAT)                  /* modes that sample text */
+#define M_RUNS (M_GENERATE | M_PPL | M_BENCH | M_CHAT) /* modes that run the forward pass */
 #define M_SCHEME (M_RUNS | M_INSPECT)        /* modes that build a positional scheme */
 static const struct {
     const char *flag;
     int modes;
 } flag_modes[] = {
-    {"-m", ~0}, {"-z", M_GENERATE | M_PPL | M_TOKENIZE}, {"-i", M_GENERATE | M_TOKENIZE},
-    {"-f", M_GENERATE | M_PPL | M_TOKENIZE}, {"-n", M_GENERATE}, {"-t", M_GENERATE},
-    {"-p", M_GENERATE}, {"-k", M_GENERATE}, {"-s", M_GENERATE}, {"--threads", M_RUNS | M_INSPECT},
+    {"-m", ~0}, {"-z", M_TEXT | M_PPL | M_TOKENIZE}, {"-i", M_TEXT | M_TOKENIZE},
+    {"-f", M_GENERATE | M_PPL | M_TOKENIZE}, {"-n", M_TEXT}, {"-t", M_TEXT},
+    {"-p", M_TEXT}, {"-k", M_TEXT}, {"-s", M_TEXT}, {"--min-p", M_TEXT}, {"--repeat-penalty", M_TEXT},
+    {"--repeat-last-n", M_TEXT}, {"--presence-penalty", M_TEXT}, {"--frequency-penalty", M_TEXT},
+    {"-y", M_CHAT}, {"--chat-template", M_CHAT}, {"--stop", M_CHAT}, {"--threads", M_RUNS | M_INSPECT},
     {"--kv-type", M_RUNS | M_INSPECT}, {"--pe", M_SCHEME}, {"--rope-theta", M_SCHEME},
     {"--rope-scaling", M_SCHEME}, {"--rope-factor", M_SCHEME}, {"--rope-orig-ctx", M_SCHEME},
-    {"--alibi-max-bias", M_SCHEME}, {"--pe-overflow", M_SCHEME}, {"--ctx", M_GENERATE | M_PPL | M_INSPECT},
-    {"--pos-offset", M_GENERATE | M_PPL}, {"--keep", M_GENERATE | M_PPL},
-    {"--no-shift", M_GENERATE | M_PPL}, {"--shift-no-rerotate", M_GENERATE | M_PPL},
-    {"--trace-positions", M_GENERATE}, {"--chunks", M_PPL}, {"--stride", M_PPL},
-    {"--stream", M_PPL}, {"--bos", M_PPL}, {"--json", M_RUNS | M_INSPECT}, {"--baseline", M_PPL},
+    {"--alibi-max-bias", M_SCHEME}, {"--pe-overflow", M_SCHEME}, {"--ctx", M_TEXT | M_PPL | M_INSPECT},
+    {"--pos-offset", M_GENERATE | M_PPL}, {"--keep", M_TEXT | M_PPL},
+    {"--no-shift", M_TEXT | M_PPL}, {"--shift-no-rerotate", M_TEXT | M_PPL},
+    {"--trace-positions", M_TEXT}, {"--chunks", M_PPL}, {"--stride", M_PPL},
+    {"--stream", M_PPL}, {"--bos", M_PPL}, {"--json", M_GENERATE | M_PPL | M_BENCH | M_INSPECT},
+    {"--baseline", M_PPL},
     {"--logits-out", M_GENERATE | M_PPL}, {"--logits-top", M_GENERATE | M_PPL},
     {"--csv", M_PPL}, {"--svg", M_PPL}, {"--pp", M_BENCH}, {"--tg", M_BENCH}, {"-r", M_BENCH},
     {"--pieces", M_TOKENIZE},
 };
-static const char *const mode_names[] = {"generate", "ppl", "bench", "tokenize", "inspect"};
+static const char *const mode_names[] = {"generate", "ppl", "bench", "tokenize", "inspect", "chat"};
 
 static int mode_bit(const char *mode) {
     for (size_t m = 0; m < sizeof mode_names / sizeof *mode_names; m++)
         if (!strcmp(mode, mode_names[m])) return 1 << m;
-    die("-m: unknown mode '%s' (generate|ppl|bench|tokenize|inspect)", mode);
+    die("-m: unknown mode '%s' (generate|chat|ppl|bench|tokenize|inspect)", mode);
 }
 
 static int given(const Options *o, const char *flag) {
@@ -286,6 +328,7 @@ static Options parse_args(int argc, char **argv) {
     o.topp = 0.9f;
     o.steps = 256;
     o.logits_top = -1;
+    o.penalties = (SamplerPenalties){.repeat = 1.0f, .last_n = 64};
     int i = 1;
     if (i < argc && argv[i][0] != '-') o.model_path = argv[i++];
     for (; i < argc; i++) {
@@ -295,6 +338,14 @@ static Options parse_args(int argc, char **argv) {
             exit(EXIT_SUCCESS);
         }
         if (f[0] != '-') die("unexpected argument '%s' (the model path goes first)", f);
+        if (!strcmp(f, "--stop")) {   /* the one flag that repeats */
+            if (i + 1 >= argc) die("flag --stop needs a value");
+            if (o.n_stops == MAX_STOPS) die("--stop: at most %d stop strings", MAX_STOPS);
+            if (!argv[i + 1][0]) die("--stop: an empty stop string would end every reply at once");
+            o.stops[o.n_stops++] = argv[++i];
+            if (!given(&o, f)) o.given[o.n_given++] = f;
+            continue;
+        }
         if (given(&o, f)) die("%s is given twice", f);
         if (o.n_given == (int)(sizeof o.given / sizeof *o.given)) die("too many flags");
         if (parse_switch(&o, f)) {
@@ -687,6 +738,13 @@ static void check_prompt(const char *prompt, const char *flag, const Tokenizer *
     free(ids);
 }
 
+static void build_sampler(const Options *o, int vocab, Sampler *s) {
+    unsigned long long seed = o->seed ? o->seed : (unsigned long long)time(NULL);
+    sampler_build(s, vocab, o->temperature, o->topp, o->topk, seed);
+    sampler_set_min_p(s, o->min_p);
+    sampler_set_penalties(s, o->penalties);
+}
+
 static int run_generate(const Options *o) {
     Model model;
     Tokenizer tok;
@@ -707,8 +765,7 @@ static int run_generate(const Options *o) {
     Context ctx;
     build_context(&ctx, &model, &pe, context_size_generate(n_ctx, kv_type(o)));
     Sampler sampler;
-    unsigned long long seed = o->seed ? o->seed : (unsigned long long)time(NULL);
-    sampler_build(&sampler, model.config.vocab_size, o->temperature, o->topp, o->topk, seed);
+    build_sampler(o, model.config.vocab_size, &sampler);
 
     LogprobWriter logprobs;
     open_logits_out(o, model.config.vocab_size, &logprobs);
@@ -977,6 +1034,95 @@ static int run_ppl(const Options *o) {
     return EXIT_SUCCESS;
 }
 
+/* --chat-template NAME|FILE, else the GGUF's tokenizer.chat_template:
+ * parsed, or one line naming where the template came from. */
+static JinjaTemplate *load_chat_template(const Options *o, const Model *model) {
+    PosencError err;
+    const char *text = NULL, *source = NULL;
+    char *file_text = NULL;
+    size_t len = 0;
+    if (o->chat_template) {
+        text = chat_template_builtin(o->chat_template);
+        source = "--chat-template";
+        if (!text) {
+            if (access(o->chat_template, R_OK) != 0)
+                die("--chat-template: '%s' is neither a built-in format (%s) nor a readable file",
+                    o->chat_template, template_names());
+            FILE *f = open_text_file(o->chat_template);
+            file_text = posenc_read_stream(f, &len, o->chat_template, &err);
+            fclose(f);
+            if (!file_text) die("--chat-template: %s", err.msg);
+            text = file_text;
+        } else {
+            len = strlen(text);
+        }
+    } else if (model->gguf && gguf_find_kv(model->gguf, "tokenizer.chat_template")) {
+        if (gguf_get_str(model->gguf, "tokenizer.chat_template", &text, &err)) die("%s: %s", o->model_path, err.msg);
+        len = strlen(text);
+        source = "tokenizer.chat_template";
+    } else {
+        die("%s has no chat template: name one with --chat-template (%s, or a Jinja file)", o->model_path,
+            template_names());
+    }
+    JinjaTemplate *t = jinja_parse(text, len, &err);
+    free(file_text);
+    if (!t) {
+        if (o->chat_template) die("--chat-template %s: %s", o->chat_template, err.msg);
+        die("%s: %s: %s (override it with --chat-template)", o->model_path, source, err.msg);
+    }
+    return t;
+}
+
+static volatile sig_atomic_t chat_interrupted;
+static void on_sigint(int sig) {
+    (void)sig;
+    chat_interrupted = 1;
+}
+
+/* Ctrl-C ends the reply; at the prompt it ends the chat (getline sees
+ * EINTR: the handler is installed without SA_RESTART). */
+static void catch_interrupts(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+}
+
+static int run_chat(const Options *o) {
+    Model model;
+    Tokenizer tok;
+    load_model_and_tokenizer(o, &model, &tok);
+    Variants v;
+    resolve_variants(o, &model, &v);
+    int n_ctx = o->ctx ? o->ctx : model.config.seq_len;
+    if (given(o, "--keep")) check_keep(o, n_ctx);
+    check_positions(&model, &v.params[0], v.labels[0], n_ctx - 1);
+    JinjaTemplate *template = load_chat_template(o, &model);
+    Context ctx;
+    build_context(&ctx, &model, &v.params[0], context_size_generate(n_ctx, kv_type(o)));
+    Sampler sampler;
+    build_sampler(o, model.config.vocab_size, &sampler);
+    ChatOptions copt = {.template = template, .system_prompt = o->system_prompt, .stops = o->stops,
+                        .n_stops = o->n_stops, .max_reply = o->steps,
+                        .keep = given(o, "--keep") ? o->keep : -1, .shift = shift_mode(o),
+                        .trace = o->trace ? stderr : NULL, .interrupted = &chat_interrupted};
+    ChatSession session;
+    PosencError err;
+    if (chat_session_init(&session, &ctx, &tok, &sampler, &copt, &err)) die("%s", err.msg);
+    catch_interrupts();
+    int rc = o->prompt ? chat_turn(&session, o->prompt, stdout, &err) : 0;
+    if (!rc) rc = chat_loop(&session, stdin, stdout, isatty(STDIN_FILENO), &err);
+    if (rc) fprintf(stderr, "error: %s\n", err.msg);
+    chat_session_free(&session);
+    sampler_free(&sampler);
+    context_free(&ctx);
+    jinja_free(template);
+    tokenizer_free(&tok);
+    model_free(&model);
+    return rc ? EXIT_FAILURE : EXIT_SUCCESS;
+}
+
 int main(int argc, char **argv) {
     Options o = parse_args(argc, argv);
     if (o.threads > 0) omp_set_num_threads(o.threads);
@@ -984,5 +1130,6 @@ int main(int argc, char **argv) {
     if (!strcmp(o.mode, "ppl")) return run_ppl(&o);
     if (!strcmp(o.mode, "inspect")) return run_inspect(&o);
     if (!strcmp(o.mode, "bench")) return run_bench(&o);
+    if (!strcmp(o.mode, "chat")) return run_chat(&o);
     return run_generate(&o);
 }

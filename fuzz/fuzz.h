@@ -26,6 +26,7 @@ int fuzz_spm(const uint8_t *data, size_t size);
 int fuzz_gpt2(const uint8_t *data, size_t size);
 int fuzz_text(const uint8_t *data, size_t size);
 int fuzz_sampler(const uint8_t *data, size_t size);
+int fuzz_jinja(const uint8_t *data, size_t size);
 /* fuzz_text needs the shared models' tokenizers: loads them from
  * models_dir once (0), or -1 with err. */
 int fuzz_text_init(const char *models_dir, PosencError *err);

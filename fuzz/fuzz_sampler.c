@@ -1,6 +1,7 @@
 /* The sampler on arbitrary logits (NaN and infinities included) with every
  * setting run accepts: vocabulary 1..4096, temperature 0..100, top-p 0..1,
- * any top-k.  Whatever the logits, the token is in the vocabulary. */
+ * any top-k, min-p 0..1, and repetition penalties.  Whatever the logits, the
+ * token is in the vocabulary. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,9 +36,19 @@ int fuzz_sampler(const uint8_t *data, size_t size) {
     Sampler s;
     sampler_build(&s, vocab, clamped(temperature, 0.0f, 100.0f), clamped(topp, 0.0f, 1.0f),
                   topk < 0 ? -(topk + 1) : topk, seed);
+    /* min-p and the penalties from the seed's high bytes (the header stays
+     * as the committed seeds have it): off when those bytes are 0 */
+    uint8_t knobs[4];
+    memcpy(knobs, (const uint8_t *)&seed + 4, 4);
+    sampler_set_min_p(&s, knobs[0] / 255.0f);
+    if (knobs[1] || knobs[2] || knobs[3])
+        sampler_set_penalties(&s, (SamplerPenalties){.repeat = 0.01f + knobs[1] / 2.0f, .last_n = knobs[2],
+                                                     .presence = knobs[3] / 16.0f - 8.0f,
+                                                     .frequency = knobs[2] / 32.0f - 4.0f});
     for (int draw = 0; draw < 4; draw++) {
         int token = sampler_sample(&s, logits);
         FUZZ_ASSERT(token >= 0 && token < vocab);
+        sampler_accept(&s, token);
     }
     int best = sampler_argmax(logits, vocab);
     FUZZ_ASSERT(best >= 0 && best < vocab);

@@ -14,15 +14,70 @@ void sampler_build(Sampler *s, int vocab_size, float temperature, float topp, in
     s->topp = topp;
     s->topk = topk;
     s->rng_state = seed;
+    s->min_p = 0.0f;
+    s->penalties = (SamplerPenalties){.repeat = 1.0f};
     s->candidates = mallocCheck((size_t)vocab_size * sizeof(ProbIndex), "the sampler's candidates");
     s->probs = mallocCheck((size_t)vocab_size * sizeof(float), "the sampler's probabilities");
+    s->penalized = NULL;
+    s->recent = NULL;
+    s->counts = NULL;
+    s->n_recent = s->recent_next = 0;
+}
+
+void sampler_set_min_p(Sampler *s, float min_p) { s->min_p = min_p; }
+
+static int penalties_active(const SamplerPenalties *p) {
+    return p->last_n > 0 && (p->repeat != 1.0f || p->presence != 0.0f || p->frequency != 0.0f);
+}
+
+void sampler_set_penalties(Sampler *s, SamplerPenalties p) {
+    free(s->penalized);
+    free(s->recent);
+    free(s->counts);
+    s->penalized = NULL;
+    s->recent = NULL;
+    s->counts = NULL;
+    s->n_recent = s->recent_next = 0;
+    s->penalties = p;
+    if (!penalties_active(&p)) return;
+    s->penalized = mallocCheck((size_t)s->vocab_size * sizeof(float), "the sampler's penalized logits");
+    s->recent = mallocCheck((size_t)p.last_n * sizeof(int), "the sampler's recent tokens");
+    s->counts = callocCheck((size_t)s->vocab_size, sizeof(int), "the sampler's token counts");
 }
 
 void sampler_free(Sampler *s) {
     free(s->candidates);
     free(s->probs);
+    free(s->penalized);
+    free(s->recent);
+    free(s->counts);
     s->candidates = NULL;
     s->probs = NULL;
+    s->penalized = NULL;
+    s->recent = NULL;
+    s->counts = NULL;
+}
+
+void sampler_accept(Sampler *s, int token) {
+    if (!s->recent || token < 0 || token >= s->vocab_size) return;
+    s->recent[s->recent_next] = token;
+    s->recent_next = (s->recent_next + 1) % s->penalties.last_n;
+    if (s->n_recent < s->penalties.last_n) s->n_recent++;
+}
+
+void sampler_apply_penalties(Sampler *s, const float *logits, float *out) {
+    if (out != logits) memcpy(out, logits, (size_t)s->vocab_size * sizeof(float));
+    if (!s->recent) return;
+    const SamplerPenalties *p = &s->penalties;
+    for (int i = 0; i < s->n_recent; i++) s->counts[s->recent[i]]++;
+    for (int i = 0; i < s->n_recent; i++) {
+        int t = s->recent[i], c = s->counts[t];
+        if (c == 0) continue;   /* a repeat in the window: already done */
+        float x = out[t];
+        x = x > 0.0f ? x / p->repeat : x * p->repeat;
+        out[t] = x - (float)c * p->frequency - p->presence;
+        s->counts[t] = 0;
+    }
 }
 
 /* xorshift64* (Marsaglia/Vigna), taking the top 32 bits. */
@@ -75,6 +130,12 @@ static int sample_truncated(Sampler *s, const float *probs, float coin) {
     if (m == 0) return sampler_argmax(probs, n);
     qsort(s->candidates, (size_t)m, sizeof(ProbIndex), cmp_prob_desc);
     if (s->topk > 0 && s->topk < m) m = s->topk;
+    if (s->min_p > 0.0f) {   /* sorted: the kept tokens are a prefix */
+        float floor_prob = s->min_p * s->candidates[0].prob;
+        int kept = 1;
+        while (kept < m && s->candidates[kept].prob >= floor_prob) kept++;
+        m = kept;
+    }
 
     float total = 0.0f;
     int last = m - 1;
@@ -95,6 +156,10 @@ static int sample_truncated(Sampler *s, const float *probs, float coin) {
 
 int sampler_sample(Sampler *s, const float *logits) {
     int n = s->vocab_size;
+    if (s->recent) {
+        sampler_apply_penalties(s, logits, s->penalized);
+        logits = s->penalized;
+    }
     if (s->temperature == 0.0f) return sampler_argmax(logits, n);
     /* Shifted by the largest logit every value is <= 0, so a temperature so
      * small that logit / t overflows gives -inf (weight 0), never inf - inf
@@ -103,6 +168,6 @@ int sampler_sample(Sampler *s, const float *logits) {
     for (int i = 0; i < n; i++) s->probs[i] = (logits[i] - max) / s->temperature;
     softmax(s->probs, n);
     float coin = random_f32(&s->rng_state);
-    int truncate = (s->topp > 0.0f && s->topp < 1.0f) || (s->topk > 0 && s->topk < n);
+    int truncate = (s->topp > 0.0f && s->topp < 1.0f) || (s->topk > 0 && s->topk < n) || s->min_p > 0.0f;
     return truncate ? sample_truncated(s, s->probs, coin) : sample_cdf(s->probs, n, coin);
 }

@@ -68,11 +68,8 @@ static void trace_tokens(FILE *t, const Tokenizer *tok, const int *ids, int n) {
     fputs(shown == MAX_SHOWN ? "'..." : "'", t);
 }
 
-/* Before a forward call: the chunk's positions and text, then the cache
- * it attends to (which the chunk will join). */
-static void trace_chunk(Output *o, const Context *ctx, const Tokenizer *tok, const int *ids, int n,
-                        int pos0) {
-    FILE *t = trace_begin(o);
+void generate_trace_chunk(FILE *t, const Context *ctx, const Tokenizer *tok, const int *ids, int n,
+                          int pos0) {
     char ranges[256];
     kv_cache_format_positions(&ctx->cache, ranges, sizeof ranges);
     if (n == 1) fprintf(t, "[pos] q=%d ", pos0);
@@ -81,20 +78,29 @@ static void trace_chunk(Output *o, const Context *ctx, const Tokenizer *tok, con
     fprintf(t, " cache=%s (%d/%d cells)\n", ranges, ctx->cache.n_used, ctx->cache.n_ctx);
 }
 
-/* Makes room for one more token, or tells the caller to stop (returns 1). */
-static int make_room(Context *ctx, Output *o, PosencError *err) {
-    const GenerateOptions *opt = o->opt;
+static void trace_chunk(Output *o, const Context *ctx, const Tokenizer *tok, const int *ids, int n,
+                        int pos0) {
+    generate_trace_chunk(trace_begin(o), ctx, tok, ids, n, pos0);
+}
+
+int generate_make_room(Context *ctx, int keep, ContextShiftMode shift, FILE *trace, PosencError *err) {
     KVCache *kv = &ctx->cache;
     if (kv->n_used < kv->n_ctx) return 0;
-    if (opt->shift == CONTEXT_SHIFT_OFF) return 1;
-    int discard = context_shift_discard(ctx, opt->keep);
-    int first_pos = kv->pos[opt->keep], last_pos = kv->pos[opt->keep + discard - 1];
-    if (context_shift(ctx, opt->keep, discard, opt->shift, err)) return -1;
-    if (opt->trace)
-        fprintf(trace_begin(o), "[shift] kept %d, discarded positions %d-%d, moved %d cells by -%d (%s)\n",
-                opt->keep, first_pos, last_pos, kv->n_used - opt->keep, discard,
-                context_shift_action(ctx, opt->shift));
+    if (shift == CONTEXT_SHIFT_OFF) return 1;
+    int discard = context_shift_discard(ctx, keep);
+    int first_pos = kv->pos[keep], last_pos = kv->pos[keep + discard - 1];
+    if (context_shift(ctx, keep, discard, shift, err)) return -1;
+    if (trace)
+        fprintf(trace, "[shift] kept %d, discarded positions %d-%d, moved %d cells by -%d (%s)\n",
+                keep, first_pos, last_pos, kv->n_used - keep, discard, context_shift_action(ctx, shift));
     return 0;
+}
+
+static int make_room(Context *ctx, Output *o, PosencError *err) {
+    const GenerateOptions *opt = o->opt;
+    if (ctx->cache.n_used < ctx->cache.n_ctx || opt->shift == CONTEXT_SHIFT_OFF)
+        return generate_make_room(ctx, opt->keep, opt->shift, NULL, err);
+    return generate_make_room(ctx, opt->keep, opt->shift, opt->trace ? trace_begin(o) : NULL, err);
 }
 
 /* Samples `needed` tokens after the prefilled prompt (fewer if BOS comes);
@@ -106,6 +112,7 @@ static int decode_loop(Context *ctx, const Tokenizer *tok, Sampler *sampler, con
         int next = sampler_sample(sampler, logits);
         if (st->n_generated++ == 0) st->first_token_s = time_now_s() - t_start;
         if (next == tok->bos_id) return 0;
+        sampler_accept(sampler, next);
         emit(out, o, tok, token, next);
         if (o->opt->on_step)
             report_step(ctx, tok, o->opt, st->n_generated - 1, token, next, logits);
@@ -163,6 +170,7 @@ int generate_text(Context *ctx, const Tokenizer *tok, Sampler *sampler,
         const float *logits = context_prefill(ctx, ids, n_prompt, pos0);
         st->prefill_s = time_now_s() - t0;
         st->n_prompt = n_prompt;
+        for (int i = 0; i < n_prompt; i++) sampler_accept(sampler, ids[i]);
         if (context_check_logits(ctx, logits, 1, pos0 + n_prompt - 1, err)) goto out;
         double t1 = time_now_s();
         if (decode_loop(ctx, tok, sampler, logits, ids[n_prompt - 1], steps - n_text, &o, out, st,

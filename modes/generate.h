@@ -58,6 +58,16 @@ int generate_encode_prompt(const Tokenizer *tok, const char *prompt, int **ids, 
 int generate_text(Context *ctx, const Tokenizer *tok, Sampler *sampler,
                   const GenerateOptions *opt, FILE *out, GenerateStats *stats, PosencError *err);
 
+/* One --trace-positions line before a forward call: the chunk's positions
+ * and text, then the cache it attends to (which the chunk will join). */
+void generate_trace_chunk(FILE *trace, const Context *ctx, const Tokenizer *tok, const int *ids,
+                          int n, int pos0);
+
+/* Makes room for one more token when the cache is full: a context shift
+ * keeping `keep` cells (traced when trace is not NULL).  0: there is room;
+ * 1: full and shifting is off; -1 with err. */
+int generate_make_room(Context *ctx, int keep, ContextShiftMode shift, FILE *trace, PosencError *err);
+
 /* Writes a decoded piece, skipping lone bytes that are neither printable
  * nor whitespace (stray control bytes from byte-fallback tokens). */
 void write_piece(FILE *out, const char *piece, size_t len);

@@ -328,6 +328,12 @@ TestsRun tests_run_engine(const char *const *args) {
     return run_limited(engine_path(), args, NULL, 0);
 }
 
+TestsRun tests_run_engine_input(const char *const *args, const char *input) {
+    return run_limited(engine_path(), args, input, 0);
+}
+
+const char *tests_engine_path(void) { return engine_path(); }
+
 TestsRun tests_run_engine_limited(const char *const *args, size_t bytes) {
     return run_limited(engine_path(), args, NULL, bytes);
 }

@@ -116,6 +116,10 @@ void tests_run_free(TestsRun *r);
 
 /* Runs the engine binary ($POSENC_RUN, default ./run) with args. */
 TestsRun tests_run_engine(const char *const *args);
+/* The same with stdin from the file `input`. */
+TestsRun tests_run_engine_input(const char *const *args, const char *input);
+/* The engine binary's path ($POSENC_RUN, default ./run). */
+const char *tests_engine_path(void);
 /* The same with its address space limited to `bytes` (RLIMIT_AS), so that
  * what it allocates, touched or not, is bounded.  Not under ASan, whose
  * shadow memory needs terabytes of address space. */

@@ -3,7 +3,7 @@
 #
 #   modes       generate, ppl driver, bench, inspect, plots: may include all below
 #   model       the engine (loaders, forward, cache, shift, kernels, sampler)
-#   positional  tokenizer    side by side: each only itself and base
+#   positional  tokenizer  chat    side by side: each only itself and base
 #   base        errors, allocation, mapped files, tensor types, GGUF, JSON
 #
 # Usage: check_layers.sh [ROOT]   (default: the current directory)
@@ -16,13 +16,14 @@ allowed() {
     base) echo "base" ;;
     positional) echo "base positional" ;;
     tokenizer) echo "base tokenizer" ;;
+    chat) echo "base chat" ;;
     model) echo "base positional model" ;;
-    modes) echo "base positional tokenizer model modes" ;;
+    modes) echo "base positional tokenizer chat model modes" ;;
     esac
 }
 
 bad=0
-for layer in base positional tokenizer model modes; do
+for layer in base positional tokenizer chat model modes; do
     ok=$(allowed "$layer")
     for f in "$root/$layer"/*.c "$root/$layer"/*.h; do
         [ -e "$f" ] || continue

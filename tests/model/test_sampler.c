@@ -116,6 +116,60 @@ START_TEST(nan_logits_stay_in_range) {
 }
 END_TEST
 
+/* min-p keeps the tokens whose probability is at least min_p times the
+ * most probable one's: with probabilities 0.4, 0.3, 0.2, 0.06, 0.04 and
+ * min_p 0.2 the floor is 0.08, so exactly ids 0..2. */
+START_TEST(min_p_keeps_exactly_the_right_tokens) {
+    const float probs[5] = {0.4f, 0.3f, 0.2f, 0.06f, 0.04f};
+    float logits[5];
+    for (int i = 0; i < 5; i++) logits[i] = logf(probs[i]);
+    for (int variant = 0; variant < 3; variant++) {
+        float min_p = variant == 0 ? 0.2f : variant == 1 ? 0.14f : 0.0f;
+        uint64_t expected = variant == 0 ? BIT(0) | BIT(1) | BIT(2)               /* floor 0.08 */
+                          : variant == 1 ? BIT(0) | BIT(1) | BIT(2) | BIT(3)      /* floor 0.056 */
+                                         : BIT(0) | BIT(1) | BIT(2) | BIT(3) | BIT(4);   /* off */
+        Sampler s;
+        sampler_build(&s, 5, 1.0f, 0.0f, 0, 11);
+        sampler_set_min_p(&s, min_p);
+        uint64_t set = 0;
+        for (int i = 0; i < DRAWS; i++) set |= BIT(sampler_sample(&s, logits));
+        sampler_free(&s);
+        ck_assert_msg(set == expected, "min_p %g drew set %#llx, expected %#llx", (double)min_p,
+                      (unsigned long long)set, (unsigned long long)expected);
+    }
+}
+END_TEST
+
+/* The penalties on a hand-computed case: logits (2, -1, 0.5, 1), history
+ * 0, 1, 1 (and 3, outside a window of 3), repeat 2, presence 0.5,
+ * frequency 0.25:
+ *   id 0: 2 / 2 = 1, seen once:   1 - 0.25 - 0.5 = 0.25
+ *   id 1: -1 x 2 = -2, seen twice: -2 - 0.5 - 0.5 = -3
+ *   ids 2, 3 unchanged (3 fell out of the window). */
+START_TEST(penalties_match_their_formulas) {
+    const float logits[4] = {2.0f, -1.0f, 0.5f, 1.0f};
+    const float expected[4] = {0.25f, -3.0f, 0.5f, 1.0f};
+    Sampler s;
+    sampler_build(&s, 4, 0.0f, 0.0f, 0, 1);
+    sampler_set_penalties(&s, (SamplerPenalties){.repeat = 2.0f, .last_n = 3, .presence = 0.5f,
+                                                 .frequency = 0.25f});
+    const int history[] = {3, 0, 1, 1};
+    for (int i = 0; i < 4; i++) sampler_accept(&s, history[i]);
+    float out[4];
+    sampler_apply_penalties(&s, logits, out);
+    for (int i = 0; i < 4; i++)
+        ck_assert_msg(fabsf(out[i] - expected[i]) < 1e-6f, "id %d: %g, expected %g", i, (double)out[i],
+                      (double)expected[i]);
+    /* greedy after penalties: id 3 (1.0) now beats id 0 (0.25); control:
+     * without penalties id 0 wins */
+    ck_assert_int_eq(sampler_sample(&s, logits), 3);
+    sampler_set_penalties(&s, (SamplerPenalties){.repeat = 1.0f, .last_n = 64});
+    for (int i = 0; i < 4; i++) sampler_accept(&s, history[i]);
+    ck_assert_int_eq(sampler_sample(&s, logits), 0);
+    sampler_free(&s);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("sampler");
     TCase *tc = tcase_create("sampler");
@@ -124,6 +178,8 @@ int main(void) {
     tcase_add_test(tc, flat_distribution_with_tiny_top_p);
     tcase_add_test(tc, tiny_temperature_is_greedy);
     tcase_add_test(tc, nan_logits_stay_in_range);
+    tcase_add_test(tc, min_p_keeps_exactly_the_right_tokens);
+    tcase_add_test(tc, penalties_match_their_formulas);
     suite_add_tcase(s, tc);
     return tests_run_suite(s);
 }

@@ -1,0 +1,210 @@
+/* Internals shared by the Jinja parser (jinja_parse.c), the evaluator
+ * (jinja_eval.c) and the built-in filters, tests and methods
+ * (jinja_builtins.c).
+ *
+ * Memory: everything a parse or a render allocates — AST nodes, strings,
+ * lists, dicts, scopes — comes from one arena, freed at once at the end.
+ * Errors unwind with longjmp to the entry point (jinja_parse or
+ * jinja_render_chat), which frees the arena; so no code below needs a
+ * cleanup path, and nothing outside an arena is allocated in between. */
+#ifndef POSENC_JINJA_IMPL_H
+#define POSENC_JINJA_IMPL_H
+#include <limits.h>
+#include <setjmp.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/util.h"
+#include "chat/jinja.h"
+
+/* ---- limits (untrusted templates) ------------------------------------------ */
+enum {
+    JINJA_MAX_DEPTH = 200,                    /* nesting of expressions, statements, macro calls */
+    JINJA_MAX_ARENA = 256 << 20,              /* bytes a parse or a render may allocate */
+    JINJA_MAX_OUTPUT = 64 << 20,              /* bytes of rendered text */
+};
+#define JINJA_MAX_STEPS 20000000LL            /* expressions and statements evaluated per render */
+
+/* ---- arena and failure ------------------------------------------------------ */
+typedef struct ArenaBlock ArenaBlock;
+typedef struct {
+    ArenaBlock *head;
+    size_t total;        /* bytes allocated so far, checked against JINJA_MAX_ARENA */
+    jmp_buf *fail;       /* where jinja_fail unwinds to */
+    PosencError *err;
+} JinjaArena;
+
+void *jinja_alloc(JinjaArena *a, size_t size);
+void jinja_arena_free(JinjaArena *a);
+/* Fills a->err with "line N: ..." (no line when line <= 0) and unwinds. */
+__attribute__((noreturn, format(printf, 3, 4)))
+void jinja_fail(JinjaArena *a, int line, const char *fmt, ...);
+
+/* ---- values ------------------------------------------------------------------ */
+typedef enum {
+    JV_UNDEFINED, JV_NONE, JV_BOOL, JV_INT, JV_FLOAT, JV_STRING,
+    JV_LIST, JV_DICT, JV_NAMESPACE, JV_FUNCTION,
+} JinjaType;
+
+typedef struct JinjaList JinjaList;
+typedef struct JinjaDict JinjaDict;
+typedef struct JinjaFunction JinjaFunction;
+
+typedef struct {
+    JinjaType type;
+    union {
+        int boolean;
+        long long integer;
+        double number;
+        struct { const char *s; size_t len; } str;   /* UTF-8, not NUL-terminated */
+        JinjaList *list;
+        JinjaDict *dict;                             /* JV_DICT and JV_NAMESPACE */
+        const JinjaFunction *fn;
+    } as;
+} JinjaValue;
+
+struct JinjaList {
+    JinjaValue *items;
+    size_t n, cap;
+};
+
+/* Insertion-ordered, as Python dicts are; looked up linearly (chat data is small). */
+struct JinjaDict {
+    JinjaValue *keys;    /* strings */
+    JinjaValue *values;
+    size_t n, cap;
+};
+
+JinjaValue jv_undefined(void);
+JinjaValue jv_none(void);
+JinjaValue jv_bool(int b);
+JinjaValue jv_int(long long i);
+JinjaValue jv_float(double f);
+JinjaValue jv_string(const char *s, size_t len);        /* s must outlive the value */
+JinjaValue jv_cstring(const char *s);
+JinjaValue jv_string_copy(JinjaArena *a, const char *s, size_t len);
+JinjaValue jv_list(JinjaArena *a);
+JinjaValue jv_dict(JinjaArena *a);
+void jv_list_push(JinjaArena *a, JinjaList *l, JinjaValue v);
+void jv_dict_set(JinjaArena *a, JinjaDict *d, JinjaValue key, JinjaValue v);
+/* The value under key, or NULL. */
+JinjaValue *jv_dict_get(const JinjaDict *d, const char *key, size_t len);
+
+int jv_truthy(JinjaValue v);
+int jv_equal(JinjaValue a, JinjaValue b);
+const char *jv_type_name(JinjaType t);
+
+/* Growable byte buffer in the arena. */
+typedef struct {
+    char *data;
+    size_t len, cap;
+} JinjaBuffer;
+void jinja_buffer_append(JinjaArena *a, JinjaBuffer *b, const char *s, size_t len);
+/* v as {{ v }} prints it (see README "Chat templates" for the formats). */
+void jv_print(JinjaArena *a, JinjaBuffer *b, JinjaValue v);
+JinjaValue jv_to_string(JinjaArena *a, JinjaValue v);
+/* tojson: Python json.dumps' layout; indent < 0 means no indentation. */
+void jv_write_json(JinjaArena *a, JinjaBuffer *b, JinjaValue v, int indent, int depth, int line);
+
+/* ---- AST ------------------------------------------------------------------- */
+typedef enum {
+    /* statements */
+    N_TEXT, N_OUTPUT, N_IF, N_FOR, N_SET, N_SET_BLOCK, N_MACRO, N_BREAK, N_CONTINUE,
+    /* expressions */
+    N_LITERAL, N_NAME, N_ATTR, N_INDEX, N_SLICE, N_CALL, N_FILTER, N_TEST,
+    N_NOT, N_NEGATE, N_BINARY, N_AND, N_OR, N_TERNARY, N_LIST, N_DICT,
+} NodeKind;
+
+typedef enum {
+    OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_FLOORDIV, OP_MOD, OP_POW, OP_CONCAT,
+    OP_EQ, OP_NE, OP_LT, OP_LE, OP_GT, OP_GE, OP_IN, OP_NOT_IN,
+} BinaryOp;
+
+typedef struct Node Node;
+typedef struct {
+    Node **items;
+    size_t n, cap;
+} NodeList;
+
+/* One struct for every node; which fields mean what depends on kind:
+ *   N_TEXT, N_LITERAL      value
+ *   N_OUTPUT               a: expression
+ *   N_IF                   a: condition, body, orelse
+ *   N_FOR                  names (loop variables), a: iterable, b: filter or NULL, body, orelse
+ *   N_SET                  names (targets) or name + attr (ns.attr), a: value
+ *   N_SET_BLOCK            names[0], body
+ *   N_MACRO                name, params (N_NAME, default in a), body
+ *   N_NAME                 name
+ *   N_ATTR                 a: object, name
+ *   N_INDEX                a: object, b: index
+ *   N_SLICE                a: object, args: start, stop, step (NULL when absent)
+ *   N_CALL                 a: callee, args, kwargs (N_NAME with the value in a)
+ *   N_FILTER, N_TEST       a: operand, name, args, kwargs; op = 1 for "is not"
+ *   N_NOT, N_NEGATE        a
+ *   N_BINARY               op, a, b;   N_AND, N_OR: a, b
+ *   N_TERNARY              a: condition, b: then, c: else (NULL: undefined)
+ *   N_LIST                 args;  N_DICT: args (keys), kwargs (values) */
+struct Node {
+    NodeKind kind;
+    int line;
+    int op;
+    const char *name;
+    const char *attr;
+    JinjaValue value;
+    Node *a, *b, *c;
+    NodeList args, kwargs, body, orelse, params;
+    const char *names[2];
+    int n_names;
+};
+
+void jinja_nodes_push(JinjaArena *a, NodeList *l, Node *n);
+
+struct JinjaTemplate {
+    JinjaArena arena;
+    NodeList body;
+};
+
+/* ---- evaluation --------------------------------------------------------------- */
+typedef struct Scope Scope;
+typedef struct Renderer Renderer;
+
+/* Callables: the global functions, a method bound to its object, a macro. */
+typedef enum { FN_RAISE, FN_NAMESPACE, FN_RANGE, FN_STRFTIME, FN_METHOD, FN_MACRO } FunctionKind;
+struct JinjaFunction {
+    FunctionKind kind;
+    const char *name;       /* method name */
+    JinjaValue self;        /* FN_METHOD */
+    const Node *macro;      /* FN_MACRO */
+    Scope *closure;         /* FN_MACRO: the scope it was defined in, which its body sees */
+};
+
+/* The evaluated arguments of a call or filter. */
+typedef struct {
+    JinjaValue *args;
+    size_t n_args;
+    const char **kw_names;
+    JinjaValue *kw_values;
+    size_t n_kwargs;
+} CallArgs;
+
+struct Renderer {
+    JinjaArena *arena;
+    JinjaBuffer out;
+    long long steps;
+    int depth;
+};
+
+JinjaValue jinja_eval(Renderer *r, Scope *scope, const Node *n);
+
+/* jinja_builtins.c: filters, tests, methods of strings, lists and dicts. */
+JinjaValue jinja_apply_filter(Renderer *r, const char *name, JinjaValue v, const CallArgs *args, int line);
+int jinja_apply_test(Renderer *r, const char *name, JinjaValue v, const CallArgs *args, int line);
+/* obj.name for strings, lists and dicts: a bound method, or undefined when
+ * there is none (then the caller looks further). */
+JinjaValue jinja_method(Renderer *r, JinjaValue obj, const char *name);
+JinjaValue jinja_call_method(Renderer *r, const JinjaFunction *fn, const CallArgs *args, int line);
+
+/* UTF-8 helpers: code points are what Python's len, indexes and slices count. */
+size_t jinja_utf8_length(const char *s, size_t len);
+size_t jinja_utf8_offset(const char *s, size_t len, size_t index);
+#endif

@@ -1,0 +1,69 @@
+/* Chat: a conversation rendered by the model's chat template, kept in one
+ * KV cache.  Each turn renders the whole conversation, encodes it (the
+ * template's special tokens become their ids), and prefills only what the
+ * cache does not already hold: the longest common prefix of the new
+ * transcript and the tokens seen so far stays, anything after it is
+ * removed.  So the cache always holds the transcript the template defines,
+ * never an approximation of it.  When the cache fills, the context shift
+ * discards the oldest cells after `keep` (the system prompt's, by default). */
+#ifndef POSENC_CHAT_H
+#define POSENC_CHAT_H
+#include <signal.h>
+#include <stdio.h>
+
+#include "chat/jinja.h"
+#include "model/context.h"
+#include "model/sampler.h"
+#include "model/shift.h"
+#include "tokenizer/tokenizer.h"
+
+typedef struct {
+    const JinjaTemplate *template;
+    const char *system_prompt;      /* NULL: none */
+    const char *const *stops;       /* strings that end a reply (not shown), n_stops of them */
+    int n_stops;
+    int max_reply;                  /* tokens per reply; <= 0: no limit but the context */
+    int keep;                       /* cells a shift keeps; < 0: the system prompt's */
+    ContextShiftMode shift;
+    FILE *trace;                    /* --trace-positions lines, or NULL */
+    volatile sig_atomic_t *interrupted; /* set (by a SIGINT handler) to end the reply; or NULL */
+} ChatOptions;
+
+typedef struct {
+    Context *ctx;
+    const Tokenizer *tok;
+    Sampler *sampler;
+    const ChatOptions *opt;
+    ChatMessage *messages;          /* (n_messages) the conversation; role and content malloc'd */
+    int n_messages, cap_messages;
+    int *seen;                      /* (n_seen) every transcript token fed, in order; the cache
+                                       holds the first `keep` and a suffix of them */
+    int n_seen, cap_seen;
+    int keep;                       /* resolved: cells a shift keeps */
+    int *special;                   /* (n_special) ids whose text in a rendering is that token */
+    int n_special;
+    const float *logits;            /* the last forward call's last logits */
+} ChatSession;
+
+/* Builds a session on an empty cache; resolves keep (the system prompt's
+ * tokens when opt->keep < 0) and checks it against the context.  -1 + err. */
+int chat_session_init(ChatSession *s, Context *ctx, const Tokenizer *tok, Sampler *sampler,
+                      const ChatOptions *opt, PosencError *err);
+void chat_session_free(ChatSession *s);
+
+/* One turn: user_text joins the conversation, the reply streams to out and
+ * joins it too.  -1 + err (the template refused, the turn does not fit). */
+int chat_turn(ChatSession *s, const char *user_text, FILE *out, PosencError *err);
+
+/* The transcript's ids for a rendering: the text between special tokens
+ * encoded without BOS, each special token's text as its id (*ids malloc'd). */
+int chat_encode(const ChatSession *s, const char *text, size_t len, int **ids, int *n_ids,
+                PosencError *err);
+
+/* The conversation rendered as the template shows it to the model. */
+char *chat_render(const ChatSession *s, int add_generation_prompt, size_t *len, PosencError *err);
+
+/* Reads turns from in, one line each, until EOF (or an interrupt at the
+ * prompt), answering each; with a terminal, prompts with "> ".  -1 + err. */
+int chat_loop(ChatSession *s, FILE *in, FILE *out, int interactive, PosencError *err);
+#endif

@@ -1,0 +1,30 @@
+// Renders chat templates with @huggingface/jinja, the reference the C
+// renderer (chat/jinja_*.c) is compared against.
+//
+// Usage: node jinja_reference.mjs CASES.json
+// CASES.json: [{"template": FILE or "package": NPM_NAME, "out": FILE,
+//               "messages": [{role, content}], "add_generation_prompt": bool,
+//               "bos_token", "eos_token", "date_string" (each optional)}]
+// For each case writes the rendering to "out", or "ERROR: message" when the
+// template raises; with "package", first writes the package's
+// models/tokenizer_config.json chat_template to "template".
+import { readFileSync, writeFileSync } from "node:fs";
+import { Template } from "@huggingface/jinja";
+
+const cases = JSON.parse(readFileSync(process.argv[2], "utf8"));
+for (const c of cases) {
+    if (c.package) {
+        const file = new URL(`../node_modules/${c.package}/models/tokenizer_config.json`, import.meta.url);
+        const config = JSON.parse(readFileSync(file, "utf8"));
+        writeFileSync(c.template, config.chat_template);
+    }
+    const vars = { messages: c.messages, add_generation_prompt: c.add_generation_prompt };
+    for (const key of ["bos_token", "eos_token", "date_string"]) if (key in c) vars[key] = c[key];
+    let out;
+    try {
+        out = new Template(readFileSync(c.template, "utf8")).render(vars);
+    } catch (e) {
+        out = `ERROR: ${e.message}`;
+    }
+    writeFileSync(c.out, out);
+}
