@@ -17,6 +17,7 @@
 #include "chat/chat_template.h"
 #include "chat/jinja.h"
 #include "modes/bench.h"
+#include "modes/cache_dump.h"
 #include "modes/chat.h"
 #include "model/context.h"
 #include "modes/generate.h"
@@ -52,7 +53,7 @@ typedef struct {
     int rope_orig_ctx;
     const char *pe_overflow;
     int ctx, pos_offset, keep;
-    int no_shift, shift_no_rerotate, trace;
+    int no_shift, shift_no_rerotate, trace, dump_cache;
     /* ppl */
     int chunks, stride, stream, bos, json;
     int pieces;                 /* tokenize: print pieces instead of ids */
@@ -137,6 +138,8 @@ static void usage(FILE *f) {
         "  --no-shift           stop at the end of the context instead of shifting\n"
         "  --shift-no-rerotate  demonstrate the classic bug: shift without fixing keys\n"
         "  --trace-positions    print query and cache positions for every step (stderr)\n"
+        "  --dump-cache         print the cache as a table (cell, position, token, RoPE key\n"
+        "                       angle) before and after every shift and at the end (stderr)\n"
         "ppl:\n"
         "  --chunks N           score at most N windows (default: all)\n"
         "  --stride S           sliding windows advancing by S\n"
@@ -207,6 +210,7 @@ static int parse_switch(Options *o, const char *f) {
     int *target = !strcmp(f, "--no-shift")          ? &o->no_shift
                 : !strcmp(f, "--shift-no-rerotate") ? &o->shift_no_rerotate
                 : !strcmp(f, "--trace-positions")   ? &o->trace
+                : !strcmp(f, "--dump-cache")        ? &o->dump_cache
                 : !strcmp(f, "--stream")            ? &o->stream
                 : !strcmp(f, "--bos")               ? &o->bos
                 : !strcmp(f, "--json")              ? &o->json
@@ -279,7 +283,7 @@ static const struct {
     {"--alibi-max-bias", M_SCHEME}, {"--pe-overflow", M_SCHEME}, {"--ctx", M_TEXT | M_PPL | M_INSPECT},
     {"--pos-offset", M_GENERATE | M_PPL}, {"--keep", M_TEXT | M_PPL},
     {"--no-shift", M_TEXT | M_PPL}, {"--shift-no-rerotate", M_TEXT | M_PPL},
-    {"--trace-positions", M_TEXT}, {"--chunks", M_PPL}, {"--stride", M_PPL},
+    {"--trace-positions", M_TEXT}, {"--dump-cache", M_TEXT}, {"--chunks", M_PPL}, {"--stride", M_PPL},
     {"--stream", M_PPL}, {"--bos", M_PPL}, {"--json", M_GENERATE | M_PPL | M_BENCH | M_INSPECT},
     {"--baseline", M_PPL},
     {"--logits-out", M_GENERATE | M_PPL}, {"--logits-top", M_GENERATE | M_PPL},
@@ -781,7 +785,7 @@ static int run_generate(const Options *o) {
                          .trace = o->trace ? stderr : NULL,
                          .trace_shares_out = !o->json && same_destination(stdout, stderr),
                          .on_step = o->json || logprobs.out ? report_generate_step : NULL,
-                         .step_user = &report};
+                         .step_user = &report, .dump_cache = o->dump_cache ? stderr : NULL};
     PosencError err;
     GenerateStats st;
     int rc = generate_text(&ctx, &tok, &sampler, &g, text_out, &st, &err);
@@ -1106,7 +1110,8 @@ static int run_chat(const Options *o) {
     ChatOptions copt = {.template = template, .system_prompt = o->system_prompt, .stops = o->stops,
                         .n_stops = o->n_stops, .max_reply = o->steps,
                         .keep = given(o, "--keep") ? o->keep : -1, .shift = shift_mode(o),
-                        .trace = o->trace ? stderr : NULL, .interrupted = &chat_interrupted};
+                        .trace = o->trace ? stderr : NULL, .dump_cache = o->dump_cache ? stderr : NULL,
+                        .interrupted = &chat_interrupted};
     ChatSession session;
     PosencError err;
     if (chat_session_init(&session, &ctx, &tok, &sampler, &copt, &err)) die("%s", err.msg);
@@ -1114,6 +1119,7 @@ static int run_chat(const Options *o) {
     int rc = o->prompt ? chat_turn(&session, o->prompt, stdout, &err) : 0;
     if (!rc) rc = chat_loop(&session, stdin, stdout, isatty(STDIN_FILENO), &err);
     if (rc) fprintf(stderr, "error: %s\n", err.msg);
+    if (!rc && o->dump_cache) cache_dump(stderr, &ctx, &tok, "at the end");
     chat_session_free(&session);
     sampler_free(&sampler);
     context_free(&ctx);

@@ -162,7 +162,8 @@ static int feed(ChatSession *s, const int *ids, int n, PosencError *err) {
     Context *ctx = s->ctx;
     KVCache *kv = &ctx->cache;
     while (n > 0) {
-        int room = generate_make_room(ctx, s->keep, s->opt->shift, s->opt->trace, err);
+        ShiftReport report = {.tok = s->tok, .trace = s->opt->trace, .dump = s->opt->dump_cache};
+        int room = generate_make_room(ctx, s->keep, s->opt->shift, &report, err);
         if (room < 0) return -1;
         if (room > 0)
             return posenc_error(err, "the conversation fills the context (%d cells) and context shifts are "

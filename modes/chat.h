@@ -26,6 +26,7 @@ typedef struct {
     int keep;                       /* cells a shift keeps; < 0: the system prompt's */
     ContextShiftMode shift;
     FILE *trace;                    /* --trace-positions lines, or NULL */
+    FILE *dump_cache;               /* --dump-cache tables at every shift, or NULL */
     volatile sig_atomic_t *interrupted; /* set (by a SIGINT handler) to end the reply; or NULL */
 } ChatOptions;
 

@@ -1,5 +1,7 @@
 #include "modes/generate.h"
 
+#include "modes/cache_dump.h"
+
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,24 +85,34 @@ static void trace_chunk(Output *o, const Context *ctx, const Tokenizer *tok, con
     generate_trace_chunk(trace_begin(o), ctx, tok, ids, n, pos0);
 }
 
-int generate_make_room(Context *ctx, int keep, ContextShiftMode shift, FILE *trace, PosencError *err) {
+int generate_make_room(Context *ctx, int keep, ContextShiftMode shift, const ShiftReport *report,
+                       PosencError *err) {
     KVCache *kv = &ctx->cache;
     if (kv->n_used < kv->n_ctx) return 0;
     if (shift == CONTEXT_SHIFT_OFF) return 1;
     int discard = context_shift_discard(ctx, keep);
     int first_pos = kv->pos[keep], last_pos = kv->pos[keep + discard - 1];
+    if (report->dump) cache_dump(report->dump, ctx, report->tok, "before a context shift");
     if (context_shift(ctx, keep, discard, shift, err)) return -1;
-    if (trace)
-        fprintf(trace, "[shift] kept %d, discarded positions %d-%d, moved %d cells by -%d (%s)\n",
+    if (report->trace)
+        fprintf(report->trace, "[shift] kept %d, discarded positions %d-%d, moved %d cells by -%d (%s)\n",
                 keep, first_pos, last_pos, kv->n_used - keep, discard, context_shift_action(ctx, shift));
+    if (report->dump) {
+        char when[128];
+        snprintf(when, sizeof when, "after it (kept %d, discarded positions %d-%d, moved %d cells by -%d, %s)",
+                 keep, first_pos, last_pos, kv->n_used - keep, discard, context_shift_action(ctx, shift));
+        cache_dump(report->dump, ctx, report->tok, when);
+    }
     return 0;
 }
 
-static int make_room(Context *ctx, Output *o, PosencError *err) {
+static int make_room(Context *ctx, const Tokenizer *tok, Output *o, PosencError *err) {
     const GenerateOptions *opt = o->opt;
-    if (ctx->cache.n_used < ctx->cache.n_ctx || opt->shift == CONTEXT_SHIFT_OFF)
-        return generate_make_room(ctx, opt->keep, opt->shift, NULL, err);
-    return generate_make_room(ctx, opt->keep, opt->shift, opt->trace ? trace_begin(o) : NULL, err);
+    ShiftReport report = {.tok = tok, .dump = opt->dump_cache};
+    if (opt->trace && ctx->cache.n_used == ctx->cache.n_ctx && opt->shift != CONTEXT_SHIFT_OFF)
+        report.trace = trace_begin(o);
+    if (report.dump && report.trace == NULL && opt->trace_shares_out && o->mid_line) trace_begin(o);
+    return generate_make_room(ctx, opt->keep, opt->shift, &report, err);
 }
 
 /* Samples `needed` tokens after the prefilled prompt (fewer if BOS comes);
@@ -118,7 +130,7 @@ static int decode_loop(Context *ctx, const Tokenizer *tok, Sampler *sampler, con
             report_step(ctx, tok, o->opt, st->n_generated - 1, token, next, logits);
         token = next;
         if (st->n_generated >= needed) return 0;
-        int room = make_room(ctx, o, err);
+        int room = make_room(ctx, tok, o, err);
         if (room < 0) return -1;
         if (room > 0) {
             st->stopped_full = 1;
@@ -180,6 +192,7 @@ int generate_text(Context *ctx, const Tokenizer *tok, Sampler *sampler,
     }
     fputc('\n', out);
     fflush(out);
+    if (opt->dump_cache) cache_dump(opt->dump_cache, ctx, tok, "at the end");
     rc = 0;
 out:
     free(ids);

@@ -35,6 +35,8 @@ typedef struct {
                              line first ends the text's line, so the two never mix */
     void (*on_step)(const GenerateStep *step, void *user); /* per generated token, or NULL */
     void *step_user;
+    FILE *dump_cache;   /* NULL, or the cache as a table before and after every shift and at
+                           the end (modes/cache_dump.h) */
 } GenerateOptions;
 
 /* Where the time went, for the summary line the caller prints. */
@@ -63,10 +65,19 @@ int generate_text(Context *ctx, const Tokenizer *tok, Sampler *sampler,
 void generate_trace_chunk(FILE *trace, const Context *ctx, const Tokenizer *tok, const int *ids,
                           int n, int pos0);
 
+/* Where a context shift is reported: a --trace-positions line (trace),
+ * the cache table before and after it (dump); either may be NULL. */
+typedef struct {
+    const Tokenizer *tok;
+    FILE *trace;
+    FILE *dump;
+} ShiftReport;
+
 /* Makes room for one more token when the cache is full: a context shift
- * keeping `keep` cells (traced when trace is not NULL).  0: there is room;
- * 1: full and shifting is off; -1 with err. */
-int generate_make_room(Context *ctx, int keep, ContextShiftMode shift, FILE *trace, PosencError *err);
+ * keeping `keep` cells.  0: there is room; 1: full and shifting is off;
+ * -1 with err. */
+int generate_make_room(Context *ctx, int keep, ContextShiftMode shift, const ShiftReport *report,
+                       PosencError *err);
 
 /* Writes a decoded piece, skipping lone bytes that are neither printable
  * nor whitespace (stray control bytes from byte-fallback tokens). */

@@ -1,0 +1,50 @@
+#include "modes/cache_dump.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+/* The angle of the first rotation pair of KV head 0 in a layer-0 key. */
+static double first_pair_angle(const Context *ctx, int cell, float *key) {
+    const PeParams *p = &ctx->pe.params;
+    kv_cache_load_keys(&ctx->cache, 0, cell, 1, key);
+    int rope_dim = p->rope_dim > 0 ? p->rope_dim : ctx->pe.head_size;
+    int partner = p->rope_pairing == PE_ROPE_NEOX ? rope_dim / 2 : 1;
+    return atan2((double)key[partner], (double)key[0]);
+}
+
+/* A piece in quotes, control bytes and quotes escaped. */
+static void write_piece_quoted(FILE *out, const char *s, size_t n) {
+    fputc('\'', out);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '\n') fputs("\\n", out);
+        else if (c == '\'' || c == '\\') fprintf(out, "\\%c", c);
+        else if (c < 0x20 || c == 0x7f) fprintf(out, "\\x%02x", c);
+        else fputc(c, out);
+    }
+    fputc('\'', out);
+}
+
+void cache_dump(FILE *out, const Context *ctx, const Tokenizer *tok, const char *when) {
+    const KVCache *kv = &ctx->cache;
+    int rope = ctx->pe.params.kind == PE_ROPE;
+    fprintf(out, "[cache] %s: %d of %d cells", when, kv->n_used, kv->n_ctx);
+    if (rope) fprintf(out, "; key-angle turns %.6g rad per position", (double)ctx->pe.inv_freq[0]);
+    fputc('\n', out);
+    fprintf(out, "[cache] %5s %6s %6s %s piece\n", "cell", "pos", "token", rope ? " key-angle" : "");
+    float *key = rope ? mallocCheck((size_t)kv->kv_dim * sizeof *key, "a cached key") : NULL;
+    for (int c = 0; c < kv->n_used; c++) {
+        int token = kv->token[c];
+        fprintf(out, "[cache] %5d %6d %6d ", c, kv->pos[c], token);
+        if (rope) fprintf(out, "%+10.4f ", first_pair_angle(ctx, c, key));
+        if (token == tok->bos_id) {
+            fputs("BOS\n", out);
+            continue;
+        }
+        size_t len;
+        const char *piece = tokenizer_decode(tok, c ? kv->token[c - 1] : -1, token, &len);
+        write_piece_quoted(out, piece, len);
+        fputc('\n', out);
+    }
+    free(key);
+}
