@@ -709,7 +709,8 @@ static JinjaList *iteration_items(Renderer *r, JinjaValue v, int line) {
     }
 }
 
-static void bind_loop_vars(Renderer *r, Scope *scope, const Node *n, JinjaValue item) {
+/* A loop's or a set's targets: one name, or two unpacking a pair. */
+static void bind_names(Renderer *r, Scope *scope, const Node *n, JinjaValue item) {
     if (n->n_names == 1) {
         scope_set(r, scope, n->names[0], item);
         return;
@@ -727,7 +728,7 @@ static void render_for(Renderer *r, Scope *outer, const Node *n, JinjaBuffer *ou
     if (n->b) {   /* the loop's `if`: filtered before loop.length is known */
         items = jv_list(r->arena).as.list;
         for (size_t i = 0; i < all->n; i++) {
-            bind_loop_vars(r, scope, n, all->items[i]);
+            bind_names(r, scope, n, all->items[i]);
             if (jv_truthy(jinja_eval(r, scope, n->b))) jv_list_push(r->arena, items, all->items[i]);
         }
     }
@@ -746,7 +747,7 @@ static void render_for(Renderer *r, Scope *outer, const Node *n, JinjaBuffer *ou
         jv_dict_set(r->arena, d, jv_cstring("previtem"), i > 0 ? items->items[i - 1] : jv_undefined());
         jv_dict_set(r->arena, d, jv_cstring("nextitem"), i + 1 < count ? items->items[i + 1] : jv_undefined());
         scope_set(r, scope, "loop", loop);
-        bind_loop_vars(r, scope, n, items->items[i]);
+        bind_names(r, scope, n, items->items[i]);
         int control = FLOW_NONE;
         render_body(r, scope, &n->body, out, &control);
         if (control == FLOW_BREAK) break;
@@ -766,14 +767,7 @@ static void render_set(Renderer *r, Scope *scope, const Node *n) {
         jv_dict_set(r->arena, ns.as.dict, jv_cstring(n->attr), v);
         return;
     }
-    if (n->n_names == 1) {
-        scope_set(r, scope, n->names[0], v);
-        return;
-    }
-    if (v.type != JV_LIST || v.as.list->n != 2)
-        jinja_fail(r->arena, n->line, "cannot unpack %s into two names", jv_type_name(v.type));
-    scope_set(r, scope, n->names[0], v.as.list->items[0]);
-    scope_set(r, scope, n->names[1], v.as.list->items[1]);
+    bind_names(r, scope, n, v);
 }
 
 static void render_body(Renderer *r, Scope *scope, const NodeList *body, JinjaBuffer *out, int *control) {
