@@ -119,8 +119,12 @@ static void emit_positional(Emitter *e, const Model *m, const PeParams *p) {
     if (p->kind == PE_ALIBI) em_num(e, "alibi_max_bias", p->alibi_max_bias);
     if (p->kind == PE_LEARNED)
         em_str(e, "learned_overflow", p->learned_overflow == PE_OVERFLOW_CLAMP ? "clamp" : "error");
+    if (p->kind == PE_T5) {
+        em_int(e, "t5_buckets", m->weights.positional.n_buckets);
+        em_int(e, "t5_max_distance", p->t5_max_distance);
+    }
     /* A table can be present whatever the scheme (it enables --pe learned). */
-    em_int(e, "n_positions", m->weights.n_positions);
+    em_int(e, "n_positions", m->weights.positional.n_positions);
     em_end(e, '}');
 }
 

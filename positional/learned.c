@@ -5,16 +5,16 @@
 #include "positional/pe.h"
 
 static int learned_build(PositionalEncoding *pe, PosencError *err) {
-    if (!pe->table || pe->table_len <= 0)
+    if (!pe->tables.positions || pe->tables.n_positions <= 0)
         return posenc_error(err, "learned positions need a position embedding table "
                                  "(position_embd.weight) and this checkpoint has none");
     return 0;
 }
 
 static void learned_embed(const PositionalEncoding *pe, float *x, int pos) {
-    if (pos >= pe->table_len) pos = pe->table_len - 1;
+    if (pos >= pe->tables.n_positions) pos = pe->tables.n_positions - 1;
     if (pos < 0) pos = 0;
-    const float *row = pe->table + (size_t)pos * (size_t)pe->dim;
+    const float *row = pe->tables.positions + (size_t)pos * (size_t)pe->dim;
     for (int i = 0; i < pe->dim; i++) x[i] += row[i];
 }
 
