@@ -340,7 +340,7 @@ START_TEST(makemore_greedy_name) {
     const Ref *ref = &refs[MAKEMORE];
     Model m, alt;
     tests_load_model(&m, ref->gguf);
-    ck_assert_int_eq(m.weights.n_positions, 16);
+    ck_assert_int_eq(m.weights.positional.n_positions, 16);
     Run r = native(&m);
     ck_assert_msg(makemore_name_matches(ref, &r), "greedy name is not the reference's");
     const char *what;
@@ -456,7 +456,7 @@ START_TEST(tensor_types_match_reference) {
     tests_load_model(&m, v->gguf);
     ck_assert_int_eq(m.weights.token_embd.type, v->type);
     ck_assert_int_eq(m.weights.layers[3].wv.type, v->type);
-    if (m.weights.position_embd) ck_assert_ptr_nonnull(m.owned);
+    if (m.weights.positional.positions) ck_assert_ptr_nonnull(m.owned);
     Run r = native(&m);
     float d = reference_error(ref, &r);
     fprintf(stderr, "%-16s %-10s max |logit - reference| = %.3g\n", ref->dir, v->dtype,
@@ -483,7 +483,7 @@ START_TEST(pe_overrides) {
     for (int k = 0; k < PE_COUNT; k++) {
         r.pe = m.pe;
         r.pe.kind = (PeKind)k;
-        if (k == PE_LEARNED && !m.weights.position_embd) {
+        if (k == PE_LEARNED && !m.weights.positional.positions) {
             Context ctx;
             PosencError err = {{0}};
             ck_assert_int_eq(context_build(&ctx, &m, &r.pe, 64, 64, &err), -1);
