@@ -63,13 +63,13 @@ typedef struct {
     int n_text;
 } Ref;
 
-enum { ZOO_SINUSOIDAL, ZOO_LEARNED, ZOO_ROPE, ZOO_ALIBI, ZOO_NONE, N_ZOO, MAKEMORE = N_ZOO,
-       N_REFS };
+enum { ZOO_SINUSOIDAL, ZOO_LEARNED, ZOO_ROPE, ZOO_ALIBI, ZOO_NONE, ZOO_T5, N_ZOO,
+       MAKEMORE = N_ZOO, N_REFS };
 
 #define ZOO_REF(scheme) {.dir = "zoo/" scheme, .text_key = "greedy_120_window128_text"}
 static Ref refs[N_REFS] = {
     ZOO_REF("sinusoidal"), ZOO_REF("learned"), ZOO_REF("rope"), ZOO_REF("alibi"), ZOO_REF("none"),
-    {.dir = "makemore-names", .text_key = "greedy_from_bos"},
+    ZOO_REF("t5"), {.dir = "makemore-names", .text_key = "greedy_from_bos"},
 };
 
 static const char *models;        /* NULL: every test skips */
@@ -268,6 +268,18 @@ static int zoo_greedy_agreement(const Ref *ref, const Run *r) {
     return same;
 }
 
+/* Bucketing q - k where T5 takes k - q puts every past key in bucket 0:
+ * the same logits as a table whose every row is row 0. */
+static float t5_bucket0_table[64 * 16];
+
+static const float *t5_table_of_bucket_0(const PeTables *t, int n_heads) {
+    size_t row = (size_t)n_heads * sizeof(float);
+    ck_assert_uint_le((size_t)t->n_buckets * row, sizeof t5_bucket0_table);
+    for (int b = 0; b < t->n_buckets; b++)
+        memcpy(t5_bucket0_table + (size_t)b * n_heads, t->relative_bias, row);
+    return t5_bucket0_table;
+}
+
 /* The negative control of reference `i`: one wrong parameter per scheme,
  * each of which a loader could plausibly get wrong.  alt is a shallow copy
  * of m whose config may differ (never freed). */
@@ -280,6 +292,11 @@ static Run control_run(int i, const Model *m, Model *alt, const char **what) {
     case MAKEMORE:       r.pos0 = 1; *what = "positions off by one"; break;
     case ZOO_ROPE:       r.pe.rope_pairing = PE_ROPE_INTERLEAVED; *what = "interleaved pairs"; break;
     case ZOO_ALIBI:      r.pe.alibi_max_bias = 4.0f; *what = "alibi max bias 4"; break;
+    case ZOO_T5:
+        alt->weights.positional.relative_bias =
+            t5_table_of_bucket_0(&m->weights.positional, m->config.n_heads);
+        *what = "buckets of q - k instead of k - q";
+        break;
     default:             r.pe.kind = PE_ALIBI; *what = "alibi added"; break;
     }
     return r;
@@ -469,9 +486,10 @@ END_TEST
 
 /* ---- --pe overrides on the same weights ------------------------------------------------ */
 
-/* Every scheme but `learned` runs on every zoo model, with finite logits
- * that differ from the native scheme's; `learned` runs only where a table
- * exists and is otherwise refused with one line. */
+/* Every scheme runs on every zoo model that has what it needs, with finite
+ * logits that differ from the native scheme's; `learned` and `t5` run only
+ * where their table exists and are otherwise refused with one line naming
+ * the scheme and the tensor. */
 START_TEST(pe_overrides) {
     REQUIRE_MODELS();
     const Ref *ref = &refs[_i];
@@ -483,11 +501,13 @@ START_TEST(pe_overrides) {
     for (int k = 0; k < PE_COUNT; k++) {
         r.pe = m.pe;
         r.pe.kind = (PeKind)k;
-        if (k == PE_LEARNED && !m.weights.positional.positions) {
+        const PeTables *t = &m.weights.positional;
+        if ((k == PE_LEARNED && !t->positions) || (k == PE_T5 && !t->relative_bias)) {
             Context ctx;
             PosencError err = {{0}};
             ck_assert_int_eq(context_build(&ctx, &m, &r.pe, 64, 64, &err), -1);
-            ck_assert_msg(strstr(err.msg, "learned") && strstr(err.msg, "position_embd") &&
+            ck_assert_msg(strstr(err.msg, pe_kind_name(r.pe.kind)) &&
+                          strstr(err.msg, k == PE_T5 ? "attn_rel_b" : "position_embd") &&
                           !strchr(err.msg, '\n'), "%s", err.msg);
             continue;
         }
@@ -622,11 +642,25 @@ START_TEST(malformed_files) {
                       "tensor 'blk.0.attn_qkv.weight' has shape [128, 383], expected [128, 384]");
     expect_tensor_dim(&rope, "token_embd.weight", 1, 64,
                       "tokenizer.ggml.tokens has 65 tokens but token_embd.weight has 64 rows");
+    /* t5: its keys against its table, and the encoder's form refused */
+    Bytes t5 = read_bytes(refs[ZOO_T5].gguf);
+    expect_key_u32(&t5, "gpt2.attention.relative_buckets_count", 16,
+                   "positional scheme t5: the relative bucket count is 16 but the bias table "
+                   "has 32 rows");
+    expect_key_u32(&t5, "posenc.relative_attention.max_distance", 16,
+                   "the relative max distance 16 must be in 17..");
+    expect_patched(&t5, "posenc.relative_attention.bidirectional", 4, "\x01", 1,
+                   "bidirectional relative attention buckets (an encoder's) are not supported");
+    expect_tensor_dim(&t5, "blk.0.attn_rel_b.weight", 0, 3,
+                      "tensor 'blk.0.attn_rel_b.weight' has shape [3, 32], expected [4, 32]");
+    expect_renamed(&t5, "blk.0.attn_rel_b.weight", "blk.1.attn_rel_b.weight",
+                   "unexpected tensor 'blk.1.attn_rel_b.weight'");
     /* truncated: the GGUF reader's error, through model_load */
     Bytes cut = {rope.p, rope.n - 1000};
     expect_load_error(&cut, "extends past the end of the file");
     free(rope.p);
     free(learned.p);
+    free(t5.p);
 }
 END_TEST
 
