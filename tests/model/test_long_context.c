@@ -3,7 +3,9 @@
  *  - the extrapolation curve: mean NLL on the last 10% of tiny-shakespeare
  *    in 32 windows of W = 64..1024 characters (trained context 128) matches
  *    val_nll_window{W} within 2e-3, for every scheme — including the ones
- *    that blow up past 128; learned refuses positions past its table;
+ *    that blow up past 128; learned refuses positions past its table; t5's
+ *    curve, and its reference.json, also match the float64 NumPy reference
+ *    (tests/fixtures/zoo_t5_ref.h), and a wrong bucket does not;
  *  - streaming: >= 100,000 characters through a 128-cell cache with context
  *    shifts stay within 10% of the in-window NLL for rope, alibi, none and
  *    t5, while shifting without re-rotating rope keys is measurably worse. */
@@ -14,6 +16,7 @@
 
 #include "modes/perplexity.h"
 #include "tests/common.h"
+#include "tests/fixtures/zoo_t5_ref.h"
 #include "tokenizer/tokenizer.h"
 
 /* The reference is float32 PyTorch; ours is float32 with other summation
@@ -112,6 +115,13 @@ START_TEST(extrapolation_curve) {
            z->ref_nll[w], nll - z->ref_nll[w]);
     ck_assert_msg(fabs(nll - z->ref_nll[w]) <= NLL_TOL, "%s W=%d: %.5f vs reference %.5f",
                   SCHEMES[s], W, nll, z->ref_nll[w]);
+    if (s != ZOO_T5) return;
+    ck_assert_int_eq(REFT5_WINDOWS[w], W);
+    printf("%-10s W=%4d  NumPy %.6f: engine %+.2g, reference.json %+.2g\n", SCHEMES[s], W,
+           REFT5_NLL[w], nll - REFT5_NLL[w], z->ref_nll[w] - REFT5_NLL[w]);
+    ck_assert_msg(fabs(nll - REFT5_NLL[w]) <= NLL_TOL && fabs(z->ref_nll[w] - REFT5_NLL[w]) <= NLL_TOL,
+                  "t5 W=%d: NumPy %.5f, engine %.5f, reference.json %.5f", W, REFT5_NLL[w], nll,
+                  z->ref_nll[w]);
 }
 END_TEST
 
@@ -157,8 +167,10 @@ START_TEST(curve_detects_wrong_buckets) {
         double nll;
         ck_assert_int_eq(score_tampered(&z->model, z->model.pe, (PplOptions){.window = 128,
                                         .max_chunks = 32}, bugs[b].tamper, &nll, &err), 0);
-        printf("t5 with %s: W=128 nll %.4f, reference %.4f\n", bugs[b].what, nll, z->ref_nll[1]);
-        ck_assert_msg(fabs(nll - z->ref_nll[1]) > 5 * NLL_TOL, "%s gave %.4f vs %.4f",
+        printf("t5 with %s: W=128 nll %.4f, reference %.4f, NumPy %.4f\n", bugs[b].what, nll,
+               z->ref_nll[1], REFT5_NLL[1]);
+        ck_assert_msg(fabs(nll - z->ref_nll[1]) > 5 * NLL_TOL &&
+                      fabs(nll - REFT5_NLL[1]) > 5 * NLL_TOL, "%s gave %.4f vs %.4f",
                       bugs[b].what, nll, z->ref_nll[1]);
     }
 }

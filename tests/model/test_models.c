@@ -18,6 +18,7 @@
 #include "model/sampler.h"
 #include "tests/common.h"
 #include "tests/fixtures/stories260k_ref.h"
+#include "tests/fixtures/zoo_t5_ref.h"
 
 /* Zoo and makemore logits are PyTorch float32 with another summation
  * order: both sides round at ~6e-8 relative per operation; over 4 layers
@@ -338,6 +339,49 @@ START_TEST(zoo_greedy_matches_reference) {
     same = zoo_greedy_agreement(ref, &r);
     fprintf(stderr, "%-16s control (%s): greedy text diverges at step %d\n", ref->dir, what, same);
     ck_assert_msg(same < ZOO_STEPS, "%s with %s still generates the reference", ref->dir, what);
+    model_free(&m);
+}
+END_TEST
+
+/* The zoo's t5 model against the independent float64 NumPy reference
+ * (tools/reference.py --zoo, tests/fixtures/zoo_t5_ref.h): PyTorch's
+ * reference.json and the engine both agree with it, to the tolerance that
+ * holds against PyTorch; the engine bucketing q - k does not. */
+START_TEST(t5_matches_numpy_reference) {
+    REQUIRE_MODELS();
+    const Ref *ref = &refs[ZOO_T5];
+    ck_assert_int_eq(ref->n_prompt, REFT5_N_PROMPT_IDS);
+    for (int i = 0; i < REFT5_N_PROMPT_IDS; i++) ck_assert_int_eq(ref->prompt[i], REFT5_PROMPT_IDS[i]);
+    ck_assert_int_eq(ref->n_logits, (int)(sizeof REFT5_LOGITS / sizeof *REFT5_LOGITS));
+    float d_json = tests_max_abs_diff(ref->logits, REFT5_LOGITS, ref->n_logits);
+
+    Model m, alt;
+    tests_load_model(&m, ref->gguf);
+    float l[MAX_VOCAB];
+    Run r = native(&m);
+    prompt_logits(&r, REFT5_PROMPT_IDS, REFT5_N_PROMPT_IDS, l);
+    float d_engine = tests_max_abs_diff(l, REFT5_LOGITS, ref->n_logits);
+    const char *what;
+    r = control_run(ZOO_T5, &m, &alt, &what);
+    prompt_logits(&r, REFT5_PROMPT_IDS, REFT5_N_PROMPT_IDS, l);
+    float d_control = tests_max_abs_diff(l, REFT5_LOGITS, ref->n_logits);
+    fprintf(stderr, "zoo/t5 against NumPy: max |logit diff| reference.json %.3g, engine %.3g, "
+            "control (%s) %.3g\n", (double)d_json, (double)d_engine, what, (double)d_control);
+    ck_assert_msg(d_json <= LOGIT_TOL, "reference.json is %g from NumPy", (double)d_json);
+    ck_assert_msg(d_engine <= LOGIT_TOL, "the engine is %g from NumPy", (double)d_engine);
+    ck_assert_msg(d_control > CONTROL_MIN, "%s is within %g of NumPy", what, (double)d_control);
+
+    /* The greedy texts: reference.json's (which the engine generates, see
+     * zoo_greedy_matches_reference) is NumPy's, character for character. */
+    Tokenizer tok;
+    PosencError err;
+    ck_assert_msg(tokenizer_load_gguf(&tok, m.gguf, &err) == 0, "%s", err.msg);
+    int ids[MAX_REF_IDS + 3], n = 0;
+    ck_assert_int_eq(tokenizer_encode(&tok, REFT5_GREEDY_TEXT, strlen(REFT5_GREEDY_TEXT), 0, 0,
+                                      ids, &n, &err), 0);
+    ck_assert_int_eq(n, ref->n_text);
+    for (int i = 0; i < n; i++) ck_assert_int_eq(ids[i], ref->text[i]);
+    tokenizer_free(&tok);
     model_free(&m);
 }
 END_TEST
@@ -672,6 +716,7 @@ int main(void) {
     tcase_add_loop_test(tc, logits_match_reference, 0, N_REFS);
     tcase_add_loop_test(tc, zoo_greedy_matches_reference, 0, N_ZOO);
     tcase_add_test(tc, makemore_greedy_name);
+    tcase_add_test(tc, t5_matches_numpy_reference);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("stories260k");
