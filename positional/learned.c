@@ -25,10 +25,18 @@ static PeCoverage learned_coverage(const PeParams *p, int trained_ctx, int table
     return c;
 }
 
+static int learned_describe(const PeParams *p, int head_size, int trained_ctx,
+                            const PeTables *tables, PeField *out) {
+    out[0] = (PeField){.key = "learned_overflow",
+                       .text = p->learned_overflow == PE_OVERFLOW_CLAMP ? "clamp" : "error"};
+    return 1;
+}
+
 const PeOps pe_learned_ops = {
     .name = "learned",
     .embed = learned_embed,
     .build = learned_build,
     .coverage = learned_coverage,
     .shift = PE_SHIFT_RECOMPUTE,
+    .describe = learned_describe,
 };

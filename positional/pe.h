@@ -96,6 +96,16 @@ typedef struct {
                          or for a bounded scheme what a clamped position reads */
 } PeCoverage;
 
+/* One parameter of a scheme as -m inspect shows it: `text`, or when that
+ * is NULL `number` (an integer when `integer` is set). */
+typedef struct {
+    const char *key;
+    const char *text;
+    double number;
+    int integer;
+} PeField;
+#define PE_MAX_FIELDS 8
+
 /* A scheme: its name, hooks and policy.  NULL hooks do nothing. */
 typedef struct {
     const char *name;
@@ -117,6 +127,11 @@ typedef struct {
      * position p to p + delta. */
     void (*rerotate)(const PositionalEncoding *pe, float *key, int n_heads, int delta);
     int relative; /* logits depend only on position differences */
+    /* Its parameters for display, with the defaults they take on a model of
+     * this head size, trained context and tables; returns how many
+     * (<= PE_MAX_FIELDS).  NULL: none. */
+    int (*describe)(const PeParams *p, int head_size, int trained_ctx, const PeTables *tables,
+                    PeField *out);
 } PeOps;
 
 extern const PeOps pe_none_ops, pe_sinusoidal_ops, pe_learned_ops, pe_rope_ops, pe_alibi_ops,

@@ -79,6 +79,13 @@ static PeCoverage t5_coverage(const PeParams *p, int trained_ctx, int table_len)
                                             "distance on share the last bucket)");
 }
 
+static int t5_describe(const PeParams *p, int head_size, int trained_ctx, const PeTables *tables,
+                       PeField *out) {
+    out[0] = (PeField){.key = "t5_buckets", .number = tables->n_buckets, .integer = 1};
+    out[1] = (PeField){.key = "t5_max_distance", .number = p->t5_max_distance, .integer = 1};
+    return 2;
+}
+
 const PeOps pe_t5_ops = {
     .name = "t5",
     .bias = t5_bias,
@@ -87,4 +94,5 @@ const PeOps pe_t5_ops = {
     .coverage = t5_coverage,
     .shift = PE_SHIFT_POSITIONS,
     .relative = 1,
+    .describe = t5_describe,
 };

@@ -353,6 +353,11 @@ START_TEST(registry_describes_every_scheme) {
         PosencError err;
         ck_assert_msg(pe_build(&pe, &p, 8, 2, 4, 16, &t, &err) == 0, "%s", err.msg);
         ck_assert_ptr_eq(pe_ops(&pe), ops);
+        /* What -m inspect shows fits its buffer and is named. */
+        PeField fields[PE_MAX_FIELDS];
+        int n = ops->describe ? ops->describe(&p, 4, 16, &t, fields) : 0;
+        ck_assert_int_le(n, PE_MAX_FIELDS);
+        for (int i = 0; i < n; i++) ck_assert_ptr_nonnull(fields[i].key);
         pe_free(&pe);
     }
     ck_assert_int_eq(shift_mismatches(README_SHIFT), 0);
