@@ -27,6 +27,7 @@ PeParams pe_params_default(PeKind kind) {
     p.rope_factor = 1.0f;
     p.alibi_max_bias = 8.0f;
     p.learned_overflow = PE_OVERFLOW_ERROR;
+    p.t5_buckets = -1;
     p.t5_max_distance = 128;
     return p;
 }

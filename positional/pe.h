@@ -46,7 +46,7 @@ typedef struct {
     int rope_orig_ctx;           /* trained context, for yarn; 0 = model's */
     float alibi_max_bias;
     PeOverflow learned_overflow;
-    int t5_buckets;              /* relative-bias buckets; 0 = the table's row count */
+    int t5_buckets;              /* relative-bias buckets; -1 = the table's row count */
     int t5_max_distance;         /* distances from here on share the last bucket */
     int t5_bidirectional;        /* an encoder's buckets (both directions): refused */
 } PeParams;

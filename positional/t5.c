@@ -34,7 +34,7 @@ static int t5_check(const PeParams *p, const PeTables *t, PosencError *err) {
     if (p->t5_bidirectional)
         return posenc_error(err, "bidirectional relative attention buckets (an encoder's) are "
                                  "not supported: only the decoder's unidirectional form is");
-    if (p->t5_buckets && p->t5_buckets != t->n_buckets)
+    if (p->t5_buckets >= 0 && p->t5_buckets != t->n_buckets)
         return posenc_error(err, "the relative bucket count is %d but the bias table has %d rows",
                             p->t5_buckets, t->n_buckets);
     if (t->n_buckets < 2)

@@ -301,9 +301,10 @@ START_TEST(t5_refuses_what_it_cannot_run) {
     ck_assert_ptr_nonnull(strstr(err.msg, "needs a bias table (blk.0.attn_rel_b.weight)"));
     PeTables t = {.relative_bias = table, .n_buckets = 8};
     const struct { int buckets, max_distance, bidirectional; const char *needle; } bad[] = {
-        {0, 128, 1, "bidirectional"},
+        {-1, 128, 1, "bidirectional"},
         {16, 128, 0, "bucket count is 16 but the bias table has 8 rows"},
-        {0, 4, 0, "max distance 4 must be in 5.."},
+        {0, 128, 0, "bucket count is 0 but the bias table has 8 rows"},
+        {-1, 4, 0, "max distance 4 must be in 5.."},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         p.t5_buckets = bad[i].buckets;
