@@ -73,10 +73,7 @@ typedef struct {
  * one appears in -h and in errors without an edit here. */
 static const char *scheme_names(void) {
     static char names[256];
-    if (!names[0])
-        for (int k = 0, at = 0; k < PE_COUNT; k++)
-            at += snprintf(names + at, sizeof names - (size_t)at, "%s%s", k ? "|" : "",
-                           pe_kind_name((PeKind)k));
+    if (!names[0]) pe_kind_names(names, sizeof names, "|");
     return names;
 }
 
@@ -472,7 +469,7 @@ static void resolve_variants(const Options *o, const Model *m, Variants *v) {
  * go on, an error where it cannot (positional/ decides and states the
  * fact; here the flags that change it are added). */
 static void check_positions(const Model *m, const PeParams *p, const char *label, int last_pos) {
-    PeRange r = pe_position_range(p, m->config.seq_len, m->weights.n_positions, last_pos);
+    PeRange r = pe_position_range(p, m->config.seq_len, m->weights.positional.n_positions, last_pos);
     switch (r.verdict) {
     case PE_RANGE_TRAINED: break;
     case PE_RANGE_EXTRAPOLATES: fprintf(stderr, "warning: %s: %s\n", label, r.fact); break;

@@ -6,11 +6,14 @@
  * model: its tokenizer.ggml.* vocabulary is read later.
  *
  * What has no llama.cpp name comes from posenc.* keys (tools/convert.py):
- *   posenc.positional       learned|sinusoidal|rope|alibi|none
+ *   posenc.positional       a scheme of positional/'s registry
  *                           (default: rope for llama, learned for gpt2)
  *   posenc.rope.pairing     interleaved|neox (default: interleaved for llama,
  *                           neox for gpt2, as llama.cpp's rope types)
- *   posenc.embedding_scale  token embedding multiplier (default 1) */
+ *   posenc.embedding_scale  token embedding multiplier (default 1)
+ *   posenc.relative_attention.max_distance   t5's (default 128, as llama.cpp)
+ *   posenc.relative_attention.bidirectional  t5's buckets for both directions
+ *                                            (default false) */
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,17 +60,28 @@ static int key_str_opt(Loader *l, const char *key, const char **out) {
     return gguf_find_kv(l->g, key) ? gguf_get_str(l->g, key, out, l->err) : 0;
 }
 
+static int key_bool_opt(Loader *l, const char *key, int *out) {
+    return gguf_find_kv(l->g, key) ? gguf_get_bool(l->g, key, out, l->err) : 0;
+}
+
 /* ---- tensors ------------------------------------------------------------- */
 
+/* The positional schemes' tables (PeTables), used as f32 like vectors:
+ * learned positions (dim columns), t5's relative bias, which layer 0 holds
+ * for every layer as in llama.cpp's T5 (n_heads columns). */
+#define POSITION_TABLE "position_embd.weight"
+#define RELATIVE_BIAS_TABLE "blk.0.attn_rel_b.weight"
+
 /* Floats the vectors may need once converted to f32: every 1-D tensor and
- * the position table not stored as f32.  An upper bound, so that one
+ * positional table not stored as f32.  An upper bound, so that one
  * allocation holds them all and pointers into it stay valid. */
 static size_t conversion_floats(const GgufFile *g) {
     size_t n = 0;
     for (size_t i = 0; i < g->n_tensors; i++) {
         const GgufTensor *t = &g->tensors[i];
         if (t->type != TENSOR_F32 &&
-            (t->n_dims == 1 || strcmp(t->name, "position_embd.weight") == 0))
+            (t->n_dims == 1 || strcmp(t->name, POSITION_TABLE) == 0 ||
+             strcmp(t->name, RELATIVE_BIAS_TABLE) == 0))
             n += t->nelem;   /* each fits the file: the sum cannot overflow */
     }
     return n;
@@ -247,9 +261,12 @@ static int read_positional(Loader *l, ModelArch arch, PeParams *p) {
         key_str_opt(l, "posenc.rope.pairing", &pairing))
         return -1;
     PeKind k;
-    if (pe_kind_from_name(kind, &k))
-        return posenc_error(l->err, "%s: unknown posenc.positional '%s' (sinusoidal, "
-                                    "learned, rope, alibi, none)", path, posenc_escape(kind).s);
+    if (pe_kind_from_name(kind, &k)) {
+        char names[256];
+        pe_kind_names(names, sizeof names, ", ");
+        return posenc_error(l->err, "%s: unknown posenc.positional '%s' (%s)", path,
+                            posenc_escape(kind).s, names);
+    }
     *p = pe_params_default(k);
     if (strcmp(pairing, "interleaved") == 0) p->rope_pairing = PE_ROPE_INTERLEAVED;
     else if (strcmp(pairing, "neox") == 0) p->rope_pairing = PE_ROPE_NEOX;
@@ -263,7 +280,10 @@ static int read_positional(Loader *l, ModelArch arch, PeParams *p) {
     float max_bias = p->alibi_max_bias;
     if (key_f32_opt(l, arch_key(l, "attention.max_alibi_bias"), &max_bias)) return -1;
     if (max_bias != 0.0f || k == PE_ALIBI) p->alibi_max_bias = max_bias;
-    return 0;
+    return key_int_opt(l, arch_key(l, "attention.relative_buckets_count"), &p->t5_buckets) ||
+           key_int_opt(l, "posenc.relative_attention.max_distance", &p->t5_max_distance) ||
+           key_bool_opt(l, "posenc.relative_attention.bidirectional", &p->t5_bidirectional)
+               ? -1 : 0;
 }
 
 /* Instantiates the native scheme once, so that a parameter it refuses
@@ -277,16 +297,24 @@ static int check_positional(const Model *m, PosencError *err) {
 }
 /* ---- weights --------------------------------------------------------------- */
 
+/* A positional table of `cols` columns and any row count (its scheme
+ * checks the rows), as f32; an absent one stays NULL with 0 rows. */
+static int take_table(Loader *l, const char *name, int cols, const float **out, int *rows) {
+    const GgufTensor *t = gguf_find_tensor(l->g, name);
+    if (!t) return 0;
+    *rows = (int)(t->ne[1] < INT_MAX ? t->ne[1] : INT_MAX);
+    if (!(t = get(l, name, *rows, cols))) return -1;
+    *out = as_f32(l, t);
+    return 0;
+}
+
 static int take_weights(Loader *l, const ModelConfig *c, ModelWeights *w) {
     int d = c->dim, gpt = c->arch == MODEL_ARCH_GPT;
-    if (take_matrix(l, &w->token_embd, "token_embd.weight", c->vocab_size, d)) return -1;
-    const GgufTensor *pos = gguf_find_tensor(l->g, "position_embd.weight");
-    if (pos) {
-        /* Any length: the scheme refuses positions past it. */
-        w->n_positions = (int)(pos->ne[1] < INT_MAX ? pos->ne[1] : INT_MAX);
-        if (!(pos = get(l, "position_embd.weight", w->n_positions, d))) return -1;
-        w->position_embd = as_f32(l, pos);
-    }
+    PeTables *pt = &w->positional;
+    if (take_matrix(l, &w->token_embd, "token_embd.weight", c->vocab_size, d) ||
+        take_table(l, POSITION_TABLE, d, &pt->positions, &pt->n_positions) ||
+        take_table(l, RELATIVE_BIAS_TABLE, c->n_heads, &pt->relative_bias, &pt->n_buckets))
+        return -1;
     w->layers = callocCheck((size_t)c->n_layers, sizeof *w->layers, "the layer table");
     for (int i = 0; i < c->n_layers; i++)
         if (take_layer(l, c, i, &w->layers[i])) return -1;

@@ -63,7 +63,7 @@ void model_free(Model *m) {
 int model_build_scheme(const Model *m, const PeParams *p, PositionalEncoding *pe, PosencError *err) {
     const ModelConfig *c = &m->config;
     return pe_build(pe, p, c->dim, c->n_heads, model_head_size(c), c->seq_len,
-                    m->weights.position_embd, m->weights.n_positions, err);
+                    &m->weights.positional, err);
 }
 
 int model_check_scheme(const Model *m, const PeParams *p, PosencError *err) {

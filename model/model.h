@@ -43,8 +43,7 @@ typedef struct {
 
 typedef struct {
     Tensor token_embd;                     /* (vocab_size, dim) */
-    const float *position_embd;            /* (n_positions, dim) or NULL */
-    int n_positions;
+    PeTables positional;                   /* the tables positional schemes may use */
     LayerWeights *layers;                  /* (n_layers) */
     const float *output_norm, *output_norm_b; /* (dim) */
     Tensor output;                         /* (vocab_size, dim); token_embd when tied */

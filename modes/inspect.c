@@ -106,21 +106,18 @@ static void emit_positional(Emitter *e, const Model *m, const PeParams *p) {
     em_str(e, "scheme", pe_kind_name(p->kind));
     em_str(e, "source", overridden ? "command line" : "checkpoint");
     if (overridden) em_str(e, "checkpoint", pe_kind_name(m->pe.kind));
-    if (p->kind == PE_ROPE) {
-        em_num(e, "rope_theta", p->rope_theta);
-        em_str(e, "rope_pairing", p->rope_pairing == PE_ROPE_NEOX ? "neox" : "interleaved");
-        em_int(e, "rope_dim", p->rope_dim ? p->rope_dim : model_head_size(&m->config));
-        em_str(e, "rope_scaling", pe_rope_scaling_name(p->rope_scaling));
-        if (p->rope_scaling != PE_ROPE_SCALING_NONE) {
-            em_num(e, "rope_factor", p->rope_factor);
-            em_int(e, "rope_orig_ctx", p->rope_orig_ctx ? p->rope_orig_ctx : m->config.seq_len);
-        }
+    const PeOps *ops = pe_kind_ops(p->kind);
+    PeField fields[PE_MAX_FIELDS];
+    int n = ops->describe ? ops->describe(p, model_head_size(&m->config), m->config.seq_len,
+                                          &m->weights.positional, fields) : 0;
+    for (int i = 0; i < n; i++) {
+        const PeField *f = &fields[i];
+        if (f->text) em_str(e, f->key, f->text);
+        else if (f->integer) em_int(e, f->key, (long long)f->number);
+        else em_num(e, f->key, (float)f->number);
     }
-    if (p->kind == PE_ALIBI) em_num(e, "alibi_max_bias", p->alibi_max_bias);
-    if (p->kind == PE_LEARNED)
-        em_str(e, "learned_overflow", p->learned_overflow == PE_OVERFLOW_CLAMP ? "clamp" : "error");
     /* A table can be present whatever the scheme (it enables --pe learned). */
-    em_int(e, "n_positions", m->weights.n_positions);
+    em_int(e, "n_positions", m->weights.positional.n_positions);
     em_end(e, '}');
 }
 

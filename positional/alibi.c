@@ -38,6 +38,12 @@ static void alibi_bias(const PositionalEncoding *pe, int head, int pos_q, const 
     for (int i = 0; i < n; i++) scores[i] -= slope * (float)(pos_q - pos_k[i]);
 }
 
+static int alibi_describe(const PeParams *p, int head_size, int trained_ctx,
+                          const PeTables *tables, PeField *out) {
+    out[0] = (PeField){.key = "alibi_max_bias", .number = p->alibi_max_bias};
+    return 1;
+}
+
 const PeOps pe_alibi_ops = {
     .name = "alibi",
     .bias = alibi_bias,
@@ -45,4 +51,5 @@ const PeOps pe_alibi_ops = {
     .free = alibi_free,
     .shift = PE_SHIFT_POSITIONS,
     .relative = 1,
+    .describe = alibi_describe,
 };

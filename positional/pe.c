@@ -10,6 +10,7 @@ static const PeOps *const schemes[PE_COUNT] = {
     [PE_LEARNED] = &pe_learned_ops,
     [PE_ROPE] = &pe_rope_ops,
     [PE_ALIBI] = &pe_alibi_ops,
+    [PE_T5] = &pe_t5_ops,
 };
 
 static const char *const scaling_names[] = {
@@ -26,6 +27,8 @@ PeParams pe_params_default(PeKind kind) {
     p.rope_factor = 1.0f;
     p.alibi_max_bias = 8.0f;
     p.learned_overflow = PE_OVERFLOW_ERROR;
+    p.t5_buckets = -1;
+    p.t5_max_distance = 128;
     return p;
 }
 
@@ -48,6 +51,12 @@ int pe_kind_from_name(const char *name, PeKind *out) {
         }
     }
     return -1;
+}
+
+void pe_kind_names(char *buf, size_t size, const char *separator) {
+    buf[0] = '\0';
+    for (int k = 0, at = 0; k < PE_COUNT && (size_t)at < size; k++)
+        at += snprintf(buf + at, size - (size_t)at, "%s%s", k ? separator : "", schemes[k]->name);
 }
 
 const char *pe_rope_scaling_name(PeRopeScaling s) {
@@ -91,7 +100,7 @@ static PeCoverage coverage(const PeParams *p, int trained_ctx, int table_len) {
 }
 
 int pe_position_limit(const PositionalEncoding *pe) {
-    PeCoverage c = coverage(&pe->params, pe->trained_ctx, pe->table_len);
+    PeCoverage c = coverage(&pe->params, pe->trained_ctx, pe->tables.n_positions);
     if (!c.bounded || pe->params.learned_overflow != PE_OVERFLOW_ERROR) return INT_MAX;
     return c.positions < INT_MAX ? (int)c.positions : INT_MAX;
 }
@@ -115,8 +124,7 @@ PeRange pe_position_range(const PeParams *p, int trained_ctx, int table_len, int
 }
 
 int pe_build(PositionalEncoding *pe, const PeParams *params, int dim, int n_heads,
-             int head_size, int trained_ctx, const float *table, int table_len,
-             PosencError *err) {
+             int head_size, int trained_ctx, const PeTables *tables, PosencError *err) {
     memset(pe, 0, sizeof *pe);
     const PeOps *ops = pe_kind_ops(params->kind);
     if (!ops) return posenc_error(err, "unknown positional scheme %d", (int)params->kind);
@@ -125,8 +133,7 @@ int pe_build(PositionalEncoding *pe, const PeParams *params, int dim, int n_head
     pe->n_heads = n_heads;
     pe->head_size = head_size;
     pe->trained_ctx = trained_ctx;
-    pe->table = table;
-    pe->table_len = table_len;
+    if (tables) pe->tables = *tables;
     pe->attn_scale = 1.0f;
     return ops->build ? ops->build(pe, err) : 0;
 }

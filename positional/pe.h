@@ -4,7 +4,7 @@
  * implements only the ones it needs:
  *   embed  — adds a position vector to the token embedding  (sinusoidal, learned)
  *   rotate — rotates each head of q and k by its position     (rope)
- *   bias   — adds a position-dependent bias to attention scores (alibi)
+ *   bias   — adds a position-dependent bias to attention scores (alibi, t5)
  * `none` implements nothing.  Every hook takes positions, never cache slot
  * indices: that is what keeps offsets and context shift correct.
  *
@@ -17,7 +17,7 @@
 #define POSENC_PE_H
 #include "base/util.h"
 
-typedef enum { PE_NONE, PE_SINUSOIDAL, PE_LEARNED, PE_ROPE, PE_ALIBI, PE_COUNT } PeKind;
+typedef enum { PE_NONE, PE_SINUSOIDAL, PE_LEARNED, PE_ROPE, PE_ALIBI, PE_T5, PE_COUNT } PeKind;
 
 /* Which dimensions of a head form a rotation pair. */
 typedef enum {
@@ -46,7 +46,21 @@ typedef struct {
     int rope_orig_ctx;           /* trained context, for yarn; 0 = model's */
     float alibi_max_bias;
     PeOverflow learned_overflow;
+    int t5_buckets;              /* relative-bias buckets; -1 = the table's row count */
+    int t5_max_distance;         /* distances from here on share the last bucket */
+    int t5_bidirectional;        /* an encoder's buckets (both directions): refused */
 } PeParams;
+
+/* The tables a checkpoint may carry for positional schemes, f32, borrowed
+ * from the model (NULL when absent).  Any scheme can be run on any
+ * checkpoint, so the model hands over every table it has and a scheme
+ * refuses to build without the one it needs. */
+typedef struct {
+    const float *positions;     /* (n_positions, dim) learned absolute positions */
+    int n_positions;
+    const float *relative_bias; /* (n_buckets, n_heads) t5: one bias per distance bucket */
+    int n_buckets;
+} PeTables;
 
 /* A scheme instantiated for one model's shapes. */
 typedef struct PositionalEncoding {
@@ -57,8 +71,8 @@ typedef struct PositionalEncoding {
     float *inv_freq;         /* (rope_dim/2) rope frequencies after scaling */
     float attn_scale;        /* multiplies q.k/sqrt(head_size); yarn's temperature */
     float *slopes;           /* (n_heads) alibi slopes */
-    const float *table;      /* (table_len, dim) learned positions, borrowed */
-    int table_len;
+    PeTables tables;         /* the checkpoint's, borrowed */
+    int *t5_bucket;          /* (t5_max_distance) bucket of each distance q - k below it */
 } PositionalEncoding;
 
 /* What a context shift must do to the cells it moves down by d positions,
@@ -82,6 +96,16 @@ typedef struct {
                          or for a bounded scheme what a clamped position reads */
 } PeCoverage;
 
+/* One parameter of a scheme as -m inspect shows it: `text`, or when that
+ * is NULL `number` (an integer when `integer` is set). */
+typedef struct {
+    const char *key;
+    const char *text;
+    double number;
+    int integer;
+} PeField;
+#define PE_MAX_FIELDS 8
+
 /* A scheme: its name, hooks and policy.  NULL hooks do nothing. */
 typedef struct {
     const char *name;
@@ -103,23 +127,33 @@ typedef struct {
      * position p to p + delta. */
     void (*rerotate)(const PositionalEncoding *pe, float *key, int n_heads, int delta);
     int relative; /* logits depend only on position differences */
+    /* Its parameters for display, with the defaults they take on a model of
+     * this head size, trained context and tables; returns how many
+     * (<= PE_MAX_FIELDS).  NULL: none. */
+    int (*describe)(const PeParams *p, int head_size, int trained_ctx, const PeTables *tables,
+                    PeField *out);
 } PeOps;
 
-extern const PeOps pe_none_ops, pe_sinusoidal_ops, pe_learned_ops, pe_rope_ops, pe_alibi_ops;
+extern const PeOps pe_none_ops, pe_sinusoidal_ops, pe_learned_ops, pe_rope_ops, pe_alibi_ops,
+    pe_t5_ops;
 
-/* Defaults: rope interleaved, theta 10000, alibi max bias 8, no scaling. */
+/* Defaults: rope interleaved, theta 10000, alibi max bias 8, no scaling,
+ * t5 max distance 128 (T5's, and llama.cpp's fixed value). */
 PeParams pe_params_default(PeKind kind);
 
 const char *pe_kind_name(PeKind kind);
 int pe_kind_from_name(const char *name, PeKind *out);          /* 0 ok, -1 unknown */
+/* Every scheme's name in registry order, e.g. "none|sinusoidal|...", so
+ * that messages list a new scheme without an edit. */
+void pe_kind_names(char *buf, size_t size, const char *separator);
 const char *pe_rope_scaling_name(PeRopeScaling s);
 int pe_rope_scaling_from_name(const char *name, PeRopeScaling *out);
 
-/* Builds the scheme for a model; `table` may be NULL, which `learned`
- * refuses.  Returns 0, or -1 with a one-line reason in err. */
+/* Builds the scheme for a model with these tables (NULL: none); a scheme
+ * whose table is missing refuses.  Returns 0, or -1 with a one-line reason
+ * in err. */
 int pe_build(PositionalEncoding *pe, const PeParams *params, int dim, int n_heads,
-             int head_size, int trained_ctx, const float *table, int table_len,
-             PosencError *err);
+             int head_size, int trained_ctx, const PeTables *tables, PosencError *err);
 void pe_free(PositionalEncoding *pe);
 
 /* The registry: the descriptor of a kind, NULL for a value outside PeKind. */
@@ -157,4 +191,9 @@ PeCoverage pe_coverage_trained(int trained_ctx, const char *past);
 void pe_alibi_slopes(float *slopes, int n_heads, float max_bias);
 float pe_sinusoid(int pos, int i, int dim);
 void pe_rope_rotate(const PositionalEncoding *pe, float *vec, int n_heads, int pos);
+/* T5's decoder (unidirectional) bucket of relative_position = pos_k - pos_q:
+ * keys ahead of the query fall in bucket 0, distances below n_buckets/2
+ * have a bucket each, then log-spaced buckets up to max_distance, and the
+ * last bucket from there on. */
+int pe_t5_bucket(long long relative_position, int n_buckets, int max_distance);
 #endif

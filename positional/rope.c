@@ -104,6 +104,23 @@ static PeCoverage rope_coverage(const PeParams *p, int trained_ctx, int table_le
     return c;
 }
 
+static int rope_describe(const PeParams *p, int head_size, int trained_ctx,
+                         const PeTables *tables, PeField *out) {
+    int n = 0;
+    out[n++] = (PeField){.key = "rope_theta", .number = p->rope_theta};
+    out[n++] = (PeField){.key = "rope_pairing",
+                         .text = p->rope_pairing == PE_ROPE_NEOX ? "neox" : "interleaved"};
+    out[n++] = (PeField){.key = "rope_dim", .number = p->rope_dim ? p->rope_dim : head_size,
+                         .integer = 1};
+    out[n++] = (PeField){.key = "rope_scaling", .text = pe_rope_scaling_name(p->rope_scaling)};
+    if (p->rope_scaling != PE_ROPE_SCALING_NONE) {
+        out[n++] = (PeField){.key = "rope_factor", .number = p->rope_factor};
+        out[n++] = (PeField){.key = "rope_orig_ctx", .number = original_context(p, trained_ctx),
+                             .integer = 1};
+    }
+    return n;
+}
+
 /* Keys are cached rotated, and R(p + delta) = R(delta) R(p): a shift
  * rotates each moved key by its delta. */
 const PeOps pe_rope_ops = {
@@ -115,4 +132,5 @@ const PeOps pe_rope_ops = {
     .shift = PE_SHIFT_REROTATE,
     .rerotate = pe_rope_rotate,
     .relative = 1,
+    .describe = rope_describe,
 };

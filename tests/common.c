@@ -94,12 +94,13 @@ void tests_load_zoo(Model *m, const char *models_dir, const char *scheme) {
 }
 
 int tests_load_models(TestsModel *out, const char *what) {
-    static const char *const zoo[] = {"sinusoidal", "learned", "rope", "alibi", "none"};
+    static const char *const zoo[TESTS_N_MODELS - 1] = {"sinusoidal", "learned", "rope",
+                                                         "alibi", "none", "t5"};
     const char *dir = tests_models_dir(what);
     if (!dir) return 0;
     out[0].name = "stories260K";
     tests_load_model(&out[0].model, tests_model_path(dir, "stories260K/stories260K.bin"));
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < TESTS_N_MODELS - 1; i++) {
         out[1 + i].name = zoo[i];
         tests_load_zoo(&out[1 + i].model, dir, zoo[i]);
     }

@@ -43,9 +43,10 @@ void tests_build_context(Context *ctx, const Model *m, const PeParams *pe, int n
 void tests_load_zoo(Model *m, const char *models_dir, const char *scheme);
 
 /* The real models the cache suites run on, one per architecture family and
- * positional scheme: stories260K (llama, RoPE native) and the five PE-zoo
- * models (gpt2; sinusoidal, learned, rope, alibi, none), converted to GGUF. */
-#define TESTS_N_MODELS 6
+ * positional scheme: stories260K (llama, RoPE native) and the six PE-zoo
+ * models (gpt2; sinusoidal, learned, rope, alibi, none, t5), converted to
+ * GGUF. */
+#define TESTS_N_MODELS 7
 typedef struct {
     const char *name;
     Model model;

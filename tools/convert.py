@@ -20,10 +20,15 @@ writes just its general.* and tokenizer keys, no tensors.
 Keys and tensor names follow llama.cpp (arch `llama` or `gpt2`), so standard
 models stay interchangeable with that ecosystem.  What has no standard name
 goes under `posenc.*`:
-  posenc.positional       learned | sinusoidal | rope | alibi | none (always written)
+  posenc.positional       learned | sinusoidal | rope | alibi | none | t5 (always written)
   posenc.rope.pairing     interleaved (Meta/llama2.c pairs 2i,2i+1) | neox (rotate_half: i, i+d/2)
   posenc.embedding_scale  multiplier of the token embedding (sqrt(n_embd) when the
                           config has scale_embedding: true)
+  posenc.relative_attention.max_distance, .bidirectional
+                          t5's relative_attention_max_distance and _bidirectional
+                          (its bucket count is llama.cpp's
+                          gpt2.attention.relative_buckets_count, its table
+                          blk.0.attn_rel_b.weight, (buckets, heads) as in HF)
   posenc.tokenizer.*      SentencePiece settings llama.cpp has no key for
                           (escape_whitespaces, treat_whitespace_as_suffix,
                           byte_fallback, unknown_surface), and encoder = llama2c
@@ -49,7 +54,7 @@ import spm_proto  # noqa: E402
 
 DTYPES = {"f32": gguf.GGML_F32, "f16": gguf.GGML_F16, "bf16": gguf.GGML_BF16,
           "q8_0": gguf.GGML_Q8_0}
-POSITIONAL = ("learned", "sinusoidal", "rope", "alibi", "none")
+POSITIONAL = ("learned", "sinusoidal", "rope", "alibi", "none", "t5")
 _LITTLE = sys.byteorder == "little"
 
 
@@ -811,6 +816,18 @@ def convert_hf_gpt2(model_dir, config, out):
                      "max_bias %g and %d heads (%s)" % (given, max_bias, n_head,
                                                         ", ".join("%.6g" % m for m in want)))
         w.add_float32("gpt2.attention.max_alibi_bias", max_bias)
+    rel_bias = None
+    if pe == "t5":
+        buckets = cfg_int(config, "relative_attention_num_buckets", 32)
+        max_distance = cfg_int(config, "relative_attention_max_distance", 128)
+        bidirectional = config.get("relative_attention_bidirectional", False)
+        if not isinstance(bidirectional, bool):
+            fail("config.json: relative_attention_bidirectional must be true or false, got %r"
+                 % (bidirectional,))
+        rel_bias = plan.take(pre + "relative_attention_bias.weight", (buckets, n_head))
+        w.add_uint32("gpt2.attention.relative_buckets_count", buckets)
+        w.add_uint32("posenc.relative_attention.max_distance", max_distance)
+        w.add_bool("posenc.relative_attention.bidirectional", bidirectional)
     if config.get("scale_embedding"):
         w.add_float32("posenc.embedding_scale", math.sqrt(n_embd))
     add_model_tokenizer(out, model_dir, vocab, config)
@@ -826,6 +843,8 @@ def convert_hf_gpt2(model_dir, config, out):
     if pe == "learned":
         out.tensor("position_embd.weight", (n_ctx, n_embd),
                    plain(plan.take(pre + "wpe.weight", (n_ctx, n_embd))))
+    if rel_bias:   # one table for every layer: layer 0 holds it, as llama.cpp's T5
+        out.tensor("blk.0.attn_rel_b.weight", (buckets, n_head), plain(rel_bias))
     for l in range(L):
         p = pre + "h.%d." % l
         b = "blk.%d." % l

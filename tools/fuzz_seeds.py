@@ -220,11 +220,15 @@ def tiny_gpt2_dir(rng, tmp, zoo_dir, pe, name, tied=True):
     vocab = config["vocab_size"]
     config.update(n_embd=e, n_layer=1, n_head=2, n_inner=ff, n_positions=ctx,
                   position_embedding_type=pe, tie_word_embeddings=tied)
+    if pe == "t5":   # 4 buckets: 2 exact, then log-spaced up to distance 6
+        config.update(relative_attention_num_buckets=4, relative_attention_max_distance=6)
     for k in ("alibi_slopes",):
         config.pop(k, None)
     t = {"transformer.wte.weight": ((vocab, e), floats(rng, vocab * e))}
     if pe == "learned":
         t["transformer.wpe.weight"] = ((ctx, e), floats(rng, ctx * e))
+    if pe == "t5":
+        t["transformer.relative_attention_bias.weight"] = ((4, 2), floats(rng, 4 * 2))
     for src, n_in, n_out in (("attn.c_attn", e, 3 * e), ("attn.c_proj", e, e),
                              ("mlp.c_fc", e, ff), ("mlp.c_proj", ff, e)):
         t["transformer.h.0.%s.weight" % src] = ((n_in, n_out), floats(rng, n_in * n_out))
@@ -296,12 +300,15 @@ def model_seeds(models, tmp, rng, corpus_gguf, corpus_l2c):
             for dt in dtypes:
                 bases.append(convert([stem + ".bin", "--tokenizer", stem + ".tok.bin",
                                       "--dtype", dt], stem + "." + dt + ".gguf"))
-    for pe in ("sinusoidal", "learned", "rope", "alibi", "none"):
+    gpt2 = {}
+    for pe in ("sinusoidal", "learned", "rope", "alibi", "none", "t5"):
         zoo = os.path.join(models, "zoo", pe)
         for tied in (True, False) if pe == "learned" else (True,):
             d = tiny_gpt2_dir(rng, tmp, zoo, pe, "gpt2-%s-%d" % (pe, tied), tied)
             bases.append(convert([d], d + ".gguf"))
-    varied = [bases[0], bases[-2]]   # llama f32 and gpt2 learned (untied), varied in full
+            gpt2[pe] = bases[-1]
+    # varied in full: llama f32, gpt2 alibi, and t5 (its keys and table)
+    varied = [bases[0], gpt2["alibi"], gpt2["t5"]]
     small_tok = os.path.join(tmp, "small-1.tok.bin")
     for name, scaling, hd in (("linear", {"type": "linear", "factor": 2.0}, None),
                               ("yarn", {"rope_type": "yarn", "factor": 4.0,

@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""NumPy (float64) reference forward pass for llama2.c legacy checkpoints.
+"""NumPy (float64) reference forward passes for llama2.c legacy checkpoints and
+for the PE zoo's GPT-2-layout models (../shared/models/zoo).
 
 Written from the math, independently of posenc's C code, so that the engine can
 be checked against something that shares none of its bugs.  The positional
@@ -11,6 +12,18 @@ scheme is a parameter, so the same llama weights can be run with
   none        nothing positional (NoPE)
 
 Positions are pos0 + index, so offset behaviour can be tested too.
+
+The zoo's models (Hugging Face GPT-2 layout: pre-LayerNorm, tanh GELU, fused
+q|k|v Conv1D weights, tied head; characters through GPT-2's byte alphabet) run
+with their own scheme where it is one of
+
+  t5          score += table[bucket(k - q), h]: T5's decoder buckets (exact
+              below num_buckets/2, log-spaced up to max_distance, then the
+              last), one (bucket, head) table for every layer
+  alibi, none as above
+
+or any of those as an override; zoo_curve() computes the extrapolation curve
+exactly as reference.json's val_nll_window{W} defines it.
 
 Also here: llama2.c's tokenizer.bin reader, its encoder, and its exact printing
 rules, so that generate_greedy() returns byte for byte what llama2.c's
@@ -24,14 +37,24 @@ Module use:
     lg = ref.logits(model, ids, pe="alibi")            # (len(ids), vocab)
     text = ref.generate_greedy(model, tok, "Once upon a time", 64)
 
+    zoo = ref.load_zoo("../shared/models/zoo/t5")
+    lg = ref.zoo_logits(zoo, zoo.encode("ROMEO:\n"))    # (n, vocab), its own scheme
+    nll = ref.zoo_curve(zoo, val_text, 256, chunks=32)  # mean NLL of 32 windows of 256
+
 CLI:
     tools/reference.py MODEL.bin TOK.bin --pe rope -i "Once upon a time" -n 64
     tools/reference.py MODEL.bin TOK.bin -i "Once upon a time" --logits
     tools/reference.py MODEL.bin TOK.bin -i "Once upon a time" --tokenize
+    tools/reference.py --zoo ../shared/models/zoo/t5 [--pe none]
+        prints one JSON object with reference.json's keys (logits_last,
+        greedy_120_window128_text, val_nll_window64 ... 1024)
 
 Stdlib + NumPy only.
 """
 import argparse
+import json
+import math
+import os
 import struct
 import sys
 from dataclasses import dataclass
@@ -237,6 +260,198 @@ def logits(model, ids, pe="rope", theta=DEFAULT_THETA, max_bias=DEFAULT_MAX_BIAS
 
 
 # ---------------------------------------------------------------------------
+# The PE zoo: GPT-2 layout (Hugging Face directory)
+
+ZOO_SCHEMES = ("t5", "alibi", "none")
+ZOO_PROMPT = "ROMEO:\n"
+ZOO_GREEDY_STEPS = 120
+ZOO_WINDOWS = (64, 128, 256, 512, 1024)
+ZOO_CHUNKS = 32
+
+
+def read_safetensors(path):
+    """{name: float64 array} from a safetensors file of F32 tensors."""
+    with open(path, "rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(n))
+        data = f.read()
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        if info["dtype"] != "F32":
+            raise ValueError(f"{path}: {name} is {info['dtype']}, expected F32")
+        begin, end = info["data_offsets"]
+        out[name] = np.frombuffer(data[begin:end], dtype="<f4").astype(np.float64).reshape(
+            info["shape"])
+    return out
+
+
+def gpt2_byte_alphabet():
+    """GPT-2's bytes_to_unicode: printable Latin-1 bytes are themselves, the
+    other 68 take 256, 257, ... in byte order."""
+    kept = list(range(0x21, 0x7F)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
+    extra = [b for b in range(256) if b not in kept]
+    return {**{b: chr(b) for b in kept}, **{b: chr(256 + i) for i, b in enumerate(extra)}}
+
+
+@dataclass
+class Zoo:
+    config: dict
+    weights: dict      # safetensors names without the "transformer." prefix
+    vocab: dict        # character -> id
+    pieces: dict       # id -> character
+
+    @property
+    def scheme(self):
+        return self.config["position_embedding_type"]
+
+    def encode(self, text):
+        """Character level: each character's UTF-8 bytes spelled in the byte alphabet."""
+        alphabet = gpt2_byte_alphabet()
+        return [self.vocab["".join(alphabet[b] for b in ch.encode())] for ch in text]
+
+    def decode(self, ids):
+        return "".join(self.pieces[i] for i in ids)
+
+
+def load_zoo(directory):
+    with open(os.path.join(directory, "config.json")) as f:
+        config = json.load(f)
+    with open(os.path.join(directory, "vocab.json"), encoding="utf-8") as f:
+        spelled = json.load(f)
+    weights = {k.removeprefix("transformer."): v
+               for k, v in read_safetensors(os.path.join(directory, "model.safetensors")).items()}
+    from_alphabet = {c: bytes([b]) for b, c in gpt2_byte_alphabet().items()}
+    vocab, pieces = {}, {}
+    for spelling, i in spelled.items():
+        ch = b"".join(from_alphabet[c] for c in spelling).decode()
+        vocab[spelling], pieces[i] = i, ch
+    return Zoo(config, weights, vocab, pieces)
+
+
+def t5_bucket(relative_position, num_buckets, max_distance):
+    """T5's unidirectional bucket of relative_position = k - q (an integer array):
+    keys ahead of the query count as distance 0; distance n < num_buckets/2 is
+    bucket n; then buckets are log-spaced so that max_distance would be bucket
+    num_buckets; everything from there on is the last bucket."""
+    n = np.maximum(-np.asarray(relative_position), 0)
+    exact = num_buckets // 2
+    with np.errstate(divide="ignore"):   # log(0) for the exact distances, unused
+        spaced = exact + np.floor(np.log(n / exact) / math.log(max_distance / exact)
+                                  * (num_buckets - exact))
+    spaced = np.minimum(np.where(n < exact, 0, spaced), num_buckets - 1)
+    return np.where(n < exact, n, spaced).astype(np.int64)
+
+
+def layernorm(x, weight, bias, eps):
+    mean = x.mean(axis=-1, keepdims=True)
+    var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)
+    return (x - mean) / np.sqrt(var + eps) * weight + bias
+
+
+def gelu_tanh(x):
+    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+def zoo_position_bias(zoo, positions, pe):
+    """(heads, n, n) added to the scaled scores: t5's table, alibi's slopes, or 0."""
+    c = zoo.config
+    rel = positions[None, :] - positions[:, None]               # k - q, (n_q, n_k)
+    if pe == "t5":
+        table = zoo.weights["relative_attention_bias.weight"]    # (buckets, heads)
+        if c.get("relative_attention_bidirectional"):
+            raise ValueError("bidirectional buckets are not implemented here either")
+        buckets = t5_bucket(rel, c["relative_attention_num_buckets"],
+                            c["relative_attention_max_distance"])
+        return np.moveaxis(table[buckets], -1, 0)
+    if pe == "alibi":
+        slopes = alibi_slopes(c["n_head"], c.get("alibi_max_bias", DEFAULT_MAX_BIAS))
+        return slopes[:, None, None] * rel[None, :, :]          # -slope * (q - k)
+    return np.zeros((c["n_head"],) + rel.shape)
+
+
+def zoo_logits(zoo, ids, pe=None, pos0=0):
+    """Logits (len(ids), vocab) with the model's scheme, or `pe` instead."""
+    pe = pe or zoo.scheme
+    if pe not in ZOO_SCHEMES:
+        raise ValueError(f"scheme {pe!r} is not implemented for the zoo; one of {ZOO_SCHEMES}")
+    c, w = zoo.config, zoo.weights
+    d, heads, eps = c["n_embd"], c["n_head"], c["layer_norm_epsilon"]
+    hs = d // heads
+    n = len(ids)
+    positions = pos0 + np.arange(n)
+    bias = zoo_position_bias(zoo, positions, pe)
+    future = np.triu(np.ones((n, n), dtype=bool), k=1)
+    x = w["wte.weight"][np.asarray(ids)]
+    for layer in range(c["n_layer"]):
+        p = f"h.{layer}."
+        h = layernorm(x, w[p + "ln_1.weight"], w[p + "ln_1.bias"], eps)
+        qkv = h @ w[p + "attn.c_attn.weight"] + w[p + "attn.c_attn.bias"]   # Conv1D: x W + b
+        q, k, v = (qkv[:, i * d:(i + 1) * d].reshape(n, heads, hs).transpose(1, 0, 2)
+                   for i in range(3))                                     # (heads, n, hs)
+        scores = q @ k.transpose(0, 2, 1) / math.sqrt(hs) + bias
+        scores = np.where(future[None], -np.inf, scores)
+        att = softmax(scores) @ v                                         # (heads, n, hs)
+        x = x + att.transpose(1, 0, 2).reshape(n, d) @ w[p + "attn.c_proj.weight"] \
+            + w[p + "attn.c_proj.bias"]
+        h = layernorm(x, w[p + "ln_2.weight"], w[p + "ln_2.bias"], eps)
+        x = x + gelu_tanh(h @ w[p + "mlp.c_fc.weight"] + w[p + "mlp.c_fc.bias"]) \
+            @ w[p + "mlp.c_proj.weight"] + w[p + "mlp.c_proj.bias"]
+    return layernorm(x, w["ln_f.weight"], w["ln_f.bias"], eps) @ w["wte.weight"].T
+
+
+def zoo_greedy(zoo, prompt, steps, pe=None):
+    """Prompt + `steps` argmax characters (each step recomputes everything).
+    Also returns the smallest top-2 logit margin, to judge the fixture."""
+    ids, margin = zoo.encode(prompt), math.inf
+    for _ in range(steps):
+        last = zoo_logits(zoo, ids, pe)[-1]
+        top2 = np.sort(last)[-2:]
+        margin = min(margin, float(top2[1] - top2[0]))
+        ids.append(int(np.argmax(last)))
+    return zoo.decode(ids), margin
+
+
+def zoo_curve(zoo, text, window, chunks=ZOO_CHUNKS, pe=None):
+    """reference.json's val_nll_window{W}: mean NLL over at most `chunks`
+    windows, window k reading characters [kW, (k+1)W) and predicting
+    [kW+1, (k+1)W]."""
+    ids = np.asarray(zoo.encode(text))
+    total, count = 0.0, 0
+    for k in range(chunks):
+        if (k + 1) * window >= len(ids):
+            break
+        chunk = ids[k * window:(k + 1) * window + 1]
+        lg = zoo_logits(zoo, chunk[:-1], pe)
+        lg = lg - lg.max(axis=-1, keepdims=True)
+        logp = lg - np.log(np.exp(lg).sum(axis=-1, keepdims=True))
+        total -= logp[np.arange(window), chunk[1:]].sum()
+        count += window
+    return total / count
+
+
+def zoo_validation_text(models_dir):
+    """The zoo's validation split: the last 10% of tiny-shakespeare."""
+    with open(os.path.join(models_dir, "..", "text", "tiny-shakespeare.txt")) as f:
+        text = f.read()
+    return text[int(0.9 * len(text)):]
+
+
+def zoo_reference(directory, pe=None):
+    """reference.json's values, recomputed here."""
+    zoo = load_zoo(directory)
+    val = zoo_validation_text(os.path.dirname(os.path.dirname(os.path.normpath(directory))))
+    out = {"pe": pe or zoo.scheme, "prompt": ZOO_PROMPT,
+           "logits_last": [float(v) for v in zoo_logits(zoo, zoo.encode(ZOO_PROMPT), pe)[-1]]}
+    out["greedy_120_window128_text"], out["greedy_min_margin"] = zoo_greedy(
+        zoo, ZOO_PROMPT, ZOO_GREEDY_STEPS, pe)
+    for window in ZOO_WINDOWS:
+        out["val_nll_window%d" % window] = float(zoo_curve(zoo, val, window, pe=pe))
+    return out
+
+
+# ---------------------------------------------------------------------------
 # Tokenizer (llama2.c tokenizer.bin)
 
 class Tokenizer:
@@ -388,7 +603,18 @@ def generate_greedy(model, tok, prompt, steps, pe="rope", theta=DEFAULT_THETA,
 # ---------------------------------------------------------------------------
 # CLI
 
+def zoo_main(argv):
+    ap = argparse.ArgumentParser(description="the PE zoo's reference.json, recomputed")
+    ap.add_argument("--zoo", required=True, help="a zoo model directory")
+    ap.add_argument("--pe", choices=ZOO_SCHEMES, help="override the model's scheme")
+    args = ap.parse_args(argv)
+    print(json.dumps(zoo_reference(args.zoo, args.pe)))
+
+
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if any(a == "--zoo" or a.startswith("--zoo=") for a in argv):
+        return zoo_main(argv)
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("model", help="llama2.c legacy .bin checkpoint")
     ap.add_argument("tokenizer", help="llama2.c tokenizer.bin")

@@ -883,6 +883,22 @@ START_TEST(test_convert_zoo_schemes) {
     ck_assert_ptr_null(gguf_find_tensor(&g, "position_embd.weight"));
     gguf_close(&g);
 
+    /* t5: llama.cpp's bucket-count key and attn_rel_b (ne {n_head, buckets}),
+     * posenc.* for what llama.cpp has no key for */
+    convert_and_open(&g, models, "zoo/t5", NULL);
+    expect_str(&g, "posenc.positional", "t5");
+    ck_assert_uint_eq(get_u32(&g, "gpt2.attention.relative_buckets_count"), 32);
+    ck_assert_uint_eq(get_u32(&g, "posenc.relative_attention.max_distance"), 128);
+    int bidirectional = -1;
+    PosencError err;
+    ck_assert_int_eq(gguf_get_bool(&g, "posenc.relative_attention.bidirectional", &bidirectional,
+                                   &err), 0);
+    ck_assert_int_eq(bidirectional, 0);
+    expect_tensor(&g, "blk.0.attn_rel_b.weight", 2, 4, 32, TENSOR_F32);
+    ck_assert_ptr_null(gguf_find_tensor(&g, "blk.1.attn_rel_b.weight")); /* one for all layers */
+    ck_assert_ptr_null(gguf_find_tensor(&g, "position_embd.weight"));
+    gguf_close(&g);
+
     /* makemore: learned positions, untied head, BOS = EOS = '.' = 0 */
     convert_and_open(&g, models, "makemore-names", NULL);
     expect_str(&g, "posenc.positional", "learned");

@@ -113,6 +113,9 @@ START_TEST(bad_flags) {
     tests_expect_error(pe, "--pe: unknown scheme 'xpos'");
     const char *learned[] = {model_path, "-z", tok_path, "--pe", "learned", NULL};
     tests_expect_error(learned, "--pe learned: learned positions need a position embedding table");
+    const char *t5[] = {model_path, "-z", tok_path, "--pe", "t5", NULL};
+    tests_expect_error(t5, "--pe t5: t5 relative attention needs a bias table "
+                           "(blk.0.attn_rel_b.weight) and this checkpoint has none");
     const char *mode[] = {model_path, "-m", "dance", NULL};
     tests_expect_error(mode, "unknown mode 'dance'");
     const char *stray[] = {model_path, "extra", NULL};

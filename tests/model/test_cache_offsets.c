@@ -28,7 +28,7 @@ typedef struct {
 } Case;
 static const Case CASES[] = {
     {0, PE_ROPE}, {0, PE_ALIBI}, {0, PE_SINUSOIDAL}, {0, PE_NONE},
-    {1, PE_SINUSOIDAL}, {2, PE_LEARNED}, {3, PE_ROPE}, {4, PE_ALIBI}, {5, PE_NONE},
+    {1, PE_SINUSOIDAL}, {2, PE_LEARNED}, {3, PE_ROPE}, {4, PE_ALIBI}, {5, PE_NONE}, {6, PE_T5},
 };
 #define N_CASES ((int)(sizeof CASES / sizeof CASES[0]))
 

@@ -3,10 +3,12 @@
  *  - the extrapolation curve: mean NLL on the last 10% of tiny-shakespeare
  *    in 32 windows of W = 64..1024 characters (trained context 128) matches
  *    val_nll_window{W} within 2e-3, for every scheme — including the ones
- *    that blow up past 128; learned refuses positions past its table;
+ *    that blow up past 128; learned refuses positions past its table; t5's
+ *    curve, and its reference.json, also match the float64 NumPy reference
+ *    (tests/fixtures/zoo_t5_ref.h), and a wrong bucket does not;
  *  - streaming: >= 100,000 characters through a 128-cell cache with context
- *    shifts stay within 10% of the in-window NLL for rope, alibi and none,
- *    while shifting without re-rotating rope keys is measurably worse. */
+ *    shifts stay within 10% of the in-window NLL for rope, alibi, none and
+ *    t5, while shifting without re-rotating rope keys is measurably worse. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,16 +16,19 @@
 
 #include "modes/perplexity.h"
 #include "tests/common.h"
+#include "tests/fixtures/zoo_t5_ref.h"
 #include "tokenizer/tokenizer.h"
 
 /* The reference is float32 PyTorch; ours is float32 with other summation
  * orders.  Per-token NLL differences are ~1e-6 and average out; 2e-3 is
  * the issue's bound, far below the gaps between schemes (> 0.02). */
 #define NLL_TOL 2e-3
-#define N_SCHEMES 5
+#define N_SCHEMES 6
 #define N_WINDOWS 5
 
-static const char *const SCHEMES[N_SCHEMES] = {"sinusoidal", "learned", "rope", "alibi", "none"};
+static const char *const SCHEMES[N_SCHEMES] = {"sinusoidal", "learned", "rope", "alibi", "none",
+                                               "t5"};
+enum { ZOO_ROPE = 2, ZOO_T5 = 5 };
 static const int WINDOWS[N_WINDOWS] = {64, 128, 256, 512, 1024};
 
 typedef struct {
@@ -70,9 +75,14 @@ static void teardown(void) {
     ready = 0;
 }
 
-static int score(const Model *m, PeParams p, PplOptions o, double *nll, PosencError *err) {
+/* A deliberate bug planted in a built context, for negative controls. */
+typedef void (*Tamper)(Context *ctx);
+
+static int score_tampered(const Model *m, PeParams p, PplOptions o, Tamper tamper, double *nll,
+                          PosencError *err) {
     Context ctx;
     if (context_build(&ctx, m, &p, o.window, o.window, err)) return -1;
+    if (tamper) tamper(&ctx);
     PplResult r;
     int rc = ppl_evaluate(&ctx, val_ids, n_val, &o, &r, NULL, NULL, err);
     if (rc == 0) {
@@ -81,6 +91,10 @@ static int score(const Model *m, PeParams p, PplOptions o, double *nll, PosencEr
     }
     context_free(&ctx);
     return rc;
+}
+
+static int score(const Model *m, PeParams p, PplOptions o, double *nll, PosencError *err) {
+    return score_tampered(m, p, o, NULL, nll, err);
 }
 
 START_TEST(extrapolation_curve) {
@@ -101,6 +115,13 @@ START_TEST(extrapolation_curve) {
            z->ref_nll[w], nll - z->ref_nll[w]);
     ck_assert_msg(fabs(nll - z->ref_nll[w]) <= NLL_TOL, "%s W=%d: %.5f vs reference %.5f",
                   SCHEMES[s], W, nll, z->ref_nll[w]);
+    if (s != ZOO_T5) return;
+    ck_assert_int_eq(REFT5_WINDOWS[w], W);
+    printf("%-10s W=%4d  NumPy %.6f: engine %+.2g, reference.json %+.2g\n", SCHEMES[s], W,
+           REFT5_NLL[w], nll - REFT5_NLL[w], z->ref_nll[w] - REFT5_NLL[w]);
+    ck_assert_msg(fabs(nll - REFT5_NLL[w]) <= NLL_TOL && fabs(z->ref_nll[w] - REFT5_NLL[w]) <= NLL_TOL,
+                  "t5 W=%d: NumPy %.5f, engine %.5f, reference.json %.5f", W, REFT5_NLL[w], nll,
+                  z->ref_nll[w]);
 }
 END_TEST
 
@@ -108,7 +129,7 @@ END_TEST
  * swapped for interleaved ones is far outside the tolerance. */
 START_TEST(curve_detects_wrong_pairing) {
     if (!ready) return;
-    const ZooModel *z = &zoo[2];
+    const ZooModel *z = &zoo[ZOO_ROPE];
     PeParams p = z->model.pe;
     p.rope_pairing = PE_ROPE_INTERLEAVED;
     PosencError err;
@@ -119,9 +140,45 @@ START_TEST(curve_detects_wrong_pairing) {
 }
 END_TEST
 
+/* t5's bucket of every distance below the max distance, rewritten as a
+ * plausible bug would compute it. */
+static void t5_buckets_of_q_minus_k(Context *ctx) { /* every past key in bucket 0 */
+    for (int d = 0; d < ctx->pe.params.t5_max_distance; d++) ctx->pe.t5_bucket[d] = 0;
+}
+
+static void t5_buckets_one_off(Context *ctx) { /* the bucket of distance d + 1 */
+    const PeParams *p = &ctx->pe.params;
+    for (int d = 0; d < p->t5_max_distance; d++)
+        ctx->pe.t5_bucket[d] = pe_t5_bucket(-(long long)d - 1, p->t5_buckets, p->t5_max_distance);
+}
+
+/* Negative controls for t5's curve: an off-by-one bucket or the reversed
+ * sign, over W = 128 (distances 0..127, all below the max distance), are
+ * far outside the tolerance. */
+START_TEST(curve_detects_wrong_buckets) {
+    if (!ready) return;
+    const ZooModel *z = &zoo[ZOO_T5];
+    const struct { Tamper tamper; const char *what; } bugs[] = {
+        {t5_buckets_of_q_minus_k, "buckets of q - k"},
+        {t5_buckets_one_off, "buckets one distance off"},
+    };
+    for (int b = 0; b < 2; b++) {
+        PosencError err;
+        double nll;
+        ck_assert_int_eq(score_tampered(&z->model, z->model.pe, (PplOptions){.window = 128,
+                                        .max_chunks = 32}, bugs[b].tamper, &nll, &err), 0);
+        printf("t5 with %s: W=128 nll %.4f, reference %.4f, NumPy %.4f\n", bugs[b].what, nll,
+               z->ref_nll[1], REFT5_NLL[1]);
+        ck_assert_msg(fabs(nll - z->ref_nll[1]) > 5 * NLL_TOL &&
+                      fabs(nll - REFT5_NLL[1]) > 5 * NLL_TOL, "%s gave %.4f vs %.4f",
+                      bugs[b].what, nll, z->ref_nll[1]);
+    }
+}
+END_TEST
+
 START_TEST(stream_with_shifts) {
     if (!ready) return;
-    int s = _i + 2; /* rope, alibi, none */
+    int s = _i + ZOO_ROPE; /* rope, alibi, none, t5 */
     const ZooModel *z = &zoo[s];
     ck_assert_int_ge(n_val, 100000);
     PosencError err;
@@ -150,7 +207,8 @@ int main(void) {
     tcase_set_timeout(tc, 1200);
     tcase_add_loop_test(tc, extrapolation_curve, 0, N_SCHEMES * N_WINDOWS);
     tcase_add_test(tc, curve_detects_wrong_pairing);
-    tcase_add_loop_test(tc, stream_with_shifts, 0, 3);
+    tcase_add_test(tc, curve_detects_wrong_buckets);
+    tcase_add_loop_test(tc, stream_with_shifts, 0, N_SCHEMES - ZOO_ROPE);
     suite_add_tcase(s, tc);
     return tests_run_suite(s);
 }

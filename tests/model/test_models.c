@@ -18,6 +18,7 @@
 #include "model/sampler.h"
 #include "tests/common.h"
 #include "tests/fixtures/stories260k_ref.h"
+#include "tests/fixtures/zoo_t5_ref.h"
 
 /* Zoo and makemore logits are PyTorch float32 with another summation
  * order: both sides round at ~6e-8 relative per operation; over 4 layers
@@ -63,13 +64,13 @@ typedef struct {
     int n_text;
 } Ref;
 
-enum { ZOO_SINUSOIDAL, ZOO_LEARNED, ZOO_ROPE, ZOO_ALIBI, ZOO_NONE, N_ZOO, MAKEMORE = N_ZOO,
-       N_REFS };
+enum { ZOO_SINUSOIDAL, ZOO_LEARNED, ZOO_ROPE, ZOO_ALIBI, ZOO_NONE, ZOO_T5, N_ZOO,
+       MAKEMORE = N_ZOO, N_REFS };
 
 #define ZOO_REF(scheme) {.dir = "zoo/" scheme, .text_key = "greedy_120_window128_text"}
 static Ref refs[N_REFS] = {
     ZOO_REF("sinusoidal"), ZOO_REF("learned"), ZOO_REF("rope"), ZOO_REF("alibi"), ZOO_REF("none"),
-    {.dir = "makemore-names", .text_key = "greedy_from_bos"},
+    ZOO_REF("t5"), {.dir = "makemore-names", .text_key = "greedy_from_bos"},
 };
 
 static const char *models;        /* NULL: every test skips */
@@ -268,6 +269,18 @@ static int zoo_greedy_agreement(const Ref *ref, const Run *r) {
     return same;
 }
 
+/* Bucketing q - k where T5 takes k - q puts every past key in bucket 0:
+ * the same logits as a table whose every row is row 0. */
+static float t5_bucket0_table[64 * 16];
+
+static const float *t5_table_of_bucket_0(const PeTables *t, int n_heads) {
+    size_t row = (size_t)n_heads * sizeof(float);
+    ck_assert_uint_le((size_t)t->n_buckets * row, sizeof t5_bucket0_table);
+    for (int b = 0; b < t->n_buckets; b++)
+        memcpy(t5_bucket0_table + (size_t)b * n_heads, t->relative_bias, row);
+    return t5_bucket0_table;
+}
+
 /* The negative control of reference `i`: one wrong parameter per scheme,
  * each of which a loader could plausibly get wrong.  alt is a shallow copy
  * of m whose config may differ (never freed). */
@@ -280,6 +293,11 @@ static Run control_run(int i, const Model *m, Model *alt, const char **what) {
     case MAKEMORE:       r.pos0 = 1; *what = "positions off by one"; break;
     case ZOO_ROPE:       r.pe.rope_pairing = PE_ROPE_INTERLEAVED; *what = "interleaved pairs"; break;
     case ZOO_ALIBI:      r.pe.alibi_max_bias = 4.0f; *what = "alibi max bias 4"; break;
+    case ZOO_T5:
+        alt->weights.positional.relative_bias =
+            t5_table_of_bucket_0(&m->weights.positional, m->config.n_heads);
+        *what = "buckets of q - k instead of k - q";
+        break;
     default:             r.pe.kind = PE_ALIBI; *what = "alibi added"; break;
     }
     return r;
@@ -325,6 +343,49 @@ START_TEST(zoo_greedy_matches_reference) {
 }
 END_TEST
 
+/* The zoo's t5 model against the independent float64 NumPy reference
+ * (tools/reference.py --zoo, tests/fixtures/zoo_t5_ref.h): PyTorch's
+ * reference.json and the engine both agree with it, to the tolerance that
+ * holds against PyTorch; the engine bucketing q - k does not. */
+START_TEST(t5_matches_numpy_reference) {
+    REQUIRE_MODELS();
+    const Ref *ref = &refs[ZOO_T5];
+    ck_assert_int_eq(ref->n_prompt, REFT5_N_PROMPT_IDS);
+    for (int i = 0; i < REFT5_N_PROMPT_IDS; i++) ck_assert_int_eq(ref->prompt[i], REFT5_PROMPT_IDS[i]);
+    ck_assert_int_eq(ref->n_logits, (int)(sizeof REFT5_LOGITS / sizeof *REFT5_LOGITS));
+    float d_json = tests_max_abs_diff(ref->logits, REFT5_LOGITS, ref->n_logits);
+
+    Model m, alt;
+    tests_load_model(&m, ref->gguf);
+    float l[MAX_VOCAB];
+    Run r = native(&m);
+    prompt_logits(&r, REFT5_PROMPT_IDS, REFT5_N_PROMPT_IDS, l);
+    float d_engine = tests_max_abs_diff(l, REFT5_LOGITS, ref->n_logits);
+    const char *what;
+    r = control_run(ZOO_T5, &m, &alt, &what);
+    prompt_logits(&r, REFT5_PROMPT_IDS, REFT5_N_PROMPT_IDS, l);
+    float d_control = tests_max_abs_diff(l, REFT5_LOGITS, ref->n_logits);
+    fprintf(stderr, "zoo/t5 against NumPy: max |logit diff| reference.json %.3g, engine %.3g, "
+            "control (%s) %.3g\n", (double)d_json, (double)d_engine, what, (double)d_control);
+    ck_assert_msg(d_json <= LOGIT_TOL, "reference.json is %g from NumPy", (double)d_json);
+    ck_assert_msg(d_engine <= LOGIT_TOL, "the engine is %g from NumPy", (double)d_engine);
+    ck_assert_msg(d_control > CONTROL_MIN, "%s is within %g of NumPy", what, (double)d_control);
+
+    /* The greedy texts: reference.json's (which the engine generates, see
+     * zoo_greedy_matches_reference) is NumPy's, character for character. */
+    Tokenizer tok;
+    PosencError err;
+    ck_assert_msg(tokenizer_load_gguf(&tok, m.gguf, &err) == 0, "%s", err.msg);
+    int ids[MAX_REF_IDS + 3], n = 0;
+    ck_assert_int_eq(tokenizer_encode(&tok, REFT5_GREEDY_TEXT, strlen(REFT5_GREEDY_TEXT), 0, 0,
+                                      ids, &n, &err), 0);
+    ck_assert_int_eq(n, ref->n_text);
+    for (int i = 0; i < n; i++) ck_assert_int_eq(ids[i], ref->text[i]);
+    tokenizer_free(&tok);
+    model_free(&m);
+}
+END_TEST
+
 /* makemore: from BOS ('.' = 0) the greedy name, then the end '.'; the
  * control's name differs. */
 static int makemore_name_matches(const Ref *ref, const Run *r) {
@@ -340,7 +401,7 @@ START_TEST(makemore_greedy_name) {
     const Ref *ref = &refs[MAKEMORE];
     Model m, alt;
     tests_load_model(&m, ref->gguf);
-    ck_assert_int_eq(m.weights.n_positions, 16);
+    ck_assert_int_eq(m.weights.positional.n_positions, 16);
     Run r = native(&m);
     ck_assert_msg(makemore_name_matches(ref, &r), "greedy name is not the reference's");
     const char *what;
@@ -456,7 +517,7 @@ START_TEST(tensor_types_match_reference) {
     tests_load_model(&m, v->gguf);
     ck_assert_int_eq(m.weights.token_embd.type, v->type);
     ck_assert_int_eq(m.weights.layers[3].wv.type, v->type);
-    if (m.weights.position_embd) ck_assert_ptr_nonnull(m.owned);
+    if (m.weights.positional.positions) ck_assert_ptr_nonnull(m.owned);
     Run r = native(&m);
     float d = reference_error(ref, &r);
     fprintf(stderr, "%-16s %-10s max |logit - reference| = %.3g\n", ref->dir, v->dtype,
@@ -469,9 +530,10 @@ END_TEST
 
 /* ---- --pe overrides on the same weights ------------------------------------------------ */
 
-/* Every scheme but `learned` runs on every zoo model, with finite logits
- * that differ from the native scheme's; `learned` runs only where a table
- * exists and is otherwise refused with one line. */
+/* Every scheme runs on every zoo model that has what it needs, with finite
+ * logits that differ from the native scheme's; `learned` and `t5` run only
+ * where their table exists and are otherwise refused with one line naming
+ * the scheme and the tensor. */
 START_TEST(pe_overrides) {
     REQUIRE_MODELS();
     const Ref *ref = &refs[_i];
@@ -483,11 +545,13 @@ START_TEST(pe_overrides) {
     for (int k = 0; k < PE_COUNT; k++) {
         r.pe = m.pe;
         r.pe.kind = (PeKind)k;
-        if (k == PE_LEARNED && !m.weights.position_embd) {
+        const PeTables *t = &m.weights.positional;
+        if ((k == PE_LEARNED && !t->positions) || (k == PE_T5 && !t->relative_bias)) {
             Context ctx;
             PosencError err = {{0}};
             ck_assert_int_eq(context_build(&ctx, &m, &r.pe, 64, 64, &err), -1);
-            ck_assert_msg(strstr(err.msg, "learned") && strstr(err.msg, "position_embd") &&
+            ck_assert_msg(strstr(err.msg, pe_kind_name(r.pe.kind)) &&
+                          strstr(err.msg, k == PE_T5 ? "attn_rel_b" : "position_embd") &&
                           !strchr(err.msg, '\n'), "%s", err.msg);
             continue;
         }
@@ -622,11 +686,25 @@ START_TEST(malformed_files) {
                       "tensor 'blk.0.attn_qkv.weight' has shape [128, 383], expected [128, 384]");
     expect_tensor_dim(&rope, "token_embd.weight", 1, 64,
                       "tokenizer.ggml.tokens has 65 tokens but token_embd.weight has 64 rows");
+    /* t5: its keys against its table, and the encoder's form refused */
+    Bytes t5 = read_bytes(refs[ZOO_T5].gguf);
+    expect_key_u32(&t5, "gpt2.attention.relative_buckets_count", 16,
+                   "positional scheme t5: the relative bucket count is 16 but the bias table "
+                   "has 32 rows");
+    expect_key_u32(&t5, "posenc.relative_attention.max_distance", 16,
+                   "the relative max distance 16 must be in 17..");
+    expect_patched(&t5, "posenc.relative_attention.bidirectional", 4, "\x01", 1,
+                   "bidirectional relative attention buckets (an encoder's) are not supported");
+    expect_tensor_dim(&t5, "blk.0.attn_rel_b.weight", 0, 3,
+                      "tensor 'blk.0.attn_rel_b.weight' has shape [3, 32], expected [4, 32]");
+    expect_renamed(&t5, "blk.0.attn_rel_b.weight", "blk.1.attn_rel_b.weight",
+                   "unexpected tensor 'blk.1.attn_rel_b.weight'");
     /* truncated: the GGUF reader's error, through model_load */
     Bytes cut = {rope.p, rope.n - 1000};
     expect_load_error(&cut, "extends past the end of the file");
     free(rope.p);
     free(learned.p);
+    free(t5.p);
 }
 END_TEST
 
@@ -638,6 +716,7 @@ int main(void) {
     tcase_add_loop_test(tc, logits_match_reference, 0, N_REFS);
     tcase_add_loop_test(tc, zoo_greedy_matches_reference, 0, N_ZOO);
     tcase_add_test(tc, makemore_greedy_name);
+    tcase_add_test(tc, t5_matches_numpy_reference);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("stories260k");

@@ -1,5 +1,6 @@
 /* Positional math against closed forms: rotation composition, relative
- * invariance, the two RoPE pairings, ALiBi slopes, sinusoids; and the
+ * invariance, the two RoPE pairings, ALiBi slopes, sinusoids, T5's
+ * buckets; and the
  * registry of schemes: names, shift actions, the positions each covers. */
 #include <limits.h>
 #include <math.h>
@@ -23,7 +24,7 @@ static PositionalEncoding make_rope(PeRopePairing pairing, PeRopeScaling scaling
     p.rope_factor = scaling == PE_ROPE_SCALING_NONE ? 1.0f : 4.0f;
     PositionalEncoding pe;
     PosencError err;
-    ck_assert_int_eq(pe_build(&pe, &p, HEAD * HEADS, HEADS, HEAD, 128, NULL, 0, &err), 0);
+    ck_assert_int_eq(pe_build(&pe, &p, HEAD * HEADS, HEADS, HEAD, 128, NULL, &err), 0);
     return pe;
 }
 
@@ -156,7 +157,7 @@ START_TEST(alibi_bias_is_linear_in_distance) {
     PeParams p = pe_params_default(PE_ALIBI);
     PositionalEncoding pe;
     PosencError err;
-    ck_assert_int_eq(pe_build(&pe, &p, 64, 4, 16, 128, NULL, 0, &err), 0);
+    ck_assert_int_eq(pe_build(&pe, &p, 64, 4, 16, 128, NULL, &err), 0);
     int pos_k[3] = {0, 5, 10};
     float scores[3] = {0, 0, 0};
     pe_alibi_ops.bias(&pe, 1, 10, pos_k, scores, 3);
@@ -179,7 +180,7 @@ START_TEST(sinusoidal_closed_forms) {
     PeParams p = pe_params_default(PE_SINUSOIDAL);
     PositionalEncoding pe;
     PosencError err;
-    ck_assert_int_eq(pe_build(&pe, &p, 4, 1, 4, 16, NULL, 0, &err), 0);
+    ck_assert_int_eq(pe_build(&pe, &p, 4, 1, 4, 16, NULL, &err), 0);
     float x[4] = {1, 1, 1, 1};
     pe_sinusoidal_ops.embed(&pe, x, 1);
     ck_assert_float_eq_tol(x[0], 1.0f + sinf(1.0f), 1e-6f);
@@ -192,10 +193,11 @@ START_TEST(learned_needs_a_table) {
     PeParams p = pe_params_default(PE_LEARNED);
     PositionalEncoding pe;
     PosencError err;
-    ck_assert_int_eq(pe_build(&pe, &p, 4, 1, 4, 16, NULL, 0, &err), -1);
+    ck_assert_int_eq(pe_build(&pe, &p, 4, 1, 4, 16, NULL, &err), -1);
     ck_assert_ptr_nonnull(strstr(err.msg, "need a position embedding table"));
     float table[2 * 4] = {1, 2, 3, 4, 5, 6, 7, 8};
-    ck_assert_int_eq(pe_build(&pe, &p, 4, 1, 4, 16, table, 2, &err), 0);
+    PeTables t = {.positions = table, .n_positions = 2};
+    ck_assert_int_eq(pe_build(&pe, &p, 4, 1, 4, 16, &t, &err), 0);
     float x[4] = {0};
     pe_learned_ops.embed(&pe, x, 1);
     ck_assert_float_eq(x[0], 5.0f);
@@ -204,11 +206,127 @@ START_TEST(learned_needs_a_table) {
 }
 END_TEST
 
+/* The first distance q - k of every bucket, from the formula of Hugging
+ * Face's T5Attention._relative_position_bucket (bidirectional=False),
+ * evaluated in float32 NumPy (as torch does) over distances 0..399. */
+static const int T5_FIRST_32_128[32] = {0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10,
+                                        11, 12, 13, 14, 15, 16, 19, 21, 24, 27, 31,
+                                        35, 40, 46, 52, 59, 67, 77, 87, 99, 113};
+static const int T5_FIRST_8_20[8] = {0, 1, 2, 3, 4, 6, 9, 14};
+
+/* A bucket function under test: the bucket of key k for query q. */
+typedef int (*BucketFn)(long long q, long long k, int n_buckets, int max_distance);
+
+static int bucket_engine(long long q, long long k, int nb, int md) {
+    return pe_t5_bucket(k - q, nb, md);
+}
+/* The sign bug: q - k where T5 takes k - q. */
+static int bucket_reversed(long long q, long long k, int nb, int md) {
+    return pe_t5_bucket(q - k, nb, md);
+}
+/* Log spacing from the wrong boundary: one exact bucket fewer. */
+static int bucket_early_log(long long q, long long k, int nb, int md) {
+    long long d = q - k;
+    int exact = nb / 2 - 1;
+    if (d < exact + 1) return (int)(d < 0 ? 0 : d);
+    int b = exact + 1 + (int)(log((double)d / exact) / log((double)md / exact) * (nb - exact - 1));
+    return b < nb - 1 ? b : nb - 1;
+}
+
+/* Distances 0..last whose bucket differs from the one `first` implies. */
+static int bucket_mismatches(BucketFn f, const int *first, int nb, int md, int last) {
+    int bad = 0, want = 0;
+    for (int d = 0; d <= last; d++) {
+        while (want + 1 < nb && d >= first[want + 1]) want++;
+        bad += f(1000, 1000 - d, nb, md) != want;
+    }
+    return bad;
+}
+
+START_TEST(t5_buckets_match_t5) {
+    ck_assert_int_eq(bucket_mismatches(bucket_engine, T5_FIRST_32_128, 32, 128, 399), 0);
+    ck_assert_int_eq(bucket_mismatches(bucket_engine, T5_FIRST_8_20, 8, 20, 399), 0);
+    /* Keys ahead of the query (masked by causality) are T5's bucket 0; far
+     * keys stay in the last bucket. */
+    ck_assert_int_eq(pe_t5_bucket(5, 32, 128), 0);
+    ck_assert_int_eq(pe_t5_bucket(-1000000000LL, 32, 128), 31);
+    /* Negative controls: the two bugs the issue names are told apart. */
+    ck_assert_int_gt(bucket_mismatches(bucket_reversed, T5_FIRST_32_128, 32, 128, 399), 300);
+    ck_assert_int_gt(bucket_mismatches(bucket_early_log, T5_FIRST_32_128, 32, 128, 399), 0);
+    ck_assert_int_gt(bucket_mismatches(bucket_early_log, T5_FIRST_8_20, 8, 20, 399), 0);
+}
+END_TEST
+
+/* A t5 scheme over 2 heads and 8 buckets whose bias is 10 * bucket + head,
+ * max distance 20. */
+static PositionalEncoding make_t5(float *table) {
+    for (int b = 0; b < 8; b++)
+        for (int h = 0; h < 2; h++) table[b * 2 + h] = (float)(10 * b + h);
+    PeTables t = {.relative_bias = table, .n_buckets = 8};
+    PeParams p = pe_params_default(PE_T5);
+    p.t5_max_distance = 20;
+    PositionalEncoding pe;
+    PosencError err;
+    ck_assert_msg(pe_build(&pe, &p, 8, 2, 4, 16, &t, &err) == 0, "%s", err.msg);
+    return pe;
+}
+
+/* The bias hook adds table[bucket(k - q), head], whatever the positions'
+ * origin; cells ahead of the query read bucket 0. */
+START_TEST(t5_bias_hook_reads_the_bucket) {
+    float table[16];
+    PositionalEncoding pe = make_t5(table);
+    const int dist[7] = {-3, 0, 4, 5, 13, 14, 500};
+    const int bucket[7] = {0, 0, 4, 4, 6, 7, 7}; /* T5_FIRST_8_20 */
+    for (int origin = 0; origin <= 100000; origin += 100000)
+        for (int h = 0; h < 2; h++) {
+            int pos_q = origin + 600, pos_k[7];
+            float scores[7] = {0};
+            for (int i = 0; i < 7; i++) pos_k[i] = pos_q - dist[i];
+            pe_t5_ops.bias(&pe, h, pos_q, pos_k, scores, 7);
+            for (int i = 0; i < 7; i++)
+                ck_assert_msg(scores[i] == (float)(10 * bucket[i] + h),
+                              "head %d distance %d: %g", h, dist[i], (double)scores[i]);
+        }
+    pe_free(&pe);
+}
+END_TEST
+
+START_TEST(t5_refuses_what_it_cannot_run) {
+    float table[16] = {0};
+    PeParams p = pe_params_default(PE_T5);
+    PositionalEncoding pe;
+    PosencError err;
+    ck_assert_int_eq(pe_build(&pe, &p, 8, 2, 4, 16, NULL, &err), -1);
+    ck_assert_ptr_nonnull(strstr(err.msg, "needs a bias table (blk.0.attn_rel_b.weight)"));
+    PeTables t = {.relative_bias = table, .n_buckets = 8};
+    const struct { int buckets, max_distance, bidirectional; const char *needle; } bad[] = {
+        {-1, 128, 1, "bidirectional"},
+        {16, 128, 0, "bucket count is 16 but the bias table has 8 rows"},
+        {0, 128, 0, "bucket count is 0 but the bias table has 8 rows"},
+        {-1, 4, 0, "max distance 4 must be in 5.."},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        p.t5_buckets = bad[i].buckets;
+        p.t5_max_distance = bad[i].max_distance;
+        p.t5_bidirectional = bad[i].bidirectional;
+        ck_assert_int_eq(pe_build(&pe, &p, 8, 2, 4, 16, &t, &err), -1);
+        ck_assert_msg(strstr(err.msg, bad[i].needle), "%s", err.msg);
+    }
+    /* Control: the same table with consistent parameters builds. */
+    p = pe_params_default(PE_T5);
+    p.t5_buckets = 8;
+    p.t5_max_distance = 5;
+    ck_assert_msg(pe_build(&pe, &p, 8, 2, 4, 16, &t, &err) == 0, "%s", err.msg);
+    pe_free(&pe);
+}
+END_TEST
+
 /* README's table "what a shift does", row by row. */
 static const PeShiftAction README_SHIFT[PE_COUNT] = {
     [PE_ROPE] = PE_SHIFT_REROTATE,       [PE_ALIBI] = PE_SHIFT_POSITIONS,
     [PE_SINUSOIDAL] = PE_SHIFT_RECOMPUTE, [PE_LEARNED] = PE_SHIFT_RECOMPUTE,
-    [PE_NONE] = PE_SHIFT_RECOMPUTE,
+    [PE_NONE] = PE_SHIFT_RECOMPUTE,     [PE_T5] = PE_SHIFT_POSITIONS,
 };
 
 /* Schemes whose shift action differs from `expected`. */
@@ -220,6 +338,7 @@ static int shift_mismatches(const PeShiftAction *expected) {
 
 START_TEST(registry_describes_every_scheme) {
     float table[4 * 8] = {0};
+    PeTables t = {.positions = table, .n_positions = 4, .relative_bias = table, .n_buckets = 4};
     for (int k = 0; k < PE_COUNT; k++) {
         const PeOps *ops = pe_kind_ops((PeKind)k);
         ck_assert_msg(ops != NULL, "PeKind %d has no descriptor in the registry", k);
@@ -233,8 +352,13 @@ START_TEST(registry_describes_every_scheme) {
         PeParams p = pe_params_default((PeKind)k);
         PositionalEncoding pe;
         PosencError err;
-        ck_assert_msg(pe_build(&pe, &p, 8, 2, 4, 16, table, 4, &err) == 0, "%s", err.msg);
+        ck_assert_msg(pe_build(&pe, &p, 8, 2, 4, 16, &t, &err) == 0, "%s", err.msg);
         ck_assert_ptr_eq(pe_ops(&pe), ops);
+        /* What -m inspect shows fits its buffer and is named. */
+        PeField fields[PE_MAX_FIELDS];
+        int n = ops->describe ? ops->describe(&p, 4, 16, &t, fields) : 0;
+        ck_assert_int_le(n, PE_MAX_FIELDS);
+        for (int i = 0; i < n; i++) ck_assert_ptr_nonnull(fields[i].key);
         pe_free(&pe);
     }
     ck_assert_int_eq(shift_mismatches(README_SHIFT), 0);
@@ -250,9 +374,10 @@ START_TEST(registry_describes_every_scheme) {
     ck_assert_str_eq(pe_shift_action_name(PE_SHIFT_REROTATE), "keys re-rotated");
     ck_assert_str_eq(pe_shift_action_name(PE_SHIFT_POSITIONS), "positions updated");
     ck_assert_str_eq(pe_shift_action_name(PE_SHIFT_RECOMPUTE), "recomputed");
-    /* Relative schemes, as test_cache_offsets relies on: rope, alibi and
-     * none; sinusoidal and learned are absolute. */
-    ck_assert(pe_is_relative(PE_ROPE) && pe_is_relative(PE_ALIBI) && pe_is_relative(PE_NONE));
+    /* Relative schemes, as test_cache_offsets relies on: rope, alibi, t5
+     * and none; sinusoidal and learned are absolute. */
+    ck_assert(pe_is_relative(PE_ROPE) && pe_is_relative(PE_ALIBI) && pe_is_relative(PE_NONE) &&
+              pe_is_relative(PE_T5));
     ck_assert(!pe_is_relative(PE_SINUSOIDAL) && !pe_is_relative(PE_LEARNED));
 }
 END_TEST
@@ -298,6 +423,8 @@ static const RangeCase RANGE_CASES[] = {
     EXTRAPOLATES(PE_ALIBI, "the scheme extrapolates"),
     EXTRAPOLATES(PE_SINUSOIDAL, "the scheme extrapolates"),
     EXTRAPOLATES(PE_NONE, "the model never saw sequences this long"),
+    EXTRAPOLATES(PE_T5, "the scheme extrapolates (distances from its max distance on share the "
+                        "last bucket)"),
     /* scaled rope covers factor x the original context: 2 x 512 ... */
     {PE_ROPE, PE_ROPE_SCALING_NTK, 2, 0, PE_OVERFLOW_ERROR, 1024, PE_RANGE_EXTRAPOLATES,
      "positions up to 1024 exceed the scaled range 2 x 512 = 1024; it extrapolates"},
@@ -337,14 +464,15 @@ END_TEST
  * error, none otherwise. */
 START_TEST(position_limit_follows_the_overflow_policy) {
     float table[3 * 4] = {0};
+    PeTables t = {.positions = table, .n_positions = 3};
     PeParams p = pe_params_default(PE_LEARNED);
     PositionalEncoding pe;
     PosencError err;
-    ck_assert_int_eq(pe_build(&pe, &p, 4, 1, 4, 16, table, 3, &err), 0);
+    ck_assert_int_eq(pe_build(&pe, &p, 4, 1, 4, 16, &t, &err), 0);
     ck_assert_int_eq(pe_position_limit(&pe), 3);
     pe_free(&pe);
     p.learned_overflow = PE_OVERFLOW_CLAMP;
-    ck_assert_int_eq(pe_build(&pe, &p, 4, 1, 4, 16, table, 3, &err), 0);
+    ck_assert_int_eq(pe_build(&pe, &p, 4, 1, 4, 16, &t, &err), 0);
     ck_assert_int_eq(pe_position_limit(&pe), INT_MAX);
     pe_free(&pe);
     pe = make_rope(PE_ROPE_INTERLEAVED, PE_ROPE_SCALING_LINEAR);
@@ -364,6 +492,9 @@ int main(void) {
     tcase_add_test(tc, alibi_bias_is_linear_in_distance);
     tcase_add_test(tc, sinusoidal_closed_forms);
     tcase_add_test(tc, learned_needs_a_table);
+    tcase_add_test(tc, t5_buckets_match_t5);
+    tcase_add_test(tc, t5_bias_hook_reads_the_bucket);
+    tcase_add_test(tc, t5_refuses_what_it_cannot_run);
     suite_add_tcase(s, tc);
     TCase *reg = tcase_create("registry");
     tcase_add_test(reg, registry_describes_every_scheme);
