@@ -95,6 +95,31 @@ void quant_scale_min_k4(const uint8_t *scales, int j, uint8_t *sc, uint8_t *mn);
  * the low 4 bits in the nibbles of bytes 0-7, the high 2 bits in 8-11. */
 void quant_scales_q3_k(const uint8_t *packed, int8_t out[16]);
 
+/* A block of 32 as integers: x[j] = q[j] * d (+ m for the _1 types). */
+typedef struct {
+    int8_t q[QK]; /* centred for the _0 types */
+    float d, m;   /* m 0 for the _0 types */
+} QuantBlock;
+void quant_unpack_q4_0(const void *blk, QuantBlock *u);
+void quant_unpack_q4_1(const void *blk, QuantBlock *u);
+void quant_unpack_q5_0(const void *blk, QuantBlock *u);
+void quant_unpack_q5_1(const void *blk, QuantBlock *u);
+
+/* A K-quant super-block as integers:
+ * x[w] = (d * sc[s]) * q[w] - dmin * mn[s] for w in sub-block s = w / sub. */
+typedef struct {
+    int8_t q[QK_K];  /* centred as the type defines (Q3_K: -4..3, Q6_K: -32..31) */
+    int8_t sc[16];   /* sub-block scales, centred (Q3_K: -32..31) */
+    uint8_t mn[16];  /* sub-block mins; 0 for Q3_K and Q6_K */
+    int sub;         /* weights per sub-block: 16 or 32 */
+    float d, dmin;   /* dmin 0 for Q3_K and Q6_K */
+} QuantSuperBlock;
+void quant_unpack_q2_k(const void *blk, QuantSuperBlock *u);
+void quant_unpack_q3_k(const void *blk, QuantSuperBlock *u);
+void quant_unpack_q4_k(const void *blk, QuantSuperBlock *u);
+void quant_unpack_q5_k(const void *blk, QuantSuperBlock *u);
+void quant_unpack_q6_k(const void *blk, QuantSuperBlock *u);
+
 /* n weights (whole blocks) of each type to f32, computing every weight
  * exactly as ggml's reference dequantize_row_* does (same operations in the
  * same order, no FMA contraction), so results agree bit for bit. */

@@ -18,8 +18,13 @@ const char *tensor_type_name(uint32_t type) {
 }
 
 int tensor_type_supported(uint32_t type) {
-    return type == TENSOR_F32 || type == TENSOR_F16 || type == TENSOR_Q8_0 ||
-           type == TENSOR_BF16;
+    switch (type) {
+    case TENSOR_F32: case TENSOR_F16: case TENSOR_BF16: case TENSOR_Q8_0:
+    case TENSOR_Q4_0: case TENSOR_Q4_1: case TENSOR_Q5_0: case TENSOR_Q5_1:
+    case TENSOR_Q2_K: case TENSOR_Q3_K: case TENSOR_Q4_K: case TENSOR_Q5_K: case TENSOR_Q6_K:
+        return 1;
+    }
+    return 0;
 }
 
 void tensor_dequantize(TensorType type, const void *src, float *dst, size_t n) {

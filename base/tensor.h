@@ -38,7 +38,7 @@ typedef struct {
 /* Any ggml type id: "f32", "q4_0", ..., or "unknown", so that a refused
  * file can say which type it uses. */
 const char *tensor_type_name(uint32_t type);
-int tensor_type_supported(uint32_t type);   /* F32, F16, Q8_0, BF16 */
+int tensor_type_supported(uint32_t type);   /* the types above */
 
 /* The sizes of a type's data, for the loaders, the KV cache and the
  * kernels alike; inline, so that a kernel instantiated for one type folds
