@@ -78,6 +78,22 @@ static Agreement reference_against(const char *model, const char *jsonl) {
     return a;
 }
 
+/* -m inspect's type mix of a file whose matrices are all q4_k (4.5 bits
+ * per weight: 144 bytes per 256) and whose norms are f32; control: no
+ * other type is listed. */
+static void expect_type_mix(const char *model) {
+    const char *args[] = {model, "-m", "inspect", "--json", NULL};
+    TestsRun r = tests_run_engine_ok(args);
+    const char *types = strstr(r.out, "\"types\":{");
+    ck_assert_msg(types, "%s", r.out);
+    ck_assert_msg(strstr(types, "\"f32\":{\"n_tensors\":5,\"n_params\":2560,\"bytes\":10240,"
+                                "\"bits_per_weight\":32}"), "%s", types);
+    ck_assert_msg(strstr(types, "\"q4_k\":{\"n_tensors\":15,") && strstr(types, "\"bits_per_weight\":4.5}}"),
+                  "%s", types);
+    ck_assert_msg(!strstr(types, "q6_k") && !strstr(types, "q8_0"), "%s", types);
+    tests_run_free(&r);
+}
+
 START_TEST(test_numpy_dequantizers_match_ggml) {
     if (!tests_python_available("NumPy dequantizers")) return;
     const char *args[] = {"tools/quant_reference.py", "--check-fixture", "tests/fixtures/quant_ref.h", NULL};
@@ -107,6 +123,7 @@ START_TEST(test_models_agree_with_reference) {
         const char *quant[] = {"tools/quantize.py", f32.s, q.s, TYPES[i], NULL};
         r = tests_run_python_ok(quant);
         tests_run_free(&r);
+        if (!strcmp(TYPES[i], "q4_k")) expect_type_mix(q.s);
         for (int decode = 0; decode < 2; decode++) {
             Path jsonl = path_in(TYPES[i], decode ? "-decode.jsonl" : "-ppl.jsonl");
             engine_logprobs(q.s, text, decode, jsonl.s);
