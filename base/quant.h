@@ -23,6 +23,7 @@
 #define POSENC_QUANT_H
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #define QK 32    /* weights per block of Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 */
 #define QK_K 256 /* weights per K-quant super-block */
@@ -100,25 +101,133 @@ typedef struct {
     int8_t q[QK]; /* centred for the _0 types */
     float d, m;   /* m 0 for the _0 types */
 } QuantBlock;
-void quant_unpack_q4_0(const void *blk, QuantBlock *u);
-void quant_unpack_q4_1(const void *blk, QuantBlock *u);
-void quant_unpack_q5_0(const void *blk, QuantBlock *u);
-void quant_unpack_q5_1(const void *blk, QuantBlock *u);
 
 /* A K-quant super-block as integers:
  * x[w] = (d * sc[s]) * q[w] - dmin * mn[s] for w in sub-block s = w / sub. */
 typedef struct {
     int8_t q[QK_K];  /* centred as the type defines (Q3_K: -4..3, Q6_K: -32..31) */
-    int8_t sc[16];   /* sub-block scales, centred (Q3_K: -32..31) */
-    uint8_t mn[16];  /* sub-block mins; 0 for Q3_K and Q6_K */
+    int32_t sc[16];  /* sub-block scales, centred (Q3_K: -32..31) */
+    int32_t mn[16];  /* sub-block mins; 0 for Q3_K and Q6_K */
     int sub;         /* weights per sub-block: 16 or 32 */
     float d, dmin;   /* dmin 0 for Q3_K and Q6_K */
 } QuantSuperBlock;
-void quant_unpack_q2_k(const void *blk, QuantSuperBlock *u);
-void quant_unpack_q3_k(const void *blk, QuantSuperBlock *u);
-void quant_unpack_q4_k(const void *blk, QuantSuperBlock *u);
-void quant_unpack_q5_k(const void *blk, QuantSuperBlock *u);
-void quant_unpack_q6_k(const void *blk, QuantSuperBlock *u);
+
+/* The unpacking is the layouts' definition, shared by the reference
+ * dequantizers and the integer dot products (model/kernels_quant.h);
+ * inline, with loops over whole 16- and 32-byte slices, so that a kernel
+ * that calls one vectorizes it. */
+
+/* Blocks of 32: weight j < 16 is the low nibble of qs[j], weight j + 16 the
+ * high one; the 5-bit types add bit j of qh (a little-endian uint32) as bit
+ * 4.  Eight weights at a time in a uint64 (bytes never carry into each
+ * other: every value stays below 0x80 until the centring, done on v | 0x80
+ * so that it never borrows). */
+static inline uint64_t quant_spread_bits(uint8_t bits) { /* bit i -> byte i, as 0 or 1 */
+    uint64_t t = (uint64_t)bits * 0x0101010101010101ull & 0x8040201008040201ull;
+    return (t + 0x7F7F7F7F7F7F7F7Full) >> 7 & 0x0101010101010101ull;
+}
+static inline void quant_unpack_32(const uint8_t *qs, const uint8_t *qh, int centre, QuantBlock *u) {
+    const uint64_t low = 0x0F0F0F0F0F0F0F0Full, top = 0x8080808080808080ull;
+    const uint64_t c = (uint64_t)centre * 0x0101010101010101ull;
+    for (int i = 0; i < 2; i++) {
+        uint64_t v, lo, hi;
+        memcpy(&v, qs + 8 * i, 8);
+        lo = v & low, hi = v >> 4 & low;
+        if (qh) {
+            lo |= quant_spread_bits(qh[i]) << 4;
+            hi |= quant_spread_bits(qh[2 + i]) << 4;
+        }
+        lo = ((lo | top) - c) ^ top, hi = ((hi | top) - c) ^ top;
+        memcpy(u->q + 8 * i, &lo, 8);
+        memcpy(u->q + QK / 2 + 8 * i, &hi, 8);
+    }
+}
+static inline void quant_unpack_q4_0(const void *blk, QuantBlock *u) {
+    const BlockQ4_0 *b = blk;
+    quant_unpack_32(b->qs, NULL, 8, u);
+    u->d = quant_half(b->d), u->m = 0.0f;
+}
+static inline void quant_unpack_q4_1(const void *blk, QuantBlock *u) {
+    const BlockQ4_1 *b = blk;
+    quant_unpack_32(b->qs, NULL, 0, u);
+    u->d = quant_half(b->d), u->m = quant_half(b->m);
+}
+static inline void quant_unpack_q5_0(const void *blk, QuantBlock *u) {
+    const BlockQ5_0 *b = blk;
+    quant_unpack_32(b->qs, b->qh, 16, u);
+    u->d = quant_half(b->d), u->m = 0.0f;
+}
+static inline void quant_unpack_q5_1(const void *blk, QuantBlock *u) {
+    const BlockQ5_1 *b = blk;
+    quant_unpack_32(b->qs, b->qh, 0, u);
+    u->d = quant_half(b->d), u->m = quant_half(b->m);
+}
+
+/* Q2_K, Q3_K, Q6_K: weight 128 h + 32 g + l (half h, group g, lane l)
+ * takes its bits from byte l of the half's 32-byte slices, at the group's
+ * bit position; sub-block s = w / 16. */
+static inline void quant_unpack_q2_k(const void *blk, QuantSuperBlock *u) {
+    const BlockQ2_K *b = blk;
+    for (int h = 0; h < 2; h++)
+        for (int g = 0; g < 4; g++)
+            for (int l = 0; l < 32; l++) u->q[128 * h + 32 * g + l] = (int8_t)(b->qs[32 * h + l] >> (2 * g) & 3);
+    for (int s = 0; s < 16; s++) u->sc[s] = b->scales[s] & 0xF, u->mn[s] = b->scales[s] >> 4;
+    u->sub = 16, u->d = quant_half(b->d), u->dmin = quant_half(b->dmin);
+}
+static inline void quant_unpack_q3_k(const void *blk, QuantSuperBlock *u) {
+    const BlockQ3_K *b = blk;
+    for (int h = 0; h < 2; h++)
+        for (int g = 0; g < 4; g++)
+            for (int l = 0; l < 32; l++)
+                u->q[128 * h + 32 * g + l] = (int8_t)((b->qs[32 * h + l] >> (2 * g) & 3) -
+                                                      ((b->hmask[l] >> (4 * h + g) & 1) ^ 1) * 4);
+    int8_t sc[16];
+    quant_scales_q3_k(b->scales, sc);
+    for (int s = 0; s < 16; s++) u->sc[s] = sc[s] - 32, u->mn[s] = 0;
+    u->sub = 16, u->d = quant_half(b->d), u->dmin = 0.0f;
+}
+static inline void quant_unpack_q6_k(const void *blk, QuantSuperBlock *u) {
+    const BlockQ6_K *b = blk;
+    /* groups 0, 1 take the low nibbles of ql's two 32-byte slices of the
+     * half, groups 2, 3 the high ones */
+    for (int h = 0; h < 2; h++)
+        for (int g = 0; g < 4; g++)
+            for (int l = 0; l < 32; l++) {
+                uint8_t lo = b->ql[64 * h + 32 * (g % 2) + l];
+                u->q[128 * h + 32 * g + l] =
+                    (int8_t)(((g < 2 ? lo & 0xF : lo >> 4) | (b->qh[32 * h + l] >> (2 * g) & 3) << 4) - 32);
+            }
+    for (int s = 0; s < 16; s++) u->sc[s] = b->scales[s], u->mn[s] = 0;
+    u->sub = 16, u->d = quant_half(b->d), u->dmin = 0.0f;
+}
+
+/* Q4_K, Q5_K: each 64 weights share 32 bytes of qs, the first 32 weights
+ * in the low nibbles, the next 32 in the high ones; sub-block s = w / 32
+ * takes bit s of qh[w % 32] as the fifth bit. */
+static inline void quant_unpack_k4(const uint8_t *scales, const uint8_t *qs, const uint8_t *qh,
+                                   QuantSuperBlock *u) {
+    for (int s = 0; s < QK_K / 32; s++) {
+        uint8_t sc, mn;
+        quant_scale_min_k4(scales, s, &sc, &mn);
+        u->sc[s] = sc, u->mn[s] = mn;
+        const uint8_t *bytes = qs + 32 * (s / 2);
+        for (int l = 0; l < 32; l++) {
+            int q = s % 2 ? bytes[l] >> 4 : bytes[l] & 0xF;
+            u->q[32 * s + l] = (int8_t)(qh ? q | (qh[l] >> s & 1) << 4 : q);
+        }
+    }
+    u->sub = 32;
+}
+static inline void quant_unpack_q4_k(const void *blk, QuantSuperBlock *u) {
+    const BlockQ4_K *b = blk;
+    quant_unpack_k4(b->scales, b->qs, NULL, u);
+    u->d = quant_half(b->d), u->dmin = quant_half(b->dmin);
+}
+static inline void quant_unpack_q5_k(const void *blk, QuantSuperBlock *u) {
+    const BlockQ5_K *b = blk;
+    quant_unpack_k4(b->scales, b->qs, b->qh, u);
+    u->d = quant_half(b->d), u->dmin = quant_half(b->dmin);
+}
 
 /* n weights (whole blocks) of each type to f32, computing every weight
  * exactly as ggml's reference dequantize_row_* does (same operations in the

@@ -72,38 +72,18 @@ void kernel_copy_f32(float *dst, const void *src, size_t n);
 /* Activations to Q8_K super-blocks (k a multiple of 256): q = round(x / d),
  * d = max|x| / 127 per 256, and the sums of each 16 q (kernels_quant.c). */
 void quantize_q8k(int8_t *q, float *d, int16_t *sum, const float *x, int k);
-/* The block-quantized types' integer dot products and conversions
- * (kernels_quant.c), which every path's table lists (KERNEL_QUANT_TYPES). */
-#define QUANT_DOT_Q8(type)                                                                        \
-    void quant_dot_##type(float *out, const int8_t *xq, const float *xd, const void *w,          \
-                          size_t row_bytes, int m, int k);                                       \
-    void quant_##type##_to_f32(float *dst, const void *src, size_t n);
-#define QUANT_DOT_Q8K(type)                                                                       \
-    void quant_dot_##type(float *out, const int8_t *xq, const float *xd, const int16_t *xsum,    \
-                          const void *w, size_t row_bytes, int m, int k);                        \
-    void quant_##type##_to_f32(float *dst, const void *src, size_t n);
-QUANT_DOT_Q8(q4_0)
-QUANT_DOT_Q8(q4_1)
-QUANT_DOT_Q8(q5_0)
-QUANT_DOT_Q8(q5_1)
-QUANT_DOT_Q8K(q2_k)
-QUANT_DOT_Q8K(q3_k)
-QUANT_DOT_Q8K(q4_k)
-QUANT_DOT_Q8K(q5_k)
-QUANT_DOT_Q8K(q6_k)
-#undef QUANT_DOT_Q8
-#undef QUANT_DOT_Q8K
-/* Their entries in a path's table. */
-#define KERNEL_QUANT_TYPES                                                                        \
-    [TENSOR_Q4_0] = {.dot_q8 = quant_dot_q4_0, .to_f32 = quant_q4_0_to_f32},                     \
-    [TENSOR_Q4_1] = {.dot_q8 = quant_dot_q4_1, .to_f32 = quant_q4_1_to_f32},                     \
-    [TENSOR_Q5_0] = {.dot_q8 = quant_dot_q5_0, .to_f32 = quant_q5_0_to_f32},                     \
-    [TENSOR_Q5_1] = {.dot_q8 = quant_dot_q5_1, .to_f32 = quant_q5_1_to_f32},                     \
-    [TENSOR_Q2_K] = {.dot_q8k = quant_dot_q2_k, .to_f32 = quant_q2_k_to_f32},                    \
-    [TENSOR_Q3_K] = {.dot_q8k = quant_dot_q3_k, .to_f32 = quant_q3_k_to_f32},                    \
-    [TENSOR_Q4_K] = {.dot_q8k = quant_dot_q4_k, .to_f32 = quant_q4_k_to_f32},                    \
-    [TENSOR_Q5_K] = {.dot_q8k = quant_dot_q5_k, .to_f32 = quant_q5_k_to_f32},                    \
-    [TENSOR_Q6_K] = {.dot_q8k = quant_dot_q6_k, .to_f32 = quant_q6_k_to_f32}
+/* The block-quantized types' conversions to f32 (kernels_quant.c), the
+ * same on every path; their dot products are each path's instance of
+ * kernels_quant.h. */
+void quant_q4_0_to_f32(float *dst, const void *src, size_t n);
+void quant_q4_1_to_f32(float *dst, const void *src, size_t n);
+void quant_q5_0_to_f32(float *dst, const void *src, size_t n);
+void quant_q5_1_to_f32(float *dst, const void *src, size_t n);
+void quant_q2_k_to_f32(float *dst, const void *src, size_t n);
+void quant_q3_k_to_f32(float *dst, const void *src, size_t n);
+void quant_q4_k_to_f32(float *dst, const void *src, size_t n);
+void quant_q5_k_to_f32(float *dst, const void *src, size_t n);
+void quant_q6_k_to_f32(float *dst, const void *src, size_t n);
 
 /* A path's row functions for one type: its inline dot_any, mix_any and
  * to_f32_any (type last) with the type fixed, so that every load and
