@@ -401,25 +401,7 @@ INLINE __m256i quant_dot4(__m256i vq, __m256i vx) {
     return _mm256_madd_epi16(_mm256_maddubs_epi16(aq, sx), _mm256_set1_epi16(1));
 }
 
-/* Sub-blocks of 32 fill a register; of 16, a register holds two, their
- * scales in its two 128-bit halves. */
-static inline int32_t quant_idot(const int8_t *q, const int8_t *x, const int32_t *scale, int n_sub,
-                                 int sub) {
-    __m256i acc = _mm256_setzero_si256();
-    for (int s = 0; s < n_sub; s += 32 / sub) {
-        __m256i sc = sub == 32 ? _mm256_set1_epi32(scale[s])
-                               : _mm256_setr_epi32(scale[s], scale[s], scale[s], scale[s], scale[s + 1],
-                                                   scale[s + 1], scale[s + 1], scale[s + 1]);
-        __m256i p = quant_dot4(_mm256_loadu_si256((const __m256i *)(q + s * sub)),
-                               _mm256_loadu_si256((const __m256i *)(x + s * sub)));
-        acc = _mm256_add_epi32(acc, _mm256_mullo_epi32(p, sc));
-    }
-    __m128i h = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
-    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4E));
-    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xB1));
-    return _mm_cvtsi128_si32(h);
-}
-#define QUANT_AVX256 /* kernels_quant.h's Q4_0 in registers, on quant_dot4 */
+#define QUANT_AVX256 /* kernels_quant.h's 256-bit kernels, on quant_dot4 */
 #include "model/kernels_quant.h"
 
 static const KernelPath path = {

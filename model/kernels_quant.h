@@ -1,12 +1,17 @@
 /* Decode's dot products on ggml's block-quantized weights (base/quant.h),
  * instantiated by each path (kernels_portable.c, kernels_avx2.c,
- * kernels_avx512.c), which defines before including this file
+ * kernels_avx512.c), which defines before including this file either
  *
  *   static inline int32_t quant_idot(const int8_t *q, const int8_t *x,
  *                                    const int32_t *scale, int n_sub, int sub);
  *
  * = sum over s < n_sub of scale[s] * (q . x over weights [s*sub, (s+1)*sub)),
- * for sub 16 or 32, exactly (|q| <= 32, |x| <= 127).
+ * for sub 16 or 32, exactly (|q| <= 32, |x| <= 127); or QUANT_AVX256 and
+ *
+ *   __m256i quant_dot4(__m256i q, __m256i x);
+ *
+ * whose int32 lane i is the sum of q . x over bytes 4i..4i+3, from which
+ * quant_idot below is made (and Q4_0 in registers).
  *
  * The 32-weight block types run against Q8 blocks of 32 activations (the
  * path's quantize_q8), the K-quants against Q8_K super-blocks
@@ -14,11 +19,31 @@
  * A row's result is the sum over blocks of d_w * d_x * (integer dot)
  * [+ m_w * d_x * sum x, or - dmin_w * d_x * sum_s mn_s (sum x of s)]: the
  * integers are exact on every path, so paths differ only in the few float
- * operations per block.  A path that defines QUANT_AVX256 (a quant_dot4
- * of two __m256i) gets Q4_0 in registers. */
+ * operations per block. */
 #ifndef POSENC_KERNELS_QUANT_H
 #define POSENC_KERNELS_QUANT_H
 #include "base/quant.h"
+
+#ifdef QUANT_AVX256
+/* Sub-blocks of 32 fill a register; of 16, a register holds two, their
+ * scales in its two 128-bit halves. */
+static inline int32_t quant_idot(const int8_t *q, const int8_t *x, const int32_t *scale, int n_sub,
+                                 int sub) {
+    __m256i acc = _mm256_setzero_si256();
+    for (int s = 0; s < n_sub; s += 32 / sub) {
+        __m256i sc = sub == 32 ? _mm256_set1_epi32(scale[s])
+                               : _mm256_setr_epi32(scale[s], scale[s], scale[s], scale[s], scale[s + 1],
+                                                   scale[s + 1], scale[s + 1], scale[s + 1]);
+        __m256i p = quant_dot4(_mm256_loadu_si256((const __m256i *)(q + s * sub)),
+                               _mm256_loadu_si256((const __m256i *)(x + s * sub)));
+        acc = _mm256_add_epi32(acc, _mm256_mullo_epi32(p, sc));
+    }
+    __m128i h = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4E));
+    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xB1));
+    return _mm_cvtsi128_si32(h);
+}
+#endif
 
 static const int32_t quant_one = 1;
 static const int8_t quant_ones[QK] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
