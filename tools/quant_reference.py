@@ -11,12 +11,19 @@ those floats in float64.
 
     quant_reference.py --check-fixture tests/fixtures/quant_ref.h
     quant_reference.py MODEL.gguf --nll LOGITS.jsonl
+    quant_reference.py MODEL.gguf --rmse F32.gguf [--against RMSE.json]
 
 --nll reads the --logits-out file of `run MODEL.gguf -m ppl --bos --chunks 1
 --ctx C` (the tokens it scored are the window's targets; the window is BOS
 and all but the last of them), runs the reference on that window and prints
 one JSON object: the reference's mean NLL, the engine's (from the file),
 their difference and the largest per-token difference of log-probabilities.
+
+--rmse prints, as JSON, the RMSE of every matrix of MODEL against the same
+matrix of F32.gguf (keyed by type, then tensor); with --against (such a
+JSON under "rmse", e.g. of llama-quantize's files of the same model) it prints instead
+the largest ratio of MODEL's RMSE to the other's on the same tensor and
+type, and the tensor it occurs at.
 
 Stdlib + NumPy only.
 """
@@ -238,16 +245,43 @@ def nll_against(model, jsonl):
             "max_logprob_diff": float(np.abs(ref_lp - eng_lp).max())}
 
 
+def rmse_by_tensor(path, f32_path):
+    r, f = gguf.Reader(path), gguf.Reader(f32_path)
+    out = {}
+    for name, t in r.tensors.items():
+        if len(t["ne"]) < 2:
+            continue
+        x = dequantize(f.tensors[name]["type"], bytes(f.tensors[name]["data"])).astype(np.float64)
+        y = dequantize(t["type"], bytes(t["data"])).astype(np.float64)
+        out.setdefault(TYPES[t["type"]][0], {})[name] = float(np.sqrt(np.mean((y - x) ** 2)))
+    return out
+
+
+def worst_ratio(mine, theirs):
+    worst = (0.0, None)
+    for ttype, tensors in mine.items():
+        for name, e in tensors.items():
+            if name in theirs.get(ttype, {}):
+                worst = max(worst, (e / theirs[ttype][name], "%s %s" % (ttype, name)))
+    return {"max_ratio": worst[0], "at": worst[1]}
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("model", nargs="?", help="llama GGUF")
     ap.add_argument("--nll", metavar="JSONL", help="the engine's --logits-out of one window")
     ap.add_argument("--check-fixture", metavar="QUANT_REF_H")
+    ap.add_argument("--rmse", metavar="F32_GGUF", help="RMSE per matrix against this file")
+    ap.add_argument("--against", metavar="RMSE_JSON", help="with --rmse: the worst ratio to these")
     a = ap.parse_args(argv)
     if a.check_fixture:
         sys.exit(1 if check_fixture(a.check_fixture) else 0)
+    if a.model and a.rmse:
+        rmse = rmse_by_tensor(a.model, a.rmse)
+        print(json.dumps(worst_ratio(rmse, json.load(open(a.against))["rmse"]) if a.against else rmse))
+        return
     if not a.model or not a.nll:
-        ap.error("MODEL and --nll are required")
+        ap.error("MODEL and --nll (or --rmse) are required")
     print(json.dumps(nll_against(load_gguf(a.model), a.nll)))
 
 

@@ -1,23 +1,28 @@
 #!/usr/bin/python3
-"""Quantizes the matrices of a GGUF file to one of ggml's block types
-(NumPy; the layouts are base/quant.h's).
+"""Quantizes the matrices of a GGUF file to ggml's block types (NumPy; the
+layouts are base/quant.h's).
 
     quantize.py INPUT.gguf OUTPUT.gguf TYPE
 
-TYPE: q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k.  Every key is copied;
-1-D tensors stay as they are, matrices become TYPE.  A K-quant needs rows
-that are a multiple of 256: other matrices fall back as llama.cpp's do
-(q2_k, q3_k -> q4_0 ... see FALLBACK).
+TYPE: q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k, or the mixes q4_k_m and
+q5_k_m.  Every key is copied; 1-D tensors stay as they are, matrices become
+TYPE.  The mixes are llama.cpp's (llama_tensor_get_type): q4_k (q5_k), but
+q6_k for the output matrix (the token embedding when it is tied) and for
+attn_v and ffn_down in the layers use_more_bits picks (the first and last
+eighth, and every third between).  A K-quant needs rows that are a multiple
+of 256: other matrices fall back as llama.cpp's do (FALLBACK; q4_0 stands in
+for llama.cpp's iq4_nl, which posenc does not read).
 
-How it quantizes: round to nearest, per block (or sub-block) of the scale
-that maps the block's range onto the integer range: the absolute maximum
-for the symmetric types (q4_0, q5_0, q3_k, q6_k), the minimum and maximum
-for the others (whose min term is stored).  The K-quants' sub-block scales
-and mins are themselves rounded to their 4, 6 or 8 bits against the
-super-block's f16 scales, and the weights are then rounded against the
-scales as stored.  This is the simplest quantizer that writes valid files:
-tools/quant_reference.py and the engine both read what it writes, which is
-what the whole-model test needs where llama-quantize is not available.
+How it quantizes: q4_0, q4_1, q5_0, q5_1 round to nearest with the scale
+that maps the block's absolute maximum (or its minimum and maximum) onto the
+integer range, as ggml's reference quantizers do.  The K-quants choose each
+sub-block's scale (and min) by least squared error among candidates around
+that one (the range ggml's searches use), each refitted by least squares;
+the sub-block scales and mins are then rounded to their 4, 6 or 8 bits
+against the super-block's f16 scales, and the weights rounded against the
+scales as stored.  Unlike llama-quantize it weighs every weight alike and
+takes no importance matrix; its RMSE per tensor is within 1.05x of
+llama-quantize's (tests/fixtures/quant_rmse_llamacpp.json).
 """
 import argparse
 import os
@@ -31,7 +36,23 @@ import quant_reference as qr  # noqa: E402
 
 QK, QK_K = qr.QK, qr.QK_K
 IDS = {v[0]: k for k, v in qr.TYPES.items()}
-FALLBACK = {"q2_k": "q4_0", "q3_k": "q4_0", "q4_k": "q5_0", "q5_k": "q5_1", "q6_k": "q5_1"}
+FALLBACK = {"q2_k": "q4_0", "q3_k": "q4_0", "q4_k": "q5_0", "q5_k": "q5_1", "q6_k": "q8_0"}
+MIXES = {"q4_k_m": "q4_k", "q5_k_m": "q5_k"}
+
+
+def use_more_bits(i, n):
+    return i < n // 8 or i >= 7 * n // 8 or (i - n // 8) % 3 == 2
+
+
+def mix_type(mix, name, n_layers, tied):
+    """The type a q4_k_m / q5_k_m file stores matrix `name` in."""
+    if name == "output.weight" or (tied and name == "token_embd.weight"):
+        return "q6_k"
+    parts = name.split(".")
+    if len(parts) == 4 and parts[0] == "blk" and parts[2] in ("attn_v", "ffn_down") and \
+            use_more_bits(int(parts[1]), n_layers):
+        return "q6_k"
+    return MIXES[mix]
 
 
 def _f16_bytes(v):
@@ -84,15 +105,68 @@ def q_32(x, name):
     return np.concatenate(head + [_pack_nibbles(q & 0xF)], axis=1)
 
 
-def _sub_scales(x, sub, top, with_min):
+def _best_symmetric(xs, levels):
+    """Per sub-block (last axis) the scale of least squared error among
+    candidates around the one that maps the signed maximum to -levels:
+    q = clip(round(x / s), -levels, levels - 1) for s = max / -(levels + k/10),
+    k = -9..9, each refitted by least squares (s = x.q / q.q)."""
+    top = _symmetric(xs, levels)[..., None]
+    best_err, best = None, None
+    for k in range(-9, 10):
+        step = top * levels / (levels + k / 10.0)
+        q = np.clip(np.rint(_div(xs, step)), -levels, levels - 1)
+        qq = (q * q).sum(axis=-1, keepdims=True)
+        fit = _div((xs * q).sum(axis=-1, keepdims=True), qq)
+        err = ((xs - fit * q) ** 2).sum(axis=-1)
+        if best is None:
+            best_err, best = err, fit[..., 0]
+        else:
+            better = err < best_err
+            best_err, best = np.where(better, err, best_err), np.where(better, fit[..., 0], best)
+    return best
+
+
+def _best_min_scale(xs, top, rmin, steps):
+    """Per sub-block (last axis) scale and min (>= 0, subtracted) of least
+    squared error: q = clip(round((x - lo) * i), 0, top) for
+    i = (top + rmin + k/10) / (max - lo), k < steps, lo = min(min x, 0),
+    each refitted by least squares x ~ s q - m (m >= 0)."""
+    lo = np.minimum(xs.min(axis=-1, keepdims=True), 0)
+    span = xs.max(axis=-1, keepdims=True) - lo
+    n = xs.shape[-1]
+    best_err = best_s = best_m = None
+    for k in [None] + list(range(steps)):
+        inv = _div(np.float64(top) if k is None else top + rmin + k / 10.0, span)
+        q = np.clip(np.rint((xs - lo) * inv), 0, top)
+        sq, sx, sqq, sxq = q.sum(-1), xs.sum(-1), (q * q).sum(-1), (xs * q).sum(-1)
+        det = n * sqq - sq * sq
+        scale = _div(n * sxq - sx * sq, det)
+        mn = _div(sqq * sx - sq * sxq, det)        # x ~ scale q + mn
+        pos = mn > 0
+        scale = np.where(pos, _div(sxq, sqq), scale)
+        mn = np.where(pos, 0, mn)
+        err = ((xs - scale[..., None] * q - mn[..., None]) ** 2).sum(-1)
+        if best_err is None:
+            best_err, best_s, best_m = err, scale, -mn
+        else:
+            better = err < best_err
+            best_err = np.where(better, err, best_err)
+            best_s, best_m = np.where(better, scale, best_s), np.where(better, -mn, best_m)
+    return best_s, best_m
+
+
+# The scale searches' ranges for the types with mins (ggml's for the same types).
+_MIN_SEARCH = {"q2_k": (-0.5, 16), "q4_k": (-1.0, 21), "q5_k": (-0.5, 16)}
+
+
+def _sub_scales(x, sub, top, with_min, name):
     """Per sub-block (nb, n_sub): the float scale (and min, >= 0, subtracted)
-    mapping its values onto 0..top (with a min) or its signed maximum onto
-    -(top + 1) / 2 (without)."""
-    xs = x.reshape(len(x), -1, sub)
+    mapping its values onto 0..top (with a min) or -(top + 1) / 2 ..
+    (top - 1) / 2 (without), chosen by least squared error."""
+    xs = x.reshape(len(x), -1, sub).astype(np.float64)
     if not with_min:
-        return _symmetric(xs, (top + 1) // 2), None
-    lo = np.minimum(xs.min(axis=2), 0)
-    return (xs.max(axis=2) - lo) / top, -lo
+        return _best_symmetric(xs, (top + 1) // 2), None
+    return _best_min_scale(xs, top, *_MIN_SEARCH[name])
 
 
 def _int_scales(s, levels, signed):
@@ -135,14 +209,14 @@ def q_k(x, name):
     """Super-blocks of 256, (nb, 256) floats -> (nb, bytes)."""
     u8 = lambda a: a.astype(np.uint8)  # noqa: E731
     if name == "q2_k":
-        s, m = _sub_scales(x, 16, 3, True)
+        s, m = _sub_scales(x, 16, 3, True, name)
         d, sc = _int_scales(s, 15, False)
         dmin, mn = _int_scales(m, 15, False)
         q = _k_weights(x, 16, d, sc, dmin, mn, 0, 3)
         return np.concatenate([u8(sc | mn << 4), u8(_groups(q, 2)), _f16_bytes(d), _f16_bytes(dmin)],
                               axis=1)
     if name == "q3_k":
-        s, _ = _sub_scales(x, 16, 7, False)
+        s, _ = _sub_scales(x, 16, 7, False, name)
         d, sc = _int_scales(s, 31, True)
         q = _k_weights(x, 16, d, sc, None, None, -4, 3) + 4
         hmask = np.zeros((len(x), 32), np.int64)
@@ -158,7 +232,7 @@ def q_k(x, name):
         return np.concatenate([u8(hmask), u8(_groups(q & 3, 2)), u8(packed), _f16_bytes(d)], axis=1)
     if name in ("q4_k", "q5_k"):
         top = 15 if name == "q4_k" else 31
-        s, m = _sub_scales(x, 32, top, True)
+        s, m = _sub_scales(x, 32, top, True, name)
         d, sc = _int_scales(s, 63, False)
         dmin, mn = _int_scales(m, 63, False)
         q = _k_weights(x, 32, d, sc, dmin, mn, 0, top).reshape(len(x), 4, 2, 32)
@@ -171,7 +245,7 @@ def q_k(x, name):
             parts.append(u8(qh))
         return np.concatenate(parts + [qs], axis=1)
     # q6_k
-    s, _ = _sub_scales(x, 16, 63, False)
+    s, _ = _sub_scales(x, 16, 63, False, name)
     d, sc = _int_scales(s, 127, True)
     q = _k_weights(x, 16, d, sc, None, None, -32, 31) + 32
     qq = q.reshape(len(x), 2, 4, 32)
@@ -194,7 +268,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("input")
     ap.add_argument("output")
-    ap.add_argument("type", choices=sorted(IDS))
+    ap.add_argument("type", choices=sorted(IDS) + sorted(MIXES))
     a = ap.parse_args(argv)
     r = gguf.Reader(a.input)
     w = gguf.Writer()
@@ -206,16 +280,22 @@ def main(argv=None):
         else:
             w.add(key, vtype, value)
     w.add_uint32("general.alignment", gguf.DEFAULT_ALIGNMENT)
+    arch = r.kv["general.architecture"][1].decode()
+    n_layers = r.kv.get(arch + ".block_count", (None, 0))[1]
+    tied = "output.weight" not in r.tensors
     for name, t in r.tensors.items():
         shape = tuple(reversed(t["ne"]))
         values = qr.dequantize(t["type"], bytes(t["data"]))
         if len(shape) < 2:
             w.add_tensor(name, shape, gguf.GGML_F32, values.tolist())
             continue
-        ttype = a.type
+        ttype = mix_type(a.type, name, n_layers, tied) if a.type in MIXES else a.type
         if t["ne"][0] % qr.TYPES[IDS[ttype]][1]:
             ttype = FALLBACK.get(ttype, ttype)
-        w.add_tensor(name, shape, IDS[ttype], quantize(values, ttype))
+        if ttype == "q8_0":
+            w.add_tensor(name, shape, gguf.GGML_Q8_0, values.tolist())
+        else:
+            w.add_tensor(name, shape, IDS[ttype], quantize(values, ttype))
     w.write(a.output)
 
 

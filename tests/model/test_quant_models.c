@@ -22,7 +22,13 @@
  * model (2.8e-3 with q3_k, 0.019 with q4_k) -- the kernels' own bound is
  * test_kernels'.
  * Controls: the engine's q4_0 run against the reference on the q4_1 file
- * of the same model is outside both tolerances of both modes. */
+ * of the same model is outside both tolerances of both modes.
+ *
+ * tools/quantize.py's error: every matrix's RMSE against the f32 weights
+ * at most 1.05 x llama-quantize's on the same tensor in the same type
+ * (tests/fixtures/quant_rmse_llamacpp.json, measured on this very model:
+ * random_model.py is deterministic for a seed); the mixes q4_k_m and
+ * q5_k_m run too.  Control: q4_k against q5_k's errors is far past it. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,14 +37,16 @@
 
 #include "tests/common.h"
 
-static const char *const TYPES[] = {"q4_0", "q4_1", "q5_0", "q5_1", "q2_k",
-                                    "q3_k", "q4_k", "q5_k", "q6_k"};
+static const char *const TYPES[] = {"q4_0", "q4_1", "q5_0", "q5_1", "q2_k",   "q3_k",
+                                    "q4_k", "q5_k", "q6_k", "q4_k_m", "q5_k_m"};
 #define N_TYPES (sizeof TYPES / sizeof TYPES[0])
 
 #define PPL_NLL_TOL 2e-3
 #define PPL_TOKEN_TOL 1e-4
 #define DECODE_NLL_TOL 5e-3
 #define DECODE_TOKEN_TOL 0.035
+#define RMSE_RATIO_MAX 1.05
+#define RMSE_FIXTURE "tests/fixtures/quant_rmse_llamacpp.json"
 
 static char dir[64];
 
@@ -94,6 +102,22 @@ static void expect_type_mix(const char *model) {
     tests_run_free(&r);
 }
 
+/* The largest ratio, over the matrices of `model`, of its RMSE against the
+ * f32 model to llama-quantize's on the same tensor in the same type. */
+static double worst_rmse_ratio(const char *model, const char *f32, const char *fixture) {
+    const char *args[] = {"tools/quant_reference.py", model, "--rmse", f32, "--against", fixture, NULL};
+    TestsRun r = tests_run_python_ok(args);
+    double ratio = tests_json_number(r.out, "max_ratio");
+    ck_assert_msg(ratio > 0, "%s", r.out);
+    tests_run_free(&r);
+    return ratio;
+}
+
+/* Every `from` in s becomes `to`, of the same length. */
+static void rename_keys(char *s, const char *from, const char *to) {
+    for (char *p = s; (p = strstr(p, from)); p += strlen(from)) memcpy(p, to, strlen(to));
+}
+
 START_TEST(test_numpy_dequantizers_match_ggml) {
     if (!tests_python_available("NumPy dequantizers")) return;
     const char *args[] = {"tools/quant_reference.py", "--check-fixture", "tests/fixtures/quant_ref.h", NULL};
@@ -124,6 +148,9 @@ START_TEST(test_models_agree_with_reference) {
         r = tests_run_python_ok(quant);
         tests_run_free(&r);
         if (!strcmp(TYPES[i], "q4_k")) expect_type_mix(q.s);
+        double ratio = worst_rmse_ratio(q.s, f32.s, RMSE_FIXTURE);
+        printf("%s: RMSE at most %.4f x llama-quantize's\n", TYPES[i], ratio);
+        ck_assert_msg(ratio <= RMSE_RATIO_MAX, "%s: RMSE %.4f x llama-quantize's", TYPES[i], ratio);
         for (int decode = 0; decode < 2; decode++) {
             Path jsonl = path_in(TYPES[i], decode ? "-decode.jsonl" : "-ppl.jsonl");
             engine_logprobs(q.s, text, decode, jsonl.s);
@@ -139,6 +166,18 @@ START_TEST(test_models_agree_with_reference) {
                           decode ? "decode" : "ppl", a.max_logprob_diff, token_tol);
         }
     }
+    /* Control: against q5_k's errors (the fixture with q4_k and q5_k
+     * swapped), q4_k's RMSE is far past the limit. */
+    size_t n;
+    char *fixture = tests_read_file(RMSE_FIXTURE, &n);
+    rename_keys(fixture, "\"q4_k\"", "\"qx_k\"");
+    rename_keys(fixture, "\"q5_k\"", "\"q4_k\"");
+    rename_keys(fixture, "\"qx_k\"", "\"q5_k\"");
+    Path swapped = path_in("swapped", ".json");
+    tests_write_file(swapped.s, fixture, n);
+    free(fixture);
+    double ratio = worst_rmse_ratio(path_in("q4_k", ".gguf").s, f32.s, swapped.s);
+    ck_assert_msg(ratio > RMSE_RATIO_MAX, "control: q4_k's RMSE is %.4f x q5_k's", ratio);
     /* Control: another quantization of the same weights is told apart. */
     for (int decode = 0; decode < 2; decode++) {
         Agreement a = reference_against(path_in("q4_1", ".gguf").s,
