@@ -279,7 +279,8 @@ static int read_tensor_info(Reader *r, size_t i, GgufTensor *t) {
     if (rd_u32(r, &type)) return -1;
     if (!tensor_type_supported(type))
         return posenc_error(r->err, "%s: %s: unsupported tensor type %u (%s); supported: f32, "
-                            "f16, bf16, q8_0", r->path, r->ctx, type, tensor_type_name(type));
+                            "f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, "
+                            "q6_k", r->path, r->ctx, type, tensor_type_name(type));
     t->type = (TensorType)type;
     if ((size_t)t->ne[0] % tensor_block_size(t->type) != 0)
         return posenc_error(r->err, "%s: %s: row length %lld is not a multiple of the %s block "
@@ -349,8 +350,9 @@ static int check_tensor_data(GgufFile *g, PosencError *err) {
                                 posenc_escape(t->name).s, (unsigned long long)t->offset, t->nbytes,
                                 g->data_offset, g->map.size);
         /* The engine reads F32/F16 in place, so a small general.alignment
-         * must still leave each element naturally aligned. */
-        size_t elem_align = t->type == TENSOR_F32 ? 4 : t->type == TENSOR_Q8_0 ? 1 : 2;
+         * must still leave each element naturally aligned (quantized
+         * blocks are read bytewise). */
+        size_t elem_align = tensor_block_size(t->type) > 1 ? 1 : tensor_block_bytes(t->type);
         if (start % elem_align != 0)
             return posenc_error(err, "%s: tensor '%s': data at file offset %zu is not %zu-byte "
                                 "aligned", g->path, posenc_escape(t->name).s, start, elem_align);

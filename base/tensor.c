@@ -18,8 +18,13 @@ const char *tensor_type_name(uint32_t type) {
 }
 
 int tensor_type_supported(uint32_t type) {
-    return type == TENSOR_F32 || type == TENSOR_F16 || type == TENSOR_Q8_0 ||
-           type == TENSOR_BF16;
+    switch (type) {
+    case TENSOR_F32: case TENSOR_F16: case TENSOR_BF16: case TENSOR_Q8_0:
+    case TENSOR_Q4_0: case TENSOR_Q4_1: case TENSOR_Q5_0: case TENSOR_Q5_1:
+    case TENSOR_Q2_K: case TENSOR_Q3_K: case TENSOR_Q4_K: case TENSOR_Q5_K: case TENSOR_Q6_K:
+        return 1;
+    }
+    return 0;
 }
 
 void tensor_dequantize(TensorType type, const void *src, float *dst, size_t n) {
@@ -38,14 +43,23 @@ void tensor_dequantize(TensorType type, const void *src, float *dst, size_t n) {
         return;
     case TENSOR_Q8_0:
         /* Blocks are 34 bytes, so the f16 scale is unaligned: memcpy it. */
-        for (size_t b = 0; b < n / Q8_0_BLOCK; b++, p += 2 + Q8_0_BLOCK) {
+        for (size_t b = 0; b < n / QK; b++, p += 2 + QK) {
             uint16_t h;
             memcpy(&h, p, 2);
             float d = fp16_to_fp32(h);
             const int8_t *q = (const int8_t *)(p + 2);
-            for (int j = 0; j < Q8_0_BLOCK; j++) dst[b * Q8_0_BLOCK + (size_t)j] = d * q[j];
+            for (int j = 0; j < QK; j++) dst[b * QK + (size_t)j] = d * q[j];
         }
         return;
+    case TENSOR_Q4_0: dequantize_row_q4_0(src, dst, n); return;
+    case TENSOR_Q4_1: dequantize_row_q4_1(src, dst, n); return;
+    case TENSOR_Q5_0: dequantize_row_q5_0(src, dst, n); return;
+    case TENSOR_Q5_1: dequantize_row_q5_1(src, dst, n); return;
+    case TENSOR_Q2_K: dequantize_row_q2_k(src, dst, n); return;
+    case TENSOR_Q3_K: dequantize_row_q3_k(src, dst, n); return;
+    case TENSOR_Q4_K: dequantize_row_q4_k(src, dst, n); return;
+    case TENSOR_Q5_K: dequantize_row_q5_k(src, dst, n); return;
+    case TENSOR_Q6_K: dequantize_row_q6_k(src, dst, n); return;
     }
 }
 

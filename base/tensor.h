@@ -1,6 +1,7 @@
 /* Tensor types and 2-D weight matrices, shared by the engine and the GGUF
  * reader.  The type values are ggml's, so GGUF tensor types map over
- * unchanged; the four below are the ones this engine computes with.
+ * unchanged; the ones below are those this engine knows (the block
+ * layouts of the quantized ones are in quant.h).
  * A Tensor is viewed in place (usually inside the mmap'd file): rows are
  * output features, columns input features, row-major. */
 #ifndef POSENC_TENSOR_H
@@ -8,16 +9,25 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/quant.h"
+
 typedef enum {
     TENSOR_F32 = 0,
     TENSOR_F16 = 1,
+    TENSOR_Q4_0 = 2,
+    TENSOR_Q4_1 = 3,
+    TENSOR_Q5_0 = 6,
+    TENSOR_Q5_1 = 7,
     TENSOR_Q8_0 = 8,   /* blocks of 32: f16 scale d, 32 x int8 q; x = d*q (34 bytes) */
+    TENSOR_Q2_K = 10,
+    TENSOR_Q3_K = 11,
+    TENSOR_Q4_K = 12,
+    TENSOR_Q5_K = 13,
+    TENSOR_Q6_K = 14,
     TENSOR_BF16 = 30,
 } TensorType;
 /* One past the largest id above: the size of tables indexed by type. */
 #define TENSOR_TYPE_COUNT 31
-
-#define Q8_0_BLOCK 32 /* int8 weights per f16 scale */
 
 typedef struct {
     TensorType type;
@@ -28,20 +38,36 @@ typedef struct {
 /* Any ggml type id: "f32", "q4_0", ..., or "unknown", so that a refused
  * file can say which type it uses. */
 const char *tensor_type_name(uint32_t type);
-int tensor_type_supported(uint32_t type);   /* F32, F16, Q8_0, BF16 */
+int tensor_type_supported(uint32_t type);   /* the types above */
 
 /* The sizes of a type's data, for the loaders, the KV cache and the
  * kernels alike; inline, so that a kernel instantiated for one type folds
  * them to constants. */
 static inline size_t tensor_block_size(TensorType t) { /* elements per block */
-    return t == TENSOR_Q8_0 ? Q8_0_BLOCK : 1;
+    switch (t) {
+    case TENSOR_F32: case TENSOR_F16: case TENSOR_BF16: return 1;
+    case TENSOR_Q4_0: case TENSOR_Q4_1: case TENSOR_Q5_0: case TENSOR_Q5_1: case TENSOR_Q8_0:
+        return QK;
+    case TENSOR_Q2_K: case TENSOR_Q3_K: case TENSOR_Q4_K: case TENSOR_Q5_K: case TENSOR_Q6_K:
+        return QK_K;
+    }
+    return 1;
 }
 static inline size_t tensor_block_bytes(TensorType t) { /* bytes per block */
     switch (t) {
     case TENSOR_F32:  return 4;
     case TENSOR_F16:
     case TENSOR_BF16: return 2;
-    case TENSOR_Q8_0: return 2 + Q8_0_BLOCK;
+    case TENSOR_Q4_0: return sizeof(BlockQ4_0);
+    case TENSOR_Q4_1: return sizeof(BlockQ4_1);
+    case TENSOR_Q5_0: return sizeof(BlockQ5_0);
+    case TENSOR_Q5_1: return sizeof(BlockQ5_1);
+    case TENSOR_Q8_0: return 2 + QK;
+    case TENSOR_Q2_K: return sizeof(BlockQ2_K);
+    case TENSOR_Q3_K: return sizeof(BlockQ3_K);
+    case TENSOR_Q4_K: return sizeof(BlockQ4_K);
+    case TENSOR_Q5_K: return sizeof(BlockQ5_K);
+    case TENSOR_Q6_K: return sizeof(BlockQ6_K);
     }
     return 0;
 }

@@ -40,7 +40,8 @@ void kernel_copy_f32(float *dst, const void *src, size_t n) { memcpy(dst, src, n
 static const char *path_lacks(const KernelPath *p, TensorType t, KernelUse use) {
     if ((unsigned)t >= TENSOR_TYPE_COUNT) return "row for it";
     const TypeKernels *k = &p->type[t];
-    if (use == KERNEL_USE_WEIGHTS && !k->dot && !k->dot_q8) return "dot or dot_q8";
+    if (use == KERNEL_USE_WEIGHTS && !k->dot && !k->dot_q8 && !k->dot_q8k)
+        return "dot, dot_q8 or dot_q8k";
     if (use == KERNEL_USE_KV_CACHE && !k->dot) return "dot";
     if (use == KERNEL_USE_KV_CACHE && !k->mix) return "mix";
     if (!k->to_f32) return "to_f32";
@@ -72,12 +73,16 @@ static size_t panel_floats(int max_cols) {
     return PANEL_FLOATS > (size_t)16 * max_cols ? PANEL_FLOATS : (size_t)16 * max_cols;
 }
 
-/* Q8 activations: one int8 per column and one scale per 32. */
-static size_t xd_floats(int max_cols) { return (size_t)(max_cols / 32 + 1); }
+/* Q8 activations: one int8 per column and one scale per 32; as Q8_K, one
+ * int8 per column, one scale per 256 and one int16 sum per 16. */
+static size_t xd_floats(int max_cols) { return (size_t)(max_cols / QK + 1); }
+static size_t kd_floats(int max_cols) { return (size_t)(max_cols / QK_K + 1); }
+static size_t ksum_count(int max_cols) { return (size_t)(max_cols / 16 + 1); }
 
 size_t matmul_scratch_bytes(int max_cols) {
     return panel_floats(max_cols) * sizeof(float) * (size_t)omp_get_max_threads() +
-           (size_t)max_cols + xd_floats(max_cols) * sizeof(float);
+           2 * (size_t)max_cols + (xd_floats(max_cols) + kd_floats(max_cols)) * sizeof(float) +
+           ksum_count(max_cols) * sizeof(int16_t);
 }
 
 int matmul_scratch_build(MatmulScratch *s, int max_cols, PosencError *err) {
@@ -88,7 +93,10 @@ int matmul_scratch_build(MatmulScratch *s, int max_cols, PosencError *err) {
     s->panel = malloc(s->panel_floats * sizeof(float) * (size_t)s->n_threads);
     s->xq = malloc((size_t)max_cols);
     s->xd = malloc(xd_floats(max_cols) * sizeof(float));
-    if (!s->panel || !s->xq || !s->xd) {
+    s->kq = malloc((size_t)max_cols);
+    s->kd = malloc(kd_floats(max_cols) * sizeof(float));
+    s->ksum = malloc(ksum_count(max_cols) * sizeof(int16_t));
+    if (!s->panel || !s->xq || !s->xd || !s->kq || !s->kd || !s->ksum) {
         matmul_scratch_free(s);
         return posenc_error_oom(err, s->panel_floats * (size_t)s->n_threads, sizeof(float),
                                 "the matmul panels");
@@ -100,6 +108,9 @@ void matmul_scratch_free(MatmulScratch *s) {
     free(s->panel);
     free(s->xq);
     free(s->xd);
+    free(s->kq);
+    free(s->kd);
+    free(s->ksum);
     memset(s, 0, sizeof *s);
 }
 
@@ -110,14 +121,18 @@ static int n_threads_for(const MatmulScratch *s, size_t macs) {
 }
 
 /* Block-quantized weights are dotted with activations quantized to Q8
- * blocks (s->xq, s->xd); the others with the f32 activations. */
+ * blocks (s->xq, s->xd) or, the K-quants, to Q8_K super-blocks (s->kq,
+ * s->kd, s->ksum); the others with the f32 activations. */
 static void gemv_rows(float *out, const float *x, const Tensor *w, int r0, int r1,
                       const MatmulScratch *s) {
     const TypeKernels *tk = &kp()->type[w->type];
     int k = w->cols;
     const void *rows = tensor_row(w, r0);
+    size_t row_bytes = tensor_row_bytes(w->type, (size_t)k);
     if (tk->dot_q8)
-        tk->dot_q8(out + r0, s->xq, s->xd, rows, tensor_row_bytes(w->type, (size_t)k), r1 - r0, k);
+        tk->dot_q8(out + r0, s->xq, s->xd, rows, row_bytes, r1 - r0, k);
+    else if (tk->dot_q8k)
+        tk->dot_q8k(out + r0, s->kq, s->kd, s->ksum, rows, row_bytes, r1 - r0, k);
     else
         tk->dot(out + r0, 0, x, 0, rows, (size_t)k, 1, r1 - r0, k);
 }
@@ -129,11 +144,13 @@ static void gemv(float *const *outs, const float *x, const Tensor *const *ws, in
                  MatmulScratch *s) {
     int total = 0;
     for (int i = 0; i < count; i++) total += (ws[i]->rows + GEMV_ROW_STEP - 1) / GEMV_ROW_STEP;
-    for (int i = 0; i < count; i++)
-        if (kp()->type[ws[i]->type].dot_q8) {
-            kp()->quantize_q8(s->xq, s->xd, x, ws[i]->cols);
-            break;
-        }
+    int q8 = 0, q8k = 0;
+    for (int i = 0; i < count; i++) {
+        q8 |= kp()->type[ws[i]->type].dot_q8 != NULL;
+        q8k |= kp()->type[ws[i]->type].dot_q8k != NULL;
+    }
+    if (q8) kp()->quantize_q8(s->xq, s->xd, x, ws[0]->cols);
+    if (q8k) quantize_q8k(s->kq, s->kd, s->ksum, x, ws[0]->cols);
     int nt = n_threads_for(s, (size_t)total * GEMV_ROW_STEP * ws[0]->cols);
     #pragma omp parallel num_threads(nt)
     {
@@ -149,7 +166,7 @@ static void gemv(float *const *outs, const float *x, const Tensor *const *ws, in
     }
 }
 
-/* Work item (row panel, token panel); a panel of f16/bf16/Q8_0 rows is
+/* Work item (row panel, token panel); a panel of f16/bf16/quantized rows is
  * converted to f32 once per thread and reused for the following items
  * that share it. */
 static void gemm(float *out, const float *x, const Tensor *w, int n, MatmulScratch *s) {

@@ -4,9 +4,9 @@
  * Each kernel runs on one instruction-set path (kernels_impl.h): AVX-512
  * or AVX2 when the build targets them (`make` uses -march=native), else
  * portable C (`make PORTABLE=1`).  Results never depend on the number of
- * threads, and decode and prefill round alike, except for Q8_0 weights,
- * which decode with int8 activations and prefill with f32 ones (see
- * matmul). */
+ * threads, and decode and prefill round alike, except for block-quantized
+ * weights, which decode with int8 activations and prefill with f32 ones
+ * (see matmul). */
 #ifndef POSENC_KERNELS_H
 #define POSENC_KERNELS_H
 #include <stddef.h>
@@ -29,6 +29,9 @@ typedef struct {
     float *panel;        /* (n_threads, panel_floats) weight rows converted to f32 */
     int8_t *xq;          /* (max_cols) one token's activations as Q8 */
     float *xd;           /* (max_cols / 32) their scales */
+    int8_t *kq;          /* (max_cols) the same as Q8_K, for the K-quants */
+    float *kd;           /* (max_cols / 256) their scales */
+    int16_t *ksum;       /* (max_cols / 16) sums of each 16 */
 } MatmulScratch;
 
 int matmul_scratch_build(MatmulScratch *s, int max_cols, PosencError *err);
@@ -38,11 +41,12 @@ void matmul_scratch_free(MatmulScratch *s);
 
 /* out (n, w->rows) = x (n, w->cols) . w^T, parallel over output rows (and,
  * for n > 1, over blocks of tokens).  n = 1 streams the weights once with
- * a matrix-vector kernel; Q8_0 then quantizes x to int8 blocks and uses
- * integer dot products.  n > 1 runs a cache-blocked matrix-matrix kernel
- * on f32 copies of L2-sized weight panels (Q8_0 included: on this kind of
- * CPU that is faster than an int8 product, which needs a scale per block
- * and per output). */
+ * a matrix-vector kernel; block-quantized weights (Q8_0, Q4_0 ... Q6_K)
+ * then quantize x to int8 blocks (Q8_K super-blocks for the K-quants) and
+ * use integer dot products.  n > 1 runs a cache-blocked matrix-matrix kernel
+ * on f32 copies of L2-sized weight panels (quantized types included: on
+ * this kind of CPU that is faster than an int8 product, which needs a
+ * scale per block and per output). */
 void matmul(float *out, const float *x, const Tensor *w, int n, MatmulScratch *s);
 /* outs[i] = x . ws[i]^T for `count` matrices of the same width (q, k, v;
  * gate, up): for decode, one parallel region streams them all. */

@@ -391,6 +391,19 @@ static void gelu(float *h, int n) {
     }
 }
 
+/* ---- block-quantized types (kernels_quant.h) ----------------------------------- */
+
+/* 8 int32 lanes, lane i the sum of q . x over bytes 4i..4i+3 (lanes 0-3 the
+ * first 16 bytes): |q| times x with q's sign moved onto x (|q| <= 32, so
+ * the pairs the 16-bit step adds stay below 2^13). */
+INLINE __m256i quant_dot4(__m256i vq, __m256i vx) {
+    __m256i aq = _mm256_sign_epi8(vq, vq), sx = _mm256_sign_epi8(vx, vq);
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(aq, sx), _mm256_set1_epi16(1));
+}
+
+#define QUANT_AVX256 /* kernels_quant.h's 256-bit kernels, on quant_dot4 */
+#include "model/kernels_quant.h"
+
 static const KernelPath path = {
     .name = "avx2",
     .type = {
@@ -398,6 +411,7 @@ static const KernelPath path = {
         [TENSOR_F16] = {.dot = dot_f16, .mix = mix_f16, .to_f32 = f16_to_f32},
         [TENSOR_BF16] = {.dot = dot_bf16, .to_f32 = bf16_to_f32},
         [TENSOR_Q8_0] = {.dot_q8 = dot_q8_0, .to_f32 = q8_0_to_f32},
+        KERNEL_QUANT_TYPES,
     },
     .quantize_q8 = quantize_q8, .to_f16 = to_f16, .softmax = softmax, .sum_exp = sum_exp,
     .swiglu = swiglu, .gelu = gelu,

@@ -33,6 +33,10 @@ typedef struct {
      * weights; rows are row_bytes apart. */
     void (*dot_q8)(float *out, const int8_t *xq, const float *xd, const void *w, size_t row_bytes,
                    int m, int k);
+    /* The same with x quantized to Q8_K super-blocks (quantize_q8k: int8
+     * xq, one scale xd per 256, int16 sums xsum of each 16): the K-quants. */
+    void (*dot_q8k)(float *out, const int8_t *xq, const float *xd, const int16_t *xsum,
+                    const void *w, size_t row_bytes, int m, int k);
     /* out[t*ldo + 0..hs) = sum over c < cells of p[t*ldp + c] * v[c*ldv + 0..hs),
      * terms added in order of c: attention's weighted sum of cached values. */
     void (*mix)(float *out, size_t ldo, const float *p, size_t ldp, const void *v, size_t ldv,
@@ -64,6 +68,22 @@ extern const KernelPath *const kernels_avx512;
 
 /* f32 "converted" to f32: a copy, the same on every path. */
 void kernel_copy_f32(float *dst, const void *src, size_t n);
+
+/* Activations to Q8_K super-blocks (k a multiple of 256): q = round(x / d),
+ * d = max|x| / 127 per 256, and the sums of each 16 q (kernels_quant.c). */
+void quantize_q8k(int8_t *q, float *d, int16_t *sum, const float *x, int k);
+/* The block-quantized types' conversions to f32 (kernels_quant.c), the
+ * same on every path; their dot products are each path's instance of
+ * kernels_quant.h. */
+void quant_q4_0_to_f32(float *dst, const void *src, size_t n);
+void quant_q4_1_to_f32(float *dst, const void *src, size_t n);
+void quant_q5_0_to_f32(float *dst, const void *src, size_t n);
+void quant_q5_1_to_f32(float *dst, const void *src, size_t n);
+void quant_q2_k_to_f32(float *dst, const void *src, size_t n);
+void quant_q3_k_to_f32(float *dst, const void *src, size_t n);
+void quant_q4_k_to_f32(float *dst, const void *src, size_t n);
+void quant_q5_k_to_f32(float *dst, const void *src, size_t n);
+void quant_q6_k_to_f32(float *dst, const void *src, size_t n);
 
 /* A path's row functions for one type: its inline dot_any, mix_any and
  * to_f32_any (type last) with the type fixed, so that every load and

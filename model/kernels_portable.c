@@ -89,6 +89,21 @@ static void dot_q8_0(float *out, const int8_t *xq, const float *xd, const void *
     }
 }
 
+/* The block-quantized types (kernels_quant.h): integer dot products of
+ * sub-blocks, summed in float as dot_q8_0 does (exact, for GCC 12's sake),
+ * then scaled in int32. */
+static inline int32_t quant_idot(const int8_t *q, const int8_t *x, const int32_t *scale, int n_sub,
+                                 int sub) {
+    int32_t dot = 0;
+    for (int s = 0; s < n_sub; s++, q += sub, x += sub) {
+        float acc = 0.0f;
+        for (int i = 0; i < sub; i++) acc += (float)q[i] * (float)x[i];
+        dot += scale[s] * (int32_t)acc;
+    }
+    return dot;
+}
+#include "model/kernels_quant.h"
+
 /* Conversions are base's reference ones. */
 static void to_f32_any(float *dst, const void *src, size_t n, TensorType type) {
     tensor_dequantize(type, src, dst, n);
@@ -147,6 +162,7 @@ const KernelPath kernels_portable = {
         [TENSOR_F16] = {.dot = dot_f16, .mix = mix_f16, .to_f32 = f16_to_f32},
         [TENSOR_BF16] = {.dot = dot_bf16, .to_f32 = bf16_to_f32},
         [TENSOR_Q8_0] = {.dot_q8 = dot_q8_0, .to_f32 = q8_0_to_f32},
+        KERNEL_QUANT_TYPES,
     },
     .quantize_q8 = quantize_q8, .to_f16 = to_f16, .softmax = softmax, .sum_exp = sum_exp,
     .swiglu = swiglu, .gelu = gelu,

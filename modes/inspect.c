@@ -16,6 +16,8 @@ typedef struct {
     int depth;       /* text: indentation level */
     int need_comma;  /* json: a value precedes at this level */
     size_t n_tensors, n_params, n_bytes;
+    /* the same per tensor type: the file's type mix */
+    size_t type_tensors[TENSOR_TYPE_COUNT], type_params[TENSOR_TYPE_COUNT], type_bytes[TENSOR_TYPE_COUNT];
 } Emitter;
 
 static void json_string(FILE *out, const char *s) { json_write_string(out, s, strlen(s)); }
@@ -149,6 +151,9 @@ static void emit_tensor(Emitter *e, const char *name, TensorType type, int n_dim
     e->n_tensors++;
     e->n_params += n;
     e->n_bytes += bytes;
+    e->type_tensors[type]++;
+    e->type_params[type] += n;
+    e->type_bytes[type] += bytes;
     if (e->json) {
         if (e->need_comma) fputc(',', e->out);
         fputs("{\"name\":", e->out);
@@ -213,6 +218,12 @@ static void emit_llama2c_tensors(Emitter *e, const Model *m) {
     if (w->output.data != w->token_embd.data) emit_matrix(e, "output.weight", &w->output);
 }
 
+/* Bits per weight, 5 significant digits (q4_k: 4.5, q6_k: 6.5625). */
+static void em_bits_per_weight(Emitter *e, size_t bytes, size_t params) {
+    em_key(e, "bits_per_weight");
+    fprintf(e->out, e->json ? "%.5g" : "%.5g\n", params ? 8.0 * (double)bytes / (double)params : 0.0);
+}
+
 static void emit_tensors(Emitter *e, const Model *m) {
     em_begin(e, "tensors", '[');
     if (!e->json) fprintf(e->out, "  %-32s %-5s %-16s %12s\n", "name", "type", "shape", "bytes");
@@ -223,6 +234,18 @@ static void emit_tensors(Emitter *e, const Model *m) {
     em_int(e, "n_tensors", (long long)e->n_tensors);
     em_int(e, "n_params", (long long)e->n_params);
     em_int(e, "bytes", (long long)e->n_bytes);
+    em_bits_per_weight(e, e->n_bytes, e->n_params);
+    em_end(e, '}');
+    em_begin(e, "types", '{');
+    for (int t = 0; t < TENSOR_TYPE_COUNT; t++) {
+        if (!e->type_tensors[t]) continue;
+        em_begin(e, tensor_type_name((uint32_t)t), '{');
+        em_int(e, "n_tensors", (long long)e->type_tensors[t]);
+        em_int(e, "n_params", (long long)e->type_params[t]);
+        em_int(e, "bytes", (long long)e->type_bytes[t]);
+        em_bits_per_weight(e, e->type_bytes[t], e->type_params[t]);
+        em_end(e, '}');
+    }
     em_end(e, '}');
 }
 

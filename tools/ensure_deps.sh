@@ -10,6 +10,7 @@ pkg-config --exists check 2>/dev/null || need="$need check"
 command -v spm_encode >/dev/null 2>&1 || need="$need sentencepiece"
 /usr/bin/python3 -c 'import sentencepiece' 2>/dev/null || need="$need python3-sentencepiece"
 /usr/bin/python3 -c 'import regex' 2>/dev/null || need="$need python3-regex"
+/usr/bin/python3 -c 'import numpy' 2>/dev/null || need="$need python3-numpy"
 command -v node >/dev/null 2>&1 || need="$need nodejs"
 command -v npm >/dev/null 2>&1 || need="$need npm"
 if [ -n "$need" ]; then

@@ -8,7 +8,8 @@ length off by one and by huge values, every type tag out of range.
 
 writes OUT/<target>/seed-*, one directory per target (gguf_model, gguf_vocab,
 llama2c, spm, gpt2, text, sampler, jinja).  Standard library only; the GGUF files
-come from tools/convert.py, so they are what users convert.  Nothing here is
+come from tools/convert.py, so they are what users convert (the quantized
+ones from tools/quantize.py, when NumPy is there).  Nothing here is
 committed: the corpora are rebuilt from ../shared whenever needed.
 """
 import argparse
@@ -200,6 +201,22 @@ def convert(args, out):
         return f.read()
 
 
+# The block-quantized types tools/quantize.py writes; it needs NumPy, and
+# without it those seeds are left out (with a note).
+QUANT_TYPES = ("q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k")
+
+
+def quantize(src, out, qtype):
+    r = subprocess.run([sys.executable, os.path.join(TOOLS, "quantize.py"), src, out, qtype],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    if r.returncode:
+        print("fuzz_seeds: no %s seed (tools/quantize.py: %s)"
+              % (qtype, r.stderr.decode(errors="replace").strip().splitlines()[-1]), file=sys.stderr)
+        return None
+    with open(out, "rb") as f:
+        return f.read()
+
+
 def safetensors(tensors):
     """{name: (shape, floats)} as a safetensors file (F32)."""
     header, blobs, off = {}, [], 0
@@ -283,9 +300,11 @@ def model_seeds(models, tmp, rng, corpus_gguf, corpus_l2c):
     small = small_llama2c_vocab()
     tok512 = read_tokenizer_bin(os.path.join(models, "stories260K/tok512.bin"))
     bases = []
+    # "quant": rows of 256, the K-quants' super-block
     for label, dims, pieces in (("small", (8, 16, 1, 2, 1, 64, 8), small),
                                 ("tok512", (8, 16, 1, 2, 1, 512, 8), tok512),
-                                ("q8", (32, 32, 1, 2, 2, 64, 8), small)):
+                                ("q8", (32, 32, 1, 2, 2, 64, 8), small),
+                                ("quant", (256, 256, 1, 2, 2, 64, 8), small)):
         tok = tokenizer_bin(pieces)
         for shared in (True, False):
             if label != "small" and not shared:
@@ -298,8 +317,16 @@ def model_seeds(models, tmp, rng, corpus_gguf, corpus_l2c):
             dtypes = ("f32", "f16", "bf16") if label == "small" else \
                 ("q8_0",) if label == "q8" else ("f32",)
             for dt in dtypes:
-                bases.append(convert([stem + ".bin", "--tokenizer", stem + ".tok.bin",
-                                      "--dtype", dt], stem + "." + dt + ".gguf"))
+                f32 = convert([stem + ".bin", "--tokenizer", stem + ".tok.bin",
+                               "--dtype", dt], stem + "." + dt + ".gguf")
+                if label != "quant":
+                    bases.append(f32)
+            for qt in QUANT_TYPES if label in ("q8", "quant") else ():
+                if (label == "quant") != qt.endswith("_k"):   # rows of 32 take the 32-blocks
+                    continue
+                q = quantize(stem + "." + dtypes[0] + ".gguf", "%s.%s.gguf" % (stem, qt), qt)
+                if q:
+                    bases.append(q)
     gpt2 = {}
     for pe in ("sinusoidal", "learned", "rope", "alibi", "none", "t5"):
         zoo = os.path.join(models, "zoo", pe)

@@ -45,6 +45,12 @@ GGML_F32, GGML_F16, GGML_Q8_0, GGML_BF16 = 0, 1, 8, 30
 GGML_TYPE_NAMES = {GGML_F32: "f32", GGML_F16: "f16", GGML_Q8_0: "q8_0", GGML_BF16: "bf16"}
 QK8_0 = 32
 _BLOCK = {GGML_F32: (1, 4), GGML_F16: (1, 2), GGML_BF16: (1, 2), GGML_Q8_0: (QK8_0, 2 + QK8_0)}
+# The other block-quantized types posenc reads (Reader maps them; their
+# values are tools/quant_reference.py's, which needs NumPy).
+_BLOCK.update({2: (32, 18), 3: (32, 20), 6: (32, 22), 7: (32, 24), 10: (256, 84),
+               11: (256, 110), 12: (256, 144), 13: (256, 176), 14: (256, 210)})
+GGML_TYPE_NAMES.update({2: "q4_0", 3: "q4_1", 6: "q5_0", 7: "q5_1", 10: "q2_k", 11: "q3_k",
+                        12: "q4_k", 13: "q5_k", 14: "q6_k"})
 
 # llama.cpp's general.file_type (LLAMA_FTYPE_*) for a model whose matrices
 # have the given type.
@@ -192,7 +198,9 @@ class Writer:
     def add_tensor(self, name, shape, ggml_type, source):
         """shape: PyTorch order, outermost first.  source: a sequence of
         prod(shape) floats in row-major order, or a zero-argument callable
-        returning one (called once, at write time)."""
+        returning one (called once, at write time); for the block types
+        this module has no encoder for, the encoded bytes themselves
+        (tools/quantize.py)."""
         if not name or len(name.encode("utf-8")) > 64:
             raise GGUFError("tensor name %r must be 1..64 bytes" % name)
         if name in self._names:
@@ -266,10 +274,16 @@ class Writer:
             for t in self.tensors:
                 values = t.source() if callable(t.source) else t.source
                 nelem = t.nbytes // _BLOCK[t.type][1] * _BLOCK[t.type][0]
-                if len(values) != nelem:
+                if t.type not in _ENCODERS:
+                    if not isinstance(values, (bytes, bytearray)) or len(values) != t.nbytes:
+                        raise GGUFError("tensor %r: type %d takes its %d encoded bytes"
+                                        % (t.name, t.type, t.nbytes))
+                    data = bytes(values)
+                elif len(values) != nelem:
                     raise GGUFError("tensor %r: got %d values for shape %r"
                                     % (t.name, len(values), tuple(reversed(t.ne))))
-                data = _ENCODERS[t.type](values)
+                else:
+                    data = _ENCODERS[t.type](values)
                 assert len(data) == t.nbytes
                 f.write(data)
                 pos = self._pad(f, pos + len(data))
@@ -357,6 +371,9 @@ class Reader:
             hs = struct.unpack("<%dH" % (len(raw) // 2), raw)
             bits = struct.pack("<%dI" % len(hs), *(h << 16 for h in hs))
             return list(struct.unpack("<%df" % len(hs), bits))
+        if t["type"] != GGML_Q8_0:
+            raise GGUFError("%s: tensor %r: type %d is read by tools/quant_reference.py (NumPy)"
+                            % (self.path, name, t["type"]))
         out = []
         for b in range(0, len(raw), 2 + QK8_0):
             d = struct.unpack_from("<e", raw, b)[0]

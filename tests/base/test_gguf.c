@@ -655,8 +655,14 @@ START_TEST(test_bad_tensor_infos) {
     expect_fail(&b, "past the end");
     patch_u64(&b, L.ne_at[0], 3);
 
-    patch_u32(&b, L.type_at[0], 2);
-    expect_fail(&b, "'t.f32': unsupported tensor type 2 (q4_0)");
+    patch_u32(&b, L.type_at[0], 16);
+    expect_fail(&b, "'t.f32': unsupported tensor type 16 (iq2_xxs)");
+    patch_u32(&b, L.type_at[0], 2);   /* rows of 3 weights cannot be 32-blocks */
+    expect_fail(&b, "'t.f32': row length 3 is not a multiple of the q4_0 block size 32");
+    patch_u32(&b, L.type_at[0], 12);
+    patch_u64(&b, L.ne_at[0], 32);
+    expect_fail(&b, "'t.f32': row length 32 is not a multiple of the q4_k block size 256");
+    patch_u64(&b, L.ne_at[0], 3);
     patch_u32(&b, L.type_at[0], 12345);
     expect_fail(&b, "unsupported tensor type 12345 (unknown)");
     patch_u32(&b, L.type_at[0], TENSOR_F32);

@@ -469,7 +469,8 @@ START_TEST(inspect_states_peak_memory) {
         const char *mem = strstr(r.out, "\"memory\"");
         ck_assert_msg(mem, "%s", r.out);
         double kv = 2 * n_ctx * kv_dim * (f16 ? 2 : 4) + 2 * n_ctx * 4; /* + positions, tokens */
-        double chunk = 512, panels = 65536 * 4 * threads + 16 + 4;      /* matmul, 16 columns */
+        double chunk = 512, panels = 65536 * 4 * threads + 16 + 4      /* matmul, 16 columns: Q8 */
+                                     + 16 + 4 + 2 * 2;                  /* and Q8_K activations */
         double gen = chunk * (4 * dim + 2 * hidden + (f16 ? 2 * kv_dim : 0)) * 4 /* activations */
                      + threads * 4 * n_ctx * 4                          /* attention scores */
                      + vocab * 4 + panels;                              /* one row of logits */

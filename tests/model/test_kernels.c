@@ -37,6 +37,64 @@ static float *random_floats(size_t n) {
     return p;
 }
 
+/* The offsets of a block's f16 scales (d, then m or dmin; -1: none). */
+static void scale_offsets(TensorType type, int *d, int *m) {
+    *m = -1;
+    switch (type) {
+    case TENSOR_Q4_1: case TENSOR_Q5_1: case TENSOR_Q4_K: case TENSOR_Q5_K: *d = 0, *m = 2; break;
+    case TENSOR_Q2_K: *d = 80, *m = 82; break;
+    case TENSOR_Q3_K: *d = 108; break;
+    case TENSOR_Q6_K: *d = 208; break;
+    default: *d = 0; break;
+    }
+}
+
+/* Random bytes for the quants and sub-block scales of n blocks, with f16
+ * scales chosen so that weights stay within a few units (q * sc * d; the
+ * K-quants' integer scales reach 63 or 128) and the mins of the _1 and K
+ * types are of the size of the weights: cancellation is then exercised. */
+static void random_blocks(TensorType type, uint8_t *data, size_t n) {
+    size_t bytes = tensor_block_bytes(type);
+    int off_d, off_m;
+    scale_offsets(type, &off_d, &off_m);
+    float dmax = tensor_block_size(type) == 32 ? 0.1f : type == TENSOR_Q6_K ? 1e-3f : 0.01f;
+    for (size_t b = 0; b < n; b++) {
+        uint8_t *blk = data + b * bytes;
+        for (size_t i = 0; i < bytes; i++) {
+            frand();
+            blk[i] = (uint8_t)(rng >> 32);
+        }
+        uint16_t d = fp32_to_fp16(dmax * (0.5f + 0.25f * frand()));
+        memcpy(blk + off_d, &d, 2);
+        if (off_m >= 0) {
+            uint16_t m = fp32_to_fp16(dmax * frand());
+            memcpy(blk + off_m, &m, 2);
+        }
+    }
+}
+
+/* Per weight, the magnitude of the min term a kernel subtracts (m of the _1
+ * types, dmin * min of the K-quants; 0 for the others): the float bound of
+ * a sum that cancels is relative to both terms. */
+static void min_terms(TensorType type, const uint8_t *data, float *out, size_t n) {
+    size_t qk = tensor_block_size(type), bytes = tensor_block_bytes(type);
+    for (size_t b = 0; b < n / qk; b++) {
+        const uint8_t *blk = data + b * bytes;
+        for (size_t i = 0; i < qk; i++) out[b * qk + i] = 0.0f;
+        if (type == TENSOR_Q4_1 || type == TENSOR_Q5_1) {
+            QuantBlock u;
+            (type == TENSOR_Q4_1 ? quant_unpack_q4_1 : quant_unpack_q5_1)(blk, &u);
+            for (size_t i = 0; i < qk; i++) out[b * qk + i] = fabsf(u.m);
+        }
+        if (type == TENSOR_Q2_K || type == TENSOR_Q4_K || type == TENSOR_Q5_K) {
+            QuantSuperBlock u;
+            (type == TENSOR_Q2_K ? quant_unpack_q2_k : type == TENSOR_Q4_K ? quant_unpack_q4_k
+                                                                          : quant_unpack_q5_k)(blk, &u);
+            for (size_t i = 0; i < qk; i++) out[b * qk + i] = fabsf(u.dmin * u.mn[i / (size_t)u.sub]);
+        }
+    }
+}
+
 /* A rows x cols tensor of `type` with random weights; *ref gets them as f32. */
 static Tensor random_tensor(TensorType type, int rows, int cols, float **ref) {
     size_t n = (size_t)rows * cols, bytes = tensor_row_bytes(type, (size_t)cols) * rows;
@@ -61,6 +119,8 @@ static Tensor random_tensor(TensorType type, int rows, int cols, float **ref) {
             memcpy(data + 34 * b, &d, 2);
             for (int j = 0; j < 32; j++) data[34 * b + 2 + j] = (uint8_t)(int8_t)lrintf(127.0f * frand());
         }
+    if (tensor_block_size(type) > 1 && type != TENSOR_Q8_0)
+        random_blocks(type, data, n / tensor_block_size(type));
     *ref = malloc(n * sizeof(float));
     tensor_dequantize(type, data, *ref, n);
     return (Tensor){type, data, rows, cols};
@@ -168,66 +228,104 @@ static float *run_matmul(const Tensor *w, const float *x, int n, int threads) {
     return out;
 }
 
+/* The bound of a decode with int8 activations against the exact product
+ * x . w of row w (f32 reference weights wr, min terms mt): each x_i moves
+ * by at most half its block's step max|x|/127 (blocks of 32, or of 256
+ * for the K-quants' Q8_K), so the sum by at most that times sum |w_i|;
+ * the float operations add at most k u times the magnitudes of both terms
+ * a block's result is the difference of (weights and min terms, each
+ * times x_i plus its rounding). */
+static double q8_decode_bound(const float *xr, const float *wr, const float *mt, int cols, int qk) {
+    double qbound = 0.0, mag = 0.0;
+    for (int b0 = 0; b0 < cols; b0 += qk) {
+        double amax = 0.0, wsum = 0.0;
+        for (int i = b0; i < b0 + qk; i++) {
+            amax = fmax(amax, fabs(xr[i]));
+            wsum += fabs(wr[i]);
+        }
+        qbound += amax / 127.0 / 2.0 * wsum;
+        for (int i = b0; i < b0 + qk; i++)
+            mag += (fabs(xr[i]) + amax / 254.0) * (fabs(wr[i]) + (mt ? mt[i] : 0.0));
+    }
+    return qbound * (1 + 1e-3) + cols * U * mag;
+}
+
 /* matmul on every path and type: within the bound of the exact product,
- * the same bits at 1 and 2 threads, and (but for Q8_0) the same bits one
- * token at a time as in one call.  Shapes are large enough to go parallel
- * and to span several weight panels and token panels. */
+ * the same bits at 1 and 2 threads, and (but for the block-quantized
+ * types, which decode with int8 activations) the same bits one token at a
+ * time as in one call.  Shapes are large enough to go parallel and to span
+ * several weight panels and token panels (the types added with the
+ * quantized files run fewer tokens: their prefill is the same f32 GEMM on
+ * panels their exact to_f32 fills).  Control: each decoded row is farther
+ * than its bound from the next row's exact product. */
 START_TEST(matmul_paths_threads_and_chunks) {
-    static const TensorType TYPES[] = {TENSOR_F32, TENSOR_F16, TENSOR_BF16, TENSOR_Q8_0};
+    static const TensorType TYPES[] = {TENSOR_F32,  TENSOR_F16,  TENSOR_BF16, TENSOR_Q8_0, TENSOR_Q4_0,
+                                       TENSOR_Q4_1, TENSOR_Q5_0, TENSOR_Q5_1, TENSOR_Q2_K, TENSOR_Q3_K,
+                                       TENSOR_Q4_K, TENSOR_Q5_K, TENSOR_Q6_K};
     const char *paths[] = {"portable", "avx2", "avx512"};
-    int rows = 300, cols = 4096 + 64, n = 150;
-    float *x = random_floats((size_t)n * cols);
-    for (int ty = 0; ty < 4; ty++) {
-        float *wref;
-        Tensor w = random_tensor(TYPES[ty], rows, cols, &wref);
+    int rows = 300, max_cols = 4096 + 256;
+    float *xs = random_floats((size_t)150 * max_cols);
+    for (size_t ty = 0; ty < sizeof TYPES / sizeof TYPES[0]; ty++) {
+        TensorType type = TYPES[ty];
+        int qk = (int)tensor_block_size(type), blocked = qk > 1;
+        int cols = qk == QK_K ? 4096 + 256 : 4096 + 64, n = ty < 4 ? 150 : 40;
+        float *x = xs, *wref, *mt = NULL;
+        Tensor w = random_tensor(type, rows, cols, &wref);
+        if (blocked) {
+            mt = malloc((size_t)rows * cols * sizeof(float));
+            min_terms(type, w.data, mt, (size_t)rows * cols);
+        }
         for (int p = 0; p < 3; p++) {
             if (!have(paths[p])) continue;
             float *a = run_matmul(&w, x, n, 1), *b = run_matmul(&w, x, n, 2);
             ck_assert_msg(memcmp(a, b, (size_t)n * rows * sizeof(float)) == 0, "%s %s: 1 vs 2 threads",
-                          paths[p], tensor_type_name(TYPES[ty]));
+                          paths[p], tensor_type_name(type));
+            int control_fails = 0, controls = 0;
             for (int t = 0; t < n; t += 7) {
                 float *one1 = run_matmul(&w, x + (size_t)t * cols, 1, 1);
                 float *one2 = run_matmul(&w, x + (size_t)t * cols, 1, 2);
                 ck_assert_msg(memcmp(one1, one2, (size_t)rows * sizeof(float)) == 0, "%s %s: decode 1 vs 2 threads",
-                              paths[p], tensor_type_name(TYPES[ty]));
+                              paths[p], tensor_type_name(type));
                 for (int r = 0; r < rows; r++) {
                     const float *xr = x + (size_t)t * cols, *wr = wref + (size_t)r * cols;
                     double want = exact_dot(xr, wr, cols), mag = abs_dot(xr, wr, cols);
                     double got_p = a[(size_t)t * rows + r], got_d = one1[r];
                     ck_assert_msg(fabs(got_p - want) <= cols * U * mag, "%s %s prefill t=%d r=%d: %g vs %g",
-                                  paths[p], tensor_type_name(TYPES[ty]), t, r, got_p, want);
-                    if (TYPES[ty] != TENSOR_Q8_0) {
+                                  paths[p], tensor_type_name(type), t, r, got_p, want);
+                    if (!blocked) {
                         ck_assert_msg(got_p == got_d, "%s %s t=%d r=%d: prefill %.9g, decode %.9g", paths[p],
-                                      tensor_type_name(TYPES[ty]), t, r, got_p, got_d);
+                                      tensor_type_name(type), t, r, got_p, got_d);
                         continue;
                     }
-                    /* int8 activations: each x_i moves by at most half its
-                     * block's step max|x|/127, so the sum by at most that
-                     * times sum |w_i|, plus the float bound. */
-                    double qbound = 0.0;
-                    for (int b0 = 0; b0 < cols; b0 += 32) {
-                        double amax = 0.0, wsum = 0.0;
-                        for (int i = b0; i < b0 + 32; i++) {
-                            amax = fmax(amax, fabs(xr[i]));
-                            wsum += fabs(wr[i]);
-                        }
-                        qbound += amax / 127.0 / 2.0 * wsum;
+                    int dq = type == TENSOR_Q8_0 || qk == QK ? QK : QK_K;
+                    double bound = q8_decode_bound(xr, wr, mt + (size_t)r * cols, cols, dq);
+                    ck_assert_msg(fabs(got_d - want) <= bound, "%s %s decode t=%d r=%d: %g vs %g (bound %g)",
+                                  paths[p], tensor_type_name(type), t, r, got_d, want, bound);
+                    if (r + 1 < rows) {
+                        const float *wn = wref + (size_t)(r + 1) * cols;
+                        controls++;
+                        control_fails += fabs(got_d - exact_dot(xr, wn, cols)) >
+                                         q8_decode_bound(xr, wn, mt + (size_t)(r + 1) * cols, cols, dq);
                     }
-                    ck_assert_msg(fabs(got_d - want) <= qbound * (1 + 1e-3) + cols * U * mag,
-                                  "%s q8_0 decode t=%d r=%d: %g vs %g (bound %g)", paths[p], t, r, got_d,
-                                  want, qbound);
                 }
                 free(one1);
                 free(one2);
             }
+            if (blocked && p == 0)
+                printf("decode %s: %d of %d rows outside the bound of the next row\n",
+                       tensor_type_name(type), control_fails, controls);
+            ck_assert_msg(!blocked || control_fails > controls / 2,
+                          "%s %s: only %d of %d decoded rows are outside the bound of the next row",
+                          paths[p], tensor_type_name(type), control_fails, controls);
             free(a);
             free(b);
         }
+        free(mt);
         free(wref);
         free((void *)w.data);
     }
     kernels_use("portable");
-    free(x);
+    free(xs);
 }
 END_TEST
 
@@ -446,7 +544,7 @@ END_TEST
  * are f32) has on every path the kernels a matmul needs, and every type a
  * KV cache can be built with has those attention needs: a loader and a
  * table that drift apart fail here, not as a call through NULL.  Controls:
- * a type with no entry (q4_0, which nothing loads yet), a use a type has
+ * a type with no entry (q8_1, which nothing loads), a use a type has
  * no kernel for (bf16 as the cache: no weighted sum) and an id past the
  * table are each reported by name. */
 START_TEST(dispatch_covers_every_loaded_type) {
@@ -464,11 +562,11 @@ START_TEST(dispatch_covers_every_loaded_type) {
         caches++;
         ck_assert_msg(kernels_check_type((TensorType)id, KERNEL_USE_KV_CACHE, &err) == 0, "%s", err.msg);
     }
-    ck_assert_int_eq(weights, 4); /* f32, f16, bf16, q8_0: the loop saw them */
+    ck_assert_int_eq(weights, 13); /* f32, f16, bf16, q8_0, q4_0 ... q6_k: the loop saw them */
     ck_assert_int_eq(caches, 2);  /* f32, f16 */
 
-    ck_assert_int_eq(kernels_check_type((TensorType)2, KERNEL_USE_WEIGHTS, &err), -1);
-    ck_assert_str_eq(err.msg, "q4_0 weights: the portable kernels have no dot or dot_q8");
+    ck_assert_int_eq(kernels_check_type((TensorType)9, KERNEL_USE_WEIGHTS, &err), -1);
+    ck_assert_str_eq(err.msg, "q8_1 weights: the portable kernels have no dot, dot_q8 or dot_q8k");
     ck_assert_int_eq(kernels_check_type(TENSOR_BF16, KERNEL_USE_KV_CACHE, &err), -1);
     ck_assert_str_eq(err.msg, "bf16 KV cache: the portable kernels have no mix");
     ck_assert_int_eq(kernels_check_type((TensorType)TENSOR_TYPE_COUNT, KERNEL_USE_WEIGHTS, &err), -1);

@@ -1,0 +1,69 @@
+#include "base/quant.h"
+
+#include <string.h>
+
+#include "base/util.h"
+
+_Static_assert(sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20 && sizeof(BlockQ5_0) == 22 &&
+               sizeof(BlockQ5_1) == 24, "ggml's block sizes");
+_Static_assert(sizeof(BlockQ2_K) == 84 && sizeof(BlockQ3_K) == 110 && sizeof(BlockQ4_K) == 144 &&
+               sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210, "ggml's super-block sizes");
+
+float quant_half(const uint8_t *p) { return fp16_to_fp32((uint16_t)(p[0] | p[1] << 8)); }
+
+void quant_scale_min_k4(const uint8_t *scales, int j, uint8_t *sc, uint8_t *mn) {
+    if (j < 4) {
+        *sc = scales[j] & 63;
+        *mn = scales[j + 4] & 63;
+    } else {
+        *sc = (uint8_t)((scales[j + 4] & 0xF) | (scales[j - 4] >> 6) << 4);
+        *mn = (uint8_t)((scales[j + 4] >> 4) | (scales[j] >> 6) << 4);
+    }
+}
+
+void quant_scales_q3_k(const uint8_t *packed, int8_t out[16]) {
+    for (int j = 0; j < 16; j++) {
+        int low = j < 8 ? packed[j] & 0xF : packed[j - 8] >> 4;
+        int high = packed[8 + j % 4] >> (2 * (j / 4)) & 3;
+        out[j] = (int8_t)(low | high << 4);
+    }
+}
+
+/* ---- dequantization ------------------------------------------------------------ */
+
+/* ggml computes q*d for the _0 types and q*d + m for the _1 ones (adding a
+ * zero m would turn -0 into +0), and (d*sc)*q - dmin*mn for the K-quants
+ * (those without mins compute (d*sc)*q, which equals it minus +0 bit for
+ * bit). */
+static void dequantize_32(const void *src, float *dst, size_t n, size_t bytes, int has_m,
+                          void (*unpack)(const void *, QuantBlock *)) {
+    const uint8_t *p = src;
+    QuantBlock u;
+    for (size_t i = 0; i < n / QK; i++, p += bytes, dst += QK) {
+        unpack(p, &u);
+        for (int j = 0; j < QK; j++) dst[j] = has_m ? (float)u.q[j] * u.d + u.m : (float)u.q[j] * u.d;
+    }
+}
+
+static void dequantize_k(const void *src, float *dst, size_t n, size_t bytes,
+                         void (*unpack)(const void *, QuantSuperBlock *)) {
+    const uint8_t *p = src;
+    QuantSuperBlock u;
+    for (size_t i = 0; i < n / QK_K; i++, p += bytes, dst += QK_K) {
+        unpack(p, &u);
+        for (int w = 0; w < QK_K; w++) {
+            int s = w / u.sub;
+            dst[w] = u.d * (float)u.sc[s] * (float)u.q[w] - u.dmin * (float)u.mn[s];
+        }
+    }
+}
+
+void dequantize_row_q4_0(const void *src, float *dst, size_t n) { dequantize_32(src, dst, n, sizeof(BlockQ4_0), 0, quant_unpack_q4_0); }
+void dequantize_row_q4_1(const void *src, float *dst, size_t n) { dequantize_32(src, dst, n, sizeof(BlockQ4_1), 1, quant_unpack_q4_1); }
+void dequantize_row_q5_0(const void *src, float *dst, size_t n) { dequantize_32(src, dst, n, sizeof(BlockQ5_0), 0, quant_unpack_q5_0); }
+void dequantize_row_q5_1(const void *src, float *dst, size_t n) { dequantize_32(src, dst, n, sizeof(BlockQ5_1), 1, quant_unpack_q5_1); }
+void dequantize_row_q2_k(const void *src, float *dst, size_t n) { dequantize_k(src, dst, n, sizeof(BlockQ2_K), quant_unpack_q2_k); }
+void dequantize_row_q3_k(const void *src, float *dst, size_t n) { dequantize_k(src, dst, n, sizeof(BlockQ3_K), quant_unpack_q3_k); }
+void dequantize_row_q4_k(const void *src, float *dst, size_t n) { dequantize_k(src, dst, n, sizeof(BlockQ4_K), quant_unpack_q4_k); }
+void dequantize_row_q5_k(const void *src, float *dst, size_t n) { dequantize_k(src, dst, n, sizeof(BlockQ5_K), quant_unpack_q5_k); }
+void dequantize_row_q6_k(const void *src, float *dst, size_t n) { dequantize_k(src, dst, n, sizeof(BlockQ6_K), quant_unpack_q6_k); }

@@ -1,0 +1,147 @@
+/* Decode's dot products on ggml's block-quantized weights (base/quant.h),
+ * instantiated by each path (kernels_portable.c, kernels_avx2.c,
+ * kernels_avx512.c), which defines before including this file either
+ *
+ *   static inline int32_t quant_idot(const int8_t *q, const int8_t *x,
+ *                                    const int32_t *scale, int n_sub, int sub);
+ *
+ * = sum over s < n_sub of scale[s] * (q . x over weights [s*sub, (s+1)*sub)),
+ * for sub 16 or 32, exactly (|q| <= 32, |x| <= 127); or QUANT_AVX256 and
+ *
+ *   __m256i quant_dot4(__m256i q, __m256i x);
+ *
+ * whose int32 lane i is the sum of q . x over bytes 4i..4i+3, from which
+ * quant_idot below is made (and Q4_0 in registers).
+ *
+ * The 32-weight block types run against Q8 blocks of 32 activations (the
+ * path's quantize_q8), the K-quants against Q8_K super-blocks
+ * (quantize_q8k: 256 int8 with one f32 scale and int16 sums of each 16).
+ * A row's result is the sum over blocks of d_w * d_x * (integer dot)
+ * [+ m_w * d_x * sum x, or - dmin_w * d_x * sum_s mn_s (sum x of s)]: the
+ * integers are exact on every path, so paths differ only in the few float
+ * operations per block. */
+#ifndef POSENC_KERNELS_QUANT_H
+#define POSENC_KERNELS_QUANT_H
+#include "base/quant.h"
+
+#ifdef QUANT_AVX256
+/* Sub-blocks of 32 fill a register; of 16, a register holds two, their
+ * scales in its two 128-bit halves. */
+static inline int32_t quant_idot(const int8_t *q, const int8_t *x, const int32_t *scale, int n_sub,
+                                 int sub) {
+    __m256i acc = _mm256_setzero_si256();
+    for (int s = 0; s < n_sub; s += 32 / sub) {
+        __m256i sc = sub == 32 ? _mm256_set1_epi32(scale[s])
+                               : _mm256_setr_epi32(scale[s], scale[s], scale[s], scale[s], scale[s + 1],
+                                                   scale[s + 1], scale[s + 1], scale[s + 1]);
+        __m256i p = quant_dot4(_mm256_loadu_si256((const __m256i *)(q + s * sub)),
+                               _mm256_loadu_si256((const __m256i *)(x + s * sub)));
+        acc = _mm256_add_epi32(acc, _mm256_mullo_epi32(p, sc));
+    }
+    __m128i h = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4E));
+    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xB1));
+    return _mm_cvtsi128_si32(h);
+}
+#endif
+
+static const int32_t quant_one = 1;
+static const int8_t quant_ones[QK] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+                                      1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+
+static inline float quant_block_dot(const QuantBlock *u, const int8_t *xq, float xd, int has_m) {
+    float r = (float)quant_idot(u->q, xq, &quant_one, 1, QK) * (u->d * xd);
+    if (has_m) r += (float)quant_idot(quant_ones, xq, &quant_one, 1, QK) * (u->m * xd);
+    return r;
+}
+
+#define QUANT_DOT_Q8(type, BLOCK, HAS_M)                                                          \
+    static void dot_##type(float *out, const int8_t *xq, const float *xd, const void *w,         \
+                           size_t row_bytes, int m, int k) {                                     \
+        QuantBlock u;                                                                            \
+        for (int r = 0; r < m; r++) {                                                            \
+            const BLOCK *blk = (const BLOCK *)((const uint8_t *)w + (size_t)r * row_bytes);     \
+            float s = 0.0f;                                                                      \
+            for (int b = 0; b < k / QK; b++) {                                                   \
+                quant_unpack_##type(blk + b, &u);                                                \
+                s += quant_block_dot(&u, xq + QK * b, xd[b], HAS_M);                             \
+            }                                                                                    \
+            out[r] = s;                                                                          \
+        }                                                                                        \
+    }
+#ifdef QUANT_AVX256
+/* Q4_0, the common 32-block type, without the trip through QuantBlock: the
+ * nibbles are split in registers, each block's 8 int32 lanes scaled into
+ * a float accumulator, reduced once per row. */
+static void dot_q4_0(float *out, const int8_t *xq, const float *xd, const void *w, size_t row_bytes,
+                     int m, int k) {
+    const __m128i low = _mm_set1_epi8(0xF);
+    for (int r = 0; r < m; r++) {
+        const BlockQ4_0 *blk = (const BlockQ4_0 *)((const uint8_t *)w + (size_t)r * row_bytes);
+        __m256 acc = _mm256_setzero_ps();
+        for (int b = 0; b < k / QK; b++, blk++) {
+            __m128i raw = _mm_loadu_si128((const __m128i *)blk->qs);
+            __m256i q = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(raw, 4), low), _mm_and_si128(raw, low));
+            q = _mm256_sub_epi8(q, _mm256_set1_epi8(8));
+            __m256i p = quant_dot4(q, _mm256_loadu_si256((const __m256i *)(xq + QK * b)));
+            float scale = _cvtsh_ss((uint16_t)(blk->d[0] | blk->d[1] << 8)) * xd[b];
+            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(scale), acc);
+        }
+        __m128 h = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+        h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+        out[r] = _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)));
+    }
+}
+#else
+QUANT_DOT_Q8(q4_0, BlockQ4_0, 0)
+#endif
+QUANT_DOT_Q8(q4_1, BlockQ4_1, 1)
+QUANT_DOT_Q8(q5_0, BlockQ5_0, 0)
+QUANT_DOT_Q8(q5_1, BlockQ5_1, 1)
+
+/* One super-block: d * xd * sum_s sc_s (q_s . x_s) - dmin * xd * sum_s mn_s (sum x_s);
+ * the integer sums are at most 63 * 31 * 127 * 256 in magnitude. */
+static inline float quant_superblock_dot(const QuantSuperBlock *u, const int8_t *xq,
+                                         const int16_t *xsum, float xd) {
+    int32_t dot = quant_idot(u->q, xq, u->sc, QK_K / u->sub, u->sub), mins = 0;
+    if (u->dmin != 0.0f)
+        for (int s = 0; s < QK_K / u->sub; s++) {
+            int32_t xs = 0;
+            for (int i = 0; i < u->sub / 16; i++) xs += xsum[s * (u->sub / 16) + i];
+            mins += u->mn[s] * xs;
+        }
+    return u->d * xd * (float)dot - u->dmin * xd * (float)mins;
+}
+
+#define QUANT_DOT_Q8K(type, BLOCK)                                                                \
+    static void dot_##type(float *out, const int8_t *xq, const float *xd, const int16_t *xsum,    \
+                           const void *w, size_t row_bytes, int m, int k) {                      \
+        QuantSuperBlock u;                                                                       \
+        for (int r = 0; r < m; r++) {                                                            \
+            const BLOCK *blk = (const BLOCK *)((const uint8_t *)w + (size_t)r * row_bytes);     \
+            float s = 0.0f;                                                                      \
+            for (int b = 0; b < k / QK_K; b++) {                                                 \
+                quant_unpack_##type(blk + b, &u);                                                \
+                s += quant_superblock_dot(&u, xq + QK_K * b, xsum + (QK_K / 16) * b, xd[b]);     \
+            }                                                                                    \
+            out[r] = s;                                                                          \
+        }                                                                                        \
+    }
+QUANT_DOT_Q8K(q2_k, BlockQ2_K)
+QUANT_DOT_Q8K(q3_k, BlockQ3_K)
+QUANT_DOT_Q8K(q4_k, BlockQ4_K)
+QUANT_DOT_Q8K(q5_k, BlockQ5_K)
+QUANT_DOT_Q8K(q6_k, BlockQ6_K)
+
+/* Their entries in the path's table. */
+#define KERNEL_QUANT_TYPES                                                                        \
+    [TENSOR_Q4_0] = {.dot_q8 = dot_q4_0, .to_f32 = quant_q4_0_to_f32},                           \
+    [TENSOR_Q4_1] = {.dot_q8 = dot_q4_1, .to_f32 = quant_q4_1_to_f32},                           \
+    [TENSOR_Q5_0] = {.dot_q8 = dot_q5_0, .to_f32 = quant_q5_0_to_f32},                           \
+    [TENSOR_Q5_1] = {.dot_q8 = dot_q5_1, .to_f32 = quant_q5_1_to_f32},                           \
+    [TENSOR_Q2_K] = {.dot_q8k = dot_q2_k, .to_f32 = quant_q2_k_to_f32},                          \
+    [TENSOR_Q3_K] = {.dot_q8k = dot_q3_k, .to_f32 = quant_q3_k_to_f32},                          \
+    [TENSOR_Q4_K] = {.dot_q8k = dot_q4_k, .to_f32 = quant_q4_k_to_f32},                          \
+    [TENSOR_Q5_K] = {.dot_q8k = dot_q5_k, .to_f32 = quant_q5_k_to_f32},                          \
+    [TENSOR_Q6_K] = {.dot_q8k = dot_q6_k, .to_f32 = quant_q6_k_to_f32}
+#endif
