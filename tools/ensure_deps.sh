@@ -10,6 +10,7 @@ pkg-config --exists check 2>/dev/null || need="$need check"
 command -v spm_encode >/dev/null 2>&1 || need="$need sentencepiece"
 /usr/bin/python3 -c 'import sentencepiece' 2>/dev/null || need="$need python3-sentencepiece"
 /usr/bin/python3 -c 'import regex' 2>/dev/null || need="$need python3-regex"
+command -v npm >/dev/null 2>&1 || need="$need nodejs npm"
 [ -n "$need" ] || exit 0
 cmd="apt-get install -y$need"
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
