@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/json_parse.h"
 #include "tokenizer/tokenizer.h"
 
 #define TOKENIZER_MAX_PIECE_BYTES 4096 /* longer pieces are refused at load */
@@ -95,9 +96,6 @@ int piece_trie_step(const PieceTrie *pt, int node, unsigned char c);
 /* Length of the longest piece that prefixes s[0..n), or 0. */
 size_t piece_trie_longest(const PieceTrie *pt, const char *s, size_t n);
 
-/* Writes cp (<= U+10FFFF) as UTF-8 into out; returns the length. */
-int utf8_encode(uint32_t cp, char out[4]);
-
 typedef enum { UCLASS_OTHER = 0, UCLASS_LETTER, UCLASS_NUMBER, UCLASS_SPACE } UnicodeClass;
 typedef struct {
     uint32_t first, last;
@@ -131,6 +129,10 @@ void spm_bpe_encode(const Tokenizer *t, const char *norm, size_t len, TokScratch
 void spm_unigram_encode(const Tokenizer *t, const char *norm, size_t len, TokScratch *s);
 
 int gpt2_read(Tokenizer *t, const char *path, PosencError *err);
+/* {"token": id, ...} -> pieces[id] and their byte lengths (malloc'd arrays
+ * pointing into the document); ids must be exactly 0..N-1. */
+int json_vocab_pieces(const JsonValue *vocab, const char ***pieces, uint32_t **lens, int *n,
+                      PosencError *err);
 int gpt2_init(Tokenizer *t, const TokenizerSpec *spec, PosencError *err);
 void gpt2_free(Tokenizer *t);
 int gpt2_encode(const Tokenizer *t, const char *text, size_t len, IntBuf *out, TokScratch *s,
