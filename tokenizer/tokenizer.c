@@ -235,6 +235,15 @@ static TokenizerKind guess_format(const char *path, PosencError *err, int *faile
     return c == '{' ? TOKENIZER_GPT2 : first == 0x0A ? TOKENIZER_SPM_BPE : TOKENIZER_LLAMA2C;
 }
 
+/* A file named tokenizer.json, or a directory holding one. */
+static int is_hf_json(const char *path) {
+    char file[4096];
+    struct stat st;
+    if (ends_with(path, "/tokenizer.json") || strcmp(path, "tokenizer.json") == 0) return 1;
+    snprintf(file, sizeof file, "%s/tokenizer.json", path);
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode) && stat(file, &st) == 0;
+}
+
 /* A GGUF's vocabulary (a model, or a --vocab-only file) without its weights. */
 static int gguf_read(Tokenizer *t, const char *path, PosencError *err) {
     GgufFile g;
@@ -252,6 +261,7 @@ int tokenizer_load(Tokenizer *t, const char *path, int expected_vocab, PosencErr
     int is_gguf = gguf_file_has_magic(path, err);
     if (is_gguf < 0) return -1;
     int rc = is_gguf                     ? gguf_read(t, path, err)
+             : is_hf_json(path)          ? hf_json_read(t, path, err)
              : kind == TOKENIZER_GPT2    ? gpt2_read(t, path, err)
              : kind == TOKENIZER_LLAMA2C ? llama2c_read(t, path, err)
                                          : spm_read(t, path, err);

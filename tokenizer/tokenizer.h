@@ -22,6 +22,16 @@ typedef enum {
     TOKENIZER_GPT2,        /* byte-level BPE */
 } TokenizerKind;
 
+/* The pre-tokenizer of a byte-level BPE vocabulary (tokenizer/pretok.c),
+ * named in GGUF files by tokenizer.ggml.pre as llama.cpp names it. */
+typedef enum {
+    PRETOK_GPT2,        /* "gpt-2": OpenAI's encoder.py pattern */
+    PRETOK_LLAMA3,      /* "llama-bpe": Llama 3, digits in runs of up to 3 */
+    PRETOK_QWEN2,       /* "qwen2": the Llama 3 pattern with single digits */
+    PRETOK_DEEPSEEK_V3, /* "deepseek-v3": digits, CJK/kana, then words */
+    PRETOK_COUNT
+} PretokKind;
+
 /* Piece types, numbered as SentencePiece's ModelProto and GGUF number them. */
 typedef enum {
     TOKEN_NORMAL = 1,
@@ -49,6 +59,11 @@ typedef struct {
     int add_dummy_prefix, remove_extra_whitespaces, escape_whitespaces;
     int treat_whitespace_as_suffix, byte_fallback;
     const char *unk_surface;     /* decoded text of <unk>; NULL: " \u2047 " */
+    /* byte-level BPE */
+    PretokKind pretok;
+    int ignore_merges;           /* a pre-token that is a whole piece is not merged */
+    int leftmost_merges;         /* merge the leftmost best-ranked pair at a time (Hugging
+                                    Face), not every occurrence of it per pass (encoder.py) */
 } TokenizerSpec;
 
 /* Byte-wise trie over a set of pieces (unigram lattice, user-defined
@@ -100,6 +115,13 @@ typedef struct {
     PieceTrie unigram_trie;      /* normal + user-defined pieces (unigram) */
     float min_score, max_score;  /* over normal pieces (unigram unknown penalty, bonus) */
 
+    /* byte-level BPE: see TokenizerSpec; user-defined pieces are always
+     * matched in text, control pieces too under parse_special */
+    PretokKind pretok;
+    int ignore_merges, leftmost_merges;
+    PieceTrie added_trie;        /* user-defined pieces */
+    PieceTrie special_trie;      /* user-defined and control pieces */
+    int parse_special;           /* tokenizer_set_parse_special */
     /* GPT-2: merges as an open-addressing table keyed by the id pair */
     uint64_t *merge_keys;        /* (merge_mask + 1) (left << 32 | right) + 1, 0 = empty */
     int *merge_rank, *merge_result;

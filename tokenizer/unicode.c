@@ -11,3 +11,10 @@ UnicodeClass unicode_class(uint32_t cp) {
     }
     return UCLASS_OTHER;
 }
+
+UnicodeClass utf8_class(const char *s, size_t n, size_t *clen) {
+    uint32_t cp;
+    int k = utf8_decode((const unsigned char *)s, n, &cp);
+    *clen = k > 0 ? (size_t)k : 1;
+    return k > 0 ? unicode_class(cp) : UCLASS_OTHER;
+}
