@@ -97,7 +97,8 @@ static int make_room(Context *ctx, Output *o, PosencError *err) {
     return 0;
 }
 
-/* Samples `needed` tokens after the prefilled prompt (fewer if BOS comes);
+/* Samples `needed` tokens after the prefilled prompt (fewer if BOS or an
+ * end-of-generation token comes);
  * every sampled token but the last is fed back. */
 static int decode_loop(Context *ctx, const Tokenizer *tok, Sampler *sampler, const float *logits,
                        int token, int needed, Output *o, FILE *out, GenerateStats *st,
@@ -105,7 +106,7 @@ static int decode_loop(Context *ctx, const Tokenizer *tok, Sampler *sampler, con
     for (;;) {
         int next = sampler_sample(sampler, logits);
         if (st->n_generated++ == 0) st->first_token_s = time_now_s() - t_start;
-        if (next == tok->bos_id) return 0;
+        if (next == tok->bos_id || tokenizer_is_eog(tok, next)) return 0;
         emit(out, o, tok, token, next);
         if (o->opt->on_step)
             report_step(ctx, tok, o->opt, st->n_generated - 1, token, next, logits);

@@ -282,6 +282,18 @@ int tokenizer_set_parse_special(Tokenizer *t, int on) {
     return 0;
 }
 
+int tokenizer_is_eog(const Tokenizer *t, int id) {
+    static const char *const names[] = {
+        "<|eot_id|>", "<|eom_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
+        "<|end_of_text|>", "<EOT>", "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>"};
+    if (t->kind != TOKENIZER_GPT2 || id < 0 || id >= t->vocab_size) return 0;
+    if (id == t->eos_id) return 1;
+    if (t->types[id] != TOKEN_CONTROL) return 0;
+    for (size_t k = 0; k < sizeof names / sizeof *names; k++)
+        if (strcmp(t->pieces[id], names[k]) == 0) return 1;
+    return 0;
+}
+
 /* SentencePiece drops the ▁ a piece starts with at the start of text when
  * the normalizer adds a dummy prefix or strips leading spaces. */
 static int spm_drops_space(const Tokenizer *t, int token) {

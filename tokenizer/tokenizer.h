@@ -179,6 +179,14 @@ char *tokenizer_decode_text(const Tokenizer *t, const int *ids, int n, size_t *l
  * from text. */
 int tokenizer_set_parse_special(Tokenizer *t, int on);
 
+/* Whether generating `id` ends the text (end of generation): in byte-level
+ * BPE vocabularies the EOS token and the control pieces chat models end a
+ * turn with (<|eot_id|>, <|eom_id|>, <|im_end|>, <|end|>, <end_of_turn>,
+ * <|endoftext|>, <|end_of_text|>, <EOT>, <｜end▁of▁sentence｜>).  Always 0 for
+ * SentencePiece and llama2.c vocabularies, where generation stops at BOS as
+ * llama2.c's does. */
+int tokenizer_is_eog(const Tokenizer *t, int id);
+
 /* Id of an exact piece, or -1. */
 int tokenizer_lookup(const Tokenizer *t, const char *piece, size_t len);
 

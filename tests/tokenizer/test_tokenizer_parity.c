@@ -581,6 +581,12 @@ START_TEST(hf_controls) {
     ck_assert_int_eq(special[1], 128009);
     ck_assert_int_gt(np, 3);
     for (int i = 0; i < np; i++) ck_assert_int_lt(plain[i], 128000);
+    /* end of generation: EOS (tokenizer_config.json) and the turn enders; not BOS or text */
+    ck_assert(tokenizer_is_eog(&t, 128001) && tokenizer_is_eog(&t, 128009));
+    ck_assert(!tokenizer_is_eog(&t, 128000) && !tokenizer_is_eog(&t, 128008) && /* reserved */
+              !tokenizer_is_eog(&t, 9906) &&
+              !tokenizer_is_eog(&t, -1) && !tokenizer_is_eog(&t, t.vocab_size));
+    ck_assert_int_eq(t.bos_id, 128000);
     free(plain);
     free(special);
     free(ref);
@@ -588,6 +594,20 @@ START_TEST(hf_controls) {
     free(json);
     tokenizer_free(&t);
     tests_remove_dir(dir);
+    /* through ./run: --special, --pieces, and the refusal on a vocabulary without it */
+    TestsRun r = tests_run_engine_ok((const char *[]){"-m", "tokenize", "-z", path, "-i", eot, "--special", NULL});
+    ck_assert_str_eq(r.out, "64 128009 65\n");
+    tests_run_free(&r);
+    r = tests_run_engine_ok((const char *[]){"-m", "tokenize", "-z", path, "-i", eot, "--pieces", NULL});
+    ck_assert_str_eq(r.out, "a < | e ot _id | > b\n");
+    tests_run_free(&r);
+    r = tests_run_engine_ok((const char *[]){"-m", "tokenize", "-z", path, "-i", eot, NULL});
+    ck_assert_str_eq(r.out, "64 27 91 68 354 851 91 29 65\n");
+    tests_run_free(&r);
+    tests_expect_error((const char *[]){"-m", "tokenize", "-z",
+                                        tests_model_path(models, "llama2-tokenizer/tokenizer.model"),
+                                        "-i", eot, "--special", NULL},
+                       "--special: ");
 }
 END_TEST
 
