@@ -189,10 +189,29 @@ int pretok_find_regexes(const char *const *regexes, int n) {
     return -1;
 }
 
+/* llama.cpp's names (llama-vocab.cpp) for the patterns above. */
+static const struct {
+    const char *name;
+    PretokKind kind;
+} pre_names[] = {
+    {"gpt-2", PRETOK_GPT2}, {"phi-2", PRETOK_GPT2}, {"roberta-bpe", PRETOK_GPT2},
+    {"jina-es", PRETOK_GPT2}, {"jina-de", PRETOK_GPT2}, {"jina-v1-en", PRETOK_GPT2},
+    {"jina-v2-es", PRETOK_GPT2}, {"jina-v2-de", PRETOK_GPT2}, {"jina-v2-code", PRETOK_GPT2},
+    {"gigachat", PRETOK_GPT2}, {"llama-bpe", PRETOK_LLAMA3}, {"llama3", PRETOK_LLAMA3},
+    {"llama-v3", PRETOK_LLAMA3}, {"falcon3", PRETOK_LLAMA3}, {"qwen2", PRETOK_QWEN2},
+    {"deepseek-r1-qwen", PRETOK_QWEN2}, {"megrez", PRETOK_QWEN2},
+    {"deepseek-v3", PRETOK_DEEPSEEK_V3},
+};
+
 int pretok_find_name(const char *name) {
-    for (int k = 0; k < PRETOK_COUNT; k++)
-        if (strcmp(patterns[k].name, name) == 0) return k;
+    for (size_t k = 0; k < sizeof pre_names / sizeof *pre_names; k++)
+        if (strcmp(pre_names[k].name, name) == 0) return (int)pre_names[k].kind;
     return -1;
+}
+
+const char *pretok_known_names(void) {
+    return "gpt-2, phi-2, roberta-bpe, jina-*, gigachat, llama-bpe, llama3, llama-v3, falcon3, "
+           "qwen2, deepseek-r1-qwen, megrez, deepseek-v3";
 }
 
 /* Splits s[start, end) at one level; pushes the end offsets of the final pieces. */

@@ -155,8 +155,10 @@ const char *pretok_name(PretokKind kind);
 /* The pattern whose Split levels are exactly these regexes (as
  * tokenizer.json spells them), or -1. */
 int pretok_find_regexes(const char *const *regexes, int n);
-/* The pattern of a tokenizer.ggml.pre name, or -1. */
+/* The pattern of a tokenizer.ggml.pre name (llama.cpp's names), or -1. */
 int pretok_find_name(const char *name);
+/* Those names, for an error message. */
+const char *pretok_known_names(void);
 
 /* GPT-2's byte <-> printable-character map (bytes_to_unicode). */
 uint32_t gpt2_byte_char(unsigned char b);

