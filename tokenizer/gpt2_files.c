@@ -36,11 +36,13 @@ int json_vocab_pieces(const JsonValue *vocab, const char ***pieces, uint32_t **l
     for (uint32_t e = 0; e < vocab->len; e++) {
         const JsonValue *m = &vocab->items[e];
         const char *tok = m->key;
-        if (m->type != JSON_NUMBER || m->number < 0 || m->number != (double)(long long)m->number)
+        if (m->type != JSON_NUMBER || !(m->number >= 0))
             return posenc_error(err, "token '%s': its id is not a non-negative integer",
                                 posenc_escape(tok).s);
-        if (m->number > INT32_MAX)
+        if (m->number > INT32_MAX) /* checked before any cast to an integer */
             return posenc_error(err, "token '%s': id too large", posenc_escape(tok).s);
+        if (m->number != (double)(int)m->number)
+            return posenc_error(err, "token '%s': its id is not an integer", posenc_escape(tok).s);
         int id = (int)m->number;
         if (id >= *n)
             return posenc_error(err, "token '%s' has id %d but there are %d tokens (ids must "

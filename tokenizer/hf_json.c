@@ -11,6 +11,12 @@
 
 static int is_null(const JsonValue *v) { return !v || v->type == JSON_NULL; }
 
+/* A boolean field: absent or null gives `absent`; another type is an error. */
+static int bool_field(const JsonValue *v, const char *key, int absent, int *out, PosencError *err) {
+    *out = json_get_bool(v, key, absent);
+    return *out < 0 ? posenc_error(err, "\"%s\" is not a boolean", key) : 0;
+}
+
 /* A string field that must be absent, null or "". */
 static int empty_string(const JsonValue *v, const char *key) {
     const JsonValue *m = json_get(v, key);
@@ -135,9 +141,11 @@ static int add_tokens(Vocab *v, const JsonValue *added, PosencError *err) {
                               memcmp(v->pieces[id], content->string, content->len) != 0))
             return posenc_error(err, "id %d is '%s' in the model and added token '%s'", id,
                                 posenc_escape(v->pieces[id]).s, posenc_escape(content->string).s);
+        int special;
+        if (bool_field(a, "special", 0, &special, err)) return -1;
         v->pieces[id] = content->string;
         v->lens[id] = content->len;
-        v->types[id] = json_get_bool(a, "special", 0) == 1 ? TOKEN_CONTROL : TOKEN_USER_DEFINED;
+        v->types[id] = special ? TOKEN_CONTROL : TOKEN_USER_DEFINED;
     }
     v->n = n;
     for (int i = 0; i < n; i++)
@@ -176,6 +184,8 @@ static int build(Tokenizer *t, const JsonValue *root, PosencError *err) {
     const JsonValue *vocab = json_get(model, "vocab"), *merges = json_get(model, "merges");
     if (!vocab) return posenc_error(err, "the model has no vocab");
     if (!merges || merges->type != JSON_ARRAY) return posenc_error(err, "the model has no merges array");
+    int ignore_merges;
+    if (bool_field(model, "ignore_merges", 0, &ignore_merges, err)) return -1;
     Vocab v = {0};
     CharBuf pool = {0};
     size_t *offs = mallocCheck((merges->len ? merges->len : 1) * sizeof(size_t), "the merges");
@@ -194,7 +204,7 @@ static int build(Tokenizer *t, const JsonValue *root, PosencError *err) {
         TokenizerSpec spec = {.kind = TOKENIZER_GPT2, .n_pieces = v.n, .pieces = v.pieces,
                               .piece_lens = v.lens, .types = v.types, .n_merges = (int)merges->len,
                               .merges = texts, .bos_id = -1, .eos_id = -1, .pretok = pretok,
-                              .ignore_merges = json_get_bool(model, "ignore_merges", 0) == 1,
+                              .ignore_merges = ignore_merges,
                               .leftmost_merges = 1};
         rc = tokenizer_build(t, &spec, err);
     }

@@ -503,6 +503,52 @@ def gpt2_seeds(models, corpus):
         corpus.add(sj + SPLIT + m)
 
 
+# ---- Hugging Face tokenizer.json --------------------------------------------------------
+
+def hf_json_seeds(models, corpus):
+    """Small tokenizer.json files from GPT-2's vocabulary (its 256 byte
+    tokens and first merges) with each pre-tokenizer posenc knows, added
+    tokens special and not, and a tokenizer_config.json; then broken ones."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import convert   # the patterns, as convert.py recognises them
+    vocab = json.load(open(os.path.join(models, "gpt2-tokenizer/vocab.json"), encoding="utf-8"))
+    lines = open(os.path.join(models, "gpt2-tokenizer/merges.txt"), encoding="utf-8").read().split("\n")
+    merges = [m for m in lines if m and not m.startswith("#")][:100]
+    keep = {t for t, i in vocab.items() if i < 256}
+    for m in merges:
+        keep.update(m.split(" ") + [m.replace(" ", "")])
+    small = {t: i for i, t in enumerate(sorted(keep, key=lambda t: vocab[t]))}
+    n = len(small)
+    added = [{"id": n, "content": "<|eot|>", "special": True, "normalized": False},
+             {"id": n + 1, "content": "<tool>", "special": False, "normalized": False}]
+    byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
+                  "use_regex": False}
+    pres = [{"type": "ByteLevel", "add_prefix_space": False, "use_regex": True}]
+    for regexes in convert.HF_PATTERNS:
+        pres.append({"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": r}, "behavior": "Isolated", "invert": False}
+            for r in regexes] + [byte_level]})
+    config = json.dumps({"bos_token": "<|eot|>", "eos_token": {"content": "<|eot|>"}}).encode()
+    for k, pre in enumerate(pres):
+        doc = {"version": "1.0", "added_tokens": added, "normalizer": None, "pre_tokenizer": pre,
+               "decoder": {"type": "ByteLevel"},
+               "model": {"type": "BPE", "vocab": small, "ignore_merges": k % 2 == 1,
+                         "merges": merges if k % 2 else [m.split(" ") for m in merges]}}
+        text = json.dumps(doc, ensure_ascii=k % 2 == 0).encode()
+        corpus.add(text + SPLIT + config)
+        corpus.add(text)
+        if k == 1:
+            for cut in (1, len(text) // 3, len(text) - 1):
+                corpus.add(text[:cut])
+            for old, new in ((b'"BPE"', b'"Unigram"'), (b'"Isolated"', b'"Removed"'),
+                             (b'"special": true', b'"special": 1'), (b'"id": %d' % n, b'"id": 0'),
+                             (b'"id": %d' % n, b'"id": %d' % (n + 5)), (b"\\p{N}", b"\\d"),
+                             (b'"ignore_merges": true', b'"ignore_merges": "yes"')):
+                corpus.add(text.replace(old, new, 1) + SPLIT + config)
+            corpus.add(text + SPLIT + b'{"bos_token": 7')
+    corpus.add(b"[" * 200 + b"]" * 200)
+
+
 # ---- text and the sampler --------------------------------------------------------------
 
 def text_seeds(models, corpus, rng):
@@ -549,7 +595,7 @@ def main(argv):
         sys.exit("fuzz_seeds.py: models directory %r not found (POSENC_MODELS)" % args.models)
     rng = random.Random(1337)
     c = {t: Corpus(args.out, t) for t in
-         ("gguf_model", "gguf_vocab", "llama2c", "spm", "gpt2", "text", "sampler")}
+         ("gguf_model", "gguf_vocab", "llama2c", "spm", "gpt2", "hf_json", "text", "sampler")}
     with tempfile.TemporaryDirectory() as tmp:
         models = model_seeds(args.models, tmp, rng, c["gguf_model"], c["llama2c"])
         llama2c_variants(c["llama2c"], rng)
@@ -580,6 +626,7 @@ def main(argv):
                 c["gguf_vocab"].add(x)
     spm_seeds(args.models, c["spm"])
     gpt2_seeds(args.models, c["gpt2"])
+    hf_json_seeds(args.models, c["hf_json"])
     text_seeds(args.models, c["text"], rng)
     sampler_seeds(c["sampler"])
     for t, corpus in c.items():
