@@ -190,7 +190,8 @@ static int read_settings(const GgufFile *g, VocabBuild *b, int has_bytes, Posenc
            optional_bool(g, "posenc.tokenizer.treat_whitespace_as_suffix", 0, err,
                          &spec->treat_whitespace_as_suffix) ||
            optional_bool(g, "posenc.tokenizer.byte_fallback", has_bytes, err, &spec->byte_fallback) ||
-           optional_str(g, "posenc.tokenizer.unknown_surface", &spec->unk_surface, err)
+           optional_str(g, "posenc.tokenizer.unknown_surface", &spec->unk_surface, err) ||
+           optional_bool(g, "posenc.tokenizer.nfc", 0, err, &spec->nfc)
                ? -1 : 0;
 }
 

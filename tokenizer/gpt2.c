@@ -43,6 +43,7 @@ int gpt2_init(Tokenizer *t, const TokenizerSpec *spec, PosencError *err) {
     t->pretok = spec->pretok;
     t->ignore_merges = spec->ignore_merges;
     t->leftmost_merges = spec->leftmost_merges;
+    t->nfc = spec->nfc;
     static const int user_only[7] = {[TOKEN_USER_DEFINED] = 1};
     static const int user_and_control[7] = {[TOKEN_USER_DEFINED] = 1, [TOKEN_CONTROL] = 1};
     piece_trie_build(&t->added_trie, t, user_only);
@@ -142,9 +143,13 @@ static int encode_word(const Tokenizer *t, const char *w, size_t n, IntBuf *out,
     return 0;
 }
 
-/* Text between added pieces: pre-tokens, each merged on its own. */
+/* Text between added pieces: normalized, then pre-tokens, each merged on its own. */
 static int encode_section(const Tokenizer *t, const char *text, size_t start, size_t end,
                           IntBuf *out, TokScratch *s, PosencError *err) {
+    if (t->nfc) {
+        text = nfc_normalize(text + start, end - start, &end, &s->nfc, &s->cps);
+        start = 0;
+    }
     s->spans.n = 0;
     pretokenize(t->pretok, text, start, end, &s->spans);
     for (size_t k = 0, a = start; k < s->spans.n; k++) {

@@ -23,16 +23,17 @@ static int empty_string(const JsonValue *v, const char *key) {
     return is_null(m) || json_is_string(m, "");
 }
 
-/* normalizer: null, or a Sequence of none (DeepSeek-V3's). */
-static int check_normalizer(const JsonValue *n, PosencError *err) {
-    if (is_null(n)) return 0;
+/* normalizer: null, a Sequence of none (DeepSeek-V3's), or NFC (Qwen's). */
+static int check_normalizer(const JsonValue *n, int *nfc, PosencError *err) {
+    *nfc = json_is_string(json_get(n, "type"), "NFC");
+    if (is_null(n) || *nfc) return 0;
     const JsonValue *list = json_get(n, "normalizers");
     if (json_is_string(json_get(n, "type"), "Sequence") && list && list->type == JSON_ARRAY &&
         list->len == 0)
         return 0;
     const char *type = json_get_string(n, "type");
-    return posenc_error(err, "normalizer '%s' is not supported (byte-level BPE without a "
-                             "normalizer only)", posenc_escape(type ? type : "?").s);
+    return posenc_error(err, "normalizer '%s' is not supported (none or NFC only)",
+                        posenc_escape(type ? type : "?").s);
 }
 
 /* ByteLevel as a step after the splits: no prefix space, no regex of its own. */
@@ -111,7 +112,7 @@ typedef struct {
 
 /* Places added_tokens at their ids beside the model's vocabulary: the same
  * text at the same id, or a new id; every id from 0 up must be given. */
-static int add_tokens(Vocab *v, const JsonValue *added, PosencError *err) {
+static int add_tokens(Vocab *v, const JsonValue *added, int nfc, PosencError *err) {
     if (is_null(added)) return 0;
     if (added->type != JSON_ARRAY) return posenc_error(err, "added_tokens is not an array");
     int n = v->n;
@@ -141,8 +142,14 @@ static int add_tokens(Vocab *v, const JsonValue *added, PosencError *err) {
                               memcmp(v->pieces[id], content->string, content->len) != 0))
             return posenc_error(err, "id %d is '%s' in the model and added token '%s'", id,
                                 posenc_escape(v->pieces[id]).s, posenc_escape(content->string).s);
-        int special;
-        if (bool_field(a, "special", 0, &special, err)) return -1;
+        int special, normalized;
+        if (bool_field(a, "special", 0, &special, err) ||
+            bool_field(a, "normalized", !special, &normalized, err))
+            return -1;
+        if (nfc && normalized) /* the library matches those in the normalized text */
+            return posenc_error(err, "added token '%s' is matched after the normalizer "
+                                     "(normalized: true), which posenc does not do",
+                                posenc_escape(content->string).s);
         v->pieces[id] = content->string;
         v->lens[id] = content->len;
         v->types[id] = special ? TOKEN_CONTROL : TOKEN_USER_DEFINED;
@@ -174,9 +181,10 @@ static char *read_json(const char *path, JsonDoc *doc, PosencError *err) {
 static int build(Tokenizer *t, const JsonValue *root, PosencError *err) {
     const JsonValue *model = json_get(root, "model");
     PretokKind pretok = PRETOK_GPT2;
+    int nfc;
     const JsonValue *dec = json_get(root, "decoder");
     if (!model) return posenc_error(err, "no \"model\"");
-    if (check_model(model, err) || check_normalizer(json_get(root, "normalizer"), err) ||
+    if (check_model(model, err) || check_normalizer(json_get(root, "normalizer"), &nfc, err) ||
         find_pretokenizer(json_get(root, "pre_tokenizer"), &pretok, err))
         return -1;
     if (!is_null(dec) && !json_is_string(json_get(dec, "type"), "ByteLevel"))
@@ -191,7 +199,7 @@ static int build(Tokenizer *t, const JsonValue *root, PosencError *err) {
     size_t *offs = mallocCheck((merges->len ? merges->len : 1) * sizeof(size_t), "the merges");
     const char **texts = mallocCheck((merges->len ? merges->len : 1) * sizeof(char *), "the merges");
     int rc = json_vocab_pieces(vocab, &v.pieces, &v.lens, &v.n, err);
-    if (rc == 0) rc = add_tokens(&v, json_get(root, "added_tokens"), err);
+    if (rc == 0) rc = add_tokens(&v, json_get(root, "added_tokens"), nfc, err);
     for (uint32_t k = 0; rc == 0 && k < merges->len; k++) {
         offs[k] = SIZE_MAX;
         texts[k] = merge_text(&merges->items[k], &pool, &offs[k]);
@@ -204,7 +212,7 @@ static int build(Tokenizer *t, const JsonValue *root, PosencError *err) {
         TokenizerSpec spec = {.kind = TOKENIZER_GPT2, .n_pieces = v.n, .pieces = v.pieces,
                               .piece_lens = v.lens, .types = v.types, .n_merges = (int)merges->len,
                               .merges = texts, .bos_id = -1, .eos_id = -1, .pretok = pretok,
-                              .ignore_merges = ignore_merges,
+                              .ignore_merges = ignore_merges, .nfc = nfc,
                               .leftmost_merges = 1};
         rc = tokenizer_build(t, &spec, err);
     }

@@ -379,6 +379,8 @@ void scratch_free(TokScratch *s) {
     free(s->lattice);
     free(s->spans.v);
     free(s->rev.v);
+    free(s->nfc.v);
+    free(s->cps.v);
     memset(s, 0, sizeof *s);
 }
 

@@ -62,6 +62,7 @@ typedef struct {
     /* byte-level BPE */
     PretokKind pretok;
     int ignore_merges;           /* a pre-token that is a whole piece is not merged */
+    int nfc;                     /* text between added pieces is put in Unicode NFC first */
     int leftmost_merges;         /* merge the leftmost best-ranked pair at a time (Hugging
                                     Face), not every occurrence of it per pass (encoder.py) */
 } TokenizerSpec;
@@ -118,7 +119,7 @@ typedef struct {
     /* byte-level BPE: see TokenizerSpec; user-defined pieces are always
      * matched in text, control pieces too under parse_special */
     PretokKind pretok;
-    int ignore_merges, leftmost_merges;
+    int ignore_merges, leftmost_merges, nfc;
     PieceTrie added_trie;        /* user-defined pieces */
     PieceTrie special_trie;      /* user-defined and control pieces */
     int parse_special;           /* tokenizer_set_parse_special */

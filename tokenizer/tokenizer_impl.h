@@ -82,6 +82,8 @@ typedef struct {
     size_t lattice_cap;
     IntBuf spans;     /* (start, len, id) triples from the model */
     IntBuf rev;       /* (piece, left length) of unused merges seen (BPE) */
+    CharBuf nfc;      /* a section of text in NFC (byte-level BPE) */
+    IntBuf cps;       /* its code points while normalizing */
 } TokScratch;
 
 void scratch_free(TokScratch *s);
@@ -112,6 +114,30 @@ UnicodeClass unicode_class(uint32_t cp);
 /* Class and byte length of the character at s[0..n) (n > 0); a byte that
  * does not start valid UTF-8 is one "other" character. */
 UnicodeClass utf8_class(const char *s, size_t n, size_t *clen);
+
+/* ---- Unicode NFC (nfc.c, nfc_tables.c) ------------------------------------- */
+typedef struct {
+    uint32_t cp;
+    uint16_t off;  /* first code point in nfc_decomposition_pool */
+    uint8_t len;
+} NfcDecomposition;
+typedef struct {
+    uint32_t first, last;
+    uint8_t ccc;   /* canonical combining class */
+} NfcClassRange;
+typedef struct {
+    uint32_t first, second, composite;
+} NfcComposition;
+extern const NfcDecomposition nfc_decompositions[];
+extern const int n_nfc_decompositions;
+extern const uint32_t nfc_decomposition_pool[];
+extern const NfcClassRange nfc_classes[];
+extern const int n_nfc_classes;
+extern const NfcComposition nfc_compositions[];
+extern const int n_nfc_compositions;
+/* s[0..n) in NFC: s itself when nothing can change (no code point from
+ * U+0300 up), else the text in `out` (cps: scratch).  *out_len: its length. */
+const char *nfc_normalize(const char *s, size_t n, size_t *out_len, CharBuf *out, IntBuf *cps);
 
 /* ---- formats --------------------------------------------------------------- */
 int llama2c_read(Tokenizer *t, const char *path, PosencError *err);

