@@ -48,11 +48,16 @@ int gpt2_init(Tokenizer *t, const TokenizerSpec *spec, PosencError *err) {
     static const int user_and_control[7] = {[TOKEN_USER_DEFINED] = 1, [TOKEN_CONTROL] = 1};
     piece_trie_build(&t->added_trie, t, user_only);
     piece_trie_build(&t->special_trie, t, user_and_control);
-    for (int b = 0; b < 256; b++) {
-        char buf[4];
-        int n = utf8_encode(gpt2_byte_char((unsigned char)b), buf);
+    for (int b = 0; b < 256; b++) { /* the byte's symbol, or its <0xXX> piece (HF_BPE) */
+        char buf[8];
+        int n = t->kind == TOKENIZER_HF_BPE ? snprintf(buf, sizeof buf, "<0x%02X>", b)
+                                            : utf8_encode(gpt2_byte_char((unsigned char)b), buf);
         t->byte_ids[b] = tokenizer_lookup(t, buf, (size_t)n);
     }
+    t->fuse_unk = spec->fuse_unk;
+    t->byte_fallback = spec->byte_fallback;
+    for (int id = 0; id < t->vocab_size; id++)
+        if (t->types[id] == TOKEN_UNKNOWN) t->unk_id = id;
     uint32_t slots = 16;
     while (slots < 2u * (uint32_t)spec->n_merges) slots *= 2;
     t->merge_mask = slots - 1;
@@ -143,9 +148,50 @@ static int encode_word(const Tokenizer *t, const char *w, size_t n, IntBuf *out,
     return 0;
 }
 
+/* HF_BPE: the section with spaces as U+2581 (Gemma's Replace normalizer),
+ * one word of characters: a character's piece, else its <0xXX> byte pieces,
+ * else <unk> (one for a run when fuse_unk); then merged by rank. */
+static int encode_chars(const Tokenizer *t, const char *text, size_t n, IntBuf *out,
+                        TokScratch *s, PosencError *err) {
+    s->nfc.n = 0;
+    for (size_t i = 0; i < n; i++)
+        charbuf_append(&s->nfc, text[i] == ' ' ? "\xE2\x96\x81" : text + i, text[i] == ' ' ? 3 : 1);
+    const char *w = s->nfc.v;
+    size_t len = s->nfc.n;
+    BpeSymbol *syms = scratch_symbols(s, len);
+    int k = 0;
+    for (size_t i = 0; i < len;) {
+        uint32_t cp;
+        int c = utf8_decode((const unsigned char *)w + i, len - i, &cp);
+        size_t clen = c ? (size_t)c : 1;
+        int id = c ? tokenizer_lookup(t, w + i, clen) : -1, bytes_ok = t->byte_fallback;
+        for (size_t b = 0; id < 0 && b < clen; b++) bytes_ok &= t->byte_ids[(unsigned char)w[i + b]] >= 0;
+        if (id >= 0 || !bytes_ok) {
+            if (id < 0 && t->unk_id < 0)
+                return posenc_error(err, "byte 0x%02X has no token in the vocabulary", (unsigned char)w[i]);
+            if (id < 0 && t->fuse_unk && k > 0 && syms[k - 1].id == t->unk_id) {
+                syms[k - 1].len += (int)clen;
+            } else {
+                syms[k] = (BpeSymbol){k - 1, k + 1, id >= 0 ? id : t->unk_id, (int)i, (int)clen, id < 0};
+                k++;
+            }
+        } else {
+            for (size_t b = 0; b < clen; b++, k++)
+                syms[k] = (BpeSymbol){k - 1, k + 1, t->byte_ids[(unsigned char)w[i + b]], (int)(i + b), 1, 0};
+        }
+        i += clen;
+    }
+    if (k == 0) return 0;
+    syms[k - 1].next = -1;
+    bpe_merge(syms, k, pair_merge, t, 0, &s->heap);
+    for (int j = 0; j >= 0; j = syms[j].next) intbuf_push(out, syms[j].id);
+    return 0;
+}
+
 /* Text between added pieces: normalized, then pre-tokens, each merged on its own. */
 static int encode_section(const Tokenizer *t, const char *text, size_t start, size_t end,
                           IntBuf *out, TokScratch *s, PosencError *err) {
+    if (t->kind == TOKENIZER_HF_BPE) return encode_chars(t, text + start, end - start, out, s, err);
     if (t->nfc) {
         text = nfc_normalize(text + start, end - start, &end, &s->nfc, &s->cps);
         start = 0;

@@ -74,18 +74,36 @@ static int find_pretokenizer(const JsonValue *p, PretokKind *kind, PosencError *
     return 0;
 }
 
-/* The BPE model's settings posenc can honour. */
-static int check_model(const JsonValue *m, PosencError *err) {
+/* The BPE model's settings posenc can honour; byte fallback means the
+ * character-level BPE of Gemma (TOKENIZER_HF_BPE). */
+static int check_model(const JsonValue *m, int *byte_fallback, PosencError *err) {
     const char *type = json_get_string(m, "type");
     if (!type || strcmp(type, "BPE") != 0)
         return posenc_error(err, "model type '%s' is not supported (BPE only)",
                             posenc_escape(type ? type : "?").s);
-    if (json_get_bool(m, "byte_fallback", 0) != 0)
-        return posenc_error(err, "BPE with byte_fallback is not supported");
+    if (bool_field(m, "byte_fallback", 0, byte_fallback, err)) return -1;
     if (!is_null(json_get(m, "dropout")) || !empty_string(m, "continuing_subword_prefix") ||
-        !empty_string(m, "end_of_word_suffix") || !is_null(json_get(m, "unk_token")))
-        return posenc_error(err, "BPE dropout, subword prefixes/suffixes and unk_token are not "
-                                 "supported (byte-level BPE only)");
+        !empty_string(m, "end_of_word_suffix"))
+        return posenc_error(err, "BPE dropout and subword prefixes/suffixes are not supported");
+    if (!*byte_fallback && !is_null(json_get(m, "unk_token")))
+        return posenc_error(err, "byte-level BPE with an unk_token is not supported");
+    return 0;
+}
+
+/* Gemma's pipeline around a byte-fallback BPE: spaces become U+2581 (a
+ * Replace normalizer), so its Split on ' ' never splits, and the decoder
+ * turns them back. */
+static int check_char_bpe(const JsonValue *root, PosencError *err) {
+    const JsonValue *n = json_get(root, "normalizer"), *p = json_get(root, "pre_tokenizer");
+    if (!json_is_string(json_get(n, "type"), "Replace") ||
+        !json_is_string(json_get(json_get(n, "pattern"), "String"), " ") ||
+        !json_is_string(json_get(n, "content"), "\xE2\x96\x81"))
+        return posenc_error(err, "BPE with byte_fallback needs the normalizer that replaces ' ' "
+                                 "with U+2581 (Gemma's); others are not supported");
+    if (!is_null(p) && !(json_is_string(json_get(p, "type"), "Split") &&
+                         json_is_string(json_get(json_get(p, "pattern"), "String"), " ")))
+        return posenc_error(err, "BPE with byte_fallback: pre_tokenizer must be none or a Split "
+                                 "on ' '");
     return 0;
 }
 
@@ -112,7 +130,7 @@ typedef struct {
 
 /* Places added_tokens at their ids beside the model's vocabulary: the same
  * text at the same id, or a new id; every id from 0 up must be given. */
-static int add_tokens(Vocab *v, const JsonValue *added, int nfc, PosencError *err) {
+static int add_tokens(Vocab *v, const JsonValue *added, int normalizes, PosencError *err) {
     if (is_null(added)) return 0;
     if (added->type != JSON_ARRAY) return posenc_error(err, "added_tokens is not an array");
     int n = v->n;
@@ -146,7 +164,7 @@ static int add_tokens(Vocab *v, const JsonValue *added, int nfc, PosencError *er
         if (bool_field(a, "special", 0, &special, err) ||
             bool_field(a, "normalized", !special, &normalized, err))
             return -1;
-        if (nfc && normalized) /* the library matches those in the normalized text */
+        if (normalizes && normalized) /* the library matches those in the normalized text */
             return posenc_error(err, "added token '%s' is matched after the normalizer "
                                      "(normalized: true), which posenc does not do",
                                 posenc_escape(content->string).s);
@@ -181,13 +199,17 @@ static char *read_json(const char *path, JsonDoc *doc, PosencError *err) {
 static int build(Tokenizer *t, const JsonValue *root, PosencError *err) {
     const JsonValue *model = json_get(root, "model");
     PretokKind pretok = PRETOK_GPT2;
-    int nfc;
+    int nfc = 0, byte_fallback = 0, fuse_unk = 0;
     const JsonValue *dec = json_get(root, "decoder");
     if (!model) return posenc_error(err, "no \"model\"");
-    if (check_model(model, err) || check_normalizer(json_get(root, "normalizer"), &nfc, err) ||
-        find_pretokenizer(json_get(root, "pre_tokenizer"), &pretok, err))
+    if (check_model(model, &byte_fallback, err) ||
+        bool_field(model, "fuse_unk", 0, &fuse_unk, err))
         return -1;
-    if (!is_null(dec) && !json_is_string(json_get(dec, "type"), "ByteLevel"))
+    if (byte_fallback ? check_char_bpe(root, err)
+                      : check_normalizer(json_get(root, "normalizer"), &nfc, err) ||
+                            find_pretokenizer(json_get(root, "pre_tokenizer"), &pretok, err))
+        return -1;
+    if (!byte_fallback && !is_null(dec) && !json_is_string(json_get(dec, "type"), "ByteLevel"))
         return posenc_error(err, "decoder is not ByteLevel");
     const JsonValue *vocab = json_get(model, "vocab"), *merges = json_get(model, "merges");
     if (!vocab) return posenc_error(err, "the model has no vocab");
@@ -199,7 +221,13 @@ static int build(Tokenizer *t, const JsonValue *root, PosencError *err) {
     size_t *offs = mallocCheck((merges->len ? merges->len : 1) * sizeof(size_t), "the merges");
     const char **texts = mallocCheck((merges->len ? merges->len : 1) * sizeof(char *), "the merges");
     int rc = json_vocab_pieces(vocab, &v.pieces, &v.lens, &v.n, err);
-    if (rc == 0) rc = add_tokens(&v, json_get(root, "added_tokens"), nfc, err);
+    if (rc == 0) rc = add_tokens(&v, json_get(root, "added_tokens"), nfc || byte_fallback, err);
+    const char *unk = json_get_string(model, "unk_token");
+    for (int i = 0; rc == 0 && byte_fallback && i < v.n; i++) {
+        if (v.types[i] != TOKEN_NORMAL) continue;
+        if (byte_piece_value(v.pieces[i]) >= 0) v.types[i] = TOKEN_BYTE;
+        if (unk && strcmp(v.pieces[i], unk) == 0) v.types[i] = TOKEN_UNKNOWN;
+    }
     for (uint32_t k = 0; rc == 0 && k < merges->len; k++) {
         offs[k] = SIZE_MAX;
         texts[k] = merge_text(&merges->items[k], &pool, &offs[k]);
@@ -209,7 +237,9 @@ static int build(Tokenizer *t, const JsonValue *root, PosencError *err) {
     for (uint32_t k = 0; rc == 0 && k < merges->len; k++)
         if (!texts[k]) texts[k] = pool.v + offs[k]; /* the pool has stopped moving */
     if (rc == 0) {
-        TokenizerSpec spec = {.kind = TOKENIZER_GPT2, .n_pieces = v.n, .pieces = v.pieces,
+        TokenizerSpec spec = {.kind = byte_fallback ? TOKENIZER_HF_BPE : TOKENIZER_GPT2,
+                              .byte_fallback = byte_fallback, .fuse_unk = fuse_unk,
+                              .n_pieces = v.n, .pieces = v.pieces,
                               .piece_lens = v.lens, .types = v.types, .n_merges = (int)merges->len,
                               .merges = texts, .bos_id = -1, .eos_id = -1, .pretok = pretok,
                               .ignore_merges = ignore_merges, .nfc = nfc,

