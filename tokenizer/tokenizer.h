@@ -4,6 +4,10 @@
  *                            (precompiled charsmap), byte fallback, user-defined
  *                            pieces: the ids libsentencepiece 0.1.97 gives
  *   GPT-2 vocab.json+merges  byte-level BPE with GPT-2's pre-tokenizer
+ *   HF tokenizer.json        byte-level BPE with the Llama 3 / Qwen2 / DeepSeek-V3 /
+ *                            GPT-2 pre-tokenizers, NFC, added tokens; or BPE over
+ *                            characters with byte fallback (Gemma): the ids of
+ *                            Hugging Face tokenizers
  * Every reader fills a TokenizerSpec (plain arrays) and calls tokenizer_build,
  * so another container (GGUF's tokenizer.ggml.*) only has to fill the spec. */
 #ifndef POSENC_TOKENIZER_H
@@ -132,8 +136,9 @@ typedef struct {
     uint32_t merge_mask;
 } Tokenizer;
 
-/* Reads a tokenizer, choosing the format from the path and content:
- * a directory holding vocab.json + merges.txt, a vocab.json (merges.txt
+/* Reads a tokenizer, choosing the format from the path and content: a
+ * tokenizer.json (or a directory holding one; tokenizer_config.json beside
+ * it), a directory holding vocab.json + merges.txt, a vocab.json (merges.txt
  * beside it), a SentencePiece .model, a llama2.c .bin, or the vocabulary of
  * a GGUF file (tokenizer.ggml.*; weights, if any, are not read).  expected_vocab > 0
  * must match its size.  Errors are one line naming the file. */
