@@ -57,6 +57,7 @@ typedef struct {
     /* ppl */
     int chunks, stride, stream, bos, json;
     int pieces;                 /* tokenize: print pieces instead of ids */
+    int special;                /* control pieces written in the text become their ids */
     const char *kv_type;        /* f32 | f16 */
     /* bench */
     const char *pp_list, *tg_list;
@@ -90,7 +91,7 @@ static const char *template_names(void) {
 static void usage(FILE *f) {
     fprintf(f,
         "usage: run MODEL [options]\n"
-        "       run [MODEL] -m tokenize [-z TOKENIZER] (-i TEXT | -f FILE) [--pieces]\n"
+        "       run [MODEL] -m tokenize [-z TOKENIZER] (-i TEXT | -f FILE) [--pieces] [--special]\n"
         "\n"
         "MODEL is a GGUF file (weights, vocabulary and positional configuration in one)\n"
         "or a llama2.c .bin checkpoint.\n"
@@ -161,6 +162,8 @@ static void usage(FILE *f) {
         "  --stop STR           end a reply at STR (repeatable, up to %d)\n"
         "tokenize / inspect:\n"
         "  --pieces             tokenize: print pieces instead of ids\n"
+        "  --special            generate, ppl, tokenize: special tokens written in the text\n"
+        "                       (<|eot_id|>, <|im_start|>) become their ids (byte-level BPE)\n"
         "  --json               inspect: one JSON object\n"
         "  -h, --help           this text\n"
         "inspect shows the configuration after --pe, --rope-*, --alibi-max-bias.\n"
@@ -213,6 +216,7 @@ static int parse_switch(Options *o, const char *f) {
                 : !strcmp(f, "--bos")               ? &o->bos
                 : !strcmp(f, "--json")              ? &o->json
                 : !strcmp(f, "--pieces")            ? &o->pieces
+                : !strcmp(f, "--special")           ? &o->special
                                                     : NULL;
     if (target) *target = 1;
     return target != NULL;
@@ -286,7 +290,7 @@ static const struct {
     {"--baseline", M_PPL},
     {"--logits-out", M_GENERATE | M_PPL}, {"--logits-top", M_GENERATE | M_PPL},
     {"--csv", M_PPL}, {"--svg", M_PPL}, {"--pp", M_BENCH}, {"--tg", M_BENCH}, {"-r", M_BENCH},
-    {"--pieces", M_TOKENIZE},
+    {"--pieces", M_TOKENIZE}, {"--special", M_GENERATE | M_PPL | M_TOKENIZE},
 };
 static const char *const mode_names[] = {"generate", "ppl", "bench", "tokenize", "inspect", "chat"};
 
@@ -508,6 +512,13 @@ static void load_model(const Options *o, Model *model) {
     if (model_load(model, o->model_path, &err)) die("%s", err.msg);
 }
 
+/* --special needs a vocabulary whose control pieces can come from text. */
+static void apply_special(const Options *o, Tokenizer *tok) {
+    if (o->special && tokenizer_set_parse_special(tok, 1))
+        die("--special: %s is not a byte-level BPE vocabulary; its control pieces never come "
+            "from text", tok->source[0] ? tok->source : o->model_path);
+}
+
 /* -z wins; then the GGUF's own vocabulary; then tokenizer.bin beside a .bin. */
 static void load_tokenizer(const Options *o, const Model *model, Tokenizer *tok) {
     PosencError err;
@@ -526,6 +537,7 @@ static void load_tokenizer(const Options *o, const Model *model, Tokenizer *tok)
     } else {
         die("-m tokenize needs -z TOKENIZER or a GGUF file");
     }
+    apply_special(o, tok);
 }
 
 static void load_model_and_tokenizer(const Options *o, Model *model, Tokenizer *tok) {
@@ -577,6 +589,7 @@ static int run_tokenize(const Options *o) {
         if (is_gguf < 0) die("%s", err.msg);
         const char *path = is_gguf ? o->model_path : default_tokenizer(o->model_path, buf, sizeof buf);
         if (tokenizer_load(&tok, path, 0, &err)) die("%s", err.msg);
+        apply_special(o, &tok);
     }
     int rc;
     if (o->text_file) {

@@ -61,6 +61,18 @@ int utf8_decode(const unsigned char *s, size_t n, uint32_t *cp) {
     return len;
 }
 
+int utf8_encode(uint32_t cp, char out[4]) {
+    if (cp < 0x80) {
+        out[0] = (char)cp;
+        return 1;
+    }
+    int n = cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
+    for (int i = n - 1; i > 0; i--, cp >>= 6) out[i] = (char)(0x80 | (cp & 0x3F));
+    static const unsigned char lead[5] = {0, 0, 0xC0, 0xE0, 0xF0};
+    out[0] = (char)(lead[n] | cp);
+    return n;
+}
+
 EscapedString posenc_escape(const char *s) {
     EscapedString e;
     size_t at = 0, room = sizeof e.s - 4; /* "..." and the NUL always fit */

@@ -37,6 +37,8 @@ void *callocCheck(size_t count, size_t size, const char *what);
  * surrogates or values past U+10FFFF): returns its length and sets *cp, or
  * returns 0 when the bytes at s are not one. */
 int utf8_decode(const unsigned char *s, size_t n, uint32_t *cp);
+/* Writes cp (<= U+10FFFF) as UTF-8 into out; returns the length. */
+int utf8_encode(uint32_t cp, char out[4]);
 
 /* A string read from a file, fit to print inside a one-line message: C0
  * and C1 control characters, DEL and bytes that are not UTF-8 become \xNN,

@@ -24,6 +24,7 @@ int fuzz_gguf_vocab(const uint8_t *data, size_t size);
 int fuzz_llama2c(const uint8_t *data, size_t size);
 int fuzz_spm(const uint8_t *data, size_t size);
 int fuzz_gpt2(const uint8_t *data, size_t size);
+int fuzz_hf_json(const uint8_t *data, size_t size);
 int fuzz_text(const uint8_t *data, size_t size);
 int fuzz_sampler(const uint8_t *data, size_t size);
 int fuzz_jinja(const uint8_t *data, size_t size);

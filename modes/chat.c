@@ -6,23 +6,7 @@
 
 #include "modes/generate.h"
 
-/* The text of the tokens that end a reply besides EOS: each family's
- * end-of-turn marker, when the vocabulary has it as a special token. */
-static const char *const end_of_turn[] = {
-    "<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
-    "<|end_of_text|>", "</s>", "<\357\275\234end\342\226\201of\342\226\201sentence\357\275\234>",   /* DeepSeek */
-};
-
 static int is_special_type(int type) { return type == TOKEN_CONTROL || type == TOKEN_USER_DEFINED; }
-
-static int ends_turn(const ChatSession *s, int token) {
-    const Tokenizer *t = s->tok;
-    if (token == t->eos_id) return 1;
-    if (!is_special_type(t->types[token])) return 0;
-    for (size_t i = 0; i < sizeof end_of_turn / sizeof *end_of_turn; i++)
-        if (!strcmp(t->pieces[token], end_of_turn[i])) return 1;
-    return 0;
-}
 
 static void push_seen(ChatSession *s, int token) {
     if (s->n_seen == s->cap_seen) {
@@ -315,7 +299,7 @@ static int generate_reply(ChatSession *s, FILE *out, Reply *r, PosencError *err)
     for (int made = 0; opt->max_reply <= 0 || made < opt->max_reply; made++) {
         if (opt->interrupted && *opt->interrupted) break;
         int token = sampler_sample(s->sampler, s->logits);
-        if (ends_turn(s, token) || token == s->tok->bos_id) break;
+        if (tokenizer_ends_turn(s->tok, token) || token == s->tok->bos_id) break;
         size_t n;
         const char *piece = tokenizer_decode(s->tok, prev, token, &n);
         reply_append(r, piece, n);

@@ -115,7 +115,8 @@ static int make_room(Context *ctx, const Tokenizer *tok, Output *o, PosencError 
     return generate_make_room(ctx, opt->keep, opt->shift, &report, err);
 }
 
-/* Samples `needed` tokens after the prefilled prompt (fewer if BOS comes);
+/* Samples `needed` tokens after the prefilled prompt (fewer if BOS or an
+ * end-of-generation token comes);
  * every sampled token but the last is fed back. */
 static int decode_loop(Context *ctx, const Tokenizer *tok, Sampler *sampler, const float *logits,
                        int token, int needed, Output *o, FILE *out, GenerateStats *st,
@@ -123,7 +124,7 @@ static int decode_loop(Context *ctx, const Tokenizer *tok, Sampler *sampler, con
     for (;;) {
         int next = sampler_sample(sampler, logits);
         if (st->n_generated++ == 0) st->first_token_s = time_now_s() - t_start;
-        if (next == tok->bos_id) return 0;
+        if (next == tok->bos_id || tokenizer_is_eog(tok, next)) return 0;
         sampler_accept(sampler, next);
         emit(out, o, tok, token, next);
         if (o->opt->on_step)

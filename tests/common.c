@@ -432,3 +432,16 @@ int tests_llama2c_rescan_merges(const Tokenizer *t, int *ids, int n) {
     free(buf);
     return n;
 }
+
+const char *tests_npm_modules(const char *what) {
+    static char dir[4096];
+    TestsRun r = tests_run_program("sh", (const char *[]){"tools/ensure_npm.sh", ".", NULL}, NULL);
+    int ok = r.status == 0 && r.out_len > 1 && r.out_len < sizeof dir;
+    if (ok) snprintf(dir, sizeof dir, "%.*s", (int)r.out_len - 1, r.out); /* drop the newline */
+    const char *ci = getenv("CI");
+    if (!ok && ci && strcmp(ci, "true") == 0)
+        ck_abort_msg("tools/ensure_npm.sh failed under CI=true (%s must run there): %s", what, r.err);
+    if (!ok) printf("SKIP: %s (npm references not installed: %s)\n", what, r.err);
+    tests_run_free(&r);
+    return ok ? dir : NULL;
+}

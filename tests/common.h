@@ -136,6 +136,11 @@ TestsRun tests_expect_failure(const char *const *args, const char *needle);
 /* The same, and nothing on stdout: the refusal came before any work. */
 void tests_expect_error(const char *const *args, const char *needle);
 
+/* The node_modules directory of the npm references (tests/package.json),
+ * installed by tools/ensure_npm.sh on first use; NULL after printing that
+ * `what` is skipped (a failure under CI=true, where npm must work). */
+const char *tests_npm_modules(const char *what);
+
 /* The Python interpreter: $PYTHON, default /usr/bin/python3. */
 const char *tests_python(void);
 /* Whether it can be run; if not, prints that `what` is skipped. */

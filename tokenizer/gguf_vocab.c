@@ -190,8 +190,27 @@ static int read_settings(const GgufFile *g, VocabBuild *b, int has_bytes, Posenc
            optional_bool(g, "posenc.tokenizer.treat_whitespace_as_suffix", 0, err,
                          &spec->treat_whitespace_as_suffix) ||
            optional_bool(g, "posenc.tokenizer.byte_fallback", has_bytes, err, &spec->byte_fallback) ||
-           optional_str(g, "posenc.tokenizer.unknown_surface", &spec->unk_surface, err)
+           optional_str(g, "posenc.tokenizer.unknown_surface", &spec->unk_surface, err) ||
+           optional_bool(g, "posenc.tokenizer.nfc", 0, err, &spec->nfc)
                ? -1 : 0;
+}
+
+/* tokenizer.ggml.pre of a "gpt2" vocabulary picks the pattern as llama.cpp
+ * does, with its merge order (leftmost first) and, for Llama 3, its
+ * ignore_merges; absent, GPT-2's pattern as OpenAI's encoder.py runs it. */
+static int read_pre(const GgufFile *g, VocabBuild *b, PosencError *err) {
+    const char *pre;
+    if (b->spec.kind != TOKENIZER_GPT2) return 0;
+    if (optional_str(g, "tokenizer.ggml.pre", &pre, err)) return -1;
+    if (!pre) return 0;
+    int kind = pretok_find_name(pre);
+    if (kind < 0)
+        return posenc_error(err, "%s: tokenizer.ggml.pre '%s' is not a pre-tokenizer posenc "
+                                 "implements (%s)", g->path, posenc_escape(pre).s, pretok_known_names());
+    b->spec.pretok = (PretokKind)kind;
+    b->spec.leftmost_merges = 1;
+    b->spec.ignore_merges = kind == PRETOK_LLAMA3;
+    return 0;
 }
 
 static int fill_spec(const GgufFile *g, VocabBuild *b, PosencError *err) {
@@ -209,7 +228,8 @@ static int fill_spec(const GgufFile *g, VocabBuild *b, PosencError *err) {
                            "the vocabulary");
     if (read_tokens(g, b, tokens, &has_bytes, err)) return -1;
     if (merges) read_merges(b, merges);
-    return read_charsmap(g, b, err) || read_settings(g, b, has_bytes, err) ? -1 : 0;
+    return read_charsmap(g, b, err) || read_settings(g, b, has_bytes, err) || read_pre(g, b, err)
+               ? -1 : 0;
 }
 
 int tokenizer_load_gguf(Tokenizer *t, const GgufFile *g, PosencError *err) {

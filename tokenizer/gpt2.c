@@ -1,8 +1,8 @@
-/* GPT-2 byte-level BPE: the pre-tokenizer pattern of OpenAI's encoder.py
- *     's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
- * matched by hand over Unicode classes (unicode_tables.c), then each word's
- * bytes mapped to printable characters and merged by rank, all occurrences
- * of the best-ranked bigram per pass.  Bytes that are not UTF-8 are kept as
+/* Byte-level BPE (GPT-2 and the vocabularies built like it): added pieces
+ * split the text, a pre-tokenizer pattern (pretok.c) splits the rest, then
+ * each word's bytes are mapped to printable characters and merged by rank:
+ * all occurrences of the best-ranked bigram per pass (encoder.py), or the
+ * leftmost one at a time (Hugging Face).  Bytes that are not UTF-8 are kept as
  * bytes and count as "other" characters (the reference decodes them with
  * surrogateescape, whose lone surrogates are neither \s, \p{L} nor \p{N}). */
 #include "tokenizer/tokenizer_impl.h"
@@ -38,11 +38,26 @@ static uint64_t merge_key(int left, int right) {
 }
 
 int gpt2_init(Tokenizer *t, const TokenizerSpec *spec, PosencError *err) {
-    for (int b = 0; b < 256; b++) {
-        char buf[4];
-        int n = utf8_encode(gpt2_byte_char((unsigned char)b), buf);
+    if (spec->pretok < 0 || spec->pretok >= PRETOK_COUNT)
+        return posenc_error(err, "unknown pre-tokenizer %d", (int)spec->pretok);
+    t->pretok = spec->pretok;
+    t->ignore_merges = spec->ignore_merges;
+    t->leftmost_merges = spec->leftmost_merges;
+    t->nfc = spec->nfc;
+    static const int user_only[7] = {[TOKEN_USER_DEFINED] = 1};
+    static const int user_and_control[7] = {[TOKEN_USER_DEFINED] = 1, [TOKEN_CONTROL] = 1};
+    piece_trie_build(&t->added_trie, t, user_only);
+    piece_trie_build(&t->special_trie, t, user_and_control);
+    for (int b = 0; b < 256; b++) { /* the byte's symbol, or its <0xXX> piece (HF_BPE) */
+        char buf[8];
+        int n = t->kind == TOKENIZER_HF_BPE ? snprintf(buf, sizeof buf, "<0x%02X>", b)
+                                            : utf8_encode(gpt2_byte_char((unsigned char)b), buf);
         t->byte_ids[b] = tokenizer_lookup(t, buf, (size_t)n);
     }
+    t->fuse_unk = spec->fuse_unk;
+    t->byte_fallback = spec->byte_fallback;
+    for (int id = 0; id < t->vocab_size; id++)
+        if (t->types[id] == TOKEN_UNKNOWN) t->unk_id = id;
     uint32_t slots = 16;
     while (slots < 2u * (uint32_t)spec->n_merges) slots *= 2;
     t->merge_mask = slots - 1;
@@ -84,6 +99,8 @@ int gpt2_init(Tokenizer *t, const TokenizerSpec *spec, PosencError *err) {
 }
 
 void gpt2_free(Tokenizer *t) {
+    piece_trie_free(&t->added_trie);
+    piece_trie_free(&t->special_trie);
     free(t->merge_keys);
     free(t->merge_rank);
     free(t->merge_result);
@@ -103,63 +120,107 @@ static int pair_merge(const void *ctx, const BpeSymbol *a, const BpeSymbol *b,
     return 0;
 }
 
-/* Class and byte length of the character at s (invalid bytes: other, 1). */
-static UnicodeClass char_class(const char *s, size_t n, size_t *clen) {
-    uint32_t cp;
-    int k = utf8_decode((const unsigned char *)s, n, &cp);
-    *clen = k > 0 ? (size_t)k : 1;
-    return k > 0 ? unicode_class(cp) : UCLASS_OTHER;
-}
-
-/* End of the run of `cls` characters from i. */
-static size_t run_end(const char *s, size_t n, size_t i, UnicodeClass cls) {
-    size_t clen;
-    while (i < n && char_class(s + i, n - i, &clen) == cls) i += clen;
-    return i;
-}
-
-/* Length of the pre-token that starts at s[i] (the pattern's first
- * alternative that matches there). */
-static size_t pretoken_len(const char *s, size_t n, size_t i) {
-    const char *p = s + i;
-    size_t rest = n - i, clen;
-    if (p[0] == '\'' && rest >= 2) {
-        if (p[1] && strchr("stmd", p[1])) return 2;
-        if (rest >= 3 && (!memcmp(p + 1, "re", 2) || !memcmp(p + 1, "ve", 2) ||
-                          !memcmp(p + 1, "ll", 2)))
-            return 3;
+/* One pre-token: its bytes as byte-level symbols, merged. */
+static int encode_word(const Tokenizer *t, const char *w, size_t n, IntBuf *out, TokScratch *s,
+                       PosencError *err) {
+    if (t->ignore_merges) {
+        s->norm.n = 0;
+        for (size_t k = 0; k < n; k++) {
+            char u[4];
+            charbuf_append(&s->norm, u, (size_t)utf8_encode(gpt2_byte_char((unsigned char)w[k]), u));
+        }
+        int id = tokenizer_lookup(t, s->norm.v, s->norm.n);
+        if (id >= 0) {
+            intbuf_push(out, id);
+            return 0;
+        }
     }
-    size_t j = i + (p[0] == ' ' && rest > 1);
-    UnicodeClass cls = char_class(s + j, n - j, &clen);
-    if (cls != UCLASS_SPACE) return run_end(s, n, j, cls) - i; /* ` ?\p{L}+` and kin */
-    size_t end = run_end(s, n, i, UCLASS_SPACE);
-    if (end == n) return end - i;
-    /* \s+(?!\S): leave the last space to lead the next word, unless it is alone */
-    size_t last = i, k = i;
-    while (k < end) {
-        last = k;
-        char_class(s + k, n - k, &clen);
-        k += clen;
+    BpeSymbol *syms = scratch_symbols(s, n);
+    for (size_t k = 0; k < n; k++) {
+        unsigned char b = (unsigned char)w[k];
+        if (t->byte_ids[b] < 0)
+            return posenc_error(err, "byte 0x%02X has no token in the vocabulary", b);
+        syms[k] = (BpeSymbol){(int)k - 1, (int)k + 1, t->byte_ids[b], (int)k, 1, 0};
     }
-    return last > i ? last - i : end - i;
+    syms[n - 1].next = -1;
+    bpe_merge(syms, (int)n, pair_merge, t, !t->leftmost_merges, &s->heap);
+    for (int k = 0; k >= 0; k = syms[k].next) intbuf_push(out, syms[k].id);
+    return 0;
 }
 
+/* HF_BPE: the section with spaces as U+2581 (Gemma's Replace normalizer),
+ * one word of characters: a character's piece, else its <0xXX> byte pieces,
+ * else <unk> (one for a run when fuse_unk); then merged by rank. */
+static int encode_chars(const Tokenizer *t, const char *text, size_t n, IntBuf *out,
+                        TokScratch *s, PosencError *err) {
+    s->nfc.n = 0;
+    for (size_t i = 0; i < n; i++)
+        charbuf_append(&s->nfc, text[i] == ' ' ? "\xE2\x96\x81" : text + i, text[i] == ' ' ? 3 : 1);
+    const char *w = s->nfc.v;
+    size_t len = s->nfc.n;
+    BpeSymbol *syms = scratch_symbols(s, len);
+    int k = 0;
+    for (size_t i = 0; i < len;) {
+        uint32_t cp;
+        int c = utf8_decode((const unsigned char *)w + i, len - i, &cp);
+        size_t clen = c ? (size_t)c : 1;
+        int id = c ? tokenizer_lookup(t, w + i, clen) : -1, bytes_ok = t->byte_fallback;
+        for (size_t b = 0; id < 0 && b < clen; b++) bytes_ok &= t->byte_ids[(unsigned char)w[i + b]] >= 0;
+        if (id >= 0 || !bytes_ok) {
+            if (id < 0 && t->unk_id < 0)
+                return posenc_error(err, "byte 0x%02X has no token in the vocabulary", (unsigned char)w[i]);
+            if (id < 0 && t->fuse_unk && k > 0 && syms[k - 1].id == t->unk_id) {
+                syms[k - 1].len += (int)clen;
+            } else {
+                syms[k] = (BpeSymbol){k - 1, k + 1, id >= 0 ? id : t->unk_id, (int)i, (int)clen, id < 0};
+                k++;
+            }
+        } else {
+            for (size_t b = 0; b < clen; b++, k++)
+                syms[k] = (BpeSymbol){k - 1, k + 1, t->byte_ids[(unsigned char)w[i + b]], (int)(i + b), 1, 0};
+        }
+        i += clen;
+    }
+    if (k == 0) return 0;
+    syms[k - 1].next = -1;
+    bpe_merge(syms, k, pair_merge, t, 0, &s->heap);
+    for (int j = 0; j >= 0; j = syms[j].next) intbuf_push(out, syms[j].id);
+    return 0;
+}
+
+/* Text between added pieces: normalized, then pre-tokens, each merged on its own. */
+static int encode_section(const Tokenizer *t, const char *text, size_t start, size_t end,
+                          IntBuf *out, TokScratch *s, PosencError *err) {
+    if (t->kind == TOKENIZER_HF_BPE) return encode_chars(t, text + start, end - start, out, s, err);
+    if (t->nfc) {
+        text = nfc_normalize(text + start, end - start, &end, &s->nfc, &s->cps);
+        start = 0;
+    }
+    s->spans.n = 0;
+    pretokenize(t->pretok, text, start, end, &s->spans);
+    for (size_t k = 0, a = start; k < s->spans.n; k++) {
+        size_t b = (size_t)s->spans.v[k];
+        if (encode_word(t, text + a, b - a, out, s, err)) return -1;
+        a = b;
+    }
+    return 0;
+}
+
+/* Added pieces split the text first (the longest at the leftmost place
+ * where one starts, as Hugging Face's added-token splitter does); the
+ * pattern never sees them, and the text on either side is split alone. */
 int gpt2_encode(const Tokenizer *t, const char *text, size_t len, IntBuf *out, TokScratch *s,
                 PosencError *err) {
     if (len >= INT32_MAX) return posenc_error(err, "text too long to encode");
-    for (size_t i = 0; i < len;) {
-        size_t w = pretoken_len(text, len, i);
-        BpeSymbol *syms = scratch_symbols(s, w);
-        for (size_t k = 0; k < w; k++) {
-            unsigned char b = (unsigned char)text[i + k];
-            if (t->byte_ids[b] < 0)
-                return posenc_error(err, "byte 0x%02X has no token in the vocabulary", b);
-            syms[k] = (BpeSymbol){(int)k - 1, (int)k + 1, t->byte_ids[b], (int)k, 1, 0};
-        }
-        syms[w - 1].next = -1;
-        bpe_merge(syms, (int)w, pair_merge, t, 1, &s->heap);
-        for (int k = 0; k >= 0; k = syms[k].next) intbuf_push(out, syms[k].id);
-        i += w;
+    const PieceTrie *added = t->parse_special ? &t->special_trie : &t->added_trie;
+    size_t section = 0;
+    for (size_t i = 0; added->n_nodes && i < len; i++) {
+        size_t m = piece_trie_longest(added, text + i, len - i);
+        if (m == 0) continue;
+        if (section < i && encode_section(t, text, section, i, out, s, err)) return -1;
+        intbuf_push(out, tokenizer_lookup(t, text + i, m));
+        section = i + m;
+        i = section - 1;
     }
-    return 0;
+    return section < len ? encode_section(t, text, section, len, out, s, err) : 0;
 }

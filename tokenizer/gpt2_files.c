@@ -22,123 +22,28 @@ static char *read_file(const char *path, size_t *size, PosencError *err) {
     return text;
 }
 
-typedef struct {
-    const char *s, *end, *start;
-    CharBuf strings; /* decoded keys, NUL-terminated */
-    IntBuf entries;  /* (offset into strings, id) pairs */
-} Json;
-
-static int json_fail(Json *j, PosencError *err, const char *what) {
-    return posenc_error(err, "invalid JSON at byte %zu: %s", (size_t)(j->s - j->start), what);
-}
-
-static void json_ws(Json *j) {
-    while (j->s < j->end && (*j->s == ' ' || *j->s == '\t' || *j->s == '\n' || *j->s == '\r'))
-        j->s++;
-}
-
-static int hex4(const char *s, uint32_t *v) {
-    *v = 0;
-    for (int i = 0; i < 4; i++) {
-        char c = s[i];
-        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
-                : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-        if (d < 0) return -1;
-        *v = *v << 4 | (uint32_t)d;
-    }
-    return 0;
-}
-
-/* A JSON string into j->strings (the \u escapes of vocab.json included). */
-static int json_string(Json *j, PosencError *err) {
-    if (j->s >= j->end || *j->s != '"') return json_fail(j, err, "expected a string");
-    j->s++;
-    for (;;) {
-        if (j->s >= j->end) return json_fail(j, err, "unterminated string");
-        unsigned char c = (unsigned char)*j->s++;
-        if (c == '"') break;
-        if (c < 0x20) return json_fail(j, err, "control character in string");
-        if (c != '\\') {
-            charbuf_append(&j->strings, (const char *)&c, 1);
-            continue;
-        }
-        if (j->s >= j->end) return json_fail(j, err, "unterminated escape");
-        char e = *j->s++;
-        const char *simple = strchr("\"\\/bfnrt", e);
-        if (e && simple) {
-            charbuf_append(&j->strings, &"\"\\/\b\f\n\r\t"[simple - "\"\\/bfnrt"], 1);
-            continue;
-        }
-        uint32_t cp, lo;
-        if (e != 'u' || j->end - j->s < 4 || hex4(j->s, &cp))
-            return json_fail(j, err, "bad escape");
-        j->s += 4;
-        if (cp >= 0xDC00 && cp < 0xE000) return json_fail(j, err, "lone low surrogate");
-        if (cp >= 0xD800 && cp < 0xDC00) {
-            if (j->end - j->s < 6 || j->s[0] != '\\' || j->s[1] != 'u' || hex4(j->s + 2, &lo) ||
-                lo < 0xDC00 || lo >= 0xE000)
-                return json_fail(j, err, "lone high surrogate");
-            j->s += 6;
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-        }
-        char u[4];
-        charbuf_append(&j->strings, u, (size_t)utf8_encode(cp, u));
-    }
-    charbuf_append(&j->strings, "", 1);
-    return 0;
-}
-
-static int json_id(Json *j, long *v, PosencError *err) {
-    if (j->s >= j->end || *j->s < '0' || *j->s > '9')
-        return json_fail(j, err, "expected a non-negative integer id");
-    *v = 0;
-    while (j->s < j->end && *j->s >= '0' && *j->s <= '9') {
-        *v = *v * 10 + (*j->s++ - '0');
-        if (*v > INT32_MAX) return json_fail(j, err, "id too large");
-    }
-    return 0;
-}
-
-/* {"token": id, ...} into j->entries. */
-static int json_vocab(Json *j, PosencError *err) {
-    json_ws(j);
-    if (j->s >= j->end || *j->s++ != '{') return json_fail(j, err, "expected '{'");
-    json_ws(j);
-    if (j->s < j->end && *j->s == '}') j->s++;
-    else
-        for (;;) {
-            size_t off = j->strings.n;
-            long id = 0;
-            json_ws(j);
-            if (json_string(j, err)) return -1;
-            json_ws(j);
-            if (j->s >= j->end || *j->s++ != ':') return json_fail(j, err, "expected ':'");
-            json_ws(j);
-            if (json_id(j, &id, err)) return -1;
-            intbuf_push(&j->entries, (int)off);
-            intbuf_push(&j->entries, (int)id);
-            json_ws(j);
-            if (j->s < j->end && *j->s == ',') {
-                j->s++;
-                continue;
-            }
-            if (j->s < j->end && *j->s == '}') {
-                j->s++;
-                break;
-            }
-            return json_fail(j, err, "expected ',' or '}'");
-        }
-    json_ws(j);
-    return j->s == j->end ? 0 : json_fail(j, err, "trailing data after the object");
-}
-
-/* Places each token at its id; ids must be exactly 0..N-1. */
-static int vocab_pieces(Json *j, const char ***pieces, int *n, PosencError *err) {
-    *n = (int)(j->entries.n / 2);
+/* A JSON object {"token": id, ...} (vocab.json, a tokenizer.json BPE
+ * model's "vocab") as pieces placed at their ids, which must be exactly
+ * 0..N-1.  The pieces point into the document. */
+int json_vocab_pieces(const JsonValue *vocab, const char ***pieces, uint32_t **lens, int *n,
+                      PosencError *err) {
+    if (vocab->type != JSON_OBJECT)
+        return posenc_error(err, "expected '{': the vocabulary is a JSON object of token: id");
+    if (vocab->len > INT32_MAX) return posenc_error(err, "too many tokens");
+    *n = (int)vocab->len;
     *pieces = callocCheck(*n ? (size_t)*n : 1, sizeof(char *), "the vocabulary");
-    for (size_t e = 0; e < j->entries.n; e += 2) {
-        const char *tok = j->strings.v + j->entries.v[e];
-        int id = j->entries.v[e + 1];
+    *lens = callocCheck(*n ? (size_t)*n : 1, sizeof(uint32_t), "the vocabulary");
+    for (uint32_t e = 0; e < vocab->len; e++) {
+        const JsonValue *m = &vocab->items[e];
+        const char *tok = m->key;
+        if (m->type != JSON_NUMBER || !(m->number >= 0))
+            return posenc_error(err, "token '%s': its id is not a non-negative integer",
+                                posenc_escape(tok).s);
+        if (m->number > INT32_MAX) /* checked before any cast to an integer */
+            return posenc_error(err, "token '%s': id too large", posenc_escape(tok).s);
+        if (m->number != (double)(int)m->number)
+            return posenc_error(err, "token '%s': its id is not an integer", posenc_escape(tok).s);
+        int id = (int)m->number;
         if (id >= *n)
             return posenc_error(err, "token '%s' has id %d but there are %d tokens (ids must "
                                      "be 0..N-1)", posenc_escape(tok).s, id, *n);
@@ -146,6 +51,7 @@ static int vocab_pieces(Json *j, const char ***pieces, int *n, PosencError *err)
             return posenc_error(err, "id %d is given to both '%s' and '%s'", id,
                                 posenc_escape((*pieces)[id]).s, posenc_escape(tok).s);
         (*pieces)[id] = tok;
+        (*lens)[id] = m->key_len;
     }
     return 0;
 }
@@ -193,15 +99,17 @@ int gpt2_read(Tokenizer *t, const char *path, PosencError *err) {
         free(mtext);
         return posenc_error(err, "%s: tokenizer files over 2 GB", path);
     }
-    Json j = {vtext, vtext + vsize, vtext, {0}, {0}};
+    JsonDoc doc;
     const char **pieces = NULL, **merges = NULL;
+    uint32_t *lens = NULL;
     int n = 0, rc;
     PosencError e;
-    rc = json_vocab(&j, &e) || vocab_pieces(&j, &pieces, &n, &e);
+    rc = json_parse(&doc, vtext, vsize, &e);
+    if (rc == 0) rc = json_vocab_pieces(&doc.root, &pieces, &lens, &n, &e);
     const char *failed = vocab_path;
     if (rc == 0) {
         TokenizerSpec spec = {.kind = TOKENIZER_GPT2, .n_pieces = n, .pieces = pieces,
-                              .bos_id = -1, .eos_id = -1};
+                              .piece_lens = lens, .bos_id = -1, .eos_id = -1};
         spec.n_merges = merge_lines(mtext, msize, &merges);
         spec.merges = merges;
         for (int id = 0; id < n; id++)
@@ -211,9 +119,9 @@ int gpt2_read(Tokenizer *t, const char *path, PosencError *err) {
     }
     if (rc) posenc_error(err, "%s: %s", failed, e.msg);
     free(pieces);
+    free(lens);
     free(merges);
-    free(j.strings.v);
-    free(j.entries.v);
+    json_free(&doc);
     free(vtext);
     free(mtext);
     return rc ? -1 : 0;

@@ -79,8 +79,9 @@ static void append_surface(const Tokenizer *t, int id, const char *unk_surface, 
         break;
     case TOKENIZER_SPM_BPE:
     case TOKENIZER_SPM_UNIGRAM:
-        if (t->types[id] == TOKEN_CONTROL) break;
-        if (t->types[id] == TOKEN_UNKNOWN) {
+    case TOKENIZER_HF_BPE: /* as SentencePiece, but control and unknown pieces are their text */
+        if (t->types[id] == TOKEN_CONTROL && t->kind != TOKENIZER_HF_BPE) break;
+        if (t->types[id] == TOKEN_UNKNOWN && t->kind != TOKENIZER_HF_BPE) {
             charbuf_append(pool, unk_surface, strlen(unk_surface));
         } else if (t->types[id] == TOKEN_BYTE) {
             char b = (char)byte;
@@ -182,7 +183,8 @@ int tokenizer_build(Tokenizer *t, const TokenizerSpec *spec, PosencError *err) {
     if (rc == 0) rc = build_hash(t, err);
     if (rc == 0 && (t->kind == TOKENIZER_SPM_BPE || t->kind == TOKENIZER_SPM_UNIGRAM))
         rc = spm_init(t, spec, err);
-    if (rc == 0 && t->kind == TOKENIZER_GPT2) rc = gpt2_init(t, spec, err);
+    if (rc == 0 && (t->kind == TOKENIZER_GPT2 || t->kind == TOKENIZER_HF_BPE))
+        rc = gpt2_init(t, spec, err);
     if (rc) {
         tokenizer_free(t);
         return -1;
@@ -235,6 +237,15 @@ static TokenizerKind guess_format(const char *path, PosencError *err, int *faile
     return c == '{' ? TOKENIZER_GPT2 : first == 0x0A ? TOKENIZER_SPM_BPE : TOKENIZER_LLAMA2C;
 }
 
+/* A file named tokenizer.json, or a directory holding one. */
+static int is_hf_json(const char *path) {
+    char file[4096];
+    struct stat st;
+    if (ends_with(path, "/tokenizer.json") || strcmp(path, "tokenizer.json") == 0) return 1;
+    snprintf(file, sizeof file, "%s/tokenizer.json", path);
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode) && stat(file, &st) == 0;
+}
+
 /* A GGUF's vocabulary (a model, or a --vocab-only file) without its weights. */
 static int gguf_read(Tokenizer *t, const char *path, PosencError *err) {
     GgufFile g;
@@ -252,6 +263,7 @@ int tokenizer_load(Tokenizer *t, const char *path, int expected_vocab, PosencErr
     int is_gguf = gguf_file_has_magic(path, err);
     if (is_gguf < 0) return -1;
     int rc = is_gguf                     ? gguf_read(t, path, err)
+             : is_hf_json(path)          ? hf_json_read(t, path, err)
              : kind == TOKENIZER_GPT2    ? gpt2_read(t, path, err)
              : kind == TOKENIZER_LLAMA2C ? llama2c_read(t, path, err)
                                          : spm_read(t, path, err);
@@ -264,6 +276,28 @@ int tokenizer_load(Tokenizer *t, const char *path, int expected_vocab, PosencErr
         return -1;
     }
     return 0;
+}
+
+int tokenizer_set_parse_special(Tokenizer *t, int on) {
+    if (t->kind != TOKENIZER_GPT2 && t->kind != TOKENIZER_HF_BPE) return -1;
+    t->parse_special = on != 0;
+    return 0;
+}
+
+int tokenizer_ends_turn(const Tokenizer *t, int id) {
+    static const char *const names[] = {
+        "<|eot_id|>", "<|eom_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
+        "<|end_of_text|>", "<EOT>", "<\357\275\234end\342\226\201of\342\226\201sentence\357\275\234>"};
+    if (id < 0 || id >= t->vocab_size) return 0;
+    if (id == t->eos_id) return 1;
+    if (t->types[id] != TOKEN_CONTROL) return 0;
+    for (size_t k = 0; k < sizeof names / sizeof *names; k++)
+        if (strcmp(t->pieces[id], names[k]) == 0) return 1;
+    return 0;
+}
+
+int tokenizer_is_eog(const Tokenizer *t, int id) {
+    return (t->kind == TOKENIZER_GPT2 || t->kind == TOKENIZER_HF_BPE) && tokenizer_ends_turn(t, id);
 }
 
 /* SentencePiece drops the ▁ a piece starts with at the start of text when
@@ -289,7 +323,7 @@ const char *tokenizer_decode(const Tokenizer *t, int prev, int token, size_t *le
     int drop = 0;
     if (t->kind == TOKENIZER_LLAMA2C)
         drop = prev == t->bos_id && t->pieces[token][0] == ' ';
-    else if (t->kind != TOKENIZER_GPT2)
+    else if (t->kind == TOKENIZER_SPM_BPE || t->kind == TOKENIZER_SPM_UNIGRAM)
         drop = (prev < 0 || prev == t->bos_id) && spm_drops_space(t, token);
     return surface(t, token, drop, len);
 }
@@ -312,13 +346,14 @@ static void append_byte_run(const Tokenizer *t, const int *ids, int n, CharBuf *
 char *tokenizer_decode_text(const Tokenizer *t, const int *ids, int n, size_t *len) {
     CharBuf out = {0};
     int spm = t->kind == TOKENIZER_SPM_BPE || t->kind == TOKENIZER_SPM_UNIGRAM;
+    int byte_runs = spm || t->kind == TOKENIZER_HF_BPE; /* joined, invalid UTF-8 -> U+FFFD */
     int at_start = 1, dropped = 0, prev = -1;
     for (int i = 0; i < n; i++) {
         int id = ids[i];
         if (id < 0 || id >= t->vocab_size) continue;
         size_t k;
         const char *s;
-        if (!spm) {
+        if (!byte_runs || (!spm && t->types[id] != TOKEN_BYTE)) {
             s = tokenizer_decode(t, prev, id, &k);
             charbuf_append(&out, s, k);
             prev = id;
@@ -351,6 +386,8 @@ void scratch_free(TokScratch *s) {
     free(s->lattice);
     free(s->spans.v);
     free(s->rev.v);
+    free(s->nfc.v);
+    free(s->cps.v);
     memset(s, 0, sizeof *s);
 }
 
@@ -364,7 +401,8 @@ static int encode_into(const Tokenizer *t, const char *text, size_t len, int add
     out->n = 0;
     if (add_bos && t->bos_id >= 0) intbuf_push(out, t->bos_id);
     int rc = t->kind == TOKENIZER_LLAMA2C ? llama2c_encode(t, text, len, out, s, err)
-             : t->kind == TOKENIZER_GPT2  ? gpt2_encode(t, text, len, out, s, err)
+             : t->kind == TOKENIZER_GPT2 || t->kind == TOKENIZER_HF_BPE
+                 ? gpt2_encode(t, text, len, out, s, err)
                                           : spm_encode(t, text, len, out, s, err);
     if (rc) return posenc_error_prefix(err, t->source);
     if (add_eos && t->eos_id >= 0) intbuf_push(out, t->eos_id);

@@ -4,6 +4,10 @@
  *                            (precompiled charsmap), byte fallback, user-defined
  *                            pieces: the ids libsentencepiece 0.1.97 gives
  *   GPT-2 vocab.json+merges  byte-level BPE with GPT-2's pre-tokenizer
+ *   HF tokenizer.json        byte-level BPE with the Llama 3 / Qwen2 / DeepSeek-V3 /
+ *                            GPT-2 pre-tokenizers, NFC, added tokens; or BPE over
+ *                            characters with byte fallback (Gemma): the ids of
+ *                            Hugging Face tokenizers
  * Every reader fills a TokenizerSpec (plain arrays) and calls tokenizer_build,
  * so another container (GGUF's tokenizer.ggml.*) only has to fill the spec. */
 #ifndef POSENC_TOKENIZER_H
@@ -20,7 +24,19 @@ typedef enum {
     TOKENIZER_SPM_BPE,     /* SentencePiece BPE */
     TOKENIZER_SPM_UNIGRAM, /* SentencePiece unigram (Viterbi) */
     TOKENIZER_GPT2,        /* byte-level BPE */
+    TOKENIZER_HF_BPE,      /* tokenizer.json BPE over characters with byte fallback,
+                              spaces as U+2581 (Gemma) */
 } TokenizerKind;
+
+/* The pre-tokenizer of a byte-level BPE vocabulary (tokenizer/pretok.c),
+ * named in GGUF files by tokenizer.ggml.pre as llama.cpp names it. */
+typedef enum {
+    PRETOK_GPT2,        /* "gpt-2": OpenAI's encoder.py pattern */
+    PRETOK_LLAMA3,      /* "llama-bpe": Llama 3, digits in runs of up to 3 */
+    PRETOK_QWEN2,       /* "qwen2": the Llama 3 pattern with single digits */
+    PRETOK_DEEPSEEK_V3, /* "deepseek-v3": digits, CJK/kana, then words */
+    PRETOK_COUNT
+} PretokKind;
 
 /* Piece types, numbered as SentencePiece's ModelProto and GGUF number them. */
 typedef enum {
@@ -49,6 +65,13 @@ typedef struct {
     int add_dummy_prefix, remove_extra_whitespaces, escape_whitespaces;
     int treat_whitespace_as_suffix, byte_fallback;
     const char *unk_surface;     /* decoded text of <unk>; NULL: " \u2047 " */
+    /* byte-level BPE */
+    PretokKind pretok;
+    int ignore_merges;           /* a pre-token that is a whole piece is not merged */
+    int nfc;                     /* text between added pieces is put in Unicode NFC first */
+    int fuse_unk;                /* TOKENIZER_HF_BPE: a run of unknown characters is one <unk> */
+    int leftmost_merges;         /* merge the leftmost best-ranked pair at a time (Hugging
+                                    Face), not every occurrence of it per pass (encoder.py) */
 } TokenizerSpec;
 
 /* Byte-wise trie over a set of pieces (unigram lattice, user-defined
@@ -100,14 +123,22 @@ typedef struct {
     PieceTrie unigram_trie;      /* normal + user-defined pieces (unigram) */
     float min_score, max_score;  /* over normal pieces (unigram unknown penalty, bonus) */
 
+    /* byte-level BPE: see TokenizerSpec; user-defined pieces are always
+     * matched in text, control pieces too under parse_special */
+    PretokKind pretok;
+    int ignore_merges, leftmost_merges, nfc, fuse_unk;
+    PieceTrie added_trie;        /* user-defined pieces */
+    PieceTrie special_trie;      /* user-defined and control pieces */
+    int parse_special;           /* tokenizer_set_parse_special */
     /* GPT-2: merges as an open-addressing table keyed by the id pair */
     uint64_t *merge_keys;        /* (merge_mask + 1) (left << 32 | right) + 1, 0 = empty */
     int *merge_rank, *merge_result;
     uint32_t merge_mask;
 } Tokenizer;
 
-/* Reads a tokenizer, choosing the format from the path and content:
- * a directory holding vocab.json + merges.txt, a vocab.json (merges.txt
+/* Reads a tokenizer, choosing the format from the path and content: a
+ * tokenizer.json (or a directory holding one; tokenizer_config.json beside
+ * it), a directory holding vocab.json + merges.txt, a vocab.json (merges.txt
  * beside it), a SentencePiece .model, a llama2.c .bin, or the vocabulary of
  * a GGUF file (tokenizer.ggml.*; weights, if any, are not read).  expected_vocab > 0
  * must match its size.  Errors are one line naming the file. */
@@ -146,6 +177,27 @@ const char *tokenizer_decode(const Tokenizer *t, int prev, int token, size_t *le
  * their invalid UTF-8 replaced by U+FFFD; otherwise tokenizer_decode from
  * the start of text.  Ids outside the vocabulary are skipped. */
 char *tokenizer_decode_text(const Tokenizer *t, const int *ids, int n, size_t *len);
+
+/* Special tokens.  By default a control piece's text ("<|eot_id|>",
+ * "<|im_start|>") in the input is encoded as ordinary text, as the Python
+ * library does with split_special_tokens=True; user-defined pieces (added
+ * tokens that are not special) always become their ids.  With `on`, control
+ * pieces in the text become their ids too (`--special`; Hugging Face's
+ * default).  Byte-level BPE vocabularies only (tokenizer.json, vocab.json,
+ * GGUF "gpt2"): returns -1 for the others, whose control pieces never come
+ * from text. */
+int tokenizer_set_parse_special(Tokenizer *t, int on);
+
+/* Whether `id` ends a chat turn, in any vocabulary: EOS, or a control piece
+ * chat models end a turn with (<|eot_id|>, <|eom_id|>, <|im_end|>, <|end|>,
+ * <end_of_turn>, <|endoftext|>, <|end_of_text|>, <EOT>,
+ * <｜end▁of▁sentence｜>). */
+int tokenizer_ends_turn(const Tokenizer *t, int id);
+
+/* Whether generating `id` ends the text (end of generation): in byte-level
+ * BPE vocabularies tokenizer_ends_turn.  Always 0 for SentencePiece and
+ * llama2.c vocabularies, where generation stops at BOS as llama2.c's does. */
+int tokenizer_is_eog(const Tokenizer *t, int id);
 
 /* Id of an exact piece, or -1. */
 int tokenizer_lookup(const Tokenizer *t, const char *piece, size_t len);

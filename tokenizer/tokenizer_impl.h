@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/json_parse.h"
 #include "tokenizer/tokenizer.h"
 
 #define TOKENIZER_MAX_PIECE_BYTES 4096 /* longer pieces are refused at load */
@@ -81,6 +82,8 @@ typedef struct {
     size_t lattice_cap;
     IntBuf spans;     /* (start, len, id) triples from the model */
     IntBuf rev;       /* (piece, left length) of unused merges seen (BPE) */
+    CharBuf nfc;      /* a section of text in NFC (byte-level BPE) */
+    IntBuf cps;       /* its code points while normalizing */
 } TokScratch;
 
 void scratch_free(TokScratch *s);
@@ -95,10 +98,12 @@ int piece_trie_step(const PieceTrie *pt, int node, unsigned char c);
 /* Length of the longest piece that prefixes s[0..n), or 0. */
 size_t piece_trie_longest(const PieceTrie *pt, const char *s, size_t n);
 
-/* Writes cp (<= U+10FFFF) as UTF-8 into out; returns the length. */
-int utf8_encode(uint32_t cp, char out[4]);
-
-typedef enum { UCLASS_OTHER = 0, UCLASS_LETTER, UCLASS_NUMBER, UCLASS_SPACE } UnicodeClass;
+/* \s (White_Space), then the general categories L, N, M, P, S; other = the rest
+ * (controls, format characters such as ZWJ, unassigned code points). */
+typedef enum {
+    UCLASS_OTHER = 0, UCLASS_LETTER, UCLASS_NUMBER, UCLASS_SPACE, UCLASS_MARK, UCLASS_PUNCT,
+    UCLASS_SYMBOL
+} UnicodeClass;
 typedef struct {
     uint32_t first, last;
     uint8_t cls;
@@ -106,6 +111,33 @@ typedef struct {
 extern const UnicodeRange unicode_ranges[];
 extern const int n_unicode_ranges;
 UnicodeClass unicode_class(uint32_t cp);
+/* Class and byte length of the character at s[0..n) (n > 0); a byte that
+ * does not start valid UTF-8 is one "other" character. */
+UnicodeClass utf8_class(const char *s, size_t n, size_t *clen);
+
+/* ---- Unicode NFC (nfc.c, nfc_tables.c) ------------------------------------- */
+typedef struct {
+    uint32_t cp;
+    uint16_t off;  /* first code point in nfc_decomposition_pool */
+    uint8_t len;
+} NfcDecomposition;
+typedef struct {
+    uint32_t first, last;
+    uint8_t ccc;   /* canonical combining class */
+} NfcClassRange;
+typedef struct {
+    uint32_t first, second, composite;
+} NfcComposition;
+extern const NfcDecomposition nfc_decompositions[];
+extern const int n_nfc_decompositions;
+extern const uint32_t nfc_decomposition_pool[];
+extern const NfcClassRange nfc_classes[];
+extern const int n_nfc_classes;
+extern const NfcComposition nfc_compositions[];
+extern const int n_nfc_compositions;
+/* s[0..n) in NFC: s itself when nothing can change (no code point from
+ * U+0300 up), else the text in `out` (cps: scratch).  *out_len: its length. */
+const char *nfc_normalize(const char *s, size_t n, size_t *out_len, CharBuf *out, IntBuf *cps);
 
 /* ---- formats --------------------------------------------------------------- */
 int llama2c_read(Tokenizer *t, const char *path, PosencError *err);
@@ -131,10 +163,29 @@ void spm_bpe_encode(const Tokenizer *t, const char *norm, size_t len, TokScratch
 void spm_unigram_encode(const Tokenizer *t, const char *norm, size_t len, TokScratch *s);
 
 int gpt2_read(Tokenizer *t, const char *path, PosencError *err);
+/* A Hugging Face tokenizer.json (or a directory holding one), with
+ * tokenizer_config.json beside it when present (BOS/EOS). */
+int hf_json_read(Tokenizer *t, const char *path, PosencError *err);
+/* {"token": id, ...} -> pieces[id] and their byte lengths (malloc'd arrays
+ * pointing into the document); ids must be exactly 0..N-1. */
+int json_vocab_pieces(const JsonValue *vocab, const char ***pieces, uint32_t **lens, int *n,
+                      PosencError *err);
 int gpt2_init(Tokenizer *t, const TokenizerSpec *spec, PosencError *err);
 void gpt2_free(Tokenizer *t);
 int gpt2_encode(const Tokenizer *t, const char *text, size_t len, IntBuf *out, TokScratch *s,
                 PosencError *err);
+/* Pushes the end offsets of the pre-tokens of s[start, end) to `ends`. */
+void pretokenize(PretokKind kind, const char *s, size_t start, size_t end, IntBuf *ends);
+/* GGUF's tokenizer.ggml.pre name of a pattern. */
+const char *pretok_name(PretokKind kind);
+/* The pattern whose Split levels are exactly these regexes (as
+ * tokenizer.json spells them), or -1. */
+int pretok_find_regexes(const char *const *regexes, int n);
+/* The pattern of a tokenizer.ggml.pre name (llama.cpp's names), or -1. */
+int pretok_find_name(const char *name);
+/* Those names, for an error message. */
+const char *pretok_known_names(void);
+
 /* GPT-2's byte <-> printable-character map (bytes_to_unicode). */
 uint32_t gpt2_byte_char(unsigned char b);
 int gpt2_char_byte(uint32_t cp); /* -1 when cp is not in the map */

@@ -343,11 +343,84 @@ def read_gpt2_tokenizer(path, n_rows=None):
         v.ids = {"bos": vocab["<|endoftext|>"], "eos": vocab["<|endoftext|>"]}
     return v
 
+# tokenizer.json pre-tokenizers posenc implements, by their Split patterns,
+# and the tokenizer.ggml.pre name llama.cpp gives each (tokenizer/pretok.c).
+_WS = r"\s*[\r\n]+|\s+(?!\S)|\s+"
+_LLAMA3 = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|%s| ?[^\s\p{L}\p{N}]+[\r\n]*|" + _WS
+HF_PATTERNS = {
+    (r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+",): "gpt-2",
+    (_LLAMA3 % r"\p{N}{1,3}",): "llama-bpe",
+    (_LLAMA3 % r"\p{N}",): "qwen2",
+    (r"\p{N}{1,3}", "[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+",
+     "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?"
+     "[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+"): "deepseek-v3",
+}
+
+
+def hf_pre_name(path, pre):
+    """The pre name of a tokenizer.json pre_tokenizer (as tokenizer/hf_json.c reads it)."""
+    def byte_level(p, use_regex):
+        return (isinstance(p, dict) and p.get("type") == "ByteLevel"
+                and p.get("add_prefix_space", True) is False and p.get("use_regex", True) is use_regex)
+    if byte_level(pre, True):
+        return "gpt-2"
+    steps = pre.get("pretokenizers") if isinstance(pre, dict) and pre.get("type") == "Sequence" else None
+    if not steps or not byte_level(steps[-1], False):
+        fail("%s: pre_tokenizer is not a byte-level one posenc knows" % path)
+    regexes = tuple((s.get("pattern") or {}).get("Regex") for s in steps[:-1])
+    if regexes not in HF_PATTERNS or any(s.get("type") != "Split" or s.get("behavior") != "Isolated"
+                                         or s.get("invert") for s in steps[:-1]):
+        fail("%s: pre_tokenizer pattern %r is not one posenc implements" % (path, regexes[-1:]))
+    return HF_PATTERNS[regexes]
+
+
+def read_hf_tokenizer(path):
+    """A Hugging Face tokenizer.json (byte-level BPE; tokenizer_config.json
+    beside it for BOS/EOS): special added tokens become control tokens, the
+    others user-defined, as llama.cpp's converter types them."""
+    if os.path.isdir(path):
+        path = os.path.join(path, "tokenizer.json")
+    j = load_json(path)
+    model = j.get("model") or {}
+    if model.get("type") != "BPE" or model.get("byte_fallback"):
+        fail("%s: only byte-level BPE models convert (model type %r)" % (path, model.get("type")))
+    pre = hf_pre_name(path, j.get("pre_tokenizer"))
+    norm = j.get("normalizer")
+    nfc = isinstance(norm, dict) and norm.get("type") == "NFC"
+    if norm and not nfc and norm != {"type": "Sequence", "normalizers": []}:
+        fail("%s: normalizer %r is not supported (none or NFC only)" % (path, norm.get("type")))
+    vocab = model.get("vocab") or {}
+    added = j.get("added_tokens") or []
+    n = max([i for i in vocab.values()] + [a["id"] for a in added], default=-1) + 1
+    tokens, types = [None] * n, [gguf.TOKEN_NORMAL] * n
+    for tok, i in vocab.items():
+        tokens[i] = tok
+    for a in added:
+        tokens[a["id"]] = a["content"]
+        types[a["id"]] = gguf.TOKEN_CONTROL if a.get("special") else gguf.TOKEN_USER_DEFINED
+    if None in tokens:
+        fail("%s: no token has id %d" % (path, tokens.index(None)))
+    v = Vocab("gpt2", tokens, types)
+    v.pre = pre
+    v.merges = [m if isinstance(m, str) else " ".join(m) for m in model.get("merges") or []]
+    if nfc:   # llama.cpp has no key for a normalizer
+        v.extra.append(("nfc", gguf.BOOL, True))
+    config_path = os.path.join(os.path.dirname(path), "tokenizer_config.json")
+    config = load_json(config_path) if os.path.isfile(config_path) else {}
+    for name in ("bos", "eos"):
+        t = config.get(name + "_token")
+        t = t.get("content") if isinstance(t, dict) else t
+        if isinstance(t, str) and t in tokens:
+            v.ids[name] = tokens.index(t)
+    return v
+
 
 def tokenizer_format(path):
     """gpt2, spm or llama2c: by name first, then by content, as tokenizer_load
     chooses (a JSON object is a GPT-2 vocab, a protobuf starting with field 1
     a SentencePiece model)."""
+    if os.path.basename(path) == "tokenizer.json" or os.path.isfile(os.path.join(path, "tokenizer.json")):
+        return "hf"
     if os.path.isdir(path) or path.endswith(".json"):
         return "gpt2"
     if path.endswith(".model"):
@@ -365,7 +438,10 @@ def read_tokenizer(path, n_rows=None):
     kind = tokenizer_format(path)
     if kind == "gpt2":
         return read_gpt2_tokenizer(path, n_rows)
-    v = read_spm_tokenizer(path) if kind == "spm" else read_llama2c_tokenizer(path)
+    if kind == "hf":
+        v = read_hf_tokenizer(path)
+    else:
+        v = read_spm_tokenizer(path) if kind == "spm" else read_llama2c_tokenizer(path)
     if n_rows is not None and len(v.tokens) != n_rows:
         fail("%s: has %d tokens, the model needs %d" % (path, len(v.tokens), n_rows))
     return v

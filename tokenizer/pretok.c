@@ -1,0 +1,242 @@
+/* The pre-tokenizer patterns of byte-level BPE vocabularies, each written as
+ * C over the Unicode classes (unicode_tables.c) instead of a regex engine.
+ * A pattern is a list of "Isolated" splits (Hugging Face's Split
+ * pre-tokenizer): every match is a piece, and so is every run of text between
+ * matches; each level splits the pieces of the level before.  A match
+ * function returns the length of the pattern's match at s[i], searching no
+ * further than `end` (the end of the piece, where lookaheads stop too), or 0
+ * when nothing matches there.  Where several alternatives could match, the
+ * first that does wins, as in a backtracking regex engine. */
+#include "tokenizer/tokenizer_impl.h"
+
+typedef size_t (*SplitMatch)(const char *s, size_t i, size_t end);
+
+static UnicodeClass class_at(const char *s, size_t i, size_t end, size_t *clen) {
+    return utf8_class(s + i, end - i, clen);
+}
+
+/* End of the run of characters from i whose class is in `mask` (1 << class). */
+static size_t run_of(const char *s, size_t i, size_t end, unsigned mask) {
+    size_t clen;
+    while (i < end && (mask >> class_at(s, i, end, &clen) & 1)) i += clen;
+    return i;
+}
+
+#define C(x) (1u << UCLASS_##x)
+static int is_nl(char c) { return c == '\r' || c == '\n'; }
+
+/* The whitespace alternatives every pattern ends with, at a space s[i]:
+ *   \s*[\r\n]+ | \s+(?!\S) | \s+
+ * the run up to its last line break; else a run reaching the end whole;
+ * else the run but its last character, which leads the next piece. */
+static size_t whitespace(const char *s, size_t i, size_t end) {
+    size_t e = run_of(s, i, end, C(SPACE)), after_nl = 0, last = i, clen;
+    for (size_t k = i; k < e; k += clen) {
+        class_at(s, k, end, &clen);
+        if (is_nl(s[k])) after_nl = k + 1;
+        last = k;
+    }
+    if (after_nl) return after_nl - i;
+    if (e == end || last == i) return e - i;
+    return last - i;
+}
+
+/* GPT-2 (encoder.py; GGUF pre "gpt-2" and kin):
+ *   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+ */
+static size_t match_gpt2(const char *s, size_t i, size_t end) {
+    const char *p = s + i;
+    size_t rest = end - i, clen;
+    if (p[0] == '\'' && rest >= 2) {
+        if (p[1] && strchr("stmd", p[1])) return 2;
+        if (rest >= 3 && (!memcmp(p + 1, "re", 2) || !memcmp(p + 1, "ve", 2) ||
+                          !memcmp(p + 1, "ll", 2)))
+            return 3;
+    }
+    size_t j = i + (p[0] == ' ' && rest > 1);
+    UnicodeClass cls = class_at(s, j, end, &clen);
+    if (cls == UCLASS_LETTER || cls == UCLASS_NUMBER) return run_of(s, j, end, 1u << cls) - i;
+    if (cls != UCLASS_SPACE) return run_of(s, j, end, ~(C(LETTER) | C(NUMBER) | C(SPACE))) - i;
+    size_t e = run_of(s, i, end, C(SPACE)), last = i;
+    if (e == end) return e - i;
+    for (size_t k = i; k < e; k += clen) { /* \s+(?!\S): all but the last space */
+        last = k;
+        class_at(s, k, end, &clen);
+    }
+    return last > i ? last - i : e - i;
+}
+
+/* (?i:'s|'t|'re|'ve|'m|'ll|'d), ASCII letters in either case. */
+static size_t contraction(const char *s, size_t i, size_t end) {
+    if (s[i] != '\'' || end - i < 2) return 0;
+    char a = (char)(s[i + 1] | 0x20), b = end - i >= 3 ? (char)(s[i + 2] | 0x20) : 0;
+    if (a == 's' || a == 't' || a == 'm' || a == 'd') return 2;
+    if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) return 3;
+    return 0;
+}
+
+/* Llama 3 (GGUF pre "llama-bpe") with max_digits 3, Qwen2 ("qwen2") with 1:
+ *   (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,N}
+ *   | ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+ */
+static size_t match_llama3_like(const char *s, size_t i, size_t end, int max_digits) {
+    size_t n = contraction(s, i, end), c0len, c1len = 0;
+    if (n) return n;
+    UnicodeClass c0 = class_at(s, i, end, &c0len), c1 = UCLASS_OTHER;
+    if (i + c0len < end) c1 = class_at(s, i + c0len, end, &c1len);
+    if (c0 == UCLASS_LETTER) return run_of(s, i, end, C(LETTER)) - i;
+    if (c0 != UCLASS_NUMBER && !is_nl(s[i]) && c1 == UCLASS_LETTER)
+        return run_of(s, i + c0len, end, C(LETTER)) - i;
+    if (c0 == UCLASS_NUMBER) {
+        size_t k = i, clen;
+        for (int d = 0; d < max_digits && k < end && class_at(s, k, end, &clen) == UCLASS_NUMBER; d++)
+            k += clen;
+        return k - i;
+    }
+    unsigned other = ~(C(SPACE) | C(LETTER) | C(NUMBER));
+    size_t j = s[i] == ' ' && c1len && (other >> c1 & 1) ? i + 1 : i;
+    if (other >> class_at(s, j, end, &c1len) & 1) {
+        size_t k = run_of(s, j, end, other);
+        while (k < end && is_nl(s[k])) k++;
+        return k - i;
+    }
+    return whitespace(s, i, end);
+}
+static size_t match_llama3(const char *s, size_t i, size_t end) {
+    return match_llama3_like(s, i, end, 3);
+}
+static size_t match_qwen2(const char *s, size_t i, size_t end) {
+    return match_llama3_like(s, i, end, 1);
+}
+
+/* DeepSeek-V3 ("deepseek-v3"), three splits:
+ *   \p{N}{1,3}
+ *   [一-龥\u3040-ゟ゠-ヿ]+            (U+4E00-9FA5, U+3040-30FF)
+ *   [!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+
+ *   | ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+ */
+static size_t match_digits3(const char *s, size_t i, size_t end) {
+    size_t k = i, clen;
+    for (int d = 0; d < 3 && k < end && class_at(s, k, end, &clen) == UCLASS_NUMBER; d++) k += clen;
+    return k - i;
+}
+
+static size_t match_cjk_kana(const char *s, size_t i, size_t end) {
+    size_t k = i;
+    for (;;) {
+        uint32_t cp;
+        int n = k < end ? utf8_decode((const unsigned char *)s + k, end - k, &cp) : 0;
+        if (n == 0 || !((cp >= 0x4E00 && cp <= 0x9FA5) || (cp >= 0x3040 && cp <= 0x30FF))) break;
+        k += (size_t)n;
+    }
+    return k - i;
+}
+
+static int is_ascii_letter(char c) { return (c | 0x20) >= 'a' && (c | 0x20) <= 'z'; }
+
+static size_t match_deepseek_v3_words(const char *s, size_t i, size_t end) {
+    if (end - i >= 2 && s[i] > ' ' && s[i] < 0x7F && !is_ascii_letter(s[i]) &&
+        !(s[i] >= '0' && s[i] <= '9') && is_ascii_letter(s[i + 1])) {
+        size_t k = i + 1;
+        while (k < end && is_ascii_letter(s[k])) k++;
+        return k - i;
+    }
+    size_t c0len, c1len = 0;
+    UnicodeClass c0 = class_at(s, i, end, &c0len), c1 = UCLASS_OTHER;
+    if (i + c0len < end) c1 = class_at(s, i + c0len, end, &c1len);
+    unsigned word = C(LETTER) | C(MARK), punct = C(PUNCT) | C(SYMBOL);
+    if (word >> c0 & 1) return run_of(s, i, end, word) - i;
+    if (!is_nl(s[i]) && !(punct >> c0 & 1) && (word >> c1 & 1))
+        return run_of(s, i + c0len, end, word) - i;
+    size_t j = s[i] == ' ' && (punct >> c1 & 1) ? i + 1 : i;
+    if (punct >> class_at(s, j, end, &c1len) & 1) {
+        size_t k = run_of(s, j, end, punct);
+        while (k < end && is_nl(s[k])) k++;
+        return k - i;
+    }
+    return c0 == UCLASS_SPACE ? whitespace(s, i, end) : 0;
+}
+
+typedef struct {
+    const char *name;        /* GGUF tokenizer.ggml.pre */
+    int n_levels;
+    SplitMatch levels[3];
+    const char *regex[3];    /* each level's pattern as tokenizer.json spells it */
+} PretokPattern;
+
+#define REGEX_WS "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+#define REGEX_LLAMA3(DIGITS) "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|" DIGITS \
+    "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|" REGEX_WS
+
+static const PretokPattern patterns[] = {
+    [PRETOK_GPT2] = {"gpt-2", 1, {match_gpt2},
+                     {"'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"}},
+    [PRETOK_LLAMA3] = {"llama-bpe", 1, {match_llama3}, {REGEX_LLAMA3("\\p{N}{1,3}")}},
+    [PRETOK_QWEN2] = {"qwen2", 1, {match_qwen2}, {REGEX_LLAMA3("\\p{N}")}},
+    [PRETOK_DEEPSEEK_V3] = {"deepseek-v3", 3,
+        {match_digits3, match_cjk_kana, match_deepseek_v3_words},
+        {"\\p{N}{1,3}",
+         "[\xE4\xB8\x80-\xE9\xBE\xA5\xE3\x81\x80-\xE3\x82\x9F\xE3\x82\xA0-\xE3\x83\xBF]+",
+         "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?"
+         "[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+"}},
+};
+
+const char *pretok_name(PretokKind kind) { return patterns[kind].name; }
+
+int pretok_find_regexes(const char *const *regexes, int n) {
+    for (int k = 0; k < PRETOK_COUNT; k++) {
+        int same = patterns[k].n_levels == n;
+        for (int l = 0; same && l < n; l++) same = strcmp(patterns[k].regex[l], regexes[l]) == 0;
+        if (same) return k;
+    }
+    return -1;
+}
+
+/* llama.cpp's names (llama-vocab.cpp) for the patterns above. */
+static const struct {
+    const char *name;
+    PretokKind kind;
+} pre_names[] = {
+    {"gpt-2", PRETOK_GPT2}, {"phi-2", PRETOK_GPT2}, {"roberta-bpe", PRETOK_GPT2},
+    {"jina-es", PRETOK_GPT2}, {"jina-de", PRETOK_GPT2}, {"jina-v1-en", PRETOK_GPT2},
+    {"jina-v2-es", PRETOK_GPT2}, {"jina-v2-de", PRETOK_GPT2}, {"jina-v2-code", PRETOK_GPT2},
+    {"gigachat", PRETOK_GPT2}, {"llama-bpe", PRETOK_LLAMA3}, {"llama3", PRETOK_LLAMA3},
+    {"llama-v3", PRETOK_LLAMA3}, {"falcon3", PRETOK_LLAMA3}, {"qwen2", PRETOK_QWEN2},
+    {"deepseek-r1-qwen", PRETOK_QWEN2}, {"megrez", PRETOK_QWEN2},
+    {"deepseek-v3", PRETOK_DEEPSEEK_V3},
+};
+
+int pretok_find_name(const char *name) {
+    for (size_t k = 0; k < sizeof pre_names / sizeof *pre_names; k++)
+        if (strcmp(pre_names[k].name, name) == 0) return (int)pre_names[k].kind;
+    return -1;
+}
+
+const char *pretok_known_names(void) {
+    return "gpt-2, phi-2, roberta-bpe, jina-*, gigachat, llama-bpe, llama3, llama-v3, falcon3, "
+           "qwen2, deepseek-r1-qwen, megrez, deepseek-v3";
+}
+
+/* Splits s[start, end) at one level; pushes the end offsets of the final pieces. */
+static void split_level(const SplitMatch *levels, int n_levels, const char *s, size_t start,
+                        size_t end, IntBuf *ends) {
+    if (n_levels == 0) {
+        intbuf_push(ends, (int)end);
+        return;
+    }
+    size_t gap = start, i = start, clen;
+    while (i < end) {
+        size_t m = levels[0](s, i, end);
+        if (m == 0) {
+            class_at(s, i, end, &clen);
+            i += clen;
+            continue;
+        }
+        if (gap < i) split_level(levels + 1, n_levels - 1, s, gap, i, ends);
+        split_level(levels + 1, n_levels - 1, s, i, i + m, ends);
+        gap = i += m;
+    }
+    if (gap < end) split_level(levels + 1, n_levels - 1, s, gap, end, ends);
+}
+
+void pretokenize(PretokKind kind, const char *s, size_t start, size_t end, IntBuf *ends) {
+    const PretokPattern *p = &patterns[kind];
+    split_level(p->levels, p->n_levels, s, start, end, ends);
+}
