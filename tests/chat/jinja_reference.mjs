@@ -10,9 +10,12 @@
 // template raises; with "package", first writes the package's
 // models/tokenizer_config.json chat_template to "template".
 import { readFileSync, writeFileSync } from "node:fs";
+import { resolve } from "node:path";
+import { pathToFileURL } from "node:url";
 
-const [modules, casesPath] = process.argv.slice(2);
-const { Template } = await import(`${modules}/@huggingface/jinja/dist/index.js`);
+const [modulesArg, casesPath] = process.argv.slice(2);
+const modules = resolve(modulesArg);   // relative to the working directory, not to this script
+const { Template } = await import(pathToFileURL(`${modules}/@huggingface/jinja/dist/index.js`).href);
 const cases = JSON.parse(readFileSync(casesPath, "utf8"));
 for (const c of cases) {
     if (c.package) {
