@@ -35,35 +35,35 @@ void quant_scales_q3_k(const uint8_t *packed, int8_t out[16]) {
  * zero m would turn -0 into +0), and (d*sc)*q - dmin*mn for the K-quants
  * (those without mins compute (d*sc)*q, which equals it minus +0 bit for
  * bit). */
-static void dequantize_32(const void *src, float *dst, size_t n, size_t bytes, int has_m,
-                          void (*unpack)(const void *, QuantBlock *)) {
-    const uint8_t *p = src;
-    QuantBlock u;
-    for (size_t i = 0; i < n / QK; i++, p += bytes, dst += QK) {
-        unpack(p, &u);
-        for (int j = 0; j < QK; j++) dst[j] = has_m ? (float)u.q[j] * u.d + u.m : (float)u.q[j] * u.d;
+#define DEQUANTIZE_32(type, BLOCK, HAS_M)                                                         \
+    void dequantize_row_##type(const void *src, float *dst, size_t n) {                          \
+        const BLOCK *b = src;                                                                    \
+        QuantBlock u;                                                                            \
+        for (size_t i = 0; i < n / QK; i++, dst += QK) {                                         \
+            quant_unpack_##type(b + i, &u);                                                      \
+            for (int j = 0; j < QK; j++)                                                         \
+                dst[j] = HAS_M ? (float)u.q[j] * u.d + u.m : (float)u.q[j] * u.d;                \
+        }                                                                                        \
     }
-}
+DEQUANTIZE_32(q4_0, BlockQ4_0, 0)
+DEQUANTIZE_32(q4_1, BlockQ4_1, 1)
+DEQUANTIZE_32(q5_0, BlockQ5_0, 0)
+DEQUANTIZE_32(q5_1, BlockQ5_1, 1)
 
-static void dequantize_k(const void *src, float *dst, size_t n, size_t bytes,
-                         void (*unpack)(const void *, QuantSuperBlock *)) {
-    const uint8_t *p = src;
-    QuantSuperBlock u;
-    for (size_t i = 0; i < n / QK_K; i++, p += bytes, dst += QK_K) {
-        unpack(p, &u);
-        for (int w = 0; w < QK_K; w++) {
-            int s = w / u.sub;
-            dst[w] = u.d * (float)u.sc[s] * (float)u.q[w] - u.dmin * (float)u.mn[s];
-        }
+#define DEQUANTIZE_K(type, BLOCK)                                                                 \
+    void dequantize_row_##type(const void *src, float *dst, size_t n) {                          \
+        const BLOCK *b = src;                                                                    \
+        QuantSuperBlock u;                                                                       \
+        for (size_t i = 0; i < n / QK_K; i++, dst += QK_K) {                                     \
+            quant_unpack_##type(b + i, &u);                                                      \
+            for (int w = 0; w < QK_K; w++) {                                                     \
+                int s = w / u.sub;                                                               \
+                dst[w] = u.d * (float)u.sc[s] * (float)u.q[w] - u.dmin * (float)u.mn[s];         \
+            }                                                                                    \
+        }                                                                                        \
     }
-}
-
-void dequantize_row_q4_0(const void *src, float *dst, size_t n) { dequantize_32(src, dst, n, sizeof(BlockQ4_0), 0, quant_unpack_q4_0); }
-void dequantize_row_q4_1(const void *src, float *dst, size_t n) { dequantize_32(src, dst, n, sizeof(BlockQ4_1), 1, quant_unpack_q4_1); }
-void dequantize_row_q5_0(const void *src, float *dst, size_t n) { dequantize_32(src, dst, n, sizeof(BlockQ5_0), 0, quant_unpack_q5_0); }
-void dequantize_row_q5_1(const void *src, float *dst, size_t n) { dequantize_32(src, dst, n, sizeof(BlockQ5_1), 1, quant_unpack_q5_1); }
-void dequantize_row_q2_k(const void *src, float *dst, size_t n) { dequantize_k(src, dst, n, sizeof(BlockQ2_K), quant_unpack_q2_k); }
-void dequantize_row_q3_k(const void *src, float *dst, size_t n) { dequantize_k(src, dst, n, sizeof(BlockQ3_K), quant_unpack_q3_k); }
-void dequantize_row_q4_k(const void *src, float *dst, size_t n) { dequantize_k(src, dst, n, sizeof(BlockQ4_K), quant_unpack_q4_k); }
-void dequantize_row_q5_k(const void *src, float *dst, size_t n) { dequantize_k(src, dst, n, sizeof(BlockQ5_K), quant_unpack_q5_k); }
-void dequantize_row_q6_k(const void *src, float *dst, size_t n) { dequantize_k(src, dst, n, sizeof(BlockQ6_K), quant_unpack_q6_k); }
+DEQUANTIZE_K(q2_k, BlockQ2_K)
+DEQUANTIZE_K(q3_k, BlockQ3_K)
+DEQUANTIZE_K(q4_k, BlockQ4_K)
+DEQUANTIZE_K(q5_k, BlockQ5_K)
+DEQUANTIZE_K(q6_k, BlockQ6_K)

@@ -170,7 +170,8 @@ static inline void quant_unpack_q2_k(const void *blk, QuantSuperBlock *u) {
     const BlockQ2_K *b = blk;
     for (int h = 0; h < 2; h++)
         for (int g = 0; g < 4; g++)
-            for (int l = 0; l < 32; l++) u->q[128 * h + 32 * g + l] = (int8_t)(b->qs[32 * h + l] >> (2 * g) & 3);
+            for (int l = 0; l < 32; l++)
+                u->q[128 * h + 32 * g + l] = (int8_t)(b->qs[32 * h + l] >> (2 * g) & 3);
     for (int s = 0; s < 16; s++) u->sc[s] = b->scales[s] & 0xF, u->mn[s] = b->scales[s] >> 4;
     u->sub = 16, u->d = quant_half(b->d), u->dmin = quant_half(b->dmin);
 }
