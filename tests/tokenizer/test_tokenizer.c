@@ -431,13 +431,19 @@ START_TEST(malformed_llama2c_bin) {
 }
 END_TEST
 
-/* Writes vocab.json and merges.txt into a fresh directory. */
-static const char *gpt2_dir(const char *vocab, const char *merges) {
+/* A fresh directory under /tmp (a rotating buffer of 16 names). */
+static const char *fresh_dir(void) {
     static char dirs[16][64];
     static int next;
     char *dir = dirs[next++ % 16];
-    snprintf(dir, sizeof dirs[0], "/tmp/posenc-gpt2-XXXXXX");
+    snprintf(dir, sizeof dirs[0], "/tmp/posenc-tok-XXXXXX");
     ck_assert_ptr_nonnull(mkdtemp(dir));
+    return dir;
+}
+
+/* Writes vocab.json and merges.txt into a fresh directory. */
+static const char *gpt2_dir(const char *vocab, const char *merges) {
+    const char *dir = fresh_dir();
     char path[128];
     snprintf(path, sizeof path, "%s/vocab.json", dir);
     tests_write_file(path, vocab, strlen(vocab));
@@ -485,15 +491,11 @@ START_TEST(malformed_gpt2_files) {
 }
 END_TEST
 
-/* A tokenizer.json in a fresh directory: `body` is the "model" object's vocab
- * and merges part, the other fields are given whole. */
+/* A tokenizer.json (and, unless NULL, a tokenizer_config.json) in a fresh
+ * directory, from its parts. */
 static const char *hf_dir(const char *added, const char *normalizer, const char *pre,
                           const char *model, const char *config) {
-    static char dirs[16][64];
-    static int next;
-    char *dir = dirs[next++ % 16];
-    snprintf(dir, sizeof dirs[0], "/tmp/posenc-hf-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    const char *dir = fresh_dir();
     char path[128], doc[2048];
     snprintf(doc, sizeof doc, "{\"added_tokens\": %s, \"normalizer\": %s, \"pre_tokenizer\": %s, "
              "\"decoder\": {\"type\": \"ByteLevel\"}, \"model\": %s}", added, normalizer, pre, model);
