@@ -24,6 +24,25 @@ size_t jinja_utf8_offset(const char *s, size_t len, size_t index) {
     return len;
 }
 
+JinjaValue jinja_utf8_char(JinjaValue str, size_t index) {
+    size_t from = jinja_utf8_offset(str.as.str.s, str.as.str.len, index);
+    size_t to = jinja_utf8_offset(str.as.str.s, str.as.str.len, index + 1);
+    return jv_string(str.as.str.s + from, to - from);
+}
+
+JinjaValue jinja_string_chars(JinjaArena *a, JinjaValue str) {
+    const char *s = str.as.str.s;
+    size_t len = str.as.str.len;
+    JinjaValue out = jv_list(a);
+    for (size_t i = jinja_utf8_offset(s, len, 0); i < len;) {   /* one pass, as the offsets count */
+        size_t j = i + 1;
+        while (j < len && ((unsigned char)s[j] & 0xC0) == 0x80) j++;
+        jv_list_push(a, out.as.list, jv_string(s + i, j - i));
+        i = j;
+    }
+    return out;
+}
+
 static int is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
 static char to_upper(char c) { return c >= 'a' && c <= 'z' ? (char)(c - 32) : c; }
 static char to_lower(char c) { return c >= 'A' && c <= 'Z' ? (char)(c + 32) : c; }
@@ -363,15 +382,7 @@ JinjaValue jinja_apply_filter(Renderer *r, const char *name, JinjaValue v, const
     if (!strcmp(name, "list")) {
         if (v.type == JV_LIST) return v;
         if (v.type == JV_DICT) return dict_items(r, v, 1, 0);
-        if (v.type == JV_STRING) {
-            JinjaValue out = jv_list(r->arena);
-            for (size_t i = 0, n = jinja_utf8_length(v.as.str.s, v.as.str.len); i < n; i++) {
-                size_t from = jinja_utf8_offset(v.as.str.s, v.as.str.len, i);
-                size_t to = jinja_utf8_offset(v.as.str.s, v.as.str.len, i + 1);
-                jv_list_push(r->arena, out.as.list, jv_string(v.as.str.s + from, to - from));
-            }
-            return out;
-        }
+        if (v.type == JV_STRING) return jinja_string_chars(r->arena, v);
         jinja_fail(r->arena, line, "list of %s", jv_type_name(v.type));
     }
     if (!strcmp(name, "items")) return dict_items(r, need(r, v, JV_DICT, "items", line), 1, 1);
@@ -380,10 +391,7 @@ JinjaValue jinja_apply_filter(Renderer *r, const char *name, JinjaValue v, const
         if (v.type == JV_STRING) {
             size_t n = jinja_utf8_length(v.as.str.s, v.as.str.len);
             if (n == 0) return jv_undefined();
-            size_t i = name[0] == 'f' ? 0 : n - 1;
-            size_t from = jinja_utf8_offset(v.as.str.s, v.as.str.len, i);
-            size_t to = jinja_utf8_offset(v.as.str.s, v.as.str.len, i + 1);
-            return jv_string(v.as.str.s + from, to - from);
+            return jinja_utf8_char(v, name[0] == 'f' ? 0 : n - 1);
         }
         need(r, v, JV_LIST, name, line);
         if (v.as.list->n == 0) return jv_undefined();
@@ -391,13 +399,11 @@ JinjaValue jinja_apply_filter(Renderer *r, const char *name, JinjaValue v, const
     }
     if (!strcmp(name, "reverse")) {
         if (v.type == JV_STRING) {
+            JinjaList *chars = jinja_string_chars(r->arena, v).as.list;
             JinjaBuffer b = {0};
             jinja_buffer_append(r->arena, &b, "", 0);
-            for (size_t n = jinja_utf8_length(v.as.str.s, v.as.str.len); n > 0; n--) {
-                size_t from = jinja_utf8_offset(v.as.str.s, v.as.str.len, n - 1);
-                size_t to = jinja_utf8_offset(v.as.str.s, v.as.str.len, n);
-                jinja_buffer_append(r->arena, &b, v.as.str.s + from, to - from);
-            }
+            for (size_t i = chars->n; i > 0; i--)
+                jinja_buffer_append(r->arena, &b, chars->items[i - 1].as.str.s, chars->items[i - 1].as.str.len);
             return jv_string(b.data, b.len);
         }
         need(r, v, JV_LIST, name, line);

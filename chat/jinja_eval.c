@@ -137,6 +137,14 @@ void jinja_buffer_append(JinjaArena *a, JinjaBuffer *b, const char *s, size_t le
 
 static void append_cstr(JinjaArena *a, JinjaBuffer *b, const char *s) { jinja_buffer_append(a, b, s, strlen(s)); }
 
+/* The shortest %g form of a finite f that reads back as f. */
+static void shortest_double(char *s, size_t n, double f) {
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(s, n, "%.*g", prec, f);
+        if (strtod(s, NULL) == f) return;
+    }
+}
+
 /* Floats print as @huggingface/jinja prints them: integral values with
  * ".0", others in the shortest form that reads back the same. */
 static void print_float(JinjaArena *a, JinjaBuffer *b, double f) {
@@ -144,12 +152,7 @@ static void print_float(JinjaArena *a, JinjaBuffer *b, double f) {
     if (isnan(f)) snprintf(s, sizeof s, "NaN");
     else if (isinf(f)) snprintf(s, sizeof s, f > 0 ? "Infinity" : "-Infinity");
     else if (f == floor(f) && fabs(f) < 1e21) snprintf(s, sizeof s, "%.1f", f);
-    else {
-        for (int prec = 1; prec <= 17; prec++) {
-            snprintf(s, sizeof s, "%.*g", prec, f);
-            if (strtod(s, NULL) == f) break;
-        }
-    }
+    else shortest_double(s, sizeof s, f);
     append_cstr(a, b, s);
 }
 
@@ -200,12 +203,7 @@ void jv_write_json(JinjaArena *a, JinjaBuffer *b, JinjaValue v, int indent, int 
         /* JSON has no ".0" for integral floats in JavaScript's JSON.stringify */
         char s[64];
         if (!isfinite(v.as.number)) snprintf(s, sizeof s, "null");
-        else {
-            for (int prec = 1; prec <= 17; prec++) {
-                snprintf(s, sizeof s, "%.*g", prec, v.as.number);
-                if (strtod(s, NULL) == v.as.number) break;
-            }
-        }
+        else shortest_double(s, sizeof s, v.as.number);
         append_cstr(a, b, s);
         return;
     }
@@ -328,10 +326,7 @@ static JinjaValue eval_index(Renderer *r, JinjaValue obj, JinjaValue key, int li
         if (key.type != JV_INT) return jv_undefined();
         long long n = (long long)jinja_utf8_length(obj.as.str.s, obj.as.str.len), i = key.as.integer;
         if (i < 0) i += n;
-        if (i < 0 || i >= n) return jv_undefined();
-        size_t from = jinja_utf8_offset(obj.as.str.s, obj.as.str.len, (size_t)i);
-        size_t to = jinja_utf8_offset(obj.as.str.s, obj.as.str.len, (size_t)i + 1);
-        return jv_string(obj.as.str.s + from, to - from);
+        return i >= 0 && i < n ? jinja_utf8_char(obj, (size_t)i) : jv_undefined();
     }
     case JV_DICT: case JV_NAMESPACE: {
         if (key.type != JV_STRING) return jv_undefined();
@@ -387,8 +382,8 @@ static JinjaValue eval_slice(Renderer *r, Scope *scope, const Node *n) {
         }
         JinjaBuffer b = {0};
         for (long long i = start; stride > 0 ? i < stop : i > stop; i += stride) {
-            size_t from = jinja_utf8_offset(s, len, (size_t)i), to = jinja_utf8_offset(s, len, (size_t)i + 1);
-            jinja_buffer_append(r->arena, &b, s + from, to - from);
+            JinjaValue c = jinja_utf8_char(obj, (size_t)i);
+            jinja_buffer_append(r->arena, &b, c.as.str.s, c.as.str.len);
         }
         return jv_string(b.data, b.len);
     }
@@ -697,13 +692,7 @@ static JinjaList *iteration_items(Renderer *r, JinjaValue v, int line) {
     case JV_DICT:
         for (size_t i = 0; i < v.as.dict->n; i++) jv_list_push(r->arena, out.as.list, v.as.dict->keys[i]);
         return out.as.list;
-    case JV_STRING:
-        for (size_t i = 0, n = jinja_utf8_length(v.as.str.s, v.as.str.len); i < n; i++) {
-            size_t from = jinja_utf8_offset(v.as.str.s, v.as.str.len, i);
-            size_t to = jinja_utf8_offset(v.as.str.s, v.as.str.len, i + 1);
-            jv_list_push(r->arena, out.as.list, jv_string(v.as.str.s + from, to - from));
-        }
-        return out.as.list;
+    case JV_STRING: return jinja_string_chars(r->arena, v).as.list;
     case JV_UNDEFINED: case JV_NONE: return out.as.list;   /* Jinja iterates undefined as empty */
     default: jinja_fail(r->arena, line, "cannot iterate over %s", jv_type_name(v.type));
     }

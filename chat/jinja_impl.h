@@ -207,4 +207,8 @@ JinjaValue jinja_call_method(Renderer *r, const JinjaFunction *fn, const CallArg
 /* UTF-8 helpers: code points are what Python's len, indexes and slices count. */
 size_t jinja_utf8_length(const char *s, size_t len);
 size_t jinja_utf8_offset(const char *s, size_t len, size_t index);
+/* The index-th code point of a string value (index < its length). */
+JinjaValue jinja_utf8_char(JinjaValue str, size_t index);
+/* A string's code points as a list of strings, in one pass. */
+JinjaValue jinja_string_chars(JinjaArena *a, JinjaValue str);
 #endif

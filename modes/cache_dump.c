@@ -3,6 +3,8 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "modes/generate.h"
+
 /* The angle of the first rotation pair of KV head 0 in a layer-0 key. */
 static double first_pair_angle(const Context *ctx, int cell, float *key) {
     const PeParams *p = &ctx->pe.params;
@@ -10,19 +12,6 @@ static double first_pair_angle(const Context *ctx, int cell, float *key) {
     int rope_dim = p->rope_dim > 0 ? p->rope_dim : ctx->pe.head_size;
     int partner = p->rope_pairing == PE_ROPE_NEOX ? rope_dim / 2 : 1;
     return atan2((double)key[partner], (double)key[0]);
-}
-
-/* A piece in quotes, control bytes and quotes escaped. */
-static void write_piece_quoted(FILE *out, const char *s, size_t n) {
-    fputc('\'', out);
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c == '\n') fputs("\\n", out);
-        else if (c == '\'' || c == '\\') fprintf(out, "\\%c", c);
-        else if (c < 0x20 || c == 0x7f) fprintf(out, "\\x%02x", c);
-        else fputc(c, out);
-    }
-    fputc('\'', out);
 }
 
 void cache_dump(FILE *out, const Context *ctx, const Tokenizer *tok, const char *when) {
@@ -43,8 +32,9 @@ void cache_dump(FILE *out, const Context *ctx, const Tokenizer *tok, const char 
         }
         size_t len;
         const char *piece = tokenizer_decode(tok, c ? kv->token[c - 1] : -1, token, &len);
-        write_piece_quoted(out, piece, len);
-        fputc('\n', out);
+        fputc('\'', out);
+        generate_write_escaped(out, piece, len);
+        fputs("'\n", out);
     }
     free(key);
 }

@@ -6,7 +6,12 @@
 
 #include "modes/generate.h"
 
-static int is_special_type(int type) { return type == TOKEN_CONTROL || type == TOKEN_USER_DEFINED; }
+/* A token whose text in a rendering stands for the token itself: control
+ * and user-defined pieces, BOS and EOS (a llama2.c vocabulary types none). */
+static int is_special(const Tokenizer *t, int id) {
+    return (t->types[id] == TOKEN_CONTROL || t->types[id] == TOKEN_USER_DEFINED || id == t->bos_id ||
+            id == t->eos_id) && t->piece_lens[id] > 0;
+}
 
 static void push_seen(ChatSession *s, int token) {
     if (s->n_seen == s->cap_seen) {
@@ -74,6 +79,15 @@ static int special_at(const ChatSession *s, const char *text, size_t len) {
     return best;
 }
 
+/* Room for `need` ids in *out (cap of them now). */
+static int *reserve_ids(int *out, size_t *cap, size_t need) {
+    if (need <= *cap) return out;
+    while (*cap < need) *cap *= 2;
+    int *grown = realloc(out, *cap * sizeof *out);
+    if (!grown) posenc_out_of_memory(*cap, sizeof *out, "the chat transcript's ids");
+    return grown;
+}
+
 int chat_encode(const ChatSession *s, const char *text, size_t len, int **ids, int *n_ids, PosencError *err) {
     size_t cap = 64, n = 0;
     int *out = mallocCheck(cap * sizeof *out, "the chat transcript's ids");
@@ -90,21 +104,13 @@ int chat_encode(const ChatSession *s, const char *text, size_t len, int **ids, i
                 free(out);
                 return -1;
             }
-            while (n + (size_t)n_part + 1 > cap) cap *= 2;
-            int *grown = realloc(out, cap * sizeof *out);
-            if (!grown) posenc_out_of_memory(cap, sizeof *out, "the chat transcript's ids");
-            out = grown;
+            out = reserve_ids(out, &cap, n + (size_t)n_part);
             memcpy(out + n, part, (size_t)n_part * sizeof *part);
             n += (size_t)n_part;
             free(part);
         }
         if (i == len) break;
-        if (n + 1 > cap) {
-            cap *= 2;
-            int *grown = realloc(out, cap * sizeof *out);
-            if (!grown) posenc_out_of_memory(cap, sizeof *out, "the chat transcript's ids");
-            out = grown;
-        }
+        out = reserve_ids(out, &cap, n + 1);
         out[n++] = special;
         i += (size_t)s->tok->piece_lens[special];
         start = i;
@@ -208,14 +214,9 @@ int chat_session_init(ChatSession *s, Context *ctx, const Tokenizer *tok, Sample
     s->tok = tok;
     s->sampler = sampler;
     s->opt = opt;
+    s->special = mallocCheck((size_t)tok->vocab_size * sizeof(int), "the special tokens");
     for (int id = 0; id < tok->vocab_size; id++)
-        if ((is_special_type(tok->types[id]) || id == tok->bos_id || id == tok->eos_id) && tok->piece_lens[id] > 0)
-            s->n_special++;
-    s->special = mallocCheck((size_t)(s->n_special ? s->n_special : 1) * sizeof(int), "the special tokens");
-    s->n_special = 0;
-    for (int id = 0; id < tok->vocab_size; id++)
-        if ((is_special_type(tok->types[id]) || id == tok->bos_id || id == tok->eos_id) && tok->piece_lens[id] > 0)
-            s->special[s->n_special++] = id;
+        if (is_special(tok, id)) s->special[s->n_special++] = id;
     if (opt->system_prompt) push_message(s, "system", opt->system_prompt, strlen(opt->system_prompt));
     if (opt->keep >= 0) s->keep = opt->keep;
     else if (resolve_keep(s, err)) goto fail;

@@ -48,6 +48,16 @@ static FILE *trace_begin(Output *o) {
     return t;
 }
 
+void generate_write_escaped(FILE *out, const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '\n') fputs("\\n", out);
+        else if (c == '\'' || c == '\\') fprintf(out, "\\%c", c);
+        else if (c < 0x20 || c == 0x7f) fprintf(out, "\\x%02x", c);
+        else fputc(c, out);
+    }
+}
+
 /* Token text in quotes, control bytes escaped, long chunks elided; a BOS
  * is named before the quotes, not decoded. */
 static void trace_tokens(FILE *t, const Tokenizer *tok, const int *ids, int n) {
@@ -59,13 +69,9 @@ static void trace_tokens(FILE *t, const Tokenizer *tok, const int *ids, int n) {
         if (ids[i] == tok->bos_id) continue;
         size_t len;
         const char *piece = tokenizer_decode(tok, i ? ids[i - 1] : -1, ids[i], &len);
-        for (size_t j = 0; j < len && shown < MAX_SHOWN; j++, shown++) {
-            unsigned char c = (unsigned char)piece[j];
-            if (c == '\n') fputs("\\n", t);
-            else if (c == '\'' || c == '\\') fprintf(t, "\\%c", c);
-            else if (c < 0x20 || c == 0x7f) fprintf(t, "\\x%02x", c);
-            else fputc(c, t);
-        }
+        size_t take = len < (size_t)(MAX_SHOWN - shown) ? len : (size_t)(MAX_SHOWN - shown);
+        generate_write_escaped(t, piece, take);
+        shown += (int)take;
     }
     fputs(shown == MAX_SHOWN ? "'..." : "'", t);
 }

@@ -60,6 +60,10 @@ int generate_encode_prompt(const Tokenizer *tok, const char *prompt, int **ids, 
 int generate_text(Context *ctx, const Tokenizer *tok, Sampler *sampler,
                   const GenerateOptions *opt, FILE *out, GenerateStats *stats, PosencError *err);
 
+/* Token text for a trace or table line: newline as \n, quote and
+ * backslash escaped, other control bytes as \xNN. */
+void generate_write_escaped(FILE *out, const char *s, size_t n);
+
 /* One --trace-positions line before a forward call: the chunk's positions
  * and text, then the cache it attends to (which the chunk will join). */
 void generate_trace_chunk(FILE *trace, const Context *ctx, const Tokenizer *tok, const int *ids,
