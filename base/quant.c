@@ -11,16 +11,6 @@ _Static_assert(sizeof(BlockQ2_K) == 84 && sizeof(BlockQ3_K) == 110 && sizeof(Blo
 
 float quant_half(const uint8_t *p) { return fp16_to_fp32((uint16_t)(p[0] | p[1] << 8)); }
 
-void quant_scale_min_k4(const uint8_t *scales, int j, uint8_t *sc, uint8_t *mn) {
-    if (j < 4) {
-        *sc = scales[j] & 63;
-        *mn = scales[j + 4] & 63;
-    } else {
-        *sc = (uint8_t)((scales[j + 4] & 0xF) | (scales[j - 4] >> 6) << 4);
-        *mn = (uint8_t)((scales[j + 4] >> 4) | (scales[j] >> 6) << 4);
-    }
-}
-
 void quant_scales_q3_k(const uint8_t *packed, int8_t out[16]) {
     for (int j = 0; j < 16; j++) {
         int low = j < 8 ? packed[j] & 0xF : packed[j - 8] >> 4;

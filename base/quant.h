@@ -91,7 +91,15 @@ float quant_half(const uint8_t *p);
 /* Scale and min of sub-block j < 8 from Q4_K/Q5_K's 12 packed bytes:
  * j < 4 in the low 6 bits of bytes j and j + 4; j >= 4 split between the
  * nibbles of byte j + 4 and the top 2 bits of bytes j - 4 and j. */
-void quant_scale_min_k4(const uint8_t *scales, int j, uint8_t *sc, uint8_t *mn);
+static inline void quant_scale_min_k4(const uint8_t *scales, int j, uint8_t *sc, uint8_t *mn) {
+    if (j < 4) {
+        *sc = scales[j] & 63;
+        *mn = scales[j + 4] & 63;
+    } else {
+        *sc = (uint8_t)((scales[j + 4] & 0xF) | (scales[j - 4] >> 6) << 4);
+        *mn = (uint8_t)((scales[j + 4] >> 4) | (scales[j] >> 6) << 4);
+    }
+}
 /* Q3_K's 16 six-bit scales (still biased by 32) from its 12 packed bytes:
  * the low 4 bits in the nibbles of bytes 0-7, the high 2 bits in 8-11. */
 void quant_scales_q3_k(const uint8_t *packed, int8_t out[16]);

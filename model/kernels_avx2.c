@@ -242,6 +242,7 @@ static void dot_q8_0(float *out, const int8_t *xq, const float *xd, const void *
     for (int r = 0; r < m; r++) {
         __m256 acc = _mm256_setzero_ps();
         const uint8_t *blk = (const uint8_t *)w + (size_t)r * row_bytes;
+        stream_prefetch(blk, row_bytes);
         for (int b = 0; b < k / 32; b++, blk += 34) {
             uint16_t h;
             memcpy(&h, blk, 2);

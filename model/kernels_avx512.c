@@ -125,6 +125,7 @@ INLINE void dot_stream(float *out, const float *x, const char *w, size_t wrow, i
     size_t es = tensor_row_bytes(type, 1);
     __mmask16 tail = (__mmask16)((1u << (k % 16)) - 1);
     for (int r = 0; r < m; r++, w += wrow) {
+        stream_prefetch(w, (size_t)k * es);
         __m512 acc = _mm512_setzero_ps();
         int kk = 0;
         for (; kk + 16 <= k; kk += 16)
@@ -333,8 +334,11 @@ INLINE void dot_q8_rows(float *out, const int8_t *xq, const float *xd, const uin
 static void dot_q8_0(float *out, const int8_t *xq, const float *xd, const void *w, size_t row_bytes,
                      int m, int k) {
     /* one row at a time, for the prefetcher (see dot_stream) */
-    for (int r = 0; r < m; r++)
-        dot_q8_rows(out + r, xq, xd, (const uint8_t *)w + (size_t)r * row_bytes, row_bytes, k, 1, 1);
+    for (int r = 0; r < m; r++) {
+        const uint8_t *row = (const uint8_t *)w + (size_t)r * row_bytes;
+        stream_prefetch(row, row_bytes);
+        dot_q8_rows(out + r, xq, xd, row, row_bytes, k, 1, 1);
+    }
 }
 
 /* ---- conversions ----------------------------------------------------------- */

@@ -85,6 +85,19 @@ void quant_q4_k_to_f32(float *dst, const void *src, size_t n);
 void quant_q5_k_to_f32(float *dst, const void *src, size_t n);
 void quant_q6_k_to_f32(float *dst, const void *src, size_t n);
 
+/* Decode reads each weight row once, rows one after another.  For the
+ * block-quantized rows the hardware prefetcher of the machines measured
+ * does not stay far enough ahead (the integer work per byte is several
+ * times f32's): Q4_0 decode on one thread ran at 60 tok/s without this
+ * and 165 with it (stories110M shape).  So their kernels ask, row by row,
+ * for the bytes STREAM_AHEAD further on: prefetches never fault, and the
+ * address is formed as an integer so it may pass the mapping's end. */
+#define STREAM_AHEAD 4096
+static inline void stream_prefetch(const void *row, size_t row_bytes) {
+    uintptr_t p = (uintptr_t)row + STREAM_AHEAD;
+    for (size_t o = 0; o < row_bytes; o += 64) __builtin_prefetch((const void *)(p + o));
+}
+
 /* A path's row functions for one type: its inline dot_any, mix_any and
  * to_f32_any (type last) with the type fixed, so that every load and
  * stride folds to a constant. */

@@ -73,6 +73,7 @@ static void dot_q8_0(float *out, const int8_t *xq, const float *xd, const void *
                      int m, int k) {
     for (int r = 0; r < m; r++) {
         const uint8_t *blk = (const uint8_t *)w + (size_t)r * row_bytes;
+        stream_prefetch(blk, row_bytes);
         float s = 0.0f;
         for (int b = 0; b < k / 32; b++, blk += 34) {
             uint16_t h;

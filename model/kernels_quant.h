@@ -25,6 +25,13 @@
 #include "base/quant.h"
 
 #ifdef QUANT_AVX256
+static inline int32_t quant_hsum_epi32(__m256i acc) {
+    __m128i h = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4E));
+    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xB1));
+    return _mm_cvtsi128_si32(h);
+}
+
 /* Sub-blocks of 32 fill a register; of 16, a register holds two, their
  * scales in its two 128-bit halves. */
 static inline int32_t quant_idot(const int8_t *q, const int8_t *x, const int32_t *scale, int n_sub,
@@ -38,10 +45,7 @@ static inline int32_t quant_idot(const int8_t *q, const int8_t *x, const int32_t
                                _mm256_loadu_si256((const __m256i *)(x + s * sub)));
         acc = _mm256_add_epi32(acc, _mm256_mullo_epi32(p, sc));
     }
-    __m128i h = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
-    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4E));
-    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xB1));
-    return _mm_cvtsi128_si32(h);
+    return quant_hsum_epi32(acc);
 }
 #endif
 
@@ -61,6 +65,7 @@ static inline float quant_block_dot(const QuantBlock *u, const int8_t *xq, float
         QuantBlock u;                                                                            \
         for (int r = 0; r < m; r++) {                                                            \
             const BLOCK *blk = (const BLOCK *)((const uint8_t *)w + (size_t)r * row_bytes);     \
+            stream_prefetch(blk, row_bytes);                                                     \
             float s = 0.0f;                                                                      \
             for (int b = 0; b < k / QK; b++) {                                                   \
                 quant_unpack_##type(blk + b, &u);                                                \
@@ -78,6 +83,7 @@ static void dot_q4_0(float *out, const int8_t *xq, const float *xd, const void *
     const __m128i low = _mm_set1_epi8(0xF);
     for (int r = 0; r < m; r++) {
         const BlockQ4_0 *blk = (const BlockQ4_0 *)((const uint8_t *)w + (size_t)r * row_bytes);
+        stream_prefetch(blk, row_bytes);
         __m256 acc = _mm256_setzero_ps();
         for (int b = 0; b < k / QK; b++, blk++) {
             __m128i raw = _mm_loadu_si128((const __m128i *)blk->qs);
@@ -119,6 +125,7 @@ static inline float quant_superblock_dot(const QuantSuperBlock *u, const int8_t 
         QuantSuperBlock u;                                                                       \
         for (int r = 0; r < m; r++) {                                                            \
             const BLOCK *blk = (const BLOCK *)((const uint8_t *)w + (size_t)r * row_bytes);     \
+            stream_prefetch(blk, row_bytes);                                                     \
             float s = 0.0f;                                                                      \
             for (int b = 0; b < k / QK_K; b++) {                                                 \
                 quant_unpack_##type(blk + b, &u);                                                \
@@ -129,9 +136,81 @@ static inline float quant_superblock_dot(const QuantSuperBlock *u, const int8_t 
     }
 QUANT_DOT_Q8K(q2_k, BlockQ2_K)
 QUANT_DOT_Q8K(q3_k, BlockQ3_K)
-QUANT_DOT_Q8K(q4_k, BlockQ4_K)
 QUANT_DOT_Q8K(q5_k, BlockQ5_K)
+#ifdef QUANT_AVX256
+/* Q4_K and Q6_K, the types of Q4_K_M files, with the quants split in
+ * registers (no trip through QuantSuperBlock): the same exact integer sums
+ * and the same float operations per super-block as quant_superblock_dot. */
+static inline float quant_half_avx(const uint8_t *p) { return _cvtsh_ss((uint16_t)(p[0] | p[1] << 8)); }
+
+static void dot_q4_k(float *out, const int8_t *xq, const float *xd, const int16_t *xsum, const void *w,
+                     size_t row_bytes, int m, int k) {
+    const __m256i low = _mm256_set1_epi8(0xF);
+    for (int r = 0; r < m; r++) {
+        const BlockQ4_K *blk = (const BlockQ4_K *)((const uint8_t *)w + (size_t)r * row_bytes);
+        stream_prefetch(blk, row_bytes);
+        float s = 0.0f;
+        for (int b = 0; b < k / QK_K; b++, blk++) {
+            const int8_t *x = xq + QK_K * b;
+            const int16_t *xs = xsum + QK_K / 16 * b;
+            __m256i acc = _mm256_setzero_si256();
+            int32_t mins = 0;
+            for (int j = 0; j < 4; j++) { /* 64 weights: sub-blocks 2j (low nibbles), 2j + 1 */
+                uint8_t sc0, mn0, sc1, mn1;
+                quant_scale_min_k4(blk->scales, 2 * j, &sc0, &mn0);
+                quant_scale_min_k4(blk->scales, 2 * j + 1, &sc1, &mn1);
+                __m256i raw = _mm256_loadu_si256((const __m256i *)(blk->qs + 32 * j));
+                __m256i p0 = quant_dot4(_mm256_and_si256(raw, low), _mm256_loadu_si256((const __m256i *)(x + 64 * j)));
+                __m256i p1 = quant_dot4(_mm256_and_si256(_mm256_srli_epi16(raw, 4), low),
+                                        _mm256_loadu_si256((const __m256i *)(x + 64 * j + 32)));
+                acc = _mm256_add_epi32(acc, _mm256_mullo_epi32(p0, _mm256_set1_epi32(sc0)));
+                acc = _mm256_add_epi32(acc, _mm256_mullo_epi32(p1, _mm256_set1_epi32(sc1)));
+                mins += mn0 * (xs[4 * j] + xs[4 * j + 1]) + mn1 * (xs[4 * j + 2] + xs[4 * j + 3]);
+            }
+            float d = quant_half_avx(blk->d), dmin = quant_half_avx(blk->dmin);
+            float dot = (float)quant_hsum_epi32(acc);
+            s += d * xd[b] * dot - dmin * xd[b] * (float)mins;
+        }
+        out[r] = s;
+    }
+}
+
+static void dot_q6_k(float *out, const int8_t *xq, const float *xd, const int16_t *xsum, const void *w,
+                     size_t row_bytes, int m, int k) {
+    (void)xsum; /* no mins */
+    const __m256i low = _mm256_set1_epi8(0xF), three = _mm256_set1_epi8(3), centre = _mm256_set1_epi8(32);
+    for (int r = 0; r < m; r++) {
+        const BlockQ6_K *blk = (const BlockQ6_K *)((const uint8_t *)w + (size_t)r * row_bytes);
+        stream_prefetch(blk, row_bytes);
+        float s = 0.0f;
+        for (int b = 0; b < k / QK_K; b++, blk++) {
+            const int8_t *x = xq + QK_K * b;
+            __m256i acc = _mm256_setzero_si256();
+            for (int h = 0; h < 2; h++) { /* weight 128 h + 32 g + l, as quant_unpack_q6_k */
+                __m256i lo[2] = {_mm256_loadu_si256((const __m256i *)(blk->ql + 64 * h)),
+                                 _mm256_loadu_si256((const __m256i *)(blk->ql + 64 * h + 32))};
+                __m256i hi = _mm256_loadu_si256((const __m256i *)(blk->qh + 32 * h));
+                for (int g = 0; g < 4; g++) {
+                    __m256i q4 = g < 2 ? _mm256_and_si256(lo[g], low)
+                                       : _mm256_and_si256(_mm256_srli_epi16(lo[g - 2], 4), low);
+                    __m256i q2 = _mm256_and_si256(_mm256_srli_epi16(hi, 2 * g), three);
+                    __m256i q = _mm256_sub_epi8(_mm256_or_si256(q4, _mm256_slli_epi16(q2, 4)), centre);
+                    const int8_t *sc = blk->scales + 8 * h + 2 * g; /* the group's two sub-blocks of 16 */
+                    __m256i scv = _mm256_setr_epi32(sc[0], sc[0], sc[0], sc[0], sc[1], sc[1], sc[1], sc[1]);
+                    __m256i p = quant_dot4(q, _mm256_loadu_si256((const __m256i *)(x + 128 * h + 32 * g)));
+                    acc = _mm256_add_epi32(acc, _mm256_mullo_epi32(p, scv));
+                }
+            }
+            float d = quant_half_avx(blk->d);
+            s += d * xd[b] * (float)quant_hsum_epi32(acc);
+        }
+        out[r] = s;
+    }
+}
+#else
+QUANT_DOT_Q8K(q4_k, BlockQ4_K)
 QUANT_DOT_Q8K(q6_k, BlockQ6_K)
+#endif
 
 /* Their entries in the path's table. */
 #define KERNEL_QUANT_TYPES                                                                        \

@@ -2,11 +2,13 @@
 """The benchmark matrix of `make bench` (stdlib only).
 
     bench.py [--run ./run] [--models DIR] [--threads 2] [--reps 3]
-             [--shapes stories15M,stories110M] [--types f32,f16,bf16,q8_0]
+             [--shapes stories15M,stories110M] [--types f32,f16,bf16,q8_0,q4_0,q4_k_m]
              [--llama2c PATH] [--llamacpp-bench PATH] [--llamacpp-ppl PATH]
              [--ppl-text FILE] [--ppl-chunks N] [--tokenizer PATH]
 
-Writes the models with tools/random_model.py (kept in DIR between runs),
+Writes the models with tools/random_model.py (kept in DIR between runs;
+the block-quantized types, e.g. q4_0 and the q4_k_m mix, with
+tools/quantize.py from the f32 GGUF),
 measures posenc's `-m bench` (pp512, tg128) on each shape and weight type,
 and, in the same run on the same files, the peers whose paths are given:
 llama2.c's run (decode of the f32 .bin), llama.cpp's llama-bench (the same
@@ -31,6 +33,7 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+WRITTEN_BY_CONVERT = ("f32", "f16", "bf16", "q8_0")  # the others: quantize.py
 
 
 def run(cmd, **kw):
@@ -105,7 +108,7 @@ def main(argv):
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--shapes", default="stories15M,stories110M")
-    ap.add_argument("--types", default="f32,f16,bf16,q8_0")
+    ap.add_argument("--types", default="f32,f16,bf16,q8_0,q4_0,q4_k_m")
     ap.add_argument("--tokenizer", help="llama2.c tokenizer.bin for the 32000-token shapes")
     ap.add_argument("--llama2c")
     ap.add_argument("--llamacpp-bench")
@@ -114,12 +117,21 @@ def main(argv):
     ap.add_argument("--ppl-chunks", type=int, default=64)
     a = ap.parse_args(argv)
     shapes, types = a.shapes.split(","), a.types.split(",")
+    written = [t for t in types if t in WRITTEN_BY_CONVERT]
     for shape in shapes:
         cmd = [sys.executable, os.path.join(HERE, "random_model.py"), shape, a.models,
-               "--formats", ",".join(["bin"] + types)]
+               "--formats", ",".join(["bin", "f32"] + written)]
         if a.tokenizer:
             cmd += ["--tokenizer", a.tokenizer]
         run(cmd)
+        for t in types:
+            if t in written:
+                continue
+            out = os.path.join(a.models, "%s-%s.gguf" % (shape, t))
+            if not os.path.exists(out):
+                run([sys.executable, os.path.join(HERE, "quantize.py"),
+                     os.path.join(a.models, "%s-f32.gguf" % shape), out + ".part", t])
+                os.replace(out + ".part", out)
     tok = os.path.join(a.models, "tokenizer.bin")
     peers = [p for p, on in (("llama2.c (%s)" % a.llama2c, a.llama2c),
                              ("llama.cpp (%s)" % a.llamacpp_bench, a.llamacpp_bench)) if on]
