@@ -75,35 +75,64 @@ static inline float quant_block_dot(const QuantBlock *u, const int8_t *xq, float
         }                                                                                        \
     }
 #ifdef QUANT_AVX256
-/* Q4_0, the common 32-block type, without the trip through QuantBlock: the
- * nibbles are split in registers, each block's 8 int32 lanes scaled into
- * a float accumulator, reduced once per row. */
-static void dot_q4_0(float *out, const int8_t *xq, const float *xd, const void *w, size_t row_bytes,
-                     int m, int k) {
+/* The 32-block types without the trip through QuantBlock: the nibbles
+ * (weights 0-15 low, 16-31 high) and qh's fifth bits (bit j of weight j)
+ * are put together in registers, each block's 8 int32 lanes scaled into a
+ * float accumulator (and the _1 types' m times the block's activations),
+ * reduced once per row. */
+static inline __m256i quant_block32_avx(const uint8_t *qs, const uint8_t *qh, int centre) {
     const __m128i low = _mm_set1_epi8(0xF);
-    for (int r = 0; r < m; r++) {
-        const BlockQ4_0 *blk = (const BlockQ4_0 *)((const uint8_t *)w + (size_t)r * row_bytes);
-        stream_prefetch(blk, row_bytes);
-        __m256 acc = _mm256_setzero_ps();
-        for (int b = 0; b < k / QK; b++, blk++) {
-            __m128i raw = _mm_loadu_si128((const __m128i *)blk->qs);
-            __m256i q = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(raw, 4), low), _mm_and_si128(raw, low));
-            q = _mm256_sub_epi8(q, _mm256_set1_epi8(8));
-            __m256i p = quant_dot4(q, _mm256_loadu_si256((const __m256i *)(xq + QK * b)));
-            float scale = _cvtsh_ss((uint16_t)(blk->d[0] | blk->d[1] << 8)) * xd[b];
-            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(scale), acc);
-        }
-        __m128 h = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
-        h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-        out[r] = _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)));
+    __m128i raw = _mm_loadu_si128((const __m128i *)qs);
+    __m256i q = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(raw, 4), low), _mm_and_si128(raw, low));
+    if (qh) { /* byte j takes byte j / 8 of qh, keeps bit j % 8, as 16 */
+        uint32_t bits;
+        memcpy(&bits, qh, 4);
+        __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32((int)bits),
+                                             _mm256_setr_epi64x(0, 0x0101010101010101, 0x0202020202020202,
+                                                                0x0303030303030303));
+        __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201);
+        q = _mm256_or_si256(q, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit),
+                                                _mm256_set1_epi8(16)));
     }
+    return _mm256_sub_epi8(q, _mm256_set1_epi8((char)centre));
 }
+static inline float quant_hsum_ps(__m256 acc) {
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    return _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)));
+}
+#define QUANT_DOT_Q8_AVX(type, BLOCK, QH, M, CENTRE)                                              \
+    static void dot_##type(float *out, const int8_t *xq, const float *xd, const void *w,         \
+                           size_t row_bytes, int m, int k) {                                     \
+        const __m256i ones = _mm256_set1_epi8(1);                                                \
+        (void)ones;                                                                              \
+        for (int r = 0; r < m; r++) {                                                            \
+            const BLOCK *blk = (const BLOCK *)((const uint8_t *)w + (size_t)r * row_bytes);     \
+            stream_prefetch(blk, row_bytes);                                                     \
+            __m256 acc = _mm256_setzero_ps();                                                    \
+            for (int b = 0; b < k / QK; b++, blk++) {                                            \
+                __m256i x = _mm256_loadu_si256((const __m256i *)(xq + QK * b));                  \
+                __m256i p = quant_dot4(quant_block32_avx(blk->qs, QH, CENTRE), x);               \
+                float d = _cvtsh_ss((uint16_t)(blk->d[0] | blk->d[1] << 8)) * xd[b];             \
+                acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d), acc);           \
+                if (M) {                                                                         \
+                    float mb = _cvtsh_ss((uint16_t)((M)[0] | (M)[1] << 8)) * xd[b];              \
+                    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(quant_dot4(ones, x)), _mm256_set1_ps(mb), acc); \
+                }                                                                                \
+            }                                                                                    \
+            out[r] = quant_hsum_ps(acc);                                                         \
+        }                                                                                        \
+    }
+QUANT_DOT_Q8_AVX(q4_0, BlockQ4_0, NULL, (const uint8_t *)NULL, 8)
+QUANT_DOT_Q8_AVX(q4_1, BlockQ4_1, NULL, blk->m, 0)
+QUANT_DOT_Q8_AVX(q5_0, BlockQ5_0, blk->qh, (const uint8_t *)NULL, 16)
+QUANT_DOT_Q8_AVX(q5_1, BlockQ5_1, blk->qh, blk->m, 0)
 #else
 QUANT_DOT_Q8(q4_0, BlockQ4_0, 0)
-#endif
 QUANT_DOT_Q8(q4_1, BlockQ4_1, 1)
 QUANT_DOT_Q8(q5_0, BlockQ5_0, 0)
 QUANT_DOT_Q8(q5_1, BlockQ5_1, 1)
+#endif
 
 /* One super-block: d * xd * sum_s sc_s (q_s . x_s) - dmin * xd * sum_s mn_s (sum x_s);
  * the integer sums are at most 63 * 31 * 127 * 256 in magnitude. */
@@ -119,98 +148,105 @@ static inline float quant_superblock_dot(const QuantSuperBlock *u, const int8_t 
     return u->d * xd * (float)dot - u->dmin * xd * (float)mins;
 }
 
+/* A type's super-block against its 256 activations, through QuantSuperBlock. */
+#define QUANT_SUPERBLOCK_UNPACKED(type)                                                           \
+    static inline float superblock_##type(const void *blk, const int8_t *xq, const int16_t *xsum, \
+                                          float xd) {                                             \
+        QuantSuperBlock u;                                                                        \
+        quant_unpack_##type(blk, &u);                                                             \
+        return quant_superblock_dot(&u, xq, xsum, xd);                                            \
+    }
+
+#ifdef QUANT_AVX256
+/* Q4_K, Q5_K and Q6_K, the types of the K_M files, with the quants split in
+ * registers: the same exact integer sums and the same float operations per
+ * super-block as quant_superblock_dot. */
+static inline float quant_half_avx(const uint8_t *p) { return _cvtsh_ss((uint16_t)(p[0] | p[1] << 8)); }
+
+/* Q4_K, Q5_K (qh not NULL): each 64 weights share 32 bytes of qs (low
+ * nibbles: sub-block 2j, high: 2j + 1); sub-block s takes bit s of qh[l]. */
+static inline float superblock_k4(const uint8_t *d, const uint8_t *dmin, const uint8_t *scales,
+                                  const uint8_t *qs, const uint8_t *qh, const int8_t *xq,
+                                  const int16_t *xsum, float xd) {
+    const __m256i low = _mm256_set1_epi8(0xF), one = _mm256_set1_epi8(1);
+    __m256i hbits = qh ? _mm256_loadu_si256((const __m256i *)qh) : _mm256_setzero_si256();
+    __m256i acc = _mm256_setzero_si256();
+    int32_t mins = 0;
+    for (int j = 0; j < 4; j++) {
+        uint8_t sc0, mn0, sc1, mn1;
+        quant_scale_min_k4(scales, 2 * j, &sc0, &mn0);
+        quant_scale_min_k4(scales, 2 * j + 1, &sc1, &mn1);
+        __m256i raw = _mm256_loadu_si256((const __m256i *)(qs + 32 * j));
+        __m256i q0 = _mm256_and_si256(raw, low), q1 = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low);
+        if (qh) {
+            q0 = _mm256_or_si256(q0, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits, 2 * j), one), 4));
+            q1 = _mm256_or_si256(q1, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits, 2 * j + 1), one), 4));
+        }
+        __m256i p0 = quant_dot4(q0, _mm256_loadu_si256((const __m256i *)(xq + 64 * j)));
+        __m256i p1 = quant_dot4(q1, _mm256_loadu_si256((const __m256i *)(xq + 64 * j + 32)));
+        acc = _mm256_add_epi32(acc, _mm256_mullo_epi32(p0, _mm256_set1_epi32(sc0)));
+        acc = _mm256_add_epi32(acc, _mm256_mullo_epi32(p1, _mm256_set1_epi32(sc1)));
+        mins += mn0 * (xsum[4 * j] + xsum[4 * j + 1]) + mn1 * (xsum[4 * j + 2] + xsum[4 * j + 3]);
+    }
+    return quant_half_avx(d) * xd * (float)quant_hsum_epi32(acc) - quant_half_avx(dmin) * xd * (float)mins;
+}
+static inline float superblock_q4_k(const void *blk, const int8_t *xq, const int16_t *xsum, float xd) {
+    const BlockQ4_K *b = blk;
+    return superblock_k4(b->d, b->dmin, b->scales, b->qs, NULL, xq, xsum, xd);
+}
+static inline float superblock_q5_k(const void *blk, const int8_t *xq, const int16_t *xsum, float xd) {
+    const BlockQ5_K *b = blk;
+    return superblock_k4(b->d, b->dmin, b->scales, b->qs, b->qh, xq, xsum, xd);
+}
+
+/* Q6_K: weight 128 h + 32 g + l as quant_unpack_q6_k; a group's 32 weights
+ * span two sub-blocks of 16, one per 128-bit half of the register. */
+static inline float superblock_q6_k(const void *blk, const int8_t *xq, const int16_t *xsum, float xd) {
+    (void)xsum; /* no mins */
+    const BlockQ6_K *b = blk;
+    const __m256i low = _mm256_set1_epi8(0xF), three = _mm256_set1_epi8(3), centre = _mm256_set1_epi8(32);
+    __m256i acc = _mm256_setzero_si256();
+    for (int h = 0; h < 2; h++) {
+        __m256i lo[2] = {_mm256_loadu_si256((const __m256i *)(b->ql + 64 * h)),
+                         _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32))};
+        __m256i hi = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
+        for (int g = 0; g < 4; g++) {
+            __m256i q4 = g < 2 ? _mm256_and_si256(lo[g], low) : _mm256_and_si256(_mm256_srli_epi16(lo[g - 2], 4), low);
+            __m256i q2 = _mm256_and_si256(_mm256_srli_epi16(hi, 2 * g), three);
+            __m256i q = _mm256_sub_epi8(_mm256_or_si256(q4, _mm256_slli_epi16(q2, 4)), centre);
+            const int8_t *sc = b->scales + 8 * h + 2 * g;
+            __m256i scv = _mm256_setr_epi32(sc[0], sc[0], sc[0], sc[0], sc[1], sc[1], sc[1], sc[1]);
+            __m256i p = quant_dot4(q, _mm256_loadu_si256((const __m256i *)(xq + 128 * h + 32 * g)));
+            acc = _mm256_add_epi32(acc, _mm256_mullo_epi32(p, scv));
+        }
+    }
+    return quant_half_avx(b->d) * xd * (float)quant_hsum_epi32(acc);
+}
+#else
+QUANT_SUPERBLOCK_UNPACKED(q4_k)
+QUANT_SUPERBLOCK_UNPACKED(q5_k)
+QUANT_SUPERBLOCK_UNPACKED(q6_k)
+#endif
+QUANT_SUPERBLOCK_UNPACKED(q2_k)
+QUANT_SUPERBLOCK_UNPACKED(q3_k)
+
 #define QUANT_DOT_Q8K(type, BLOCK)                                                                \
     static void dot_##type(float *out, const int8_t *xq, const float *xd, const int16_t *xsum,    \
                            const void *w, size_t row_bytes, int m, int k) {                      \
-        QuantSuperBlock u;                                                                       \
         for (int r = 0; r < m; r++) {                                                            \
             const BLOCK *blk = (const BLOCK *)((const uint8_t *)w + (size_t)r * row_bytes);     \
             stream_prefetch(blk, row_bytes);                                                     \
             float s = 0.0f;                                                                      \
-            for (int b = 0; b < k / QK_K; b++) {                                                 \
-                quant_unpack_##type(blk + b, &u);                                                \
-                s += quant_superblock_dot(&u, xq + QK_K * b, xsum + (QK_K / 16) * b, xd[b]);     \
-            }                                                                                    \
+            for (int b = 0; b < k / QK_K; b++)                                                   \
+                s += superblock_##type(blk + b, xq + QK_K * b, xsum + (QK_K / 16) * b, xd[b]);   \
             out[r] = s;                                                                          \
         }                                                                                        \
     }
 QUANT_DOT_Q8K(q2_k, BlockQ2_K)
 QUANT_DOT_Q8K(q3_k, BlockQ3_K)
-QUANT_DOT_Q8K(q5_k, BlockQ5_K)
-#ifdef QUANT_AVX256
-/* Q4_K and Q6_K, the types of Q4_K_M files, with the quants split in
- * registers (no trip through QuantSuperBlock): the same exact integer sums
- * and the same float operations per super-block as quant_superblock_dot. */
-static inline float quant_half_avx(const uint8_t *p) { return _cvtsh_ss((uint16_t)(p[0] | p[1] << 8)); }
-
-static void dot_q4_k(float *out, const int8_t *xq, const float *xd, const int16_t *xsum, const void *w,
-                     size_t row_bytes, int m, int k) {
-    const __m256i low = _mm256_set1_epi8(0xF);
-    for (int r = 0; r < m; r++) {
-        const BlockQ4_K *blk = (const BlockQ4_K *)((const uint8_t *)w + (size_t)r * row_bytes);
-        stream_prefetch(blk, row_bytes);
-        float s = 0.0f;
-        for (int b = 0; b < k / QK_K; b++, blk++) {
-            const int8_t *x = xq + QK_K * b;
-            const int16_t *xs = xsum + QK_K / 16 * b;
-            __m256i acc = _mm256_setzero_si256();
-            int32_t mins = 0;
-            for (int j = 0; j < 4; j++) { /* 64 weights: sub-blocks 2j (low nibbles), 2j + 1 */
-                uint8_t sc0, mn0, sc1, mn1;
-                quant_scale_min_k4(blk->scales, 2 * j, &sc0, &mn0);
-                quant_scale_min_k4(blk->scales, 2 * j + 1, &sc1, &mn1);
-                __m256i raw = _mm256_loadu_si256((const __m256i *)(blk->qs + 32 * j));
-                __m256i p0 = quant_dot4(_mm256_and_si256(raw, low), _mm256_loadu_si256((const __m256i *)(x + 64 * j)));
-                __m256i p1 = quant_dot4(_mm256_and_si256(_mm256_srli_epi16(raw, 4), low),
-                                        _mm256_loadu_si256((const __m256i *)(x + 64 * j + 32)));
-                acc = _mm256_add_epi32(acc, _mm256_mullo_epi32(p0, _mm256_set1_epi32(sc0)));
-                acc = _mm256_add_epi32(acc, _mm256_mullo_epi32(p1, _mm256_set1_epi32(sc1)));
-                mins += mn0 * (xs[4 * j] + xs[4 * j + 1]) + mn1 * (xs[4 * j + 2] + xs[4 * j + 3]);
-            }
-            float d = quant_half_avx(blk->d), dmin = quant_half_avx(blk->dmin);
-            float dot = (float)quant_hsum_epi32(acc);
-            s += d * xd[b] * dot - dmin * xd[b] * (float)mins;
-        }
-        out[r] = s;
-    }
-}
-
-static void dot_q6_k(float *out, const int8_t *xq, const float *xd, const int16_t *xsum, const void *w,
-                     size_t row_bytes, int m, int k) {
-    (void)xsum; /* no mins */
-    const __m256i low = _mm256_set1_epi8(0xF), three = _mm256_set1_epi8(3), centre = _mm256_set1_epi8(32);
-    for (int r = 0; r < m; r++) {
-        const BlockQ6_K *blk = (const BlockQ6_K *)((const uint8_t *)w + (size_t)r * row_bytes);
-        stream_prefetch(blk, row_bytes);
-        float s = 0.0f;
-        for (int b = 0; b < k / QK_K; b++, blk++) {
-            const int8_t *x = xq + QK_K * b;
-            __m256i acc = _mm256_setzero_si256();
-            for (int h = 0; h < 2; h++) { /* weight 128 h + 32 g + l, as quant_unpack_q6_k */
-                __m256i lo[2] = {_mm256_loadu_si256((const __m256i *)(blk->ql + 64 * h)),
-                                 _mm256_loadu_si256((const __m256i *)(blk->ql + 64 * h + 32))};
-                __m256i hi = _mm256_loadu_si256((const __m256i *)(blk->qh + 32 * h));
-                for (int g = 0; g < 4; g++) {
-                    __m256i q4 = g < 2 ? _mm256_and_si256(lo[g], low)
-                                       : _mm256_and_si256(_mm256_srli_epi16(lo[g - 2], 4), low);
-                    __m256i q2 = _mm256_and_si256(_mm256_srli_epi16(hi, 2 * g), three);
-                    __m256i q = _mm256_sub_epi8(_mm256_or_si256(q4, _mm256_slli_epi16(q2, 4)), centre);
-                    const int8_t *sc = blk->scales + 8 * h + 2 * g; /* the group's two sub-blocks of 16 */
-                    __m256i scv = _mm256_setr_epi32(sc[0], sc[0], sc[0], sc[0], sc[1], sc[1], sc[1], sc[1]);
-                    __m256i p = quant_dot4(q, _mm256_loadu_si256((const __m256i *)(x + 128 * h + 32 * g)));
-                    acc = _mm256_add_epi32(acc, _mm256_mullo_epi32(p, scv));
-                }
-            }
-            float d = quant_half_avx(blk->d);
-            s += d * xd[b] * (float)quant_hsum_epi32(acc);
-        }
-        out[r] = s;
-    }
-}
-#else
 QUANT_DOT_Q8K(q4_k, BlockQ4_K)
+QUANT_DOT_Q8K(q5_k, BlockQ5_K)
 QUANT_DOT_Q8K(q6_k, BlockQ6_K)
-#endif
 
 /* Their entries in the path's table. */
 #define KERNEL_QUANT_TYPES                                                                        \
