@@ -488,7 +488,55 @@ INLINE __m256i quant_dot4(__m256i vq, __m256i vx) {
 #endif
 }
 
+/* Q4_0 two blocks to a register, lanes 0-7 the even block of a pair, 8-15
+ * the odd one: the nibbles as they are (0..15, unsigned, so the
+ * unsigned-by-signed product needs no sign moved) against the
+ * activations, less 8 times the activations' sum. */
+INLINE __m512i dot4_u8(__m512i u, __m512i x) {
+#ifdef __AVX512VNNI__
+    return _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, x);
+#else
+    return _mm512_madd_epi16(_mm512_maddubs_epi16(u, x), _mm512_set1_epi16(1)); /* pairs <= 2 * 15 * 127 */
+#endif
+}
+static void dot_q4_0_pairs(float *out, const int8_t *xq, const float *xd, const void *w, size_t row_bytes,
+                           int m, int k) {
+    const __m256i low = _mm256_set1_epi8(0xF);
+    const __m512i eight = _mm512_set1_epi8(8);
+    int nb = k / 32;
+    for (int r = 0; r < m; r++) {
+        const uint8_t *row = (const uint8_t *)w + (size_t)r * row_bytes;
+        stream_prefetch(row, row_bytes);
+        __m512 acc = _mm512_setzero_ps();
+        for (int b = 0; b < nb; b += 2) {
+            const uint8_t *blk = row + (size_t)b * sizeof(BlockQ4_0);
+            int pair = b + 1 < nb; /* else the row ends after this block: do not read past it */
+            __m128i raw0 = _mm_loadu_si128((const __m128i *)(blk + 2));
+            __m256i raw = pair ? _mm256_inserti128_si256(_mm256_castsi128_si256(raw0),
+                                                         _mm_loadu_si128((const __m128i *)(blk + 20)), 1)
+                               : _mm256_zextsi128_si256(raw0);
+            __m256i lo = _mm256_and_si256(raw, low), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low);
+            /* [lo0 lo1 hi0 hi1] -> [lo0 hi0 lo1 hi1]: each block's weights 0-15, 16-31 */
+            __m512i q = _mm512_shuffle_i64x2(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1),
+                                             _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1),
+                                             _MM_SHUFFLE(3, 1, 2, 0));
+            __m512i x = pair ? _mm512_loadu_si512(xq + 32 * b)
+                             : _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i *)(xq + 32 * b)));
+            __m512i p = _mm512_sub_epi32(dot4_u8(q, x), dot4_u8(eight, x));
+            uint16_t h0, h1 = 0;
+            memcpy(&h0, blk, 2);
+            if (pair) memcpy(&h1, blk + 18, 2);
+            __m512 ws = _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi16((short)h0)),
+                                                                _mm_set1_epi16((short)h1), 1));
+            __m512 xs = _mm512_insertf32x8(_mm512_set1_ps(xd[b]), _mm256_set1_ps(pair ? xd[b + 1] : 0.0f), 1);
+            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(ws, xs), acc);
+        }
+        out[r] = _mm512_reduce_add_ps(acc);
+    }
+}
+
 #define QUANT_AVX256 /* kernels_quant.h's 256-bit kernels, on quant_dot4 */
+#define QUANT_DOT_Q4_0 dot_q4_0_pairs
 #include "model/kernels_quant.h"
 
 static const KernelPath path = {

@@ -123,12 +123,16 @@ static inline float quant_hsum_ps(__m256 acc) {
             out[r] = quant_hsum_ps(acc);                                                         \
         }                                                                                        \
     }
+#ifndef QUANT_DOT_Q4_0
 QUANT_DOT_Q8_AVX(q4_0, BlockQ4_0, NULL, (const uint8_t *)NULL, 8)
+#define QUANT_DOT_Q4_0 dot_q4_0
+#endif
 QUANT_DOT_Q8_AVX(q4_1, BlockQ4_1, NULL, blk->m, 0)
 QUANT_DOT_Q8_AVX(q5_0, BlockQ5_0, blk->qh, (const uint8_t *)NULL, 16)
 QUANT_DOT_Q8_AVX(q5_1, BlockQ5_1, blk->qh, blk->m, 0)
 #else
 QUANT_DOT_Q8(q4_0, BlockQ4_0, 0)
+#define QUANT_DOT_Q4_0 dot_q4_0
 QUANT_DOT_Q8(q4_1, BlockQ4_1, 1)
 QUANT_DOT_Q8(q5_0, BlockQ5_0, 0)
 QUANT_DOT_Q8(q5_1, BlockQ5_1, 1)
@@ -248,9 +252,10 @@ QUANT_DOT_Q8K(q4_k, BlockQ4_K)
 QUANT_DOT_Q8K(q5_k, BlockQ5_K)
 QUANT_DOT_Q8K(q6_k, BlockQ6_K)
 
-/* Their entries in the path's table. */
+/* Their entries in the path's table (a path may bring its own Q4_0,
+ * QUANT_DOT_Q4_0, defined before it includes this file). */
 #define KERNEL_QUANT_TYPES                                                                        \
-    [TENSOR_Q4_0] = {.dot_q8 = dot_q4_0, .to_f32 = quant_q4_0_to_f32},                           \
+    [TENSOR_Q4_0] = {.dot_q8 = QUANT_DOT_Q4_0, .to_f32 = quant_q4_0_to_f32},                     \
     [TENSOR_Q4_1] = {.dot_q8 = dot_q4_1, .to_f32 = quant_q4_1_to_f32},                           \
     [TENSOR_Q5_0] = {.dot_q8 = dot_q5_0, .to_f32 = quant_q5_0_to_f32},                           \
     [TENSOR_Q5_1] = {.dot_q8 = dot_q5_1, .to_f32 = quant_q5_1_to_f32},                           \
