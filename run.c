@@ -60,7 +60,7 @@ typedef struct {
     int special;                /* control pieces written in the text become their ids */
     const char *kv_type;        /* f32 | f16 */
     /* bench */
-    const char *pp_list, *tg_list;
+    const char *pp_list, *tg_list, *depth_list;
     int reps;
     const char *csv_path, *svg_path;
     const char *baseline;       /* ppl: the variant the others are compared with */
@@ -152,6 +152,7 @@ static void usage(FILE *f) {
         "bench (--pe and the positional flags choose the scheme it runs with):\n"
         "  --pp LIST            prefill sizes, e.g. 128,512 (default 512)\n"
         "  --tg LIST            decode lengths, e.g. 128 (default 128)\n"
+        "  --depth LIST         cached tokens before each test, e.g. 0,1024,4096 (default 0)\n"
         "  -r R                 repetitions (default 5)\n"
         "  --json               one JSON object per test\n"
         "chat (turns from stdin, one per line; -i: the first turn; -n: tokens per reply):\n"
@@ -260,6 +261,7 @@ static int parse_value(Options *o, const char *f, const char *v) {
     else if (!strcmp(f, "--kv-type")) o->kv_type = v;
     else if (!strcmp(f, "--pp")) o->pp_list = v;
     else if (!strcmp(f, "--tg")) o->tg_list = v;
+    else if (!strcmp(f, "--depth")) o->depth_list = v;
     else if (!strcmp(f, "-r")) o->reps = (int)parse_long(f, v, 1, 1000);
     else return 0;
     return 1;
@@ -289,7 +291,7 @@ static const struct {
     {"--stream", M_PPL}, {"--bos", M_PPL}, {"--json", M_GENERATE | M_PPL | M_BENCH | M_INSPECT},
     {"--baseline", M_PPL},
     {"--logits-out", M_GENERATE | M_PPL}, {"--logits-top", M_GENERATE | M_PPL},
-    {"--csv", M_PPL}, {"--svg", M_PPL}, {"--pp", M_BENCH}, {"--tg", M_BENCH}, {"-r", M_BENCH},
+    {"--csv", M_PPL}, {"--svg", M_PPL}, {"--pp", M_BENCH}, {"--tg", M_BENCH}, {"--depth", M_BENCH}, {"-r", M_BENCH},
     {"--pieces", M_TOKENIZE}, {"--special", M_GENERATE | M_PPL | M_TOKENIZE},
 };
 static const char *const mode_names[] = {"generate", "ppl", "bench", "tokenize", "inspect", "chat"};
@@ -618,6 +620,8 @@ static int run_bench(const Options *o) {
     PosencError err;
     if (o->pp_list && bench_parse_sizes(b.pp, &b.n_pp, o->pp_list, &err)) die("--pp: %s", err.msg);
     if (o->tg_list && bench_parse_sizes(b.tg, &b.n_tg, o->tg_list, &err)) die("--tg: %s", err.msg);
+    if (o->depth_list && bench_parse_depths(b.depth, &b.n_depth, o->depth_list, &err))
+        die("--depth: %s", err.msg);
     if (o->reps) b.reps = o->reps;
     b.kv_type = kv_type(o);
     b.json = o->json;

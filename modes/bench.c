@@ -15,25 +15,36 @@ BenchOptions bench_options_default(const Model *m) {
     o.pe_label = pe_kind_name(m->pe.kind);
     o.pp[o.n_pp++] = 512;
     o.tg[o.n_tg++] = 128;
+    o.depth[o.n_depth++] = 0;
     o.reps = 5;
     o.kv_type = TENSOR_F32;
     return o;
 }
 
-int bench_parse_sizes(int *sizes, int *count, const char *list, PosencError *err) {
+static int parse_counts(int *sizes, int *count, const char *list, int min, PosencError *err) {
     *count = 0;
-    if (strcmp(list, "0") == 0) return 0; /* llama-bench's way to skip a kind of test */
     const char *p = list;
     for (;;) {
         char *end;
         long v = strtol(p, &end, 10);
-        if (end == p || v < 1 || v > (1 << 22) || (*end && *end != ','))
-            return posenc_error(err, "expected a comma list of token counts or 0, got '%s'", list);
+        if (end == p || v < min || v > (1 << 22) || (*end && *end != ','))
+            return posenc_error(err, "expected a comma list of token counts%s, got '%s'",
+                                min ? " or 0" : "", list);
         if (*count == BENCH_MAX_TESTS) return posenc_error(err, "at most %d sizes", BENCH_MAX_TESTS);
         sizes[(*count)++] = (int)v;
         if (!*end) return 0;
         p = end + 1;
     }
+}
+
+int bench_parse_sizes(int *sizes, int *count, const char *list, PosencError *err) {
+    *count = 0;
+    if (strcmp(list, "0") == 0) return 0; /* llama-bench's way to skip a kind of test */
+    return parse_counts(sizes, count, list, 1, err);
+}
+
+int bench_parse_depths(int *depths, int *count, const char *list, PosencError *err) {
+    return parse_counts(depths, count, list, 0, err);
 }
 
 /* ---- bandwidth --------------------------------------------------------- */
@@ -121,52 +132,65 @@ static double model_bytes(const Model *m, double *params) {
 /* ---- tests ------------------------------------------------------------ */
 
 typedef struct {
-    char name[32];
-    int n_prompt, n_gen;
+    char name[40];
+    int n_prompt, n_gen, depth;
     double mean, sd;    /* tok/s */
     double bytes_per_token;
     double bw_gbs;      /* decode only: mean of the probes beside each repetition; 0 otherwise */
     double bw_fraction; /* decode only: mean of bytes_per_token * tok/s / bandwidth per repetition */
 } BenchResult;
 
-static double run_once(Context *ctx, const int *tokens, int n_prompt, int n_gen) {
-    kv_cache_clear(&ctx->cache);
+/* The measured tokens after the `depth` cells filled before the first run
+ * (the cells of the previous run are dropped, the depth's kept). */
+static double run_once(Context *ctx, const int *tokens, int depth, int n_prompt, int n_gen) {
+    kv_cache_remove(&ctx->cache, depth, ctx->cache.n_used - depth);
+    tokens += depth;
     double t0 = time_now_s();
-    if (n_prompt > 0) context_forward(ctx, tokens, n_prompt, 0, 0);
-    for (int i = 0; i < n_gen; i++) context_forward(ctx, tokens + i, 1, i, 0);
+    if (n_prompt > 0) context_forward(ctx, tokens, n_prompt, depth, 0);
+    for (int i = 0; i < n_gen; i++) context_forward(ctx, tokens + i, 1, depth + i, 0);
     return time_now_s() - t0;
 }
 
-static int run_test(const Model *m, const BenchOptions *o, int n_prompt, int n_gen,
+static void test_name(char *buf, size_t size, int n_prompt, int n_gen, int depth) {
+    int at = snprintf(buf, size, n_prompt ? "pp%d" : "tg%d", n_prompt ? n_prompt : n_gen);
+    if (depth) snprintf(buf + at, size - (size_t)at, " @ d%d", depth); /* as llama-bench names it */
+}
+
+/* Prefill chunks of the depth: as large as the test's own, at least 512. */
+#define DEPTH_CHUNK 512
+
+static int run_test(const Model *m, const BenchOptions *o, int n_prompt, int n_gen, int depth,
                     const BandwidthProbe *probe, BenchResult *r, PosencError *err) {
     const ModelConfig *c = &m->config;
-    int n = n_prompt > n_gen ? n_prompt : n_gen;
+    int n = depth + (n_prompt > n_gen ? n_prompt : n_gen);
+    int chunk = n_prompt > DEPTH_CHUNK ? n_prompt : DEPTH_CHUNK;
     int *tokens = mallocCheck((size_t)n * sizeof(int), "the benchmark's tokens");
     uint64_t s = 0x2545F4914F6CDD1Dull;
     for (int i = 0; i < n; i++) { /* fixed pseudo-random ids: every run reads the same rows */
         s ^= s << 13, s ^= s >> 7, s ^= s << 17;
         tokens[i] = (int)(s % (uint64_t)c->vocab_size);
     }
+    test_name(r->name, sizeof r->name, n_prompt, n_gen, depth);
     Context ctx;
-    if (context_build_kv(&ctx, m, &o->pe, n, n_prompt > 0 ? n_prompt : 1, o->kv_type, err) ||
-        context_check_chunk(&ctx, tokens, n_prompt > 0 ? n_prompt : 1, 0, err) ||
-        (n_gen > 0 && context_check_chunk(&ctx, tokens, 1, n_gen - 1, err))) {
+    if (context_build_kv(&ctx, m, &o->pe, n, chunk, o->kv_type, err) ||
+        (depth > 0 && context_check_tokens(&ctx, tokens, depth, 0, err)) ||
+        context_check_chunk(&ctx, tokens, n_prompt > 0 ? n_prompt : 1, depth, err) ||
+        (n_gen > 0 && context_check_chunk(&ctx, tokens, 1, depth + n_gen - 1, err))) {
         free(tokens);
         if (ctx.model) context_free(&ctx);
-        char test[32];
-        snprintf(test, sizeof test, "%s%d", n_prompt ? "pp" : "tg", n_prompt ? n_prompt : n_gen);
-        return posenc_error_prefix(err, test);
+        return posenc_error_prefix(err, r->name);
     }
     /* A decoded token at position i reads i + 1 cached keys and values per layer. */
     double kv_row = (double)tensor_row_bytes(o->kv_type, (size_t)model_kv_dim(c));
-    double kv_bytes = n_gen ? 2.0 * c->n_layers * kv_row * (n_gen + 1) / 2.0 : 0.0;
+    double kv_bytes = n_gen ? 2.0 * c->n_layers * kv_row * (depth + (n_gen + 1) / 2.0) : 0.0;
     r->bytes_per_token = bench_weight_bytes_per_token(m) + kv_bytes;
 
-    run_once(&ctx, tokens, n_prompt, n_gen); /* warm-up: page in the weights, spin up threads */
+    if (depth > 0) context_prefill(&ctx, tokens, depth, 0); /* not measured */
+    run_once(&ctx, tokens, depth, n_prompt, n_gen); /* warm-up: page in the weights, spin up threads */
     double sum = 0.0, sum2 = 0.0, bw_sum = 0.0, frac_sum = 0.0;
     for (int rep = 0; rep < o->reps; rep++) {
         double bw = n_gen ? bandwidth_probe_measure(probe) : 0.0;
-        double ts = (n_prompt + n_gen) / run_once(&ctx, tokens, n_prompt, n_gen);
+        double ts = (n_prompt + n_gen) / run_once(&ctx, tokens, depth, n_prompt, n_gen);
         sum += ts;
         sum2 += ts * ts;
         if (bw > 0.0) {
@@ -177,9 +201,9 @@ static int run_test(const Model *m, const BenchOptions *o, int n_prompt, int n_g
     context_free(&ctx);
     free(tokens);
 
-    snprintf(r->name, sizeof r->name, n_prompt ? "pp%d" : "tg%d", n_prompt ? n_prompt : n_gen);
     r->n_prompt = n_prompt;
     r->n_gen = n_gen;
+    r->depth = depth;
     r->mean = sum / o->reps;
     r->sd = o->reps > 1 ? sqrt(fmax(0.0, (sum2 - sum * sum / o->reps) / (o->reps - 1))) : 0.0;
     r->bw_gbs = bw_sum / o->reps;
@@ -209,25 +233,26 @@ int bench_run(const Model *m, const BenchOptions *o, FILE *out, PosencError *err
                      "%d threads, kernels %s\n", model_name(m), model_arch_name(m->config.arch),
                 size / 1e6, params / 1e6, weight_type(m), o->pe_label, kv, threads,
                 kernels_path_name());
-        fprintf(out, "| %-8s | %18s | %10s | %9s | %7s |\n", "test", "tok/s", "MB/token", "read GB/s",
+        fprintf(out, "| %-14s | %18s | %10s | %9s | %7s |\n", "test", "tok/s", "MB/token", "read GB/s",
                 "of bw");
-        fprintf(out, "| %-8s | %18s | %10s | %9s | %7s |\n", "--------", "-----------------:",
+        fprintf(out, "| %-14s | %18s | %10s | %9s | %7s |\n", "--------------", "-----------------:",
                 "---------:", "--------:", "------:");
     }
-    int failed = 0;
-    for (int i = 0; i < o->n_pp + o->n_tg && !failed; i++) {
-        int pp = i < o->n_pp ? o->pp[i] : 0, tg = i < o->n_pp ? 0 : o->tg[i - o->n_pp];
+    int failed = 0, n_tests = o->n_pp + o->n_tg;
+    for (int i = 0; i < n_tests * o->n_depth && !failed; i++) {
+        int t = i / o->n_depth, depth = o->depth[i % o->n_depth];
+        int pp = t < o->n_pp ? o->pp[t] : 0, tg = t < o->n_pp ? 0 : o->tg[t - o->n_pp];
         BenchResult r;
-        if ((failed = run_test(m, o, pp, tg, &probe, &r, err))) break;
+        if ((failed = run_test(m, o, pp, tg, depth, &probe, &r, err))) break;
         if (o->json) {
             fprintf(out, "{\"model\": \"%s\", \"arch\": \"%s\", \"size_bytes\": %.0f, \"params\": %.0f, "
                          "\"weight_type\": \"%s\", \"pe\": \"%s\", \"kv_type\": \"%s\", "
                          "\"kernels\": \"%s\", "
-                         "\"threads\": %d, \"test\": \"%s\", \"n_prompt\": %d, \"n_gen\": %d, "
+                         "\"threads\": %d, \"test\": \"%s\", \"n_prompt\": %d, \"n_gen\": %d, \"n_depth\": %d, "
                          "\"reps\": %d, \"tok_s\": %.3f, \"tok_s_sd\": %.3f, "
                          "\"bytes_per_token\": %.0f, \"read_bw_gbs\": %.2f, \"bw_fraction\": %.4f}\n",
                     model_name(m), model_arch_name(m->config.arch), size, params, weight_type(m),
-                    o->pe_label, kv, kernels_path_name(), threads, r.name, r.n_prompt, r.n_gen, o->reps, r.mean, r.sd,
+                    o->pe_label, kv, kernels_path_name(), threads, r.name, r.n_prompt, r.n_gen, r.depth, o->reps, r.mean, r.sd,
                     r.bytes_per_token, r.bw_gbs, r.bw_fraction);
         } else {
             char ts[32], bw[16] = "", frac[16] = "";
@@ -236,7 +261,7 @@ int bench_run(const Model *m, const BenchOptions *o, FILE *out, PosencError *err
                 snprintf(bw, sizeof bw, "%.1f", r.bw_gbs);
                 snprintf(frac, sizeof frac, "%.1f%%", 100.0 * r.bw_fraction);
             }
-            fprintf(out, "| %-8s | %18s | %10.2f | %9s | %7s |\n", r.name, ts, r.bytes_per_token / 1e6,
+            fprintf(out, "| %-14s | %18s | %10.2f | %9s | %7s |\n", r.name, ts, r.bytes_per_token / 1e6,
                     bw, frac);
         }
         fflush(out);

@@ -1,6 +1,7 @@
 /* -m bench, in the manner of llama-bench: prefill (ppN: N tokens as one
- * chunk from an empty cache, logits of the last only) and decode (tgN: N
- * tokens one at a time from an empty cache) throughput, each repeated
+ * chunk, logits of the last only) and decode (tgN: N tokens one at a
+ * time) throughput, from an empty cache or after `depth` cached tokens
+ * (filled once, not measured: "tg128 @ d4096" as llama-bench's -d), each repeated
  * after one unmeasured warm-up run, reported as mean ± sample standard
  * deviation of tokens per second.  Decode is also put against the
  * machine's read bandwidth, measured in the same run with the same
@@ -17,6 +18,7 @@
 typedef struct {
     int pp[BENCH_MAX_TESTS], n_pp; /* prefill sizes */
     int tg[BENCH_MAX_TESTS], n_tg; /* decode lengths */
+    int depth[BENCH_MAX_TESTS], n_depth; /* cells filled before each test (llama-bench's -d) */
     int reps;                      /* measured repetitions (>= 1) */
     TensorType kv_type;            /* TENSOR_F32 or TENSOR_F16 */
     PeParams pe;                   /* the scheme the tests run with */
@@ -24,12 +26,14 @@ typedef struct {
     int json;                      /* one JSON object per line and test instead of a table */
 } BenchOptions;
 
-/* Defaults: pp512, tg128, 5 repetitions, f32 cache, table, the model's
- * own scheme. */
+/* Defaults: pp512, tg128 at depth 0, 5 repetitions, f32 cache, table,
+ * the model's own scheme. */
 BenchOptions bench_options_default(const Model *m);
 
 /* Replaces the sizes with a comma list ("128,512"), or none for "0"; 0 or -1 + err. */
 int bench_parse_sizes(int *sizes, int *count, const char *list, PosencError *err);
+/* Replaces the depths with a comma list ("0,1024,4096"); 0 or -1 + err. */
+int bench_parse_depths(int *depths, int *count, const char *list, PosencError *err);
 
 /* Runs every test and writes one row (or JSON line) per test to out. */
 int bench_run(const Model *m, const BenchOptions *o, FILE *out, PosencError *err);

@@ -207,6 +207,8 @@ START_TEST(bad_position_flags) {
     tests_expect_error(pp, "--pp: expected a comma list");
     const char *reps[] = {model_path, "-m", "bench", "-r", "0", NULL};
     tests_expect_error(reps, "-r expects");
+    const char *depth[] = {model_path, "-m", "bench", "--depth", "0,-5", NULL};
+    tests_expect_error(depth, "--depth: expected a comma list of token counts, got '0,-5'");
 }
 END_TEST
 
@@ -292,6 +294,27 @@ START_TEST(bench_reports_every_test) {
 }
 END_TEST
 
+/* --depth runs each test after that many cached tokens, named as
+ * llama-bench names it; a decoded token then reads the depth's keys and
+ * values too: stories260K has 5 layers and 4 kv heads of 8 (128 bytes of
+ * f32 per cached key or value), so 100 cells more are 2 * 5 * 128 * 100
+ * bytes per token more, exactly. */
+START_TEST(bench_at_depth) {
+    if (!models) return;
+    const char *json[] = {model_path, "-m", "bench", "--pp", "0", "--tg", "4", "--depth", "0,100", "-r", "1",
+                          "--json", NULL};
+    TestsRun r = tests_run_engine_ok(json);
+    const char *at0 = strstr(r.out, "\"test\": \"tg4\""), *at100 = strstr(r.out, "\"test\": \"tg4 @ d100\"");
+    ck_assert_msg(at0 && at100 && at0 < at100, "%s", r.out);
+    const char *second = strchr(r.out, '\n') + 1; /* the objects in order: depth 0, then 100 */
+    ck_assert_double_eq(tests_json_number(r.out, "n_depth"), 0.0);
+    ck_assert_double_eq(tests_json_number(second, "n_depth"), 100.0);
+    double extra = tests_json_number(second, "bytes_per_token") - tests_json_number(r.out, "bytes_per_token");
+    ck_assert_msg(extra == 2.0 * 5 * 128 * 100, "the depth added %.0f bytes per token", extra);
+    tests_run_free(&r);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("cli");
     TCase *tc = tcase_create("bad_input");
@@ -308,6 +331,7 @@ int main(void) {
     tcase_add_test(tc, shift_and_trace);
     tcase_add_test(tc, extrapolation_warns);
     tcase_add_test(tc, bench_reports_every_test);
+    tcase_add_test(tc, bench_at_depth);
     suite_add_tcase(s, tc);
     return tests_run_suite(s);
 }
