@@ -266,3 +266,7 @@ float sum_exp(const float *x, int n, float *max) { return kp()->sum_exp(x, n, ma
 void swiglu(float *h, const float *g, int n) { kp()->swiglu(h, g, n); }
 
 void gelu(float *h, int n) { kp()->gelu(h, n); }
+
+void gelu_erf(float *h, int n) {
+    for (int i = 0; i < n; i++) h[i] = 0.5f * h[i] * (1.0f + erff(h[i] * 0.70710678118654752f));
+}

@@ -80,6 +80,8 @@ float sum_exp(const float *x, int n, float *max);
 void swiglu(float *h, const float *g, int n);
 /* GELU, tanh approximation (GPT-2's "gelu_new"). */
 void gelu(float *h, int n);
+/* GELU, exact: x/2 (1 + erf(x/sqrt 2)) (GPT-NeoX's "gelu"); one path, scalar. */
+void gelu_erf(float *h, int n);
 
 /* What a type is used as decides the kernels it needs on every path:
  * weights a dot product for decode (against f32 or Q8 activations) and a
