@@ -11,6 +11,12 @@ static const ModelFamily families[] = {
      .pe = PE_LEARNED, .pairing = PE_ROPE_NEOX},
     {.name = "qwen2", .norm = NORM_RMS, .ffn = FFN_SWIGLU, .biases = BIAS_QKV,
      .pe = PE_ROPE, .pairing = PE_ROPE_NEOX},
+    {.name = "gptneox", .norm = NORM_LAYER, .ffn = FFN_GELU_ERF, .biases = BIAS_ALL,
+     .parallel_residual = 1, .pe = PE_ROPE, .pairing = PE_ROPE_NEOX},
+    {.name = "bloom", .norm = NORM_LAYER, .ffn = FFN_GELU_TANH, .biases = BIAS_ALL,
+     .embed_norm = 1, .pe = PE_ALIBI, .pairing = PE_ROPE_NEOX},
+    {.name = "starcoder", .norm = NORM_LAYER, .ffn = FFN_GELU_TANH, .biases = BIAS_ALL,
+     .pe = PE_LEARNED, .pairing = PE_ROPE_NEOX},
 };
 
 const ModelFamily *model_family_find(const char *name) {

@@ -545,22 +545,23 @@ def convert_llama2c(path, out, tokenizer):
         out.tensor("output.weight", (vocab, dim), load("output"))
 
 
-def write_llama_hparams(out, ctx, dim, hidden, n_layers, n_heads, n_kv, head_dim, eps, theta):
+def write_llama_hparams(out, ctx, dim, hidden, n_layers, n_heads, n_kv, head_dim, eps, theta,
+                        arch="llama", pairing="interleaved"):
     w = out.w
-    w.add_uint32("llama.context_length", ctx)
-    w.add_uint32("llama.embedding_length", dim)
-    w.add_uint32("llama.block_count", n_layers)
-    w.add_uint32("llama.feed_forward_length", hidden)
-    w.add_uint32("llama.attention.head_count", n_heads)
-    w.add_uint32("llama.attention.head_count_kv", n_kv)
-    w.add_float32("llama.attention.layer_norm_rms_epsilon", eps)
-    w.add_float32("llama.rope.freq_base", theta)
-    w.add_uint32("llama.rope.dimension_count", head_dim)
+    w.add_uint32(arch + ".context_length", ctx)
+    w.add_uint32(arch + ".embedding_length", dim)
+    w.add_uint32(arch + ".block_count", n_layers)
+    w.add_uint32(arch + ".feed_forward_length", hidden)
+    w.add_uint32(arch + ".attention.head_count", n_heads)
+    w.add_uint32(arch + ".attention.head_count_kv", n_kv)
+    w.add_float32(arch + ".attention.layer_norm_rms_epsilon", eps)
+    w.add_float32(arch + ".rope.freq_base", theta)
+    w.add_uint32(arch + ".rope.dimension_count", head_dim)
     if head_dim * n_heads != dim:
-        w.add_uint32("llama.attention.key_length", head_dim)
-        w.add_uint32("llama.attention.value_length", head_dim)
+        w.add_uint32(arch + ".attention.key_length", head_dim)
+        w.add_uint32(arch + ".attention.value_length", head_dim)
     w.add_string("posenc.positional", "rope")
-    w.add_string("posenc.rope.pairing", "interleaved")
+    w.add_string("posenc.rope.pairing", pairing)
 
 
 # ---- Hugging Face safetensors ---------------------------------------------------------------
@@ -699,7 +700,10 @@ def cfg_float(config, key, default):
     return float(v)
 
 
-def convert_hf_llama(model_dir, config, out, tokenizer):
+def convert_hf_llama(model_dir, config, out, tokenizer, arch="llama"):
+    """llama, and qwen2: the same layout with q/k/v biases, whose q/k rows
+    stay in HF's rotate_half order (llama.cpp runs qwen2 with NeoX pairs)."""
+    qwen2 = arch == "qwen2"
     st = SafeTensors(model_dir)
     dim = cfg_int(config, "hidden_size")
     hidden = cfg_int(config, "intermediate_size")
@@ -712,8 +716,10 @@ def convert_hf_llama(model_dir, config, out, tokenizer):
              % (dim, n_heads, n_kv))
     if config.get("hidden_act", "silu") != "silu":
         fail("config.json: hidden_act %r is not supported (llama uses silu)" % config["hidden_act"])
-    if config.get("attention_bias") or config.get("mlp_bias"):
+    if not qwen2 and (config.get("attention_bias") or config.get("mlp_bias")):
         fail("config.json: attention/mlp biases are not supported for llama")
+    if qwen2 and config.get("use_sliding_window"):
+        fail("config.json: use_sliding_window is not supported")
     vocab = cfg_int(config, "vocab_size")
     ctx = cfg_int(config, "max_position_embeddings")
 
@@ -729,6 +735,8 @@ def convert_hf_llama(model_dir, config, out, tokenizer):
     elif not tied:
         fail("tie_word_embeddings is false but lm_head.weight is missing")
 
+    if tokenizer is None and qwen2:
+        tokenizer = model_dir   # tokenizer.json, or vocab.json + merges.txt
     if tokenizer is None:
         for cand in ("tokenizer.model", "tokenizer.bin"):
             if os.path.isfile(os.path.join(model_dir, cand)):
@@ -738,17 +746,20 @@ def convert_hf_llama(model_dir, config, out, tokenizer):
             fail("no tokenizer: pass --tokenizer (a SentencePiece .model or a llama2.c "
                  "tokenizer.bin)")
 
-    out.general("llama", model_name(config, model_dir))
+    out.general(arch, model_name(config, model_dir))
     write_llama_hparams(out, ctx=ctx, dim=dim, hidden=hidden, n_layers=L, n_heads=n_heads,
                         n_kv=n_kv, head_dim=hd, eps=cfg_float(config, "rms_norm_eps", 1e-5),
-                        theta=cfg_float(config, "rope_theta", 10000.0))
-    add_rope_scaling(out, config)
+                        theta=cfg_float(config, "rope_theta", 10000.0), arch=arch,
+                        pairing="neox" if qwen2 else "interleaved")
+    add_rope_scaling(out, config, arch)
     add_model_tokenizer(out, tokenizer, vocab, config)
 
     def plain(name):
         return lambda: st.read(name)
 
     def unpermuted(name, heads):
+        if qwen2:
+            return plain(name)
         return lambda: unpermute_rotate_half(st.read(name), heads, hd, dim)
 
     out.tensor("token_embd.weight", (vocab, dim), plain(embd))
@@ -763,6 +774,10 @@ def convert_hf_llama(model_dir, config, out, tokenizer):
         out.tensor(b + "attn_k.weight", (n_kv * hd, dim), unpermuted(k, n_kv))
         out.tensor(b + "attn_v.weight", (n_kv * hd, dim),
                    plain(plan.take(p + "self_attn.v_proj.weight", (n_kv * hd, dim))))
+        if qwen2:
+            for n, rows in (("q", n_heads * hd), ("k", n_kv * hd), ("v", n_kv * hd)):
+                out.tensor(b + "attn_%s.bias" % n, (rows,),
+                           plain(plan.take(p + "self_attn.%s_proj.bias" % n, (rows,))))
         out.tensor(b + "attn_output.weight", (dim, n_heads * hd),
                    plain(plan.take(p + "self_attn.o_proj.weight", (dim, n_heads * hd))))
         out.tensor(b + "ffn_norm.weight", (dim,),
@@ -779,7 +794,7 @@ def convert_hf_llama(model_dir, config, out, tokenizer):
     plan.finish()
 
 
-def add_rope_scaling(out, config):
+def add_rope_scaling(out, config, arch="llama"):
     rs = config.get("rope_scaling")
     if not rs:
         return
@@ -791,10 +806,10 @@ def add_rope_scaling(out, config):
     if kind not in ("linear", "yarn"):
         fail("config.json: rope_scaling type %r is not supported (linear, yarn)" % kind)
     w = out.w
-    w.add_string("llama.rope.scaling.type", kind)
-    w.add_float32("llama.rope.scaling.factor", cfg_float(rs, "factor", None))
+    w.add_string(arch + ".rope.scaling.type", kind)
+    w.add_float32(arch + ".rope.scaling.factor", cfg_float(rs, "factor", None))
     if kind == "yarn" and "original_max_position_embeddings" in rs:
-        w.add_uint32("llama.rope.scaling.original_context_length",
+        w.add_uint32(arch + ".rope.scaling.original_context_length",
                      cfg_int(rs, "original_max_position_embeddings"))
 
 
@@ -942,6 +957,185 @@ def convert_hf_gpt2(model_dir, config, out):
     plan.finish()
 
 
+# ---- LayerNorm families: gptneox, bloom, starcoder -------------------------------------------
+
+def per_head_qkv(a, n_head, head_dim, cols):
+    """HF GPT-NeoX and BLOOM fuse q, k, v per head: rows (heads, 3, head_dim).
+    llama.cpp's converter stores q | k | v blocks instead (so does posenc):
+    row i*heads*hd + h*hd + r of the result is row (h*3 + i)*hd + r of a."""
+    out = array.array("f")
+    for i in range(3):
+        for h in range(n_head):
+            r = (h * 3 + i) * head_dim
+            out.extend(a[r * cols:(r + head_dim) * cols])
+    return out
+
+
+class LayerNormWriter:
+    """Writes one HF tensor (or LayerNorm pair) under its llama.cpp name."""
+
+    def __init__(self, st, plan, out):
+        self.st, self.plan, self.out = st, plan, out
+
+    def tensor(self, src, dst, shape, fix=None):
+        name = self.plan.take(src, shape)
+        read = (lambda: fix(self.st.read(name))) if fix else (lambda: self.st.read(name))
+        self.out.tensor(dst, shape, read)
+
+    def linear(self, src, dst, rows, cols, fix_w=None, fix_b=None):
+        self.tensor(src + ".weight", dst + ".weight", (rows, cols), fix_w)
+        self.tensor(src + ".bias", dst + ".bias", (rows,), fix_b)
+
+    def norm(self, src, dst, n):
+        self.tensor(src + ".weight", dst + ".weight", (n,))
+        self.tensor(src + ".bias", dst + ".bias", (n,))
+
+
+def untied_head(st, plan, config, name, tied_default=True):
+    """The untied head's HF name, or None when the checkpoint ties it."""
+    tied = config.get("tie_word_embeddings", tied_default)
+    if name in st:
+        if tied:
+            plan.used.add(name)   # a redundant copy of the embedding
+            return None
+        return name
+    if not tied:
+        fail("tie_word_embeddings is false but %s is missing" % name)
+    return None
+
+
+def add_layernorm_hparams(out, arch, ctx, dim, ff, L, n_head, n_kv, eps):
+    w = out.w
+    w.add_uint32(arch + ".context_length", ctx)
+    w.add_uint32(arch + ".embedding_length", dim)
+    w.add_uint32(arch + ".feed_forward_length", ff)
+    w.add_uint32(arch + ".block_count", L)
+    w.add_uint32(arch + ".attention.head_count", n_head)
+    w.add_uint32(arch + ".attention.head_count_kv", n_kv)
+    w.add_float32(arch + ".attention.layer_norm_epsilon", eps)
+
+
+def convert_hf_gpt_neox(model_dir, config, out, tokenizer):
+    st = SafeTensors(model_dir)
+    dim, L = cfg_int(config, "hidden_size"), cfg_int(config, "num_hidden_layers")
+    n_head, ff = cfg_int(config, "num_attention_heads"), cfg_int(config, "intermediate_size")
+    ctx, vocab = cfg_int(config, "max_position_embeddings"), cfg_int(config, "vocab_size")
+    if dim % n_head:
+        fail("config.json: hidden_size %d is not a multiple of %d heads" % (dim, n_head))
+    hd = dim // n_head
+    n_rot = int(cfg_float(config, "rotary_pct", 1.0) * hd)
+    if n_rot <= 0 or n_rot % 2:
+        fail("config.json: rotary_pct gives %d rotated dims of %d (must be even, > 0)" % (n_rot, hd))
+    if config.get("hidden_act", "gelu") != "gelu":
+        fail("config.json: hidden_act %r is not supported (gpt_neox uses gelu)" % config["hidden_act"])
+    plan = TensorPlan(st, ignore=(".attention.bias", ".attention.masked_bias",
+                                  "rotary_emb.inv_freq"))
+    w = LayerNormWriter(st, plan, out)
+    head = untied_head(st, plan, config, "embed_out.weight", tied_default=False)
+    out.general("gptneox", model_name(config, model_dir))
+    add_layernorm_hparams(out, "gptneox", ctx, dim, ff, L, n_head, n_head,
+                          cfg_float(config, "layer_norm_eps", 1e-5))
+    out.w.add_uint32("gptneox.rope.dimension_count", n_rot)
+    out.w.add_float32("gptneox.rope.freq_base", cfg_float(config, "rotary_emb_base", 10000.0))
+    out.w.add_bool("gptneox.use_parallel_residual", bool(config.get("use_parallel_residual", True)))
+    out.w.add_string("posenc.positional", "rope")
+    out.w.add_string("posenc.rope.pairing", "neox")
+    add_model_tokenizer(out, tokenizer or model_dir, vocab, config)
+    P = "gpt_neox."
+    w.tensor(P + "embed_in.weight", "token_embd.weight", (vocab, dim))
+    for l in range(L):
+        p, b = P + "layers.%d." % l, "blk.%d." % l
+        w.norm(p + "input_layernorm", b + "attn_norm", dim)
+        w.linear(p + "attention.query_key_value", b + "attn_qkv", 3 * dim, dim,
+                 lambda a: per_head_qkv(a, n_head, hd, dim),
+                 lambda a: per_head_qkv(a, n_head, hd, 1))
+        w.linear(p + "attention.dense", b + "attn_output", dim, dim)
+        w.norm(p + "post_attention_layernorm", b + "ffn_norm", dim)
+        w.linear(p + "mlp.dense_h_to_4h", b + "ffn_up", ff, dim)
+        w.linear(p + "mlp.dense_4h_to_h", b + "ffn_down", dim, ff)
+    w.norm(P + "final_layer_norm", "output_norm", dim)
+    if head:
+        w.tensor(head, "output.weight", (vocab, dim))
+    plan.finish()
+
+
+def convert_hf_bloom(model_dir, config, out, tokenizer):
+    st = SafeTensors(model_dir)
+    dim = cfg_int(config, "hidden_size", config.get("n_embed"))
+    L, n_head = cfg_int(config, "n_layer"), cfg_int(config, "n_head")
+    vocab = cfg_int(config, "vocab_size")
+    if dim % n_head:
+        fail("config.json: hidden_size %d is not a multiple of %d heads" % (dim, n_head))
+    hd, ff = dim // n_head, 4 * dim
+    P = "transformer." if "transformer.word_embeddings.weight" in st else ""
+    plan = TensorPlan(st)
+    w = LayerNormWriter(st, plan, out)
+    embd = P + "word_embeddings.weight"
+    head = untied_head(st, plan, config, "lm_head.weight")
+    out.general("bloom", model_name(config, model_dir))
+    # llama.cpp's converter: seq_length, else n_embed (BLOOM's configs have no context length)
+    add_layernorm_hparams(out, "bloom", cfg_int(config, "seq_length", dim), dim, ff, L, n_head,
+                          n_head, cfg_float(config, "layer_norm_epsilon", 1e-5))
+    out.w.add_float32("bloom.attention.max_alibi_bias", 8.0)
+    out.w.add_string("posenc.positional", "alibi")
+    add_model_tokenizer(out, tokenizer or model_dir, vocab, config)
+    w.tensor(embd, "token_embd.weight", (vocab, dim))
+    w.norm(P + "word_embeddings_layernorm", "token_embd_norm", dim)
+    for l in range(L):
+        p, b = P + "h.%d." % l, "blk.%d." % l
+        w.norm(p + "input_layernorm", b + "attn_norm", dim)
+        w.linear(p + "self_attention.query_key_value", b + "attn_qkv", 3 * dim, dim,
+                 lambda a: per_head_qkv(a, n_head, hd, dim),
+                 lambda a: per_head_qkv(a, n_head, hd, 1))
+        w.linear(p + "self_attention.dense", b + "attn_output", dim, dim)
+        w.norm(p + "post_attention_layernorm", b + "ffn_norm", dim)
+        w.linear(p + "mlp.dense_h_to_4h", b + "ffn_up", ff, dim)
+        w.linear(p + "mlp.dense_4h_to_h", b + "ffn_down", dim, ff)
+    w.norm(P + "ln_f", "output_norm", dim)
+    # llama.cpp requires output.weight for bloom: its converter writes the tied
+    # embedding again, and so does this one.
+    out.tensor("output.weight", (vocab, dim), lambda: st.read(head or embd))
+    plan.finish()
+
+
+def convert_hf_gpt_bigcode(model_dir, config, out, tokenizer):
+    st = SafeTensors(model_dir)
+    dim, L, n_head = cfg_int(config, "n_embd"), cfg_int(config, "n_layer"), cfg_int(config, "n_head")
+    ctx, vocab = cfg_int(config, "n_positions"), cfg_int(config, "vocab_size")
+    ff = config.get("n_inner") or 4 * dim
+    if dim % n_head:
+        fail("config.json: n_embd %d is not a multiple of %d heads" % (dim, n_head))
+    if config.get("activation_function", "gelu_pytorch_tanh") not in ("gelu_pytorch_tanh", "gelu_new"):
+        fail("config.json: activation_function %r is not supported (tanh GELU)"
+             % config["activation_function"])
+    hd = dim // n_head
+    n_kv = 1 if config.get("multi_query", True) else n_head
+    kv = n_kv * hd
+    P = "transformer."
+    plan = TensorPlan(st, ignore=(".attn.bias", ".attn.masked_bias"))
+    w = LayerNormWriter(st, plan, out)
+    head = untied_head(st, plan, config, "lm_head.weight")
+    out.general("starcoder", model_name(config, model_dir))
+    add_layernorm_hparams(out, "starcoder", ctx, dim, ff, L, n_head, n_kv,
+                          cfg_float(config, "layer_norm_epsilon", 1e-5))
+    out.w.add_string("posenc.positional", "learned")
+    add_model_tokenizer(out, tokenizer or model_dir, vocab, config)
+    w.tensor(P + "wte.weight", "token_embd.weight", (vocab, dim))
+    w.tensor(P + "wpe.weight", "position_embd.weight", (ctx, dim))
+    for l in range(L):
+        p, b = P + "h.%d." % l, "blk.%d." % l
+        w.norm(p + "ln_1", b + "attn_norm", dim)
+        w.linear(p + "attn.c_attn", b + "attn_qkv", dim + 2 * kv, dim)   # q | k | v already
+        w.linear(p + "attn.c_proj", b + "attn_output", dim, dim)
+        w.norm(p + "ln_2", b + "ffn_norm", dim)
+        w.linear(p + "mlp.c_fc", b + "ffn_up", ff, dim)
+        w.linear(p + "mlp.c_proj", b + "ffn_down", dim, ff)
+    w.norm(P + "ln_f", "output_norm", dim)
+    if head:
+        w.tensor(head, "output.weight", (vocab, dim))
+    plan.finish()
+
+
 # ---- GGUF -> GGUF (retyping) -----------------------------------------------------------
 
 # Written again by Output.general() for the new tensor types.
@@ -973,6 +1167,10 @@ def convert_gguf(path, out):
         out.tensor(tname, tuple(reversed(t["ne"])), lambda n=tname: r.floats(n))
 
 
+_LAYERNORM_FAMILIES = {"gpt_neox": convert_hf_gpt_neox, "bloom": convert_hf_bloom,
+                       "gpt_bigcode": convert_hf_gpt_bigcode}
+
+
 def convert_hf(model_dir, out, tokenizer):
     cfg_path = os.path.join(model_dir, "config.json")
     if not os.path.isfile(cfg_path):
@@ -981,15 +1179,18 @@ def convert_hf(model_dir, out, tokenizer):
     if not isinstance(config, dict):
         fail("%s: expected a JSON object" % cfg_path)
     mt = config.get("model_type")
-    if mt == "llama":
-        convert_hf_llama(model_dir, config, out, tokenizer)
+    if mt in ("llama", "qwen2"):
+        convert_hf_llama(model_dir, config, out, tokenizer, mt)
+    elif mt in _LAYERNORM_FAMILIES:
+        _LAYERNORM_FAMILIES[mt](model_dir, config, out, tokenizer)
     elif mt == "gpt2":
         if tokenizer is not None:
             fail("--tokenizer is not used for gpt2 models (vocab.json + merges.txt are read "
                  "from the model directory)")
         convert_hf_gpt2(model_dir, config, out)
     else:
-        fail("%s: unsupported model_type %r (supported: llama, gpt2)" % (cfg_path, mt))
+        fail("%s: unsupported model_type %r (supported: llama, qwen2, gpt2, gpt_neox, bloom, "
+             "gpt_bigcode)" % (cfg_path, mt))
 
 
 # ---- chat template ---------------------------------------------------------------------------

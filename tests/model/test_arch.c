@@ -1,0 +1,175 @@
+/* Every architecture family against an independent float64 NumPy forward
+ * written from the Hugging Face modeling code (tools/arch_reference.py):
+ * tiny random checkpoints at each family's real layout (GQA, partial
+ * rotary, per-head fused qkv, multi-query, tied and untied heads) are
+ * generated, converted with tools/convert.py and run by the engine, for a
+ * prompt in one chunk, at an offset, and token by token.  Each family's
+ * negative control breaks its distinctive feature in the reference, which
+ * must then disagree with the engine. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "tests/common.h"
+
+/* float32 engine vs float64 reference: logits |l| < 30 from dot products
+ * of <= 256 terms in two layers; rounding moves them by ~1e-5. */
+#define LOGIT_TOL 1e-4f
+/* A broken feature moves logits by far more (each failure prints it). */
+#define CONTROL_MIN 1e-2f
+
+/* The prompt: byte tokens (the checkpoints' vocabulary is the 256 bytes). */
+static const int IDS[] = {72, 101, 108, 108, 111, 44, 32, 112, 111, 115, 101, 110, 99, 33};
+#define N_IDS ((int)(sizeof IDS / sizeof IDS[0]))
+#define VOCAB 256
+#define OFFSET 9
+
+typedef struct {
+    const char *name;    /* build/arch/<name> */
+    const char *family;  /* arch_reference.py's family (HF model_type) */
+    const char *arch;    /* the GGUF general.architecture convert.py writes */
+    const char *tied;    /* "--tied" or NULL */
+    const char *broken;  /* arch_reference.py --break for the negative control */
+} Case;
+
+static const Case CASES[] = {
+    {"qwen2", "qwen2", "qwen2", NULL, "qkv-bias"},
+    {"qwen2-tied", "qwen2", "qwen2", "--tied", "qkv-bias"},
+    {"gptneox", "gpt_neox", "gptneox", NULL, "parallel"},
+    {"gptneox-rotary", "gpt_neox", "gptneox", NULL, "full-rotary"},
+    {"gptneox-qkv", "gpt_neox", "gptneox", NULL, "qkv-order"},
+    {"bloom", "bloom", "bloom", NULL, "embed-norm"},
+    {"bloom-qkv", "bloom", "bloom", NULL, "qkv-order"},
+    {"starcoder", "gpt_bigcode", "starcoder", NULL, "positions"},
+};
+#define N_CASES ((int)(sizeof CASES / sizeof CASES[0]))
+
+static char dirs[N_CASES][256], ggufs[N_CASES][256];
+static int ready = 0;
+static char prep_error[512];
+
+static void setup(void) {
+    if (!tests_python_available("architecture families")) return;
+    mkdir("build", 0755);
+    mkdir("build/arch", 0755);
+    for (int i = 0; i < N_CASES; i++) {
+        snprintf(dirs[i], sizeof dirs[i], "build/arch/%s", CASES[i].name);
+        snprintf(ggufs[i], sizeof ggufs[i], "build/arch/%s.gguf", CASES[i].name);
+        const char *make[] = {"tools/arch_reference.py", "make", CASES[i].family, dirs[i],
+                              CASES[i].tied, NULL};
+        const char *conv[] = {"tools/convert.py", dirs[i], ggufs[i], NULL};
+        TestsRun a = tests_run_python(make), b = {0};
+        if (a.status == 0) b = tests_run_python(conv);
+        if (a.status != 0 || b.status != 0) {
+            snprintf(prep_error, sizeof prep_error, "%s: %s%s", CASES[i].name, a.err,
+                     b.err ? b.err : "");
+            tests_run_free(&a);
+            tests_run_free(&b);
+            return;
+        }
+        tests_run_free(&a);
+        tests_run_free(&b);
+    }
+    ready = 1;
+}
+
+static void teardown(void) {}
+
+/* The reference's logits (N_IDS, VOCAB) for the case, at pos0, with
+ * `broken` (or NULL) broken. */
+static float *reference(int c, int pos0, const char *broken) {
+    char ids[256] = "", p0[16];
+    for (int i = 0; i < N_IDS; i++)
+        snprintf(ids + strlen(ids), sizeof ids - strlen(ids), "%s%d", i ? "," : "", IDS[i]);
+    snprintf(p0, sizeof p0, "%d", pos0);
+    const char *args[] = {"tools/arch_reference.py", "logits", dirs[c], "--ids", ids, "--pos0", p0,
+                          broken ? "--break" : NULL, broken, NULL};
+    TestsRun r = tests_run_python_ok(args);
+    float *out = malloc(sizeof(float) * N_IDS * VOCAB);
+    char *s = r.out;
+    for (int i = 0; i < N_IDS * VOCAB; i++) {
+        char *end;
+        out[i] = strtof(s, &end);
+        ck_assert_msg(end != s, "%s: reference output ends after %d numbers", CASES[c].name, i);
+        s = end;
+    }
+    tests_run_free(&r);
+    return out;
+}
+
+static void require_ready(void) {
+    if (!ready && prep_error[0]) ck_abort_msg("preparing the checkpoints failed: %s", prep_error);
+}
+
+/* max |engine - ref| over the prompt, in one chunk at pos0 */
+static float chunk_diff(const Model *m, const float *ref, int pos0) {
+    Context ctx;
+    tests_build_context(&ctx, m, &m->pe, 64);
+    const float *lg = context_forward(&ctx, IDS, N_IDS, pos0, 1);
+    float d = tests_max_abs_diff(lg, ref, (size_t)N_IDS * VOCAB);
+    context_free(&ctx);
+    return d;
+}
+
+START_TEST(matches_reference) {
+    require_ready();
+    if (!ready) return;
+    const Case *c = &CASES[_i];
+    Model m;
+    tests_load_model(&m, ggufs[_i]);
+    ck_assert_str_eq(m.config.family.name, c->arch);
+    float *ref = reference(_i, 0, NULL), *ref_off = reference(_i, OFFSET, NULL);
+
+    float d = chunk_diff(&m, ref, 0);
+    printf("%-15s chunk  max |logit - reference| = %.3g\n", c->name, (double)d);
+    ck_assert_msg(d <= LOGIT_TOL, "%s: chunked prompt differs by %g", c->name, (double)d);
+    d = chunk_diff(&m, ref_off, OFFSET);
+    ck_assert_msg(d <= LOGIT_TOL, "%s: prompt at offset %d differs by %g", c->name, OFFSET,
+                  (double)d);
+
+    Context ctx;
+    tests_build_context(&ctx, &m, &m.pe, 64);
+    float worst = 0;
+    for (int t = 0; t < N_IDS; t++) {
+        const float *lg = context_forward(&ctx, IDS + t, 1, t, 0);
+        float dt = tests_max_abs_diff(lg, ref + (size_t)t * VOCAB, VOCAB);
+        worst = dt > worst || dt != dt ? dt : worst;
+    }
+    printf("%-15s decode max |logit - reference| = %.3g\n", c->name, (double)worst);
+    ck_assert_msg(worst <= LOGIT_TOL, "%s: token-by-token decode differs by %g", c->name,
+                  (double)worst);
+    context_free(&ctx);
+    free(ref);
+    free(ref_off);
+    model_free(&m);
+}
+END_TEST
+
+START_TEST(broken_feature_is_detected) {
+    require_ready();
+    if (!ready) return;
+    const Case *c = &CASES[_i];
+    Model m;
+    tests_load_model(&m, ggufs[_i]);
+    float *ref = reference(_i, 0, c->broken);
+    float d = chunk_diff(&m, ref, 0);
+    printf("%-15s control --break %s: max |logit - reference| = %.3g\n", c->name, c->broken,
+           (double)d);
+    ck_assert_msg(d > CONTROL_MIN, "%s: breaking %s leaves the logits within %g", c->name,
+                  c->broken, (double)d);
+    free(ref);
+    model_free(&m);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("arch");
+    TCase *tc = tcase_create("families");
+    tcase_add_unchecked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 300);
+    tcase_add_loop_test(tc, matches_reference, 0, N_CASES);
+    tcase_add_loop_test(tc, broken_feature_is_detected, 0, N_CASES);
+    suite_add_tcase(s, tc);
+    return tests_run_suite(s);
+}
