@@ -93,16 +93,40 @@ void tests_load_zoo(Model *m, const char *models_dir, const char *scheme) {
     tests_load_model(m, gguf);
 }
 
+void tests_load_family(Model *m, const char *family, int tied) {
+    char dir[128], gguf[160];
+    snprintf(dir, sizeof dir, "build/arch/models-%s%s", family, tied ? "-tied" : "");
+    snprintf(gguf, sizeof gguf, "%s.gguf", dir);
+    mkdir("build", 0755);
+    mkdir("build/arch", 0755);
+    const char *make[] = {"tools/arch_reference.py", "make", family, dir,
+                          tied ? "--tied" : NULL, NULL};
+    const char *conv[] = {"tools/convert.py", dir, gguf, NULL};
+    TestsRun a = tests_run_python_ok(make), b = tests_run_python_ok(conv);
+    tests_run_free(&a);
+    tests_run_free(&b);
+    tests_load_model(m, gguf);
+}
+
 int tests_load_models(TestsModel *out, const char *what) {
-    static const char *const zoo[TESTS_N_MODELS - 1] = {"sinusoidal", "learned", "rope",
-                                                         "alibi", "none", "t5"};
+    static const char *const zoo[] = {"sinusoidal", "learned", "rope", "alibi", "none", "t5"};
+    /* (name: the GGUF architecture, HF model_type) */
+    static const char *const families[][2] = {
+        {"qwen2", "qwen2"}, {"gptneox", "gpt_neox"}, {"bloom", "bloom"},
+        {"starcoder", "gpt_bigcode"},
+    };
+    const int n_zoo = (int)(sizeof zoo / sizeof *zoo);
     const char *dir = tests_models_dir(what);
     if (!dir) return 0;
     out[0].name = "stories260K";
     tests_load_model(&out[0].model, tests_model_path(dir, "stories260K/stories260K.bin"));
-    for (int i = 0; i < TESTS_N_MODELS - 1; i++) {
+    for (int i = 0; i < n_zoo; i++) {
         out[1 + i].name = zoo[i];
         tests_load_zoo(&out[1 + i].model, dir, zoo[i]);
+    }
+    for (int i = 0; i < TESTS_N_MODELS - 1 - n_zoo; i++) {
+        out[1 + n_zoo + i].name = families[i][0];
+        tests_load_family(&out[1 + n_zoo + i].model, families[i][1], 0);
     }
     return 1;
 }

@@ -42,11 +42,18 @@ void tests_build_context(Context *ctx, const Model *m, const PeParams *pe, int n
 /* The PE zoo's model for `scheme` (zoo/<scheme>), converted and loaded. */
 void tests_load_zoo(Model *m, const char *models_dir, const char *scheme);
 
-/* The real models the cache suites run on, one per architecture family and
- * positional scheme: stories260K (llama, RoPE native) and the six PE-zoo
+/* tools/arch_reference.py's tiny random checkpoint of `family` (its HF
+ * model_type: qwen2, gpt_neox, bloom, gpt_bigcode; seed 11), generated into
+ * build/arch/ (`tied`: with a tied head), converted with tools/convert.py
+ * and loaded. */
+void tests_load_family(Model *m, const char *family, int tied);
+
+/* The models the cache suites run on, one per architecture family and
+ * positional scheme: stories260K (llama, RoPE native), the six PE-zoo
  * models (gpt2; sinusoidal, learned, rope, alibi, none, t5), converted to
- * GGUF. */
-#define TESTS_N_MODELS 7
+ * GGUF, and one tiny random checkpoint of every other family (qwen2,
+ * gptneox with partial rotary, bloom, starcoder). */
+#define TESTS_N_MODELS 11
 typedef struct {
     const char *name;
     Model model;

@@ -954,6 +954,11 @@ def convert_hf_gpt2(model_dir, config, out):
     out.tensor("output_norm.bias", (n_embd,), plain(plan.take(pre + "ln_f.bias", (n_embd,))))
     if head:
         out.tensor("output.weight", (vocab, n_embd), plain(head))
+    elif pe == "learned":
+        # llama.cpp requires output.weight for gpt2 and its converter writes
+        # the tied embedding again; so does this one, for the files llama.cpp
+        # can load (gpt2 there needs position_embd: the learned scheme).
+        out.tensor("output.weight", (vocab, n_embd), plain(wte))
     plan.finish()
 
 
