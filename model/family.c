@@ -17,6 +17,13 @@ static const ModelFamily families[] = {
      .embed_norm = 1, .pe = PE_ALIBI, .pairing = PE_ROPE_NEOX},
     {.name = "starcoder", .norm = NORM_LAYER, .ffn = FFN_GELU_TANH, .biases = BIAS_ALL,
      .pe = PE_LEARNED, .pairing = PE_ROPE_NEOX},
+    {.name = "phi2", .norm = NORM_LAYER, .ffn = FFN_GELU_TANH, .biases = BIAS_ALL,
+     .parallel_residual = 1, .shared_norm = 1, .output_bias = 1, .pe = PE_ROPE,
+     .pairing = PE_ROPE_NEOX},
+    {.name = "mpt", .norm = NORM_LAYER, .ffn = FFN_GELU_ERF, .biases = BIAS_OPTIONAL,
+     .pe = PE_ALIBI, .pairing = PE_ROPE_NEOX},
+    {.name = "gemma", .norm = NORM_RMS, .ffn = FFN_GEGLU, .biases = BIAS_OPTIONAL,
+     .embed_scale_sqrt = 1, .pe = PE_ROPE, .pairing = PE_ROPE_NEOX},
 };
 
 const ModelFamily *model_family_find(const char *name) {

@@ -15,13 +15,13 @@ typedef enum {
 typedef enum {
     FFN_SWIGLU,    /* down(silu(gate x) * up x)               llama, qwen2 */
     FFN_GEGLU,     /* down(gelu_tanh(gate x) * up x)          gemma */
-    FFN_GELU_TANH, /* down(gelu_tanh(up x + b) + b)           gpt2, bloom, starcoder */
-    FFN_GELU_ERF,  /* down(gelu_erf(up x + b) + b)            gptneox */
+    FFN_GELU_TANH, /* down(gelu_tanh(up x + b) + b)           gpt2, bloom, starcoder, phi2 */
+    FFN_GELU_ERF,  /* down(gelu_erf(up x + b) + b)            gptneox, mpt */
 } FfnKind;
 
 /* Which biases a family must have; the others are taken when present. */
 typedef enum {
-    BIAS_OPTIONAL, /* none required (llama) */
+    BIAS_OPTIONAL, /* none required (llama, mpt, gemma) */
     BIAS_QKV,      /* q, k and v (qwen2) */
     BIAS_ALL,      /* every linear layer and LayerNorm (gpt2, gptneox, bloom, ...) */
 } BiasRule;
@@ -33,6 +33,8 @@ typedef struct {
     BiasRule biases;
     int parallel_residual;  /* x + attn(norm1 x) + ffn(norm2 x), not one after the other
                                (gptneox's default; its use_parallel_residual key decides) */
+    int shared_norm;        /* the feed-forward reads the attention's norm: no ffn_norm (phi2) */
+    int output_bias;        /* the classifier has a bias (output.bias) */
     int embed_norm;         /* a norm right after the token embedding (token_embd_norm) */
     int embed_scale_sqrt;   /* token embeddings x sqrt(dim) */
     PeKind pe;              /* the scheme the family is trained with */

@@ -32,6 +32,10 @@ static void embed_tokens(Context *ctx, const int *tokens, int n, int pos0) {
     if (c->family.embed_norm) norm_rows(c, ctx->state.x, ctx->state.x, w->embd_norm, w->embd_norm_b, n);
 }
 
+static void clamp(float *x, size_t n, float limit) {
+    for (size_t i = 0; i < n; i++) x[i] = x[i] > limit ? limit : x[i] < -limit ? -limit : x[i];
+}
+
 /* Query rows [t0, t0 + nt) of one head against the cells they may see.
  * Every row is computed as it would be alone (decode): cells past a
  * query's own are masked to -inf, weigh exactly 0 after the softmax and
@@ -85,6 +89,11 @@ static void attention_block(Context *ctx, int l, int first, int n, int pos0) {
     add_bias(s->q, w->bq, n, q_dim);
     add_bias(kc, w->bk, n, kv_dim);
     add_bias(vc, w->bv, n, kv_dim);
+    if (c->clamp_kqv > 0.0f) {
+        clamp(s->q, (size_t)n * q_dim, c->clamp_kqv);
+        clamp(kc, (size_t)n * kv_dim, c->clamp_kqv);
+        clamp(vc, (size_t)n * kv_dim, c->clamp_kqv);
+    }
     if (ops->rotate)
         for (int t = 0; t < n; t++) {
             ops->rotate(&ctx->pe, s->q + (size_t)t * q_dim, c->n_heads, pos0 + t);
@@ -163,5 +172,6 @@ const float *context_forward(Context *ctx, const int *tokens, int n, int pos0, i
     float *x = s->x + (size_t)first * c->dim;
     norm_rows(c, x, x, w->output_norm, w->output_norm_b, rows);
     matmul(s->logits, x, &w->output, rows, &s->mm);
+    add_bias(s->logits, w->output_b, rows, c->vocab_size);
     return s->logits;
 }

@@ -256,7 +256,7 @@ void layernorm(float *out, const float *x, const float *w, const float *b, int d
     for (int i = 0; i < dim; i++) var += (x[i] - mean) * (x[i] - mean);
     var /= dim;
     float inv = (float)(1.0 / sqrt(var + eps));
-    for (int i = 0; i < dim; i++) out[i] = ((float)(x[i] - mean) * inv) * w[i] + b[i];
+    for (int i = 0; i < dim; i++) out[i] = ((float)(x[i] - mean) * inv) * w[i] + (b ? b[i] : 0.0f);
 }
 
 void softmax(float *x, int n) { kp()->softmax(x, n); }

@@ -69,6 +69,7 @@ void convert_to_f32(float *dst, const void *src, TensorType t, size_t n);
 void add_bias(float *y, const float *b, int n, int width);
 
 void rmsnorm(float *out, const float *x, const float *w, int dim, float eps);
+/* b may be NULL: a LayerNorm without a bias (mpt). */
 void layernorm(float *out, const float *x, const float *w, const float *b, int dim, float eps);
 void softmax(float *x, int n);
 /* Softmax's normalizer without overflow: sum_i e^(x_i - m) with m = max_i x_i

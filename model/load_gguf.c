@@ -182,8 +182,9 @@ static int take_layer(Loader *l, const ModelConfig *c, int i, LayerWeights *w) {
         take_qkv(l, c, i, w, f->biases != BIAS_OPTIONAL) ||
         take_matrix(l, &w->wo, blk(name, i, "attn_output.weight"), d, model_q_dim(c)) ||
         take_bias(l, &w->bo, blk(name, i, "attn_output.bias"), d, all) ||
-        take_norm(l, c, &w->ffn_norm, &w->ffn_norm_b, blk(name, i, "ffn_norm.weight"),
-                  blk(bias, i, "ffn_norm.bias")) ||
+        (!f->shared_norm &&
+         take_norm(l, c, &w->ffn_norm, &w->ffn_norm_b, blk(name, i, "ffn_norm.weight"),
+                   blk(bias, i, "ffn_norm.bias"))) ||
         (model_family_gated(f) &&
          take_matrix(l, &w->w_gate, blk(name, i, "ffn_gate.weight"), h, d)) ||
         take_matrix(l, &w->w_up, blk(name, i, "ffn_up.weight"), h, d) ||
@@ -191,6 +192,10 @@ static int take_layer(Loader *l, const ModelConfig *c, int i, LayerWeights *w) {
         take_matrix(l, &w->w_down, blk(name, i, "ffn_down.weight"), d, h) ||
         take_bias(l, &w->b_down, blk(name, i, "ffn_down.bias"), d, all))
         return -1;
+    if (f->shared_norm) {
+        w->ffn_norm = w->attn_norm;
+        w->ffn_norm_b = w->attn_norm_b;
+    }
     return 0;
 }
 
@@ -220,6 +225,7 @@ static int read_config(Loader *l, ModelConfig *c) {
                                                              : "attention.layer_norm_rms_epsilon"),
                      &c->norm_eps, l->err) ||
         key_bool_opt(l, arch_key(l, "use_parallel_residual"), &c->family.parallel_residual) ||
+        key_f32_opt(l, arch_key(l, "attention.clamp_kqv"), &c->clamp_kqv) ||
         key_f32_opt(l, "posenc.embedding_scale", &c->embed_scale))
         return -1;
     /* The vocabulary size is the embedding's row count, as in llama.cpp. */
@@ -241,6 +247,9 @@ static int read_config(Loader *l, ModelConfig *c) {
     if (value_length >= 0 && value_length != c->head_size)
         return posenc_error(l->err, "%s: %s = %d differs from the key length %d (not "
                                     "supported)", path, l->key, value_length, c->head_size);
+    if (!(c->clamp_kqv >= 0.0f && c->clamp_kqv < INFINITY))
+        return posenc_error(l->err, "%s: %s.attention.clamp_kqv %g is out of range", path,
+                            l->arch, (double)c->clamp_kqv);
     if (!(c->embed_scale > 0.0f && c->embed_scale < 1e6f))
         return posenc_error(l->err, "%s: posenc.embedding_scale %g is out of range", path,
                             (double)c->embed_scale);
@@ -342,6 +351,8 @@ static int take_weights(Loader *l, const ModelConfig *c, ModelWeights *w) {
         if (take_layer(l, c, i, &w->layers[i])) return -1;
     if (take_norm(l, c, &w->output_norm, &w->output_norm_b, "output_norm.weight",
                   "output_norm.bias"))
+        return -1;
+    if (take_bias(l, &w->output_b, "output.bias", c->vocab_size, c->family.output_bias))
         return -1;
     if (!gguf_find_tensor(l->g, "output.weight")) {
         w->output = w->token_embd;   /* tied classifier */

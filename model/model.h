@@ -20,6 +20,7 @@ typedef struct {
     int seq_len;      /* trained context length */
     float norm_eps;
     float embed_scale; /* token embeddings are multiplied by this (1 or sqrt(dim)) */
+    float clamp_kqv;   /* q, k, v clamped to [-clamp_kqv, clamp_kqv] (mpt); 0 = not */
 } ModelConfig;
 
 /* Vectors are always f32 (norms and biases are tiny); matrices may be any
@@ -45,6 +46,7 @@ typedef struct {
     LayerWeights *layers;                  /* (n_layers) */
     const float *output_norm, *output_norm_b; /* (dim) */
     Tensor output;                         /* (vocab_size, dim); token_embd when tied */
+    const float *output_b;                 /* (vocab_size) family.output_bias only */
 } ModelWeights;
 
 typedef struct {

@@ -113,7 +113,7 @@ int tests_load_models(TestsModel *out, const char *what) {
     /* (name: the GGUF architecture, HF model_type) */
     static const char *const families[][2] = {
         {"qwen2", "qwen2"}, {"gptneox", "gpt_neox"}, {"bloom", "bloom"},
-        {"starcoder", "gpt_bigcode"},
+        {"starcoder", "gpt_bigcode"}, {"phi2", "phi"}, {"mpt", "mpt"}, {"gemma", "gemma"},
     };
     const int n_zoo = (int)(sizeof zoo / sizeof *zoo);
     const char *dir = tests_models_dir(what);

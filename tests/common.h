@@ -52,8 +52,9 @@ void tests_load_family(Model *m, const char *family, int tied);
  * positional scheme: stories260K (llama, RoPE native), the six PE-zoo
  * models (gpt2; sinusoidal, learned, rope, alibi, none, t5), converted to
  * GGUF, and one tiny random checkpoint of every other family (qwen2,
- * gptneox with partial rotary, bloom, starcoder). */
-#define TESTS_N_MODELS 11
+ * gptneox and phi2 with partial rotary, bloom, starcoder, mpt, gemma with
+ * its head size apart from dim / heads). */
+#define TESTS_N_MODELS 14
 typedef struct {
     const char *name;
     Model model;

@@ -2,14 +2,16 @@
 """Tiny random Hugging Face checkpoints of each architecture family, and a
 float64 NumPy forward pass for them written from the Hugging Face modeling
 code (modeling_qwen2.py, modeling_gpt_neox.py, modeling_bloom.py,
-modeling_gpt_bigcode.py), independently of posenc's C code.
+modeling_gpt_bigcode.py, modeling_phi.py, modeling_mpt.py, modeling_gemma.py),
+independently of posenc's C code.
 
     arch_reference.py make FAMILY DIR [--seed N] [--tied]
         writes DIR/config.json, DIR/model.safetensors and a byte-level
         vocabulary (vocab.json + merges.txt: the 256 bytes, no merges), at the
         family's real layout (GQA for qwen2, partial rotary and fused
-        per-head qkv for gpt_neox, ...), dim 64, 2 layers, deterministic for
-        a seed.
+        per-head qkv for gpt_neox, multi-query for gpt_bigcode and gemma,
+        gemma's head size 32 with 4 heads in dim 64, ...), dim 64, 2
+        layers, deterministic for a seed.
     arch_reference.py logits DIR --ids 1,2,3 [--pos0 N] [--break FEATURE]
         prints the logits of every position, one line of numbers each.
         --break computes them with the family's distinctive feature broken,
@@ -20,6 +22,9 @@ modeling_gpt_bigcode.py), independently of posenc's C code.
           embed-norm    bloom: word_embeddings_layernorm skipped
           qkv-order     bloom, gpt_neox: the per-head q|k|v interleave read as q|k|v blocks
           positions     gpt_bigcode: learned positions left out
+          shared-norm   phi: the feed-forward without the attention's LayerNorm (reads x)
+          clamp         mpt: clip_qkv not applied
+          norm-plus-one gemma: RMSNorm scaled by w instead of (1 + w)
 
 Stdlib + NumPy only.
 """
@@ -32,7 +37,7 @@ import sys
 
 import numpy as np
 
-FAMILIES = ("qwen2", "gpt_neox", "bloom", "gpt_bigcode")
+FAMILIES = ("qwen2", "gpt_neox", "bloom", "gpt_bigcode", "phi", "mpt", "gemma")
 DIM, LAYERS, HEADS, VOCAB, CTX = 64, 2, 4, 256, 64
 
 
@@ -152,6 +157,62 @@ def random_weights(family, rng, tied):
             t[p + "mlp.c_fc.weight"], t[p + "mlp.c_fc.bias"] = r(4 * d, d), r(4 * d, scale=0.1)
             t[p + "mlp.c_proj.weight"], t[p + "mlp.c_proj.bias"] = r(d, 4 * d), r(d, scale=0.1)
         t["transformer.ln_f.weight"], t["transformer.ln_f.bias"] = norm(d), r(d, scale=0.1)
+    elif family == "phi":
+        ff = 4 * d
+        cfg = {"model_type": "phi", "architectures": ["PhiForCausalLM"], "hidden_size": d,
+               "intermediate_size": ff, "num_hidden_layers": L, "num_attention_heads": nh,
+               "num_key_value_heads": nh, "max_position_embeddings": CTX,
+               "partial_rotary_factor": 0.5, "rope_theta": 10000.0, "layer_norm_eps": 1e-5,
+               "hidden_act": "gelu_new", "qk_layernorm": False, "tie_word_embeddings": False,
+               "vocab_size": V}
+        t["model.embed_tokens.weight"] = r(V, d, scale=1.0)
+        for l in range(L):
+            p = "model.layers.%d." % l
+            t[p + "input_layernorm.weight"], t[p + "input_layernorm.bias"] = norm(d), r(d, scale=0.1)
+            for n in ("q", "k", "v"):
+                t[p + "self_attn.%s_proj.weight" % n] = r(d, d)
+                t[p + "self_attn.%s_proj.bias" % n] = r(d, scale=0.5)
+            t[p + "self_attn.dense.weight"], t[p + "self_attn.dense.bias"] = r(d, d), r(d, scale=0.1)
+            t[p + "mlp.fc1.weight"], t[p + "mlp.fc1.bias"] = r(ff, d), r(ff, scale=0.1)
+            t[p + "mlp.fc2.weight"], t[p + "mlp.fc2.bias"] = r(d, ff), r(d, scale=0.1)
+        t["model.final_layernorm.weight"] = norm(d)
+        t["model.final_layernorm.bias"] = r(d, scale=0.1)
+        t["lm_head.weight"], t["lm_head.bias"] = r(V, d), r(V, scale=0.5)
+    elif family == "mpt":
+        cfg = {"model_type": "mpt", "architectures": ["MPTForCausalLM"], "d_model": d,
+               "n_layers": L, "n_heads": nh, "max_seq_len": CTX, "expansion_ratio": 4,
+               "vocab_size": V, "no_bias": True, "learned_pos_emb": False,
+               "layer_norm_epsilon": 1e-5,
+               "attn_config": {"alibi": True, "alibi_bias_max": 8, "clip_qkv": 0.6}}
+        t["transformer.wte.weight"] = r(V, d, scale=1.0)
+        for l in range(L):
+            p = "transformer.blocks.%d." % l
+            t[p + "norm_1.weight"], t[p + "norm_2.weight"] = norm(d), norm(d)
+            t[p + "attn.Wqkv.weight"] = r(3 * d, d)
+            t[p + "attn.out_proj.weight"] = r(d, d)
+            t[p + "ffn.up_proj.weight"], t[p + "ffn.down_proj.weight"] = r(4 * d, d), r(d, 4 * d)
+        t["transformer.norm_f.weight"] = norm(d)
+    elif family == "gemma":
+        nkv, hs, ff = 1, 32, 128
+        cfg = {"model_type": "gemma", "architectures": ["GemmaForCausalLM"], "hidden_size": d,
+               "intermediate_size": ff, "num_hidden_layers": L, "num_attention_heads": nh,
+               "num_key_value_heads": nkv, "head_dim": hs, "max_position_embeddings": CTX,
+               "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "hidden_act": "gelu",
+               "hidden_activation": "gelu_pytorch_tanh", "tie_word_embeddings": True,
+               "vocab_size": V}
+        t["model.embed_tokens.weight"] = r(V, d, scale=0.2)
+        for l in range(L):
+            p = "model.layers.%d." % l
+            t[p + "input_layernorm.weight"] = r(d, scale=0.3)      # HF stores w of (1 + w)
+            t[p + "self_attn.q_proj.weight"] = r(nh * hs, d)
+            t[p + "self_attn.k_proj.weight"] = r(nkv * hs, d)
+            t[p + "self_attn.v_proj.weight"] = r(nkv * hs, d)
+            t[p + "self_attn.o_proj.weight"] = r(d, nh * hs)
+            t[p + "post_attention_layernorm.weight"] = r(d, scale=0.3)
+            t[p + "mlp.gate_proj.weight"] = r(ff, d)
+            t[p + "mlp.up_proj.weight"] = r(ff, d)
+            t[p + "mlp.down_proj.weight"] = r(d, ff)
+        t["model.norm.weight"] = r(d, scale=0.3)
     else:
         raise ValueError("unknown family %r (one of %s)" % (family, ", ".join(FAMILIES)))
     return cfg, t
@@ -222,9 +283,10 @@ def rotate_half_rope(x, positions, rot, theta):
     return np.concatenate([xr * cos + rotated * sin, xp], -1)
 
 
-def alibi_slopes(n):
+def alibi_slopes(n, max_bias=8.0):
+    """BLOOM's rule (= MPT's when n is a power of two)."""
     n2 = 1 << (n.bit_length() - 1)
-    m0, m1 = 2.0 ** (-8.0 / n2), 2.0 ** (-4.0 / n2)
+    m0, m1 = 2.0 ** (-max_bias / n2), 2.0 ** (-max_bias / 2 / n2)
     return np.array([m0 ** (h + 1) if h < n2 else m1 ** (2 * (h - n2) + 1) for h in range(n)])
 
 
@@ -346,6 +408,65 @@ def forward(directory, ids, pos0=0, broken=None):
             x = x + lin(gelu_tanh(lin(h, p + "mlp.c_fc")), p + "mlp.c_proj")
         x = layernorm(x, w[P + "ln_f.weight"], w[P + "ln_f.bias"], eps)
         return x @ w[P + "wte.weight"].T
+    if mt == "phi":
+        d, nh, eps = cfg["hidden_size"], cfg["num_attention_heads"], cfg["layer_norm_eps"]
+        rot = int(cfg["partial_rotary_factor"] * (d // nh))
+        P = "model."
+
+        def lin(h, name):
+            return h @ w[P + name + ".weight"].T + w[P + name + ".bias"]
+
+        x = w[P + "embed_tokens.weight"][ids]
+        for l in range(cfg["num_hidden_layers"]):
+            p = "layers.%d." % l
+            h = layernorm(x, w[P + p + "input_layernorm.weight"], w[P + p + "input_layernorm.bias"], eps)
+            q = rotate_half_rope(heads(lin(h, p + "self_attn.q_proj"), nh), pos, rot, cfg["rope_theta"])
+            k = rotate_half_rope(heads(lin(h, p + "self_attn.k_proj"), nh), pos, rot, cfg["rope_theta"])
+            a = lin(attend(q, k, heads(lin(h, p + "self_attn.v_proj"), nh), pos), p + "self_attn.dense")
+            m = lin(gelu_tanh(lin(x if broken == "shared-norm" else h, p + "mlp.fc1")), p + "mlp.fc2")
+            x = x + a + m
+        x = layernorm(x, w[P + "final_layernorm.weight"], w[P + "final_layernorm.bias"], eps)
+        return x @ w["lm_head.weight"].T + w["lm_head.bias"]
+    if mt == "mpt":
+        d, nh, eps = cfg["d_model"], cfg["n_heads"], cfg["layer_norm_epsilon"]
+        ac = cfg["attn_config"]
+        P = "transformer."
+
+        def ln(h, name):   # no_bias: LayerNorm without a bias
+            return layernorm(h, w[P + name + ".weight"], 0.0, eps)
+
+        x = w[P + "wte.weight"][ids]
+        bias = -alibi_slopes(nh, ac["alibi_bias_max"])[:, None, None] * (pos[:, None] - pos[None, :])[None]
+        for l in range(cfg["n_layers"]):
+            p = "blocks.%d." % l
+            qkv = ln(x, p + "norm_1") @ w[P + p + "attn.Wqkv.weight"].T
+            if ac.get("clip_qkv") and broken != "clamp":
+                qkv = np.clip(qkv, -ac["clip_qkv"], ac["clip_qkv"])
+            q, k, v = (heads(a, nh) for a in np.split(qkv, 3, -1))
+            x = x + attend(q, k, v, pos, bias) @ w[P + p + "attn.out_proj.weight"].T
+            h = ln(x, p + "norm_2")
+            x = x + gelu_erf(h @ w[P + p + "ffn.up_proj.weight"].T) @ w[P + p + "ffn.down_proj.weight"].T
+        return ln(x, "norm_f") @ w[P + "wte.weight"].T
+    if mt == "gemma":
+        d, nh, nkv, hs = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
+        eps, theta = cfg["rms_norm_eps"], cfg["rope_theta"]
+        P = "model."
+
+        def norm(h, name):   # GemmaRMSNorm: x / rms(x) * (1 + w)
+            return rmsnorm(h, (0.0 if broken == "norm-plus-one" else 1.0) + w[P + name], eps)
+
+        x = w[P + "embed_tokens.weight"][ids] * math.sqrt(d)
+        for l in range(cfg["num_hidden_layers"]):
+            p = "layers.%d." % l
+            h = norm(x, p + "input_layernorm.weight")
+            q = rotate_half_rope(heads(h @ w[P + p + "self_attn.q_proj.weight"].T, nh), pos, hs, theta)
+            k = rotate_half_rope(heads(h @ w[P + p + "self_attn.k_proj.weight"].T, nkv), pos, hs, theta)
+            v = heads(h @ w[P + p + "self_attn.v_proj.weight"].T, nkv)
+            x = x + attend(q, k, v, pos) @ w[P + p + "self_attn.o_proj.weight"].T
+            h = norm(x, p + "post_attention_layernorm.weight")
+            g = gelu_tanh(h @ w[P + p + "mlp.gate_proj.weight"].T)
+            x = x + (g * (h @ w[P + p + "mlp.up_proj.weight"].T)) @ w[P + p + "mlp.down_proj.weight"].T
+        return norm(x, "norm.weight") @ w[P + "embed_tokens.weight"].T
     raise ValueError("%s: model_type %r is not one of %s" % (directory, mt, ", ".join(FAMILIES)))
 
 

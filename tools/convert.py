@@ -701,9 +701,12 @@ def cfg_float(config, key, default):
 
 
 def convert_hf_llama(model_dir, config, out, tokenizer, arch="llama"):
-    """llama, and qwen2: the same layout with q/k/v biases, whose q/k rows
-    stay in HF's rotate_half order (llama.cpp runs qwen2 with NeoX pairs)."""
-    qwen2 = arch == "qwen2"
+    """llama, and the families of the same layout whose q/k rows stay in HF's
+    rotate_half order (llama.cpp runs them with NeoX pairs): qwen2, with
+    q/k/v biases, and gemma, whose RMSNorms scale by (1 + w) (stored as
+    1 + w, as llama.cpp's converter does), GeGLU, tied head."""
+    qwen2, gemma = arch == "qwen2", arch == "gemma"
+    neox = qwen2 or gemma
     st = SafeTensors(model_dir)
     dim = cfg_int(config, "hidden_size")
     hidden = cfg_int(config, "intermediate_size")
@@ -714,8 +717,11 @@ def convert_hf_llama(model_dir, config, out, tokenizer, arch="llama"):
     if n_heads % n_kv or (config.get("head_dim") is None and dim % n_heads) or hd % 2:
         fail("config.json: inconsistent attention: hidden_size %d, %d heads, %d kv heads"
              % (dim, n_heads, n_kv))
-    if config.get("hidden_act", "silu") != "silu":
-        fail("config.json: hidden_act %r is not supported (llama uses silu)" % config["hidden_act"])
+    act = config.get("hidden_activation") or config.get("hidden_act", "silu")
+    if gemma and act not in ("gelu", "gelu_pytorch_tanh"):
+        fail("config.json: hidden_activation %r is not supported (gemma uses tanh GELU)" % act)
+    if not gemma and act != "silu":
+        fail("config.json: hidden_act %r is not supported (%s uses silu)" % (act, arch))
     if not qwen2 and (config.get("attention_bias") or config.get("mlp_bias")):
         fail("config.json: attention/mlp biases are not supported for llama")
     if qwen2 and config.get("use_sliding_window"):
@@ -726,7 +732,9 @@ def convert_hf_llama(model_dir, config, out, tokenizer, arch="llama"):
     plan = TensorPlan(st, ignore=("rotary_emb.inv_freq",))
     P = "model.layers.%d."
     embd = plan.take("model.embed_tokens.weight", (vocab, dim))
-    tied = config.get("tie_word_embeddings", False)
+    tied = config.get("tie_word_embeddings", gemma)
+    if gemma and not tied:
+        fail("config.json: gemma with an untied head is not supported (llama.cpp ties it)")
     head = None
     if "lm_head.weight" in st and not tied:
         head = plan.take("lm_head.weight", (vocab, dim))
@@ -735,30 +743,36 @@ def convert_hf_llama(model_dir, config, out, tokenizer, arch="llama"):
     elif not tied:
         fail("tie_word_embeddings is false but lm_head.weight is missing")
 
-    if tokenizer is None and qwen2:
-        tokenizer = model_dir   # tokenizer.json, or vocab.json + merges.txt
     if tokenizer is None:
         for cand in ("tokenizer.model", "tokenizer.bin"):
             if os.path.isfile(os.path.join(model_dir, cand)):
                 tokenizer = os.path.join(model_dir, cand)
                 break
         else:
-            fail("no tokenizer: pass --tokenizer (a SentencePiece .model or a llama2.c "
-                 "tokenizer.bin)")
+            if neox:
+                tokenizer = model_dir   # tokenizer.json, or vocab.json + merges.txt
+            else:
+                fail("no tokenizer: pass --tokenizer (a SentencePiece .model or a llama2.c "
+                     "tokenizer.bin)")
 
     out.general(arch, model_name(config, model_dir))
     write_llama_hparams(out, ctx=ctx, dim=dim, hidden=hidden, n_layers=L, n_heads=n_heads,
                         n_kv=n_kv, head_dim=hd, eps=cfg_float(config, "rms_norm_eps", 1e-5),
                         theta=cfg_float(config, "rope_theta", 10000.0), arch=arch,
-                        pairing="neox" if qwen2 else "interleaved")
+                        pairing="neox" if neox else "interleaved")
     add_rope_scaling(out, config, arch)
     add_model_tokenizer(out, tokenizer, vocab, config)
 
     def plain(name):
         return lambda: st.read(name)
 
+    def norm(name):
+        if gemma:
+            return lambda: array.array("f", (v + 1.0 for v in st.read(name)))
+        return plain(name)
+
     def unpermuted(name, heads):
-        if qwen2:
+        if neox:
             return plain(name)
         return lambda: unpermute_rotate_half(st.read(name), heads, hd, dim)
 
@@ -767,7 +781,7 @@ def convert_hf_llama(model_dir, config, out, tokenizer, arch="llama"):
         p = P % l
         b = "blk.%d." % l
         out.tensor(b + "attn_norm.weight", (dim,),
-                   plain(plan.take(p + "input_layernorm.weight", (dim,))))
+                   norm(plan.take(p + "input_layernorm.weight", (dim,))))
         q = plan.take(p + "self_attn.q_proj.weight", (n_heads * hd, dim))
         k = plan.take(p + "self_attn.k_proj.weight", (n_kv * hd, dim))
         out.tensor(b + "attn_q.weight", (n_heads * hd, dim), unpermuted(q, n_heads))
@@ -781,14 +795,14 @@ def convert_hf_llama(model_dir, config, out, tokenizer, arch="llama"):
         out.tensor(b + "attn_output.weight", (dim, n_heads * hd),
                    plain(plan.take(p + "self_attn.o_proj.weight", (dim, n_heads * hd))))
         out.tensor(b + "ffn_norm.weight", (dim,),
-                   plain(plan.take(p + "post_attention_layernorm.weight", (dim,))))
+                   norm(plan.take(p + "post_attention_layernorm.weight", (dim,))))
         out.tensor(b + "ffn_gate.weight", (hidden, dim),
                    plain(plan.take(p + "mlp.gate_proj.weight", (hidden, dim))))
         out.tensor(b + "ffn_down.weight", (dim, hidden),
                    plain(plan.take(p + "mlp.down_proj.weight", (dim, hidden))))
         out.tensor(b + "ffn_up.weight", (hidden, dim),
                    plain(plan.take(p + "mlp.up_proj.weight", (hidden, dim))))
-    out.tensor("output_norm.weight", (dim,), plain(plan.take("model.norm.weight", (dim,))))
+    out.tensor("output_norm.weight", (dim,), norm(plan.take("model.norm.weight", (dim,))))
     if head:
         out.tensor("output.weight", (vocab, dim), plain(head))
     plan.finish()
@@ -987,13 +1001,16 @@ class LayerNormWriter:
         read = (lambda: fix(self.st.read(name))) if fix else (lambda: self.st.read(name))
         self.out.tensor(dst, shape, read)
 
-    def linear(self, src, dst, rows, cols, fix_w=None, fix_b=None):
+    def linear(self, src, dst, rows, cols, fix_w=None, fix_b=None, bias=True):
+        """bias: True (required), or "optional" (written when the checkpoint has it)."""
         self.tensor(src + ".weight", dst + ".weight", (rows, cols), fix_w)
-        self.tensor(src + ".bias", dst + ".bias", (rows,), fix_b)
+        if bias is True or src + ".bias" in self.st:
+            self.tensor(src + ".bias", dst + ".bias", (rows,), fix_b)
 
-    def norm(self, src, dst, n):
+    def norm(self, src, dst, n, bias=True):
         self.tensor(src + ".weight", dst + ".weight", (n,))
-        self.tensor(src + ".bias", dst + ".bias", (n,))
+        if bias is True or src + ".bias" in self.st:
+            self.tensor(src + ".bias", dst + ".bias", (n,))
 
 
 def untied_head(st, plan, config, name, tied_default=True):
@@ -1172,8 +1189,103 @@ def convert_gguf(path, out):
         out.tensor(tname, tuple(reversed(t["ne"])), lambda n=tname: r.floats(n))
 
 
+def convert_hf_phi(model_dir, config, out, tokenizer):
+    st = SafeTensors(model_dir)
+    dim, L = cfg_int(config, "hidden_size"), cfg_int(config, "num_hidden_layers")
+    n_head, ff = cfg_int(config, "num_attention_heads"), cfg_int(config, "intermediate_size")
+    ctx, vocab = cfg_int(config, "max_position_embeddings"), cfg_int(config, "vocab_size")
+    n_kv = cfg_int(config, "num_key_value_heads", n_head)
+    if dim % n_head or n_head % n_kv:
+        fail("config.json: hidden_size %d, %d heads, %d kv heads are inconsistent" % (dim, n_head, n_kv))
+    hd = dim // n_head
+    n_rot = int(cfg_float(config, "partial_rotary_factor", 0.5) * hd)
+    if n_rot <= 0 or n_rot % 2:
+        fail("config.json: partial_rotary_factor gives %d rotated dims of %d (must be even, > 0)"
+             % (n_rot, hd))
+    if config.get("qk_layernorm"):
+        fail("config.json: qk_layernorm is not supported")
+    if config.get("hidden_act", "gelu_new") not in ("gelu_new", "gelu_pytorch_tanh"):
+        fail("config.json: hidden_act %r is not supported (phi uses tanh GELU)" % config["hidden_act"])
+    plan = TensorPlan(st, ignore=("rotary_emb.inv_freq",))
+    w = LayerNormWriter(st, plan, out)
+    out.general("phi2", model_name(config, model_dir))
+    add_layernorm_hparams(out, "phi2", ctx, dim, ff, L, n_head, n_kv,
+                          cfg_float(config, "layer_norm_eps", 1e-5))
+    out.w.add_uint32("phi2.rope.dimension_count", n_rot)
+    out.w.add_float32("phi2.rope.freq_base", cfg_float(config, "rope_theta", 10000.0))
+    out.w.add_string("posenc.positional", "rope")
+    out.w.add_string("posenc.rope.pairing", "neox")
+    add_model_tokenizer(out, tokenizer or model_dir, vocab, config)
+    P = "model."
+    w.tensor(P + "embed_tokens.weight", "token_embd.weight", (vocab, dim))
+    for l in range(L):
+        p, b = P + "layers.%d." % l, "blk.%d." % l
+        w.norm(p + "input_layernorm", b + "attn_norm", dim)   # one norm for both branches
+        for n, rows in (("q", dim), ("k", n_kv * hd), ("v", n_kv * hd)):
+            w.linear(p + "self_attn.%s_proj" % n, b + "attn_" + n, rows, dim)
+        w.linear(p + "self_attn.dense", b + "attn_output", dim, dim)
+        w.linear(p + "mlp.fc1", b + "ffn_up", ff, dim)
+        w.linear(p + "mlp.fc2", b + "ffn_down", dim, ff)
+    w.norm(P + "final_layernorm", "output_norm", dim)
+    w.linear("lm_head", "output", vocab, dim)   # phi2 has an untied head with a bias
+    plan.finish()
+
+
+def convert_hf_mpt(model_dir, config, out, tokenizer):
+    st = SafeTensors(model_dir)
+    dim, L, n_head = cfg_int(config, "d_model"), cfg_int(config, "n_layers"), cfg_int(config, "n_heads")
+    ctx, vocab = cfg_int(config, "max_seq_len"), cfg_int(config, "vocab_size")
+    ff = int(cfg_float(config, "expansion_ratio", 4) * dim)
+    attn = config.get("attn_config") or {}
+    if not isinstance(attn, dict):
+        fail("config.json: attn_config must be an object")
+    n_kv = cfg_int(attn, "kv_n_heads", n_head)
+    if dim % n_head or n_head % n_kv:
+        fail("config.json: d_model %d, %d heads, %d kv heads are inconsistent" % (dim, n_head, n_kv))
+    kv = n_kv * (dim // n_head)
+    alibi, learned = bool(attn.get("alibi", False)), bool(config.get("learned_pos_emb", True))
+    learned = learned and "transformer.wpe.weight" in st
+    if alibi and learned:
+        fail("config.json: alibi together with learned positions is not supported (one scheme)")
+    if alibi and n_head & (n_head - 1):
+        fail("config.json: MPT's ALiBi slopes for %d heads (not a power of two) differ from "
+             "llama.cpp's" % n_head)
+    if config.get("ffn_config", {}).get("ffn_type", "mptmlp") != "mptmlp":
+        fail("config.json: ffn_type %r is not supported" % config["ffn_config"]["ffn_type"])
+    plan = TensorPlan(st)
+    w = LayerNormWriter(st, plan, out)
+    head = untied_head(st, plan, config, "lm_head.weight")
+    out.general("mpt", model_name(config, model_dir))
+    add_layernorm_hparams(out, "mpt", ctx, dim, ff, L, n_head, n_kv,
+                          cfg_float(config, "layer_norm_epsilon", 1e-5))
+    if attn.get("clip_qkv") is not None:
+        out.w.add_float32("mpt.attention.clamp_kqv", cfg_float(attn, "clip_qkv", None))
+    # llama.cpp's converter writes 0 for "no alibi"
+    out.w.add_float32("mpt.attention.max_alibi_bias",
+                      cfg_float(attn, "alibi_bias_max", 8.0) if alibi else 0.0)
+    out.w.add_string("posenc.positional", "alibi" if alibi else "learned" if learned else "none")
+    add_model_tokenizer(out, tokenizer or model_dir, vocab, config)
+    P = "transformer."
+    w.tensor(P + "wte.weight", "token_embd.weight", (vocab, dim))
+    if learned:
+        w.tensor(P + "wpe.weight", "position_embd.weight", (ctx, dim))
+    for l in range(L):
+        p, b = P + "blocks.%d." % l, "blk.%d." % l
+        w.norm(p + "norm_1", b + "attn_norm", dim, bias="optional")
+        w.linear(p + "attn.Wqkv", b + "attn_qkv", dim + 2 * kv, dim, bias="optional")
+        w.linear(p + "attn.out_proj", b + "attn_output", dim, dim, bias="optional")
+        w.norm(p + "norm_2", b + "ffn_norm", dim, bias="optional")
+        w.linear(p + "ffn.up_proj", b + "ffn_up", ff, dim, bias="optional")
+        w.linear(p + "ffn.down_proj", b + "ffn_down", dim, ff, bias="optional")
+    w.norm(P + "norm_f", "output_norm", dim, bias="optional")
+    if head:
+        w.tensor(head, "output.weight", (vocab, dim))
+    plan.finish()
+
+
 _LAYERNORM_FAMILIES = {"gpt_neox": convert_hf_gpt_neox, "bloom": convert_hf_bloom,
-                       "gpt_bigcode": convert_hf_gpt_bigcode}
+                       "gpt_bigcode": convert_hf_gpt_bigcode, "phi": convert_hf_phi,
+                       "mpt": convert_hf_mpt}
 
 
 def convert_hf(model_dir, out, tokenizer):
@@ -1184,7 +1296,7 @@ def convert_hf(model_dir, out, tokenizer):
     if not isinstance(config, dict):
         fail("%s: expected a JSON object" % cfg_path)
     mt = config.get("model_type")
-    if mt in ("llama", "qwen2"):
+    if mt in ("llama", "qwen2", "gemma"):
         convert_hf_llama(model_dir, config, out, tokenizer, mt)
     elif mt in _LAYERNORM_FAMILIES:
         _LAYERNORM_FAMILIES[mt](model_dir, config, out, tokenizer)
@@ -1194,8 +1306,8 @@ def convert_hf(model_dir, out, tokenizer):
                  "from the model directory)")
         convert_hf_gpt2(model_dir, config, out)
     else:
-        fail("%s: unsupported model_type %r (supported: llama, qwen2, gpt2, gpt_neox, bloom, "
-             "gpt_bigcode)" % (cfg_path, mt))
+        fail("%s: unsupported model_type %r (supported: llama, qwen2, gemma, gpt2, gpt_neox, "
+             "bloom, gpt_bigcode, phi, mpt)" % (cfg_path, mt))
 
 
 # ---- chat template ---------------------------------------------------------------------------

@@ -31,7 +31,8 @@ static const Case CASES[] = {
     {1, PE_SINUSOIDAL}, {2, PE_LEARNED}, {3, PE_ROPE}, {4, PE_ALIBI}, {5, PE_NONE}, {6, PE_T5},
     /* the other families under their own scheme (gptneox: partial rotary),
      * and two overrides across families */
-    {7, PE_ROPE}, {8, PE_ROPE}, {9, PE_ALIBI}, {10, PE_LEARNED}, {7, PE_ALIBI}, {9, PE_ROPE},
+    {7, PE_ROPE}, {8, PE_ROPE}, {9, PE_ALIBI}, {10, PE_LEARNED}, {11, PE_ROPE}, {12, PE_ALIBI},
+    {13, PE_ROPE}, {7, PE_ALIBI}, {9, PE_ROPE},
 };
 #define N_CASES ((int)(sizeof CASES / sizeof CASES[0]))
 
