@@ -262,6 +262,84 @@ START_TEST(matches_llamacpp) {
 }
 END_TEST
 
+/* ---- refusals ------------------------------------------------------------------------- */
+
+/* Copies a GGUF without one tensor (or "") and with one key replaced or
+ * added: "KEY=f:1.5", "KEY=u:7", "KEY=s:text" (or ""). */
+static const char EDIT_SCRIPT[] =
+    "import sys\n"
+    "sys.path.insert(0, 'tools')\n"
+    "import gguf\n"
+    "src, dst, drop, setting = sys.argv[1:5]\n"
+    "key, _, typed = setting.partition('=')\n"
+    "kind, _, value = typed.partition(':')\n"
+    "r, w = gguf.Reader(src), gguf.Writer()\n"
+    "for k, (t, v) in r.kv.items():\n"
+    "    if k == key:\n"
+    "        continue\n"
+    "    if t == gguf.ARRAY:\n"
+    "        w.add_array(k, v[0], v[1])\n"
+    "    else:\n"
+    "        w.add(k, t, v)\n"
+    "if kind == 'f':\n"
+    "    w.add_float32(key, float(value))\n"
+    "elif kind == 'u':\n"
+    "    w.add_uint32(key, int(value))\n"
+    "elif kind == 's':\n"
+    "    w.add_string(key, value)\n"
+    "for n, t in r.tensors.items():\n"
+    "    if n != drop:\n"
+    "        w.add_tensor(n, tuple(reversed(t['ne'])), gguf.GGML_F32, lambda n=n: r.floats(n))\n"
+    "w.write(dst)\n";
+
+typedef struct {
+    const char *name; /* the case whose file is edited */
+    const char *drop; /* tensor left out, or "" */
+    const char *set;  /* key set, or "" */
+    const char *needle;
+} Refusal;
+
+static const Refusal REFUSALS[] = {
+    {"qwen2", "blk.1.attn_k.bias", "", "missing tensor 'blk.1.attn_k.bias'"},
+    {"bloom", "token_embd_norm.bias", "", "missing tensor 'token_embd_norm.bias'"},
+    {"phi2", "output.bias", "", "missing tensor 'output.bias'"},
+    {"gptneox", "blk.0.ffn_norm.weight", "", "missing tensor 'blk.0.ffn_norm.weight'"},
+    {"mpt", "", "mpt.attention.clamp_kqv=f:-1", "mpt.attention.clamp_kqv -1 is out of range"},
+    {"gemma", "", "gemma.attention.value_length=u:16",
+     "gemma.attention.value_length = 16 differs from the key length 32"},
+    {"gptneox", "", "gptneox.rope.dimension_count=u:18",
+     "rotary dims 18 must be even and in 2..16"},
+    {"starcoder", "", "general.architecture=s:falcon",
+     "unsupported architecture 'falcon' (supported: llama, gpt2, qwen2, gptneox, bloom, "
+     "starcoder, phi2, mpt, gemma)"},
+    /* control: the same copy with nothing changed loads */
+    {"qwen2", "", "", NULL},
+};
+
+START_TEST(malformed_family_file) {
+    require_ready();
+    if (!ready) return;
+    const Refusal *f = &REFUSALS[_i];
+    int c = case_index(f->name);
+    char out[300];
+    snprintf(out, sizeof out, "%s.edit-%d.gguf", dirs[c], (int)_i);
+    const char *args[] = {"-c", EDIT_SCRIPT, ggufs[c], out, f->drop, f->set, NULL};
+    TestsRun r = tests_run_python_ok(args);
+    tests_run_free(&r);
+    Model m;
+    PosencError err;
+    int rc = model_load(&m, out, &err);
+    if (!f->needle) {
+        ck_assert_msg(rc == 0, "the unedited copy does not load: %s", err.msg);
+        model_free(&m);
+    } else {
+        ck_assert_msg(rc != 0, "%s loaded despite the edit", out);
+        tests_expect_file_error(err.msg, out, f->needle);
+    }
+    remove(out);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("arch");
     TCase *tc = tcase_create("families");
@@ -269,6 +347,8 @@ int main(void) {
     tcase_set_timeout(tc, 300);
     tcase_add_loop_test(tc, matches_reference, 0, N_CASES);
     tcase_add_loop_test(tc, broken_feature_is_detected, 0, N_CASES);
+    tcase_add_loop_test(tc, malformed_family_file, 0,
+                        (int)(sizeof REFUSALS / sizeof REFUSALS[0]));
     tcase_add_loop_test(tc, matches_llamacpp, 0,
                         (int)(sizeof ARCH_LLAMACPP / sizeof ARCH_LLAMACPP[0]));
     suite_add_tcase(s, tc);
