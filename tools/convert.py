@@ -11,14 +11,20 @@ INPUT is either
     with its tokenizer (--tokenizer, or tokenizer.bin next to it);
   * a Hugging Face directory: config.json + model.safetensors (or shards
     listed in model.safetensors.index.json), model_type `llama` (tokenizer
-    from --tokenizer, or the directory's tokenizer.model or tokenizer.bin) or
-    `gpt2` (vocab.json + merges.txt).
+    from --tokenizer, or the directory's tokenizer.model or tokenizer.bin),
+    `gpt2` (vocab.json + merges.txt), or `qwen2`, `gemma`, `gpt_neox`,
+    `bloom`, `gpt_bigcode`, `phi`, `mpt` (GGUF architectures qwen2, gemma,
+    gptneox, bloom, starcoder, phi2, mpt; tokenizer from --tokenizer, or the
+    directory's tokenizer.model, tokenizer.json or vocab.json + merges.txt).
 A tokenizer is a SentencePiece .model (BPE or unigram), a llama2.c
 tokenizer.bin, or a GPT-2 vocab.json + merges.txt directory; --vocab-only
 writes just its general.* and tokenizer keys, no tensors.
 
-Keys and tensor names follow llama.cpp (arch `llama` or `gpt2`), so standard
-models stay interchangeable with that ecosystem.  What has no standard name
+Keys, tensor names and layouts follow llama.cpp's convert_hf_to_gguf.py (e.g.
+GPT-NeoX's and BLOOM's per-head fused qkv reordered into q | k | v blocks,
+Gemma's norms stored as 1 + w, a tied head written as output.weight where
+llama.cpp requires one), so standard models stay interchangeable with that
+ecosystem.  What has no standard name
 goes under `posenc.*`:
   posenc.positional       learned | sinusoidal | rope | alibi | none | t5 (always written)
   posenc.rope.pairing     interleaved (Meta/llama2.c pairs 2i,2i+1) | neox (rotate_half: i, i+d/2)
