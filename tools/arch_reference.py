@@ -67,6 +67,17 @@ def write_safetensors(path, tensors):
         f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
 
 
+def per_head_fused_block(t, p, attn, d, ff, r, norm):
+    """A GPT-NeoX or BLOOM block's tensors (they differ in the attention's name)."""
+    for n in ("input_layernorm", "post_attention_layernorm"):
+        t[p + n + ".weight"], t[p + n + ".bias"] = norm(d), r(d, scale=0.1)
+    t[p + attn + ".query_key_value.weight"] = r(3 * d, d)
+    t[p + attn + ".query_key_value.bias"] = r(3 * d, scale=0.5)
+    t[p + attn + ".dense.weight"], t[p + attn + ".dense.bias"] = r(d, d), r(d, scale=0.1)
+    t[p + "mlp.dense_h_to_4h.weight"], t[p + "mlp.dense_h_to_4h.bias"] = r(ff, d), r(ff, scale=0.1)
+    t[p + "mlp.dense_4h_to_h.weight"], t[p + "mlp.dense_4h_to_h.bias"] = r(d, ff), r(d, scale=0.1)
+
+
 def random_weights(family, rng, tied):
     """(config, tensors) of the family at its real layout and naming."""
     d, L, nh, V = DIM, LAYERS, HEADS, VOCAB
@@ -110,14 +121,7 @@ def random_weights(family, rng, tied):
                "tie_word_embeddings": False, "vocab_size": V}
         t["gpt_neox.embed_in.weight"] = r(V, d, scale=1.0)
         for l in range(L):
-            p = "gpt_neox.layers.%d." % l
-            for n in ("input_layernorm", "post_attention_layernorm"):
-                t[p + n + ".weight"], t[p + n + ".bias"] = norm(d), r(d, scale=0.1)
-            t[p + "attention.query_key_value.weight"] = r(3 * d, d)
-            t[p + "attention.query_key_value.bias"] = r(3 * d, scale=0.5)
-            t[p + "attention.dense.weight"], t[p + "attention.dense.bias"] = r(d, d), r(d, scale=0.1)
-            t[p + "mlp.dense_h_to_4h.weight"], t[p + "mlp.dense_h_to_4h.bias"] = r(ff, d), r(ff, scale=0.1)
-            t[p + "mlp.dense_4h_to_h.weight"], t[p + "mlp.dense_4h_to_h.bias"] = r(d, ff), r(d, scale=0.1)
+            per_head_fused_block(t, "gpt_neox.layers.%d." % l, "attention", d, ff, r, norm)
         t["gpt_neox.final_layer_norm.weight"] = norm(d)
         t["gpt_neox.final_layer_norm.bias"] = r(d, scale=0.1)
         t["embed_out.weight"] = r(V, d)
@@ -129,15 +133,7 @@ def random_weights(family, rng, tied):
         t["transformer.word_embeddings_layernorm.weight"] = norm(d)
         t["transformer.word_embeddings_layernorm.bias"] = r(d, scale=0.1)
         for l in range(L):
-            p = "transformer.h.%d." % l
-            for n in ("input_layernorm", "post_attention_layernorm"):
-                t[p + n + ".weight"], t[p + n + ".bias"] = norm(d), r(d, scale=0.1)
-            t[p + "self_attention.query_key_value.weight"] = r(3 * d, d)
-            t[p + "self_attention.query_key_value.bias"] = r(3 * d, scale=0.5)
-            t[p + "self_attention.dense.weight"] = r(d, d)
-            t[p + "self_attention.dense.bias"] = r(d, scale=0.1)
-            t[p + "mlp.dense_h_to_4h.weight"], t[p + "mlp.dense_h_to_4h.bias"] = r(4 * d, d), r(4 * d, scale=0.1)
-            t[p + "mlp.dense_4h_to_h.weight"], t[p + "mlp.dense_4h_to_h.bias"] = r(d, 4 * d), r(d, scale=0.1)
+            per_head_fused_block(t, "transformer.h.%d." % l, "self_attention", d, 4 * d, r, norm)
         t["transformer.ln_f.weight"], t["transformer.ln_f.bias"] = norm(d), r(d, scale=0.1)
     elif family == "gpt_bigcode":
         cfg = {"model_type": "gpt_bigcode", "architectures": ["GPTBigCodeForCausalLM"], "n_embd": d,

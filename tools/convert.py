@@ -1043,6 +1043,20 @@ def add_layernorm_hparams(out, arch, ctx, dim, ff, L, n_head, n_kv, eps):
     w.add_float32(arch + ".attention.layer_norm_epsilon", eps)
 
 
+def write_per_head_fused_block(w, p, attn, layer, dim, ff, n_head):
+    """One GPT-NeoX or BLOOM block (HF prefix p, attention module `attn`):
+    the same tensors under the same names but for the attention's."""
+    b, hd = "blk.%d." % layer, dim // n_head
+    w.norm(p + "input_layernorm", b + "attn_norm", dim)
+    w.linear(p + attn + ".query_key_value", b + "attn_qkv", 3 * dim, dim,
+             lambda a: per_head_qkv(a, n_head, hd, dim),
+             lambda a: per_head_qkv(a, n_head, hd, 1))
+    w.linear(p + attn + ".dense", b + "attn_output", dim, dim)
+    w.norm(p + "post_attention_layernorm", b + "ffn_norm", dim)
+    w.linear(p + "mlp.dense_h_to_4h", b + "ffn_up", ff, dim)
+    w.linear(p + "mlp.dense_4h_to_h", b + "ffn_down", dim, ff)
+
+
 def convert_hf_gpt_neox(model_dir, config, out, tokenizer):
     st = SafeTensors(model_dir)
     dim, L = cfg_int(config, "hidden_size"), cfg_int(config, "num_hidden_layers")
@@ -1072,15 +1086,7 @@ def convert_hf_gpt_neox(model_dir, config, out, tokenizer):
     P = "gpt_neox."
     w.tensor(P + "embed_in.weight", "token_embd.weight", (vocab, dim))
     for l in range(L):
-        p, b = P + "layers.%d." % l, "blk.%d." % l
-        w.norm(p + "input_layernorm", b + "attn_norm", dim)
-        w.linear(p + "attention.query_key_value", b + "attn_qkv", 3 * dim, dim,
-                 lambda a: per_head_qkv(a, n_head, hd, dim),
-                 lambda a: per_head_qkv(a, n_head, hd, 1))
-        w.linear(p + "attention.dense", b + "attn_output", dim, dim)
-        w.norm(p + "post_attention_layernorm", b + "ffn_norm", dim)
-        w.linear(p + "mlp.dense_h_to_4h", b + "ffn_up", ff, dim)
-        w.linear(p + "mlp.dense_4h_to_h", b + "ffn_down", dim, ff)
+        write_per_head_fused_block(w, P + "layers.%d." % l, "attention", l, dim, ff, n_head)
     w.norm(P + "final_layer_norm", "output_norm", dim)
     if head:
         w.tensor(head, "output.weight", (vocab, dim))
@@ -1094,7 +1100,7 @@ def convert_hf_bloom(model_dir, config, out, tokenizer):
     vocab = cfg_int(config, "vocab_size")
     if dim % n_head:
         fail("config.json: hidden_size %d is not a multiple of %d heads" % (dim, n_head))
-    hd, ff = dim // n_head, 4 * dim
+    ff = 4 * dim
     P = "transformer." if "transformer.word_embeddings.weight" in st else ""
     plan = TensorPlan(st)
     w = LayerNormWriter(st, plan, out)
@@ -1110,15 +1116,7 @@ def convert_hf_bloom(model_dir, config, out, tokenizer):
     w.tensor(embd, "token_embd.weight", (vocab, dim))
     w.norm(P + "word_embeddings_layernorm", "token_embd_norm", dim)
     for l in range(L):
-        p, b = P + "h.%d." % l, "blk.%d." % l
-        w.norm(p + "input_layernorm", b + "attn_norm", dim)
-        w.linear(p + "self_attention.query_key_value", b + "attn_qkv", 3 * dim, dim,
-                 lambda a: per_head_qkv(a, n_head, hd, dim),
-                 lambda a: per_head_qkv(a, n_head, hd, 1))
-        w.linear(p + "self_attention.dense", b + "attn_output", dim, dim)
-        w.norm(p + "post_attention_layernorm", b + "ffn_norm", dim)
-        w.linear(p + "mlp.dense_h_to_4h", b + "ffn_up", ff, dim)
-        w.linear(p + "mlp.dense_4h_to_h", b + "ffn_down", dim, ff)
+        write_per_head_fused_block(w, P + "h.%d." % l, "self_attention", l, dim, ff, n_head)
     w.norm(P + "ln_f", "output_norm", dim)
     # llama.cpp requires output.weight for bloom: its converter writes the tied
     # embedding again, and so does this one.
