@@ -32,6 +32,12 @@ static void embed_tokens(Context *ctx, const int *tokens, int n, int pos0) {
     if (c->family.embed_norm) norm_rows(c, ctx->state.x, ctx->state.x, w->embd_norm, w->embd_norm_b, n);
 }
 
+/* Whether a query at pos_q sees the key at pos_k: not a later one, nor one
+ * that has left the sliding window. */
+static int visible(const ModelConfig *c, int pos_q, int pos_k) {
+    return pos_k <= pos_q && (!c->sliding_window || pos_q - pos_k < c->sliding_window);
+}
+
 static void clamp(float *x, size_t n, float limit) {
     for (size_t i = 0; i < n; i++) x[i] = x[i] > limit ? limit : x[i] < -limit ? -limit : x[i];
 }
@@ -59,7 +65,7 @@ static void attend_tile(const Context *ctx, int layer, int head, int t0, int nt,
         float *row = att + (size_t)t * kv->n_ctx;
         int pos_q = pos0 + t0 + t;
         for (int cell = 0; cell < cells; cell++)
-            row[cell] = kv->pos[cell] > pos_q ? -INFINITY : row[cell] / root * scale;
+            row[cell] = !visible(c, pos_q, kv->pos[cell]) ? -INFINITY : row[cell] / root * scale;
         if (ops->bias) ops->bias(&ctx->pe, head, pos_q, kv->pos, row, cells);
         softmax(row, cells);
     }

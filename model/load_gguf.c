@@ -14,7 +14,9 @@
  *   posenc.embedding_scale  token embedding multiplier (default 1)
  *   posenc.relative_attention.max_distance   t5's (default 128, as llama.cpp)
  *   posenc.relative_attention.bidirectional  t5's buckets for both directions
- *                                            (default false) */
+ *                                            (default false)
+ * {arch}.attention.sliding_window is llama.cpp's key (its gemma2's); posenc
+ * reads it for every family, e.g. a Mistral converted to `llama`. */
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
@@ -226,6 +228,7 @@ static int read_config(Loader *l, ModelConfig *c) {
                      &c->norm_eps, l->err) ||
         key_bool_opt(l, arch_key(l, "use_parallel_residual"), &c->family.parallel_residual) ||
         key_f32_opt(l, arch_key(l, "attention.clamp_kqv"), &c->clamp_kqv) ||
+        key_int_opt(l, arch_key(l, "attention.sliding_window"), &c->sliding_window) ||
         key_f32_opt(l, "posenc.embedding_scale", &c->embed_scale))
         return -1;
     /* The vocabulary size is the embedding's row count, as in llama.cpp. */

@@ -21,6 +21,8 @@ typedef struct {
     float norm_eps;
     float embed_scale; /* token embeddings are multiplied by this (1 or sqrt(dim)) */
     float clamp_kqv;   /* q, k, v clamped to [-clamp_kqv, clamp_kqv] (mpt); 0 = not */
+    int sliding_window; /* a query sees the keys of the last W positions, its own
+                           included (Mistral); 0 = every earlier position */
 } ModelConfig;
 
 /* Vectors are always f32 (norms and biases are tiny); matrices may be any

@@ -2,7 +2,8 @@
 """Tiny random Hugging Face checkpoints of each architecture family, and a
 float64 NumPy forward pass for them written from the Hugging Face modeling
 code (modeling_qwen2.py, modeling_gpt_neox.py, modeling_bloom.py,
-modeling_gpt_bigcode.py, modeling_phi.py, modeling_mpt.py, modeling_gemma.py),
+modeling_gpt_bigcode.py, modeling_phi.py, modeling_mpt.py, modeling_gemma.py,
+modeling_mistral.py),
 independently of posenc's C code.
 
     arch_reference.py make FAMILY DIR [--seed N] [--tied]
@@ -25,6 +26,7 @@ independently of posenc's C code.
           shared-norm   phi: the feed-forward without the attention's LayerNorm (reads x)
           clamp         mpt: clip_qkv not applied
           norm-plus-one gemma: RMSNorm scaled by w instead of (1 + w)
+          window        mistral: no sliding window (every earlier position seen)
 
 Stdlib + NumPy only.
 """
@@ -37,7 +39,8 @@ import sys
 
 import numpy as np
 
-FAMILIES = ("qwen2", "gpt_neox", "bloom", "gpt_bigcode", "phi", "mpt", "gemma")
+FAMILIES = ("qwen2", "gpt_neox", "bloom", "gpt_bigcode", "phi", "mpt", "gemma", "mistral")
+WINDOW = 5   # mistral's sliding window: short, so that the tests' prompts leave it
 DIM, LAYERS, HEADS, VOCAB, CTX = 64, 2, 4, 256, 64
 
 
@@ -90,20 +93,24 @@ def random_weights(family, rng, tied):
         return 1.0 + r(n, scale=0.1)
 
     t = {}
-    if family == "qwen2":
+    if family in ("qwen2", "mistral"):
         nkv, ff = 2, 128
-        cfg = {"model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"], "hidden_size": d,
+        qwen2 = family == "qwen2"
+        cfg = {"model_type": family, "hidden_size": d,
                "intermediate_size": ff, "num_hidden_layers": L, "num_attention_heads": nh,
                "num_key_value_heads": nkv, "max_position_embeddings": CTX, "rms_norm_eps": 1e-6,
-               "rope_theta": 1000000.0, "tie_word_embeddings": tied, "vocab_size": V,
-               "hidden_act": "silu"}
+               "rope_theta": 1000000.0 if qwen2 else 10000.0, "tie_word_embeddings": tied,
+               "vocab_size": V, "hidden_act": "silu"}
+        if not qwen2:
+            cfg["sliding_window"] = WINDOW
         t["model.embed_tokens.weight"] = r(V, d, scale=1.0)
         for l in range(L):
             p = "model.layers.%d." % l
             t[p + "input_layernorm.weight"] = norm(d)
             for n, rows in (("q", d), ("k", nkv * hs), ("v", nkv * hs)):
                 t[p + "self_attn.%s_proj.weight" % n] = r(rows, d)
-                t[p + "self_attn.%s_proj.bias" % n] = r(rows, scale=0.5)
+                if qwen2:
+                    t[p + "self_attn.%s_proj.bias" % n] = r(rows, scale=0.5)
             t[p + "self_attn.o_proj.weight"] = r(d, d)
             t[p + "post_attention_layernorm.weight"] = norm(d)
             t[p + "mlp.gate_proj.weight"] = r(ff, d)
@@ -286,14 +293,17 @@ def alibi_slopes(n, max_bias=8.0):
     return np.array([m0 ** (h + 1) if h < n2 else m1 ** (2 * (h - n2) + 1) for h in range(n)])
 
 
-def attend(q, k, v, positions, bias=None):
-    """q (heads, n, hs), k and v (kv_heads, n, hs): causal softmax attention."""
+def attend(q, k, v, positions, bias=None, window=None):
+    """q (heads, n, hs), k and v (kv_heads, n, hs): causal softmax attention;
+    with a window, a query sees the keys of the last `window` positions."""
     rep = q.shape[0] // k.shape[0]
     k, v = np.repeat(k, rep, 0), np.repeat(v, rep, 0)
     s = q @ k.transpose(0, 2, 1) / math.sqrt(q.shape[-1])
     if bias is not None:
         s = s + bias
     s = np.where(positions[None, :] > positions[:, None], -np.inf, s)
+    if window:
+        s = np.where(positions[:, None] - positions[None, :] >= window, -np.inf, s)
     o = softmax(s) @ v                                    # (heads, n, hs)
     return o.transpose(1, 0, 2).reshape(q.shape[1], -1)
 
@@ -318,8 +328,9 @@ def forward(directory, ids, pos0=0, broken=None):
     ids = np.asarray(ids)
     n = len(ids)
     pos = pos0 + np.arange(n, dtype=np.float64)
-    if mt == "qwen2":
+    if mt in ("qwen2", "mistral"):
         d, nh, nkv = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
+        window = None if broken == "window" else cfg.get("sliding_window")
         eps, theta, hs = cfg["rms_norm_eps"], cfg["rope_theta"], d // nh
         x = w["model.embed_tokens.weight"][ids]
         for l in range(cfg["num_hidden_layers"]):
@@ -328,11 +339,12 @@ def forward(directory, ids, pos0=0, broken=None):
             proj = {}
             for name in "qkv":
                 proj[name] = h @ w[p + "self_attn.%s_proj.weight" % name].T
-                if broken != "qkv-bias":
-                    proj[name] = proj[name] + w[p + "self_attn.%s_proj.bias" % name]
+                bias = p + "self_attn.%s_proj.bias" % name
+                if bias in w and broken != "qkv-bias":
+                    proj[name] = proj[name] + w[bias]
             q = rotate_half_rope(heads(proj["q"], nh), pos, hs, theta)
             k = rotate_half_rope(heads(proj["k"], nkv), pos, hs, theta)
-            x = x + attend(q, k, heads(proj["v"], nkv), pos) @ w[p + "self_attn.o_proj.weight"].T
+            x = x + attend(q, k, heads(proj["v"], nkv), pos, window=window) @ w[p + "self_attn.o_proj.weight"].T
             h = rmsnorm(x, w[p + "post_attention_layernorm.weight"], eps)
             g = h @ w[p + "mlp.gate_proj.weight"].T
             x = x + (g / (1 + np.exp(-g)) * (h @ w[p + "mlp.up_proj.weight"].T)) @ w[p + "mlp.down_proj.weight"].T

@@ -12,6 +12,7 @@ INPUT is either
   * a Hugging Face directory: config.json + model.safetensors (or shards
     listed in model.safetensors.index.json), model_type `llama` (tokenizer
     from --tokenizer, or the directory's tokenizer.model or tokenizer.bin),
+    `mistral` (as llama, with llama.attention.sliding_window),
     `gpt2` (vocab.json + merges.txt), or `qwen2`, `gemma`, `gpt_neox`,
     `bloom`, `gpt_bigcode`, `phi`, `mpt` (GGUF architectures qwen2, gemma,
     gptneox, bloom, starcoder, phi2, mpt; tokenizer from --tokenizer, or the
@@ -750,16 +751,14 @@ def convert_hf_llama(model_dir, config, out, tokenizer, arch="llama"):
         fail("tie_word_embeddings is false but lm_head.weight is missing")
 
     if tokenizer is None:
-        for cand in ("tokenizer.model", "tokenizer.bin"):
+        for cand in ("tokenizer.model", "tokenizer.bin", "tokenizer.json", "vocab.json"):
             if os.path.isfile(os.path.join(model_dir, cand)):
-                tokenizer = os.path.join(model_dir, cand)
+                # a .json: the directory's tokenizer.json, or vocab.json + merges.txt
+                tokenizer = model_dir if cand.endswith(".json") else os.path.join(model_dir, cand)
                 break
         else:
-            if neox:
-                tokenizer = model_dir   # tokenizer.json, or vocab.json + merges.txt
-            else:
-                fail("no tokenizer: pass --tokenizer (a SentencePiece .model or a llama2.c "
-                     "tokenizer.bin)")
+            fail("no tokenizer: pass --tokenizer (a SentencePiece .model or a llama2.c "
+                 "tokenizer.bin)")
 
     out.general(arch, model_name(config, model_dir))
     write_llama_hparams(out, ctx=ctx, dim=dim, hidden=hidden, n_layers=L, n_heads=n_heads,
@@ -767,6 +766,9 @@ def convert_hf_llama(model_dir, config, out, tokenizer, arch="llama"):
                         theta=cfg_float(config, "rope_theta", 10000.0), arch=arch,
                         pairing="neox" if neox else "interleaved")
     add_rope_scaling(out, config, arch)
+    window = config.get("sliding_window")
+    if window is not None and not qwen2:   # Mistral's; Qwen2's is refused above unless unused
+        out.w.add_uint32(arch + ".attention.sliding_window", cfg_int(config, "sliding_window"))
     add_model_tokenizer(out, tokenizer, vocab, config)
 
     def plain(name):
@@ -1300,8 +1302,8 @@ def convert_hf(model_dir, out, tokenizer):
     if not isinstance(config, dict):
         fail("%s: expected a JSON object" % cfg_path)
     mt = config.get("model_type")
-    if mt in ("llama", "qwen2", "gemma"):
-        convert_hf_llama(model_dir, config, out, tokenizer, mt)
+    if mt in ("llama", "qwen2", "gemma", "mistral"):   # Mistral is llama with a sliding window
+        convert_hf_llama(model_dir, config, out, tokenizer, "llama" if mt == "mistral" else mt)
     elif mt in _LAYERNORM_FAMILIES:
         _LAYERNORM_FAMILIES[mt](model_dir, config, out, tokenizer)
     elif mt == "gpt2":
@@ -1310,8 +1312,8 @@ def convert_hf(model_dir, out, tokenizer):
                  "from the model directory)")
         convert_hf_gpt2(model_dir, config, out)
     else:
-        fail("%s: unsupported model_type %r (supported: llama, qwen2, gemma, gpt2, gpt_neox, "
-             "bloom, gpt_bigcode, phi, mpt)" % (cfg_path, mt))
+        fail("%s: unsupported model_type %r (supported: llama, mistral, qwen2, gemma, gpt2, "
+             "gpt_neox, bloom, gpt_bigcode, phi, mpt)" % (cfg_path, mt))
 
 
 # ---- chat template ---------------------------------------------------------------------------

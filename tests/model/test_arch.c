@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "tests/common.h"
 #include "tests/fixtures/arch_llamacpp.h"
@@ -32,55 +31,52 @@ typedef struct {
     const char *name;    /* build/arch/<name> */
     const char *family;  /* arch_reference.py's family (HF model_type) */
     const char *arch;    /* the GGUF general.architecture convert.py writes */
-    const char *tied;    /* "--tied" or NULL */
-    const char *broken;  /* arch_reference.py --break for the negative control */
+    int tied;
 } Case;
 
 static const Case CASES[] = {
-    {"qwen2", "qwen2", "qwen2", NULL, "qkv-bias"},
-    {"qwen2-tied", "qwen2", "qwen2", "--tied", "qkv-bias"},
-    {"gptneox", "gpt_neox", "gptneox", NULL, "parallel"},
-    {"gptneox-rotary", "gpt_neox", "gptneox", NULL, "full-rotary"},
-    {"gptneox-qkv", "gpt_neox", "gptneox", NULL, "qkv-order"},
-    {"bloom", "bloom", "bloom", NULL, "embed-norm"},
-    {"bloom-qkv", "bloom", "bloom", NULL, "qkv-order"},
-    {"starcoder", "gpt_bigcode", "starcoder", NULL, "positions"},
-    {"phi2", "phi", "phi2", NULL, "shared-norm"},
-    {"mpt", "mpt", "mpt", NULL, "clamp"},
-    {"gemma", "gemma", "gemma", NULL, "norm-plus-one"},
+    {"qwen2", "qwen2", "qwen2", 0},          {"qwen2-tied", "qwen2", "qwen2", 1},
+    {"gptneox", "gpt_neox", "gptneox", 0},   {"bloom", "bloom", "bloom", 0},
+    {"starcoder", "gpt_bigcode", "starcoder", 0}, {"phi2", "phi", "phi2", 0},
+    {"mpt", "mpt", "mpt", 0},                {"gemma", "gemma", "gemma", 0},
+    {"mistral", "mistral", "llama", 0},      /* llama with a sliding window of 5 */
 };
 #define N_CASES ((int)(sizeof CASES / sizeof CASES[0]))
 
+/* The negative controls: arch_reference.py --break on a case's checkpoint. */
+typedef struct {
+    const char *name;
+    const char *broken;
+} Control;
+
+static const Control CONTROLS[] = {
+    {"qwen2", "qkv-bias"},      {"qwen2-tied", "qkv-bias"},  {"gptneox", "parallel"},
+    {"gptneox", "full-rotary"}, {"gptneox", "qkv-order"},    {"bloom", "embed-norm"},
+    {"bloom", "qkv-order"},     {"starcoder", "positions"},  {"phi2", "shared-norm"},
+    {"mpt", "clamp"},           {"gemma", "norm-plus-one"},    {"mistral", "window"},
+};
+
 static char dirs[N_CASES][256], ggufs[N_CASES][256];
 static int ready = 0;
-static char prep_error[512];
 
 static void setup(void) {
     if (!tests_python_available("architecture families")) return;
-    mkdir("build", 0755);
-    mkdir("build/arch", 0755);
     for (int i = 0; i < N_CASES; i++) {
         snprintf(dirs[i], sizeof dirs[i], "build/arch/%s", CASES[i].name);
-        snprintf(ggufs[i], sizeof ggufs[i], "build/arch/%s.gguf", CASES[i].name);
-        const char *make[] = {"tools/arch_reference.py", "make", CASES[i].family, dirs[i],
-                              CASES[i].tied, NULL};
-        const char *conv[] = {"tools/convert.py", dirs[i], ggufs[i], NULL};
-        TestsRun a = tests_run_python(make), b = {0};
-        if (a.status == 0) b = tests_run_python(conv);
-        if (a.status != 0 || b.status != 0) {
-            snprintf(prep_error, sizeof prep_error, "%s: %s%s", CASES[i].name, a.err,
-                     b.err ? b.err : "");
-            tests_run_free(&a);
-            tests_run_free(&b);
-            return;
-        }
-        tests_run_free(&a);
-        tests_run_free(&b);
+        snprintf(ggufs[i], sizeof ggufs[i], "%s",
+                 tests_make_family(CASES[i].family, CASES[i].tied, CASES[i].name));
     }
     ready = 1;
 }
 
 static void teardown(void) {}
+
+static int case_index(const char *name) {
+    for (int i = 0; i < N_CASES; i++)
+        if (strcmp(CASES[i].name, name) == 0) return i;
+    ck_abort_msg("%s is not in CASES", name);
+    return -1;
+}
 
 /* The reference's logits (N_IDS, VOCAB) for the case, at pos0, with
  * `broken` (or NULL) broken. */
@@ -104,10 +100,6 @@ static float *reference(int c, int pos0, const char *broken) {
     return out;
 }
 
-static void require_ready(void) {
-    if (!ready && prep_error[0]) ck_abort_msg("preparing the checkpoints failed: %s", prep_error);
-}
-
 /* max |engine - ref| over the prompt, in one chunk at pos0 */
 static float chunk_diff(const Model *m, const float *ref, int pos0) {
     Context ctx;
@@ -119,7 +111,6 @@ static float chunk_diff(const Model *m, const float *ref, int pos0) {
 }
 
 START_TEST(matches_reference) {
-    require_ready();
     if (!ready) return;
     const Case *c = &CASES[_i];
     Model m;
@@ -153,12 +144,12 @@ START_TEST(matches_reference) {
 END_TEST
 
 START_TEST(broken_feature_is_detected) {
-    require_ready();
     if (!ready) return;
-    const Case *c = &CASES[_i];
+    const Control *c = &CONTROLS[_i];
+    int k = case_index(c->name);
     Model m;
-    tests_load_model(&m, ggufs[_i]);
-    float *ref = reference(_i, 0, c->broken);
+    tests_load_model(&m, ggufs[k]);
+    float *ref = reference(k, 0, c->broken);
     float d = chunk_diff(&m, ref, 0);
     printf("%-15s control --break %s: max |logit - reference| = %.3g\n", c->name, c->broken,
            (double)d);
@@ -178,13 +169,6 @@ END_TEST
 #define LLAMACPP_TOL 1e-3
 #define WINDOW 64
 #define WINDOWS 20
-
-static int case_index(const char *name) {
-    for (int i = 0; i < N_CASES; i++)
-        if (strcmp(CASES[i].name, name) == 0) return i;
-    ck_abort_msg("fixture case %s is not in CASES", name);
-    return -1;
-}
 
 /* The engine's mean NLL as llama-perplexity scores it: in each window of
  * WINDOW byte tokens (a fresh cache, positions from 0), the tokens
@@ -227,7 +211,6 @@ static void break_feature(Model *m, PeParams *pe, const char *arch) {
 }
 
 START_TEST(matches_llamacpp) {
-    require_ready();
     if (!ready) return;
     const ArchLlamacppRef *f = &ARCH_LLAMACPP[_i];
     int c = case_index(f->name);
@@ -317,7 +300,6 @@ static const Refusal REFUSALS[] = {
 };
 
 START_TEST(malformed_family_file) {
-    require_ready();
     if (!ready) return;
     const Refusal *f = &REFUSALS[_i];
     int c = case_index(f->name);
@@ -346,7 +328,8 @@ int main(void) {
     tcase_add_unchecked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 300);
     tcase_add_loop_test(tc, matches_reference, 0, N_CASES);
-    tcase_add_loop_test(tc, broken_feature_is_detected, 0, N_CASES);
+    tcase_add_loop_test(tc, broken_feature_is_detected, 0,
+                        (int)(sizeof CONTROLS / sizeof CONTROLS[0]));
     tcase_add_loop_test(tc, malformed_family_file, 0,
                         (int)(sizeof REFUSALS / sizeof REFUSALS[0]));
     tcase_add_loop_test(tc, matches_llamacpp, 0,
