@@ -29,7 +29,8 @@ static void embed_tokens(Context *ctx, const int *tokens, int n, int pos0) {
         if (ops->embed) ops->embed(&ctx->pe, x, pos0 + t);
     }
     const ModelWeights *w = &ctx->model->weights;
-    if (c->family.embed_norm) norm_rows(c, ctx->state.x, ctx->state.x, w->embd_norm, w->embd_norm_b, n);
+    if (c->family.embed_norm)
+        norm_rows(c, ctx->state.x, ctx->state.x, w->embd_norm, w->embd_norm_b, n);
 }
 
 /* Whether a query at pos_q sees the key at pos_k: not a later one, nor one

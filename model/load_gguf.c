@@ -284,11 +284,23 @@ static int read_rope_scaling(Loader *l, PeParams *p) {
                        &p->rope_orig_ctx) ? -1 : 0;
 }
 
+/* The family's scheme, unless an ALiBi family's file says "no alibi" the
+ * way llama.cpp's MPT files do (max_alibi_bias 0): then its positions are
+ * the learned table's, or none. */
+static int native_scheme(Loader *l, const ModelFamily *f, const char **kind) {
+    *kind = pe_kind_name(f->pe);
+    if (f->pe != PE_ALIBI) return 0;
+    float max_bias = 1.0f;
+    if (key_f32_opt(l, arch_key(l, "attention.max_alibi_bias"), &max_bias)) return -1;
+    if (max_bias == 0.0f) *kind = gguf_find_tensor(l->g, POSITION_TABLE) ? "learned" : "none";
+    return 0;
+}
+
 static int read_positional(Loader *l, const ModelFamily *f, PeParams *p) {
     const char *path = l->g->path;
-    const char *kind = pe_kind_name(f->pe);
+    const char *kind;
     const char *pairing = f->pairing == PE_ROPE_INTERLEAVED ? "interleaved" : "neox";
-    if (key_str_opt(l, "posenc.positional", &kind) ||
+    if (native_scheme(l, f, &kind) || key_str_opt(l, "posenc.positional", &kind) ||
         key_str_opt(l, "posenc.rope.pairing", &pairing))
         return -1;
     PeKind k;

@@ -247,29 +247,30 @@ END_TEST
 
 /* ---- refusals ------------------------------------------------------------------------- */
 
-/* Copies a GGUF without one tensor (or "") and with one key replaced or
- * added: "KEY=f:1.5", "KEY=u:7", "KEY=s:text" (or ""). */
+/* Copies a GGUF without one tensor (or "") and with keys replaced, added
+ * or removed: "KEY=f:1.5;KEY=u:7;KEY=s:text;KEY=" (or ""). */
 static const char EDIT_SCRIPT[] =
     "import sys\n"
     "sys.path.insert(0, 'tools')\n"
     "import gguf\n"
-    "src, dst, drop, setting = sys.argv[1:5]\n"
-    "key, _, typed = setting.partition('=')\n"
-    "kind, _, value = typed.partition(':')\n"
+    "src, dst, drop, settings = sys.argv[1:5]\n"
+    "edits = dict(e.partition('=')[::2] for e in settings.split(';') if e)\n"
     "r, w = gguf.Reader(src), gguf.Writer()\n"
     "for k, (t, v) in r.kv.items():\n"
-    "    if k == key:\n"
+    "    if k in edits:\n"
     "        continue\n"
     "    if t == gguf.ARRAY:\n"
     "        w.add_array(k, v[0], v[1])\n"
     "    else:\n"
     "        w.add(k, t, v)\n"
-    "if kind == 'f':\n"
-    "    w.add_float32(key, float(value))\n"
-    "elif kind == 'u':\n"
-    "    w.add_uint32(key, int(value))\n"
-    "elif kind == 's':\n"
-    "    w.add_string(key, value)\n"
+    "for key, typed in edits.items():\n"
+    "    kind, _, value = typed.partition(':')\n"
+    "    if kind == 'f':\n"
+    "        w.add_float32(key, float(value))\n"
+    "    elif kind == 'u':\n"
+    "        w.add_uint32(key, int(value))\n"
+    "    elif kind == 's':\n"
+    "        w.add_string(key, value)\n"
     "for n, t in r.tensors.items():\n"
     "    if n != drop:\n"
     "        w.add_tensor(n, tuple(reversed(t['ne'])), gguf.GGML_F32, lambda n=n: r.floats(n))\n"
@@ -299,15 +300,20 @@ static const Refusal REFUSALS[] = {
     {"qwen2", "", "", NULL},
 };
 
+/* The case's GGUF edited by EDIT_SCRIPT into `out`. */
+static void edited_copy(int c, const char *drop, const char *set, char *out, size_t n, int tag) {
+    snprintf(out, n, "%s.edit-%d.gguf", dirs[c], tag);
+    const char *args[] = {"-c", EDIT_SCRIPT, ggufs[c], out, drop, set, NULL};
+    TestsRun r = tests_run_python_ok(args);
+    tests_run_free(&r);
+}
+
 START_TEST(malformed_family_file) {
     if (!ready) return;
     const Refusal *f = &REFUSALS[_i];
     int c = case_index(f->name);
     char out[300];
-    snprintf(out, sizeof out, "%s.edit-%d.gguf", dirs[c], (int)_i);
-    const char *args[] = {"-c", EDIT_SCRIPT, ggufs[c], out, f->drop, f->set, NULL};
-    TestsRun r = tests_run_python_ok(args);
-    tests_run_free(&r);
+    edited_copy(c, f->drop, f->set, out, sizeof out, (int)_i);
     Model m;
     PosencError err;
     int rc = model_load(&m, out, &err);
@@ -322,6 +328,33 @@ START_TEST(malformed_family_file) {
 }
 END_TEST
 
+/* An MPT file as llama.cpp writes it (no posenc.* keys): ALiBi, unless
+ * max_alibi_bias is 0 ("no alibi"), when its positions are the learned
+ * table's or none. */
+START_TEST(mpt_without_alibi) {
+    if (!ready) return;
+    static const struct {
+        const char *set;
+        PeKind want;
+    } cases[] = {
+        {"posenc.positional=", PE_ALIBI},
+        {"posenc.positional=;mpt.attention.max_alibi_bias=f:0", PE_NONE},
+        {"posenc.positional=;mpt.attention.max_alibi_bias=f:8", PE_ALIBI},
+    };
+    int c = case_index("mpt");
+    for (int i = 0; i < 3; i++) {
+        char out[300];
+        edited_copy(c, "", cases[i].set, out, sizeof out, 100 + i);
+        Model m;
+        tests_load_model(&m, out);
+        ck_assert_msg(m.pe.kind == cases[i].want, "%s: scheme %s, expected %s", cases[i].set,
+                      pe_kind_name(m.pe.kind), pe_kind_name(cases[i].want));
+        model_free(&m);
+        remove(out);
+    }
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("arch");
     TCase *tc = tcase_create("families");
@@ -332,6 +365,7 @@ int main(void) {
                         (int)(sizeof CONTROLS / sizeof CONTROLS[0]));
     tcase_add_loop_test(tc, malformed_family_file, 0,
                         (int)(sizeof REFUSALS / sizeof REFUSALS[0]));
+    tcase_add_test(tc, mpt_without_alibi);
     tcase_add_loop_test(tc, matches_llamacpp, 0,
                         (int)(sizeof ARCH_LLAMACPP / sizeof ARCH_LLAMACPP[0]));
     suite_add_tcase(s, tc);
