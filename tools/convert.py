@@ -552,8 +552,8 @@ def convert_llama2c(path, out, tokenizer):
         out.tensor("output.weight", (vocab, dim), load("output"))
 
 
-def write_llama_hparams(out, ctx, dim, hidden, n_layers, n_heads, n_kv, head_dim, eps, theta,
-                        arch="llama", pairing="interleaved"):
+def add_shape_hparams(out, arch, ctx, dim, hidden, n_layers, n_heads, n_kv):
+    """The keys every family has."""
     w = out.w
     w.add_uint32(arch + ".context_length", ctx)
     w.add_uint32(arch + ".embedding_length", dim)
@@ -561,6 +561,12 @@ def write_llama_hparams(out, ctx, dim, hidden, n_layers, n_heads, n_kv, head_dim
     w.add_uint32(arch + ".feed_forward_length", hidden)
     w.add_uint32(arch + ".attention.head_count", n_heads)
     w.add_uint32(arch + ".attention.head_count_kv", n_kv)
+
+
+def write_llama_hparams(out, ctx, dim, hidden, n_layers, n_heads, n_kv, head_dim, eps, theta,
+                        arch="llama", pairing="interleaved"):
+    add_shape_hparams(out, arch, ctx, dim, hidden, n_layers, n_heads, n_kv)
+    w = out.w
     w.add_float32(arch + ".attention.layer_norm_rms_epsilon", eps)
     w.add_float32(arch + ".rope.freq_base", theta)
     w.add_uint32(arch + ".rope.dimension_count", head_dim)
@@ -1035,14 +1041,8 @@ def untied_head(st, plan, config, name, tied_default=True):
 
 
 def add_layernorm_hparams(out, arch, ctx, dim, ff, L, n_head, n_kv, eps):
-    w = out.w
-    w.add_uint32(arch + ".context_length", ctx)
-    w.add_uint32(arch + ".embedding_length", dim)
-    w.add_uint32(arch + ".feed_forward_length", ff)
-    w.add_uint32(arch + ".block_count", L)
-    w.add_uint32(arch + ".attention.head_count", n_head)
-    w.add_uint32(arch + ".attention.head_count_kv", n_kv)
-    w.add_float32(arch + ".attention.layer_norm_epsilon", eps)
+    add_shape_hparams(out, arch, ctx, dim, ff, L, n_head, n_kv)
+    out.w.add_float32(arch + ".attention.layer_norm_epsilon", eps)
 
 
 def write_per_head_fused_block(w, p, attn, layer, dim, ff, n_head):
