@@ -32,12 +32,13 @@ typedef struct {
 static int state_buffers(ForwardState *s, const ModelConfig *c, const ContextSize *z,
                          StateBuffer *b) {
     size_t n = (size_t)z->max_tokens, dim = (size_t)c->dim, hidden = (size_t)c->hidden_dim;
-    size_t kv_dim = (size_t)model_kv_dim(c);
+    size_t kv_dim = (size_t)model_kv_dim(c), q_dim = (size_t)model_q_dim(c);
     int k = 0;
     b[k++] = (StateBuffer){&s->x, n, dim, "activations"};
-    b[k++] = (StateBuffer){&s->xb, n, dim, "activations"};
+    /* xb holds a normed row (dim), then the heads' outputs (q_dim) */
+    b[k++] = (StateBuffer){&s->xb, n, dim > q_dim ? dim : q_dim, "activations"};
     b[k++] = (StateBuffer){&s->xb2, n, dim, "activations"};
-    b[k++] = (StateBuffer){&s->q, n, dim, "queries"};
+    b[k++] = (StateBuffer){&s->q, n, q_dim, "queries"};
     if (z->kv_type != TENSOR_F32) { /* new keys and values before rounding to the cache */
         b[k++] = (StateBuffer){&s->k, n, kv_dim, "keys"};
         b[k++] = (StateBuffer){&s->v, n, kv_dim, "values"};
@@ -50,8 +51,10 @@ static int state_buffers(ForwardState *s, const ModelConfig *c, const ContextSiz
     return k;
 }
 
+/* The widest row a matmul reads: dim, hidden_dim, or q_dim (into wo). */
 static int matmul_width(const ModelConfig *c) {
-    return c->dim > c->hidden_dim ? c->dim : c->hidden_dim;
+    int w = c->dim > c->hidden_dim ? c->dim : c->hidden_dim;
+    return w > model_q_dim(c) ? w : model_q_dim(c);
 }
 
 static int forward_state_build(ForwardState *s, const ModelConfig *c, const ContextSize *z,

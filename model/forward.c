@@ -1,4 +1,5 @@
-/* The forward pass over a chunk of tokens, for both architecture families.
+/* The forward pass over a chunk of tokens, for every architecture family:
+ * what differs between them is data in config.family (family.h).
  * Positions enter only through the scheme's hooks (pe.h); the KV cache
  * stores each cell's position and attention masks by position. */
 #include <math.h>
@@ -12,7 +13,7 @@ static void norm_rows(const ModelConfig *c, float *out, const float *x, const fl
     for (int t = 0; t < n; t++) {
         const float *xi = x + (size_t)t * c->dim;
         float *oi = out + (size_t)t * c->dim;
-        if (c->arch == MODEL_ARCH_LLAMA) rmsnorm(oi, xi, w, c->dim, c->norm_eps);
+        if (c->family.norm == NORM_RMS) rmsnorm(oi, xi, w, c->dim, c->norm_eps);
         else layernorm(oi, xi, w, b, c->dim, c->norm_eps);
     }
 }
@@ -27,6 +28,19 @@ static void embed_tokens(Context *ctx, const int *tokens, int n, int pos0) {
             for (int i = 0; i < c->dim; i++) x[i] *= c->embed_scale;
         if (ops->embed) ops->embed(&ctx->pe, x, pos0 + t);
     }
+    const ModelWeights *w = &ctx->model->weights;
+    if (c->family.embed_norm)
+        norm_rows(c, ctx->state.x, ctx->state.x, w->embd_norm, w->embd_norm_b, n);
+}
+
+/* Whether a query at pos_q sees the key at pos_k: not a later one, nor one
+ * that has left the sliding window. */
+static int visible(const ModelConfig *c, int pos_q, int pos_k) {
+    return pos_k <= pos_q && (!c->sliding_window || pos_q - pos_k < c->sliding_window);
+}
+
+static void clamp(float *x, size_t n, float limit) {
+    for (size_t i = 0; i < n; i++) x[i] = x[i] > limit ? limit : x[i] < -limit ? -limit : x[i];
 }
 
 /* Query rows [t0, t0 + nt) of one head against the cells they may see.
@@ -44,33 +58,34 @@ static void attend_tile(const Context *ctx, int layer, int head, int t0, int nt,
     size_t kv_off = tensor_row_bytes(kv->type, (size_t)(head / (c->n_heads / c->n_kv_heads) * hs));
     int cells = first + t0 + nt;
     float scale = ctx->pe.attn_scale, root = sqrtf((float)hs);
-    const float *q = s->q + (size_t)t0 * c->dim + (size_t)head * hs;
-    dot_rows(att, (size_t)kv->n_ctx, q, (size_t)c->dim, kv->type,
+    size_t q_dim = (size_t)model_q_dim(c);
+    const float *q = s->q + (size_t)t0 * q_dim + (size_t)head * hs;
+    dot_rows(att, (size_t)kv->n_ctx, q, q_dim, kv->type,
              (const char *)kv_cache_key(kv, layer, 0) + kv_off, (size_t)kv_dim, nt, cells, hs);
     for (int t = 0; t < nt; t++) {
         float *row = att + (size_t)t * kv->n_ctx;
         int pos_q = pos0 + t0 + t;
         for (int cell = 0; cell < cells; cell++)
-            row[cell] = kv->pos[cell] > pos_q ? -INFINITY : row[cell] / root * scale;
+            row[cell] = !visible(c, pos_q, kv->pos[cell]) ? -INFINITY : row[cell] / root * scale;
         if (ops->bias) ops->bias(&ctx->pe, head, pos_q, kv->pos, row, cells);
         softmax(row, cells);
     }
-    mix_rows(s->xb + (size_t)t0 * c->dim + (size_t)head * hs, (size_t)c->dim, att,
+    mix_rows(s->xb + (size_t)t0 * q_dim + (size_t)head * hs, q_dim, att,
              (size_t)kv->n_ctx, kv->type, (const char *)kv_cache_value(kv, layer, 0) + kv_off,
              (size_t)kv_dim, nt, cells, hs);
 }
 
-/* q, k, v for the chunk, whose cells start at `first`.  Keys and values
- * are computed in f32: in the state's k and v when the cache holds another
- * type (kv_cache_store rounds them into the cells), else straight in the
- * cells. */
+/* Attention over the chunk, whose cells start at `first`, into s->xb2 (the
+ * caller adds it to the residual).  Keys and values are computed in f32: in
+ * the state's k and v when the cache holds another type (kv_cache_store
+ * rounds them into the cells), else straight in the cells. */
 static void attention_block(Context *ctx, int l, int first, int n, int pos0) {
     const ModelConfig *c = &ctx->model->config;
     const LayerWeights *w = &ctx->model->weights.layers[l];
     ForwardState *s = &ctx->state;
     KVCache *kv = &ctx->cache;
     const PeOps *ops = pe_ops(&ctx->pe);
-    int kv_dim = model_kv_dim(c), hs = model_head_size(c);
+    int kv_dim = model_kv_dim(c), q_dim = model_q_dim(c);
     float *kc = s->k ? s->k : kv_cache_key(kv, l, first);
     float *vc = s->v ? s->v : kv_cache_value(kv, l, first);
 
@@ -78,12 +93,17 @@ static void attention_block(Context *ctx, int l, int first, int n, int pos0) {
     float *qkv[] = {s->q, kc, vc};
     const Tensor *wqkv[] = {&w->wq, &w->wk, &w->wv};
     matmul_many(qkv, s->xb, wqkv, 3, n, &s->mm);
-    add_bias(s->q, w->bq, n, c->dim);
+    add_bias(s->q, w->bq, n, q_dim);
     add_bias(kc, w->bk, n, kv_dim);
     add_bias(vc, w->bv, n, kv_dim);
+    if (c->clamp_kqv > 0.0f) {
+        clamp(s->q, (size_t)n * q_dim, c->clamp_kqv);
+        clamp(kc, (size_t)n * kv_dim, c->clamp_kqv);
+        clamp(vc, (size_t)n * kv_dim, c->clamp_kqv);
+    }
     if (ops->rotate)
         for (int t = 0; t < n; t++) {
-            ops->rotate(&ctx->pe, s->q + (size_t)t * c->dim, c->n_heads, pos0 + t);
+            ops->rotate(&ctx->pe, s->q + (size_t)t * q_dim, c->n_heads, pos0 + t);
             ops->rotate(&ctx->pe, kc + (size_t)t * kv_dim, c->n_kv_heads, pos0 + t);
         }
     kv_cache_store(kv, l, first, n, kc, vc);
@@ -91,7 +111,7 @@ static void attention_block(Context *ctx, int l, int first, int n, int pos0) {
     /* Later tiles see more cells: dynamic scheduling evens the load. */
     int tiles = (n + ATT_TILE - 1) / ATT_TILE, n_cells = first + n;
     #pragma omp parallel for schedule(dynamic, 1) \
-        if ((size_t)n * c->n_heads * n_cells * hs >= PARALLEL_MIN_MACS)
+        if ((size_t)n * q_dim * n_cells >= PARALLEL_MIN_MACS)
     for (int it = 0; it < tiles * c->n_heads; it++) {
         int h = it % c->n_heads, t0 = it / c->n_heads * ATT_TILE;
         float *att = s->att + (size_t)omp_get_thread_num() * ATT_TILE * kv->n_ctx;
@@ -99,28 +119,50 @@ static void attention_block(Context *ctx, int l, int first, int n, int pos0) {
     }
     matmul(s->xb2, s->xb, &w->wo, n, &s->mm);
     add_bias(s->xb2, w->bo, n, c->dim);
-    for (size_t i = 0; i < (size_t)n * c->dim; i++) s->x[i] += s->xb2[i];
 }
 
+/* The feed-forward network of the chunk into s->xb. */
 static void ffn_block(Context *ctx, int l, int n) {
     const ModelConfig *c = &ctx->model->config;
     const LayerWeights *w = &ctx->model->weights.layers[l];
     ForwardState *s = &ctx->state;
 
     norm_rows(c, s->xb, s->x, w->ffn_norm, w->ffn_norm_b, n);
-    if (c->arch == MODEL_ARCH_LLAMA) {
+    int h = (int)((size_t)n * c->hidden_dim);
+    if (model_family_gated(&c->family)) {
         float *gate_up[] = {s->hb, s->hb2};
         const Tensor *wgu[] = {&w->w_gate, &w->w_up};
         matmul_many(gate_up, s->xb, wgu, 2, n, &s->mm);
-        swiglu(s->hb, s->hb2, (int)((size_t)n * c->hidden_dim));
+        if (c->family.ffn == FFN_SWIGLU) {
+            swiglu(s->hb, s->hb2, h);
+        } else {
+            gelu(s->hb, h);
+            for (int i = 0; i < h; i++) s->hb[i] *= s->hb2[i];
+        }
     } else {
         matmul(s->hb, s->xb, &w->w_up, n, &s->mm);
         add_bias(s->hb, w->b_up, n, c->hidden_dim);
-        gelu(s->hb, (int)((size_t)n * c->hidden_dim));
+        if (c->family.ffn == FFN_GELU_ERF) gelu_erf(s->hb, h);
+        else gelu(s->hb, h);
     }
     matmul(s->xb, s->hb, &w->w_down, n, &s->mm);
     add_bias(s->xb, w->b_down, n, c->dim);
-    for (size_t i = 0; i < (size_t)n * c->dim; i++) s->x[i] += s->xb[i];
+}
+
+/* x += attn(norm1 x); x += ffn(norm2 x) — or, with a parallel residual,
+ * both branches read the same x: x += attn(norm1 x) + ffn(norm2 x). */
+static void layer(Context *ctx, int l, int first_cell, int n, int pos0) {
+    const ModelConfig *c = &ctx->model->config;
+    ForwardState *s = &ctx->state;
+    size_t len = (size_t)n * c->dim;
+    attention_block(ctx, l, first_cell, n, pos0);
+    if (!c->family.parallel_residual)
+        for (size_t i = 0; i < len; i++) s->x[i] += s->xb2[i];
+    ffn_block(ctx, l, n);
+    if (c->family.parallel_residual)
+        for (size_t i = 0; i < len; i++) s->x[i] += s->xb2[i] + s->xb[i];
+    else
+        for (size_t i = 0; i < len; i++) s->x[i] += s->xb[i];
 }
 
 const float *context_forward(Context *ctx, const int *tokens, int n, int pos0, int all_logits) {
@@ -130,15 +172,13 @@ const float *context_forward(Context *ctx, const int *tokens, int n, int pos0, i
 
     embed_tokens(ctx, tokens, n, pos0);
     int first_cell = kv_cache_append(&ctx->cache, tokens, n, pos0);
-    for (int l = 0; l < c->n_layers; l++) {
-        attention_block(ctx, l, first_cell, n, pos0);
-        ffn_block(ctx, l, n);
-    }
+    for (int l = 0; l < c->n_layers; l++) layer(ctx, l, first_cell, n, pos0);
 
     /* Only the rows whose logits are wanted go through the classifier. */
     int first = all_logits ? 0 : n - 1, rows = n - first;
     float *x = s->x + (size_t)first * c->dim;
     norm_rows(c, x, x, w->output_norm, w->output_norm_b, rows);
     matmul(s->logits, x, &w->output, rows, &s->mm);
+    add_bias(s->logits, w->output_b, rows, c->vocab_size);
     return s->logits;
 }

@@ -256,7 +256,7 @@ void layernorm(float *out, const float *x, const float *w, const float *b, int d
     for (int i = 0; i < dim; i++) var += (x[i] - mean) * (x[i] - mean);
     var /= dim;
     float inv = (float)(1.0 / sqrt(var + eps));
-    for (int i = 0; i < dim; i++) out[i] = ((float)(x[i] - mean) * inv) * w[i] + b[i];
+    for (int i = 0; i < dim; i++) out[i] = ((float)(x[i] - mean) * inv) * w[i] + (b ? b[i] : 0.0f);
 }
 
 void softmax(float *x, int n) { kp()->softmax(x, n); }
@@ -266,3 +266,7 @@ float sum_exp(const float *x, int n, float *max) { return kp()->sum_exp(x, n, ma
 void swiglu(float *h, const float *g, int n) { kp()->swiglu(h, g, n); }
 
 void gelu(float *h, int n) { kp()->gelu(h, n); }
+
+void gelu_erf(float *h, int n) {
+    for (int i = 0; i < n; i++) h[i] = 0.5f * h[i] * (1.0f + erff(h[i] * 0.70710678118654752f));
+}

@@ -69,6 +69,7 @@ void convert_to_f32(float *dst, const void *src, TensorType t, size_t n);
 void add_bias(float *y, const float *b, int n, int width);
 
 void rmsnorm(float *out, const float *x, const float *w, int dim, float eps);
+/* b may be NULL: a LayerNorm without a bias (mpt). */
 void layernorm(float *out, const float *x, const float *w, const float *b, int dim, float eps);
 void softmax(float *x, int n);
 /* Softmax's normalizer without overflow: sum_i e^(x_i - m) with m = max_i x_i
@@ -80,6 +81,8 @@ float sum_exp(const float *x, int n, float *max);
 void swiglu(float *h, const float *g, int n);
 /* GELU, tanh approximation (GPT-2's "gelu_new"). */
 void gelu(float *h, int n);
+/* GELU, exact: x/2 (1 + erf(x/sqrt 2)) (GPT-NeoX's "gelu"); one path, scalar. */
+void gelu_erf(float *h, int n);
 
 /* What a type is used as decides the kernels it needs on every path:
  * weights a dot product for decode (against f32 or Q8 activations) and a

@@ -1,5 +1,6 @@
-/* GGUF checkpoints with llama.cpp's key and tensor names, architectures
- * `llama` (RMSNorm, SwiGLU, GQA) and `gpt2` (LayerNorm, GELU, biases).
+/* GGUF checkpoints with llama.cpp's key and tensor names, for the
+ * architecture families of family.c: the family says which tensors a layer
+ * has (gate or not, which biases, LayerNorm's bias, token_embd_norm).
  * Matrices are viewed in the mapping whatever their type; vectors (norms,
  * biases, the learned position table) are used as f32, so those stored
  * otherwise are converted into m->owned.  The file stays open with the
@@ -7,14 +8,17 @@
  *
  * What has no llama.cpp name comes from posenc.* keys (tools/convert.py):
  *   posenc.positional       a scheme of positional/'s registry
- *                           (default: rope for llama, learned for gpt2)
- *   posenc.rope.pairing     interleaved|neox (default: interleaved for llama,
- *                           neox for gpt2, as llama.cpp's rope types)
+ *                           (default: the family's, e.g. rope for llama)
+ *   posenc.rope.pairing     interleaved|neox (default: the family's, as
+ *                           llama.cpp's rope types: interleaved for llama)
  *   posenc.embedding_scale  token embedding multiplier (default 1)
  *   posenc.relative_attention.max_distance   t5's (default 128, as llama.cpp)
  *   posenc.relative_attention.bidirectional  t5's buckets for both directions
- *                                            (default false) */
+ *                                            (default false)
+ * {arch}.attention.sliding_window is llama.cpp's key (its gemma2's); posenc
+ * reads it for every family, e.g. a Mistral converted to `llama`. */
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,7 +26,7 @@
 
 typedef struct {
     const GgufFile *g;
-    const char *arch;     /* "llama" or "gpt2": the prefix of hyperparameter keys */
+    const char *arch;     /* general.architecture: the prefix of hyperparameter keys */
     PosencError *err;
     unsigned char *used;  /* (n_tensors) taken by the model: the rest is an error */
     float *arena;         /* f32 copies of vectors stored in another type (m->owned) */
@@ -119,7 +123,7 @@ static int take_vector(Loader *l, const float **out, const char *name, int n) {
     return 0;
 }
 
-/* A bias that gpt2 requires and llama may have: NULL when absent and allowed. */
+/* A bias the family requires or may have: NULL when absent and allowed. */
 static int take_bias(Loader *l, const float **out, const char *name, int n, int required) {
     *out = NULL;
     if (!required && !gguf_find_tensor(l->g, name)) return 0;
@@ -136,11 +140,11 @@ static const char *blk(char *buf, int layer, const char *what) {
  * row offset, whatever the type) or from separate attn_q/k/v. */
 static int take_qkv(Loader *l, const ModelConfig *c, int i, LayerWeights *w, int biased) {
     char name[GGUF_MAX_NAME_LEN + 1];
-    int d = c->dim, kv = model_kv_dim(c);
+    int d = model_q_dim(c), kv = model_kv_dim(c), in = c->dim;
     if (gguf_find_tensor(l->g, blk(name, i, "attn_qkv.weight"))) {
         Tensor qkv;
         const float *b;
-        if (take_matrix(l, &qkv, name, d + 2 * kv, d) ||
+        if (take_matrix(l, &qkv, name, d + 2 * kv, in) ||
             take_bias(l, &b, blk(name, i, "attn_qkv.bias"), d + 2 * kv, biased))
             return -1;
         w->wq = tensor_rows(&qkv, 0, d);
@@ -153,32 +157,47 @@ static int take_qkv(Loader *l, const ModelConfig *c, int i, LayerWeights *w, int
         }
         return 0;
     }
-    return take_matrix(l, &w->wq, blk(name, i, "attn_q.weight"), d, d) ||
+    return take_matrix(l, &w->wq, blk(name, i, "attn_q.weight"), d, in) ||
            take_bias(l, &w->bq, blk(name, i, "attn_q.bias"), d, biased) ||
-           take_matrix(l, &w->wk, blk(name, i, "attn_k.weight"), kv, d) ||
+           take_matrix(l, &w->wk, blk(name, i, "attn_k.weight"), kv, in) ||
            take_bias(l, &w->bk, blk(name, i, "attn_k.bias"), kv, biased) ||
-           take_matrix(l, &w->wv, blk(name, i, "attn_v.weight"), kv, d) ||
+           take_matrix(l, &w->wv, blk(name, i, "attn_v.weight"), kv, in) ||
            take_bias(l, &w->bv, blk(name, i, "attn_v.bias"), kv, biased) ? -1 : 0;
 }
 
+/* A norm's weight, and its bias for a LayerNorm (required when the family
+ * requires biases). */
+static int take_norm(Loader *l, const ModelConfig *c, const float **w, const float **b,
+                     const char *weight, const char *bias) {
+    *b = NULL;
+    return take_vector(l, w, weight, c->dim) ||
+           (c->family.norm == NORM_LAYER &&
+            take_bias(l, b, bias, c->dim, c->family.biases == BIAS_ALL)) ? -1 : 0;
+}
+
 static int take_layer(Loader *l, const ModelConfig *c, int i, LayerWeights *w) {
-    char name[GGUF_MAX_NAME_LEN + 1];
-    int d = c->dim, h = c->hidden_dim, gpt = c->arch == MODEL_ARCH_GPT;
-    /* LayerNorm has a bias, RMSNorm none; gpt2 has biases everywhere,
-     * llama may have them (as llama.cpp, optional). */
-    if (take_vector(l, &w->attn_norm, blk(name, i, "attn_norm.weight"), d) ||
-        (gpt && take_vector(l, &w->attn_norm_b, blk(name, i, "attn_norm.bias"), d)) ||
-        take_qkv(l, c, i, w, gpt) ||
-        take_matrix(l, &w->wo, blk(name, i, "attn_output.weight"), d, d) ||
-        take_bias(l, &w->bo, blk(name, i, "attn_output.bias"), d, gpt) ||
-        take_vector(l, &w->ffn_norm, blk(name, i, "ffn_norm.weight"), d) ||
-        (gpt && take_vector(l, &w->ffn_norm_b, blk(name, i, "ffn_norm.bias"), d)) ||
-        (!gpt && take_matrix(l, &w->w_gate, blk(name, i, "ffn_gate.weight"), h, d)) ||
+    char name[GGUF_MAX_NAME_LEN + 1], bias[GGUF_MAX_NAME_LEN + 1];
+    const ModelFamily *f = &c->family;
+    int d = c->dim, h = c->hidden_dim, all = f->biases == BIAS_ALL;
+    if (take_norm(l, c, &w->attn_norm, &w->attn_norm_b, blk(name, i, "attn_norm.weight"),
+                  blk(bias, i, "attn_norm.bias")) ||
+        take_qkv(l, c, i, w, f->biases != BIAS_OPTIONAL) ||
+        take_matrix(l, &w->wo, blk(name, i, "attn_output.weight"), d, model_q_dim(c)) ||
+        take_bias(l, &w->bo, blk(name, i, "attn_output.bias"), d, all) ||
+        (!f->shared_norm &&
+         take_norm(l, c, &w->ffn_norm, &w->ffn_norm_b, blk(name, i, "ffn_norm.weight"),
+                   blk(bias, i, "ffn_norm.bias"))) ||
+        (model_family_gated(f) &&
+         take_matrix(l, &w->w_gate, blk(name, i, "ffn_gate.weight"), h, d)) ||
         take_matrix(l, &w->w_up, blk(name, i, "ffn_up.weight"), h, d) ||
-        take_bias(l, &w->b_up, blk(name, i, "ffn_up.bias"), h, gpt) ||
+        take_bias(l, &w->b_up, blk(name, i, "ffn_up.bias"), h, all) ||
         take_matrix(l, &w->w_down, blk(name, i, "ffn_down.weight"), d, h) ||
-        take_bias(l, &w->b_down, blk(name, i, "ffn_down.bias"), d, gpt))
+        take_bias(l, &w->b_down, blk(name, i, "ffn_down.bias"), d, all))
         return -1;
+    if (f->shared_norm) {
+        w->ffn_norm = w->attn_norm;
+        w->ffn_norm_b = w->attn_norm_b;
+    }
     return 0;
 }
 
@@ -187,11 +206,14 @@ static int take_layer(Loader *l, const ModelConfig *c, int i, LayerWeights *w) {
 static int read_config(Loader *l, ModelConfig *c) {
     const char *path = l->g->path;
     if (gguf_get_str(l->g, "general.architecture", &l->arch, l->err)) return -1;
-    if (strcmp(l->arch, "llama") == 0) c->arch = MODEL_ARCH_LLAMA;
-    else if (strcmp(l->arch, "gpt2") == 0) c->arch = MODEL_ARCH_GPT;
-    else return posenc_error(l->err, "%s: unsupported architecture '%s' (supported: llama, "
-                                     "gpt2)", path, posenc_escape(l->arch).s);
-    int gpt = c->arch == MODEL_ARCH_GPT;
+    const ModelFamily *f = model_family_find(l->arch);
+    if (!f) {
+        char names[256];
+        model_family_names(names, sizeof names);
+        return posenc_error(l->err, "%s: unsupported architecture '%s' (supported: %s)", path,
+                            posenc_escape(l->arch).s, names);
+    }
+    c->family = *f;
     if (key_int(l, arch_key(l, "context_length"), &c->seq_len) ||
         key_int(l, arch_key(l, "embedding_length"), &c->dim) ||
         key_int(l, arch_key(l, "block_count"), &c->n_layers) ||
@@ -199,29 +221,38 @@ static int read_config(Loader *l, ModelConfig *c) {
         key_int(l, arch_key(l, "attention.head_count"), &c->n_heads))
         return -1;
     c->n_kv_heads = c->n_heads;
-    c->embed_scale = 1.0f;
+    c->embed_scale = f->embed_scale_sqrt ? sqrtf((float)c->dim) : 1.0f;
     if (key_int_opt(l, arch_key(l, "attention.head_count_kv"), &c->n_kv_heads) ||
-        gguf_get_f32(l->g, arch_key(l, gpt ? "attention.layer_norm_epsilon"
-                                           : "attention.layer_norm_rms_epsilon"),
+        gguf_get_f32(l->g, arch_key(l, f->norm == NORM_LAYER ? "attention.layer_norm_epsilon"
+                                                             : "attention.layer_norm_rms_epsilon"),
                      &c->norm_eps, l->err) ||
+        key_bool_opt(l, arch_key(l, "use_parallel_residual"), &c->family.parallel_residual) ||
+        key_f32_opt(l, arch_key(l, "attention.clamp_kqv"), &c->clamp_kqv) ||
+        key_int_opt(l, arch_key(l, "attention.sliding_window"), &c->sliding_window) ||
         key_f32_opt(l, "posenc.embedding_scale", &c->embed_scale))
         return -1;
     /* The vocabulary size is the embedding's row count, as in llama.cpp. */
     const GgufTensor *te = gguf_find_tensor(l->g, "token_embd.weight");
     if (!te) return posenc_error(l->err, "%s: missing tensor 'token_embd.weight'", path);
     c->vocab_size = (int)(te->ne[1] < INT_MAX ? te->ne[1] : INT_MAX);
-    if (model_config_validate(c, path, l->err)) return -1;
-
-    /* The forward pass assumes head size = dim / n_heads for q, k and v. */
-    int hs = model_head_size(c);
-    const char *const head_keys[] = {"attention.key_length", "attention.value_length"};
-    for (int k = 0; k < 2; k++) {
-        int v = hs;
-        if (key_int_opt(l, arch_key(l, head_keys[k]), &v)) return -1;
-        if (v != hs)
-            return posenc_error(l->err, "%s: %s = %d differs from embedding_length / head_count "
-                                        "= %d (not supported)", path, l->key, v, hs);
-    }
+    /* Head size: attention.key_length when given (gemma's differs from
+     * embedding_length / head_count), which value_length must equal. */
+    c->head_size = c->n_heads > 0 ? c->dim / c->n_heads : 0;
+    if (!gguf_find_kv(l->g, arch_key(l, "attention.key_length")) && c->n_heads > 0 &&
+        c->dim % c->n_heads)
+        return posenc_error(l->err, "%s: dim %d is not a multiple of n_heads %d", path, c->dim,
+                            c->n_heads);
+    int value_length = -1;
+    if (key_int_opt(l, l->key, &c->head_size) ||
+        key_int_opt(l, arch_key(l, "attention.value_length"), &value_length) ||
+        model_config_validate(c, path, l->err))
+        return -1;
+    if (value_length >= 0 && value_length != c->head_size)
+        return posenc_error(l->err, "%s: %s = %d differs from the key length %d (not "
+                                    "supported)", path, l->key, value_length, c->head_size);
+    if (!(c->clamp_kqv >= 0.0f && c->clamp_kqv < INFINITY))
+        return posenc_error(l->err, "%s: %s.attention.clamp_kqv %g is out of range", path,
+                            l->arch, (double)c->clamp_kqv);
     if (!(c->embed_scale > 0.0f && c->embed_scale < 1e6f))
         return posenc_error(l->err, "%s: posenc.embedding_scale %g is out of range", path,
                             (double)c->embed_scale);
@@ -253,11 +284,23 @@ static int read_rope_scaling(Loader *l, PeParams *p) {
                        &p->rope_orig_ctx) ? -1 : 0;
 }
 
-static int read_positional(Loader *l, ModelArch arch, PeParams *p) {
+/* The family's scheme, unless an ALiBi family's file says "no alibi" the
+ * way llama.cpp's MPT files do (max_alibi_bias 0): then its positions are
+ * the learned table's, or none. */
+static int native_scheme(Loader *l, const ModelFamily *f, const char **kind) {
+    *kind = pe_kind_name(f->pe);
+    if (f->pe != PE_ALIBI) return 0;
+    float max_bias = 1.0f;
+    if (key_f32_opt(l, arch_key(l, "attention.max_alibi_bias"), &max_bias)) return -1;
+    if (max_bias == 0.0f) *kind = gguf_find_tensor(l->g, POSITION_TABLE) ? "learned" : "none";
+    return 0;
+}
+
+static int read_positional(Loader *l, const ModelFamily *f, PeParams *p) {
     const char *path = l->g->path;
-    const char *kind = arch == MODEL_ARCH_LLAMA ? "rope" : "learned";
-    const char *pairing = arch == MODEL_ARCH_LLAMA ? "interleaved" : "neox";
-    if (key_str_opt(l, "posenc.positional", &kind) ||
+    const char *kind;
+    const char *pairing = f->pairing == PE_ROPE_INTERLEAVED ? "interleaved" : "neox";
+    if (native_scheme(l, f, &kind) || key_str_opt(l, "posenc.positional", &kind) ||
         key_str_opt(l, "posenc.rope.pairing", &pairing))
         return -1;
     PeKind k;
@@ -309,17 +352,22 @@ static int take_table(Loader *l, const char *name, int cols, const float **out, 
 }
 
 static int take_weights(Loader *l, const ModelConfig *c, ModelWeights *w) {
-    int d = c->dim, gpt = c->arch == MODEL_ARCH_GPT;
+    int d = c->dim;
     PeTables *pt = &w->positional;
     if (take_matrix(l, &w->token_embd, "token_embd.weight", c->vocab_size, d) ||
+        (c->family.embed_norm &&
+         take_norm(l, c, &w->embd_norm, &w->embd_norm_b, "token_embd_norm.weight",
+                   "token_embd_norm.bias")) ||
         take_table(l, POSITION_TABLE, d, &pt->positions, &pt->n_positions) ||
         take_table(l, RELATIVE_BIAS_TABLE, c->n_heads, &pt->relative_bias, &pt->n_buckets))
         return -1;
     w->layers = callocCheck((size_t)c->n_layers, sizeof *w->layers, "the layer table");
     for (int i = 0; i < c->n_layers; i++)
         if (take_layer(l, c, i, &w->layers[i])) return -1;
-    if (take_vector(l, &w->output_norm, "output_norm.weight", d) ||
-        (gpt && take_vector(l, &w->output_norm_b, "output_norm.bias", d)))
+    if (take_norm(l, c, &w->output_norm, &w->output_norm_b, "output_norm.weight",
+                  "output_norm.bias"))
+        return -1;
+    if (take_bias(l, &w->output_b, "output.bias", c->vocab_size, c->family.output_bias))
         return -1;
     if (!gguf_find_tensor(l->g, "output.weight")) {
         w->output = w->token_embd;   /* tied classifier */
@@ -339,7 +387,7 @@ static int check_all_used(const Loader *l) {
 }
 
 static int load(Model *m, Loader *l) {
-    if (read_config(l, &m->config) || read_positional(l, m->config.arch, &m->pe)) return -1;
+    if (read_config(l, &m->config) || read_positional(l, &m->config.family, &m->pe)) return -1;
     size_t n = conversion_floats(l->g);
     m->owned = l->arena = n ? mallocCheck(n * sizeof(float), "vectors converted to f32") : NULL;
     m->owned_bytes = n * sizeof(float);

@@ -11,10 +11,9 @@
 #define MAX_VOCAB (1 << 22)
 #define MAX_SEQ (1 << 22)
 
-int model_kv_dim(const ModelConfig *c) { return c->dim / c->n_heads * c->n_kv_heads; }
-int model_head_size(const ModelConfig *c) { return c->dim / c->n_heads; }
-
-const char *model_arch_name(ModelArch a) { return a == MODEL_ARCH_LLAMA ? "llama" : "gpt2"; }
+int model_kv_dim(const ModelConfig *c) { return c->head_size * c->n_kv_heads; }
+int model_q_dim(const ModelConfig *c) { return c->head_size * c->n_heads; }
+int model_head_size(const ModelConfig *c) { return c->head_size; }
 
 static int check_range(const char *path, const char *what, long v, long max, PosencError *err) {
     if (v <= 0 || v > max)
@@ -28,12 +27,10 @@ int model_config_validate(const ModelConfig *c, const char *path, PosencError *e
         check_range(path, "n_layers", c->n_layers, MAX_LAYERS, err) ||
         check_range(path, "n_heads", c->n_heads, c->dim, err) ||
         check_range(path, "n_kv_heads", c->n_kv_heads, c->n_heads, err) ||
+        check_range(path, "head_size", c->head_size, MAX_DIM / c->n_heads, err) ||
         check_range(path, "vocab_size", c->vocab_size, MAX_VOCAB, err) ||
         check_range(path, "seq_len", c->seq_len, MAX_SEQ, err))
         return -1;
-    if (c->dim % c->n_heads != 0)
-        return posenc_error(err, "%s: dim %d is not a multiple of n_heads %d", path, c->dim,
-                            c->n_heads);
     if (c->n_heads % c->n_kv_heads != 0)
         return posenc_error(err, "%s: n_heads %d is not a multiple of n_kv_heads %d", path,
                             c->n_heads, c->n_kv_heads);

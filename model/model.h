@@ -5,36 +5,36 @@
 #include "base/gguf.h"
 #include "base/tensor.h"
 #include "base/util.h"
+#include "model/family.h"
 #include "positional/pe.h"
 
-typedef enum {
-    MODEL_ARCH_LLAMA, /* RMSNorm, SwiGLU, no biases, GQA */
-    MODEL_ARCH_GPT,   /* LayerNorm with bias, GELU, biases everywhere */
-} ModelArch;
-
 typedef struct {
-    ModelArch arch;
+    ModelFamily family; /* what the architecture does (family.h) */
     int dim;          /* residual width */
     int hidden_dim;   /* feed-forward width */
     int n_layers;
     int n_heads;
     int n_kv_heads;   /* < n_heads: grouped-query attention */
+    int head_size;    /* of q, k and v; n_heads * head_size may differ from dim */
     int vocab_size;
     int seq_len;      /* trained context length */
     float norm_eps;
     float embed_scale; /* token embeddings are multiplied by this (1 or sqrt(dim)) */
+    float clamp_kqv;   /* q, k, v clamped to [-clamp_kqv, clamp_kqv] (mpt); 0 = not */
+    int sliding_window; /* a query sees the keys of the last W positions, its own
+                           included (Mistral); 0 = every earlier position */
 } ModelConfig;
 
 /* Vectors are always f32 (norms and biases are tiny); matrices may be any
  * TensorType.  A NULL bias means "no bias". */
 typedef struct {
     const float *attn_norm, *attn_norm_b; /* (dim) */
-    Tensor wq, wk, wv;                    /* (dim, dim) (kv_dim, dim) (kv_dim, dim) */
-    const float *bq, *bk, *bv;            /* (dim) (kv_dim) (kv_dim) */
-    Tensor wo;                            /* (dim, dim) */
+    Tensor wq, wk, wv;                    /* (q_dim, dim) (kv_dim, dim) (kv_dim, dim) */
+    const float *bq, *bk, *bv;            /* (q_dim) (kv_dim) (kv_dim) */
+    Tensor wo;                            /* (dim, q_dim) */
     const float *bo;                      /* (dim) */
     const float *ffn_norm, *ffn_norm_b;   /* (dim) */
-    Tensor w_gate;                        /* (hidden_dim, dim), llama only */
+    Tensor w_gate;                        /* (hidden_dim, dim), gated feed-forward only */
     Tensor w_up;                          /* (hidden_dim, dim) */
     const float *b_up;                    /* (hidden_dim) */
     Tensor w_down;                        /* (dim, hidden_dim) */
@@ -43,10 +43,12 @@ typedef struct {
 
 typedef struct {
     Tensor token_embd;                     /* (vocab_size, dim) */
+    const float *embd_norm, *embd_norm_b;  /* (dim) family.embed_norm only */
     PeTables positional;                   /* the tables positional schemes may use */
     LayerWeights *layers;                  /* (n_layers) */
     const float *output_norm, *output_norm_b; /* (dim) */
     Tensor output;                         /* (vocab_size, dim); token_embd when tied */
+    const float *output_b;                 /* (vocab_size) family.output_bias only */
 } ModelWeights;
 
 typedef struct {
@@ -64,13 +66,13 @@ typedef struct {
 /* Loads a llama2.c legacy .bin or a GGUF file (by magic).  0 or -1 + err. */
 int model_load(Model *m, const char *path, PosencError *err);
 int model_load_llama2c(Model *m, const char *path, PosencError *err);
-/* GGUF with llama.cpp's names, architecture `llama` or `gpt2` (load_gguf.c). */
+/* GGUF with llama.cpp's names, any architecture of family.c (load_gguf.c). */
 int model_load_gguf(Model *m, const char *path, PosencError *err);
 void model_free(Model *m);
 
 int model_kv_dim(const ModelConfig *c);
+int model_q_dim(const ModelConfig *c);   /* n_heads * head_size */
 int model_head_size(const ModelConfig *c);
-const char *model_arch_name(ModelArch a);
 
 /* Checks dimensions for sanity and overflow; used by every loader. */
 int model_config_validate(const ModelConfig *c, const char *path, PosencError *err);

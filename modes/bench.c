@@ -103,7 +103,7 @@ double bench_weight_bytes_per_token(const Model *m) {
         const LayerWeights *lw = &w->layers[l];
         b += tensor_bytes(&lw->wq) + tensor_bytes(&lw->wk) + tensor_bytes(&lw->wv) +
              tensor_bytes(&lw->wo) + tensor_bytes(&lw->w_up) + tensor_bytes(&lw->w_down);
-        if (m->config.arch == MODEL_ARCH_LLAMA) b += tensor_bytes(&lw->w_gate);
+        if (lw->w_gate.data) b += tensor_bytes(&lw->w_gate);
     }
     return b;
 }
@@ -230,7 +230,7 @@ int bench_run(const Model *m, const BenchOptions *o, FILE *out, PosencError *err
     const char *kv = o->kv_type == TENSOR_F16 ? "f16" : "f32";
     if (!o->json) {
         fprintf(out, "# %s: %s, %.1f MB, %.1f M params, weights %s, positions %s, KV cache %s, "
-                     "%d threads, kernels %s\n", model_name(m), model_arch_name(m->config.arch),
+                     "%d threads, kernels %s\n", model_name(m), m->config.family.name,
                 size / 1e6, params / 1e6, weight_type(m), o->pe_label, kv, threads,
                 kernels_path_name());
         fprintf(out, "| %-14s | %18s | %10s | %9s | %7s |\n", "test", "tok/s", "MB/token", "read GB/s",
@@ -251,8 +251,9 @@ int bench_run(const Model *m, const BenchOptions *o, FILE *out, PosencError *err
                          "\"threads\": %d, \"test\": \"%s\", \"n_prompt\": %d, \"n_gen\": %d, \"n_depth\": %d, "
                          "\"reps\": %d, \"tok_s\": %.3f, \"tok_s_sd\": %.3f, "
                          "\"bytes_per_token\": %.0f, \"read_bw_gbs\": %.2f, \"bw_fraction\": %.4f}\n",
-                    model_name(m), model_arch_name(m->config.arch), size, params, weight_type(m),
-                    o->pe_label, kv, kernels_path_name(), threads, r.name, r.n_prompt, r.n_gen, r.depth, o->reps, r.mean, r.sd,
+                    model_name(m), m->config.family.name, size, params, weight_type(m),
+                    o->pe_label, kv, kernels_path_name(), threads, r.name, r.n_prompt, r.n_gen, r.depth, o->reps,
+                    r.mean, r.sd,
                     r.bytes_per_token, r.bw_gbs, r.bw_fraction);
         } else {
             char ts[32], bw[16] = "", frac[16] = "";

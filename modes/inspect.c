@@ -92,10 +92,17 @@ static void emit_config(Emitter *e, const Model *m) {
     em_int(e, "n_heads", c->n_heads);
     em_int(e, "n_kv_heads", c->n_kv_heads);
     em_int(e, "head_size", model_head_size(c));
+    em_str(e, "norm", model_norm_name(c->family.norm));
+    em_str(e, "feed_forward", model_ffn_name(c->family.ffn));
+    em_str(e, "residual", c->family.parallel_residual ? "parallel" : "sequential");
+    em_bool(e, "embedding_norm", c->family.embed_norm);
     em_int(e, "vocab_size", c->vocab_size);
     em_int(e, "context_length", c->seq_len);
     em_num(e, "norm_eps", c->norm_eps);
     em_num(e, "embedding_scale", c->embed_scale);
+    if (c->clamp_kqv > 0.0f) em_num(e, "clamp_kqv", c->clamp_kqv);
+    if (c->sliding_window) em_int(e, "sliding_window", c->sliding_window);
+    em_bool(e, "output_bias", m->weights.output_b != NULL);
     em_bool(e, "tied_output", m->weights.output.data == m->weights.token_embd.data);
     em_end(e, '}');
 }
@@ -297,7 +304,7 @@ void model_inspect(const Model *m, const PeParams *pe, FILE *out, int json, int 
     Emitter e = {.out = out, .json = json};
     if (json) fputc('{', out);
     emit_file(&e, m->path, m->gguf);
-    em_str(&e, "architecture", model_arch_name(m->config.arch));
+    em_str(&e, "architecture", m->config.family.name);
     emit_config(&e, m);
     emit_positional(&e, m, pe);
     emit_tokenizer(&e, m->gguf);

@@ -93,16 +93,49 @@ void tests_load_zoo(Model *m, const char *models_dir, const char *scheme) {
     tests_load_model(m, gguf);
 }
 
+const char *tests_make_family(const char *family, int tied, const char *name) {
+    static char gguf[4][160];
+    static int next;
+    char dir[128], *out = gguf[next++ % 4];
+    snprintf(dir, sizeof dir, "build/arch/%s", name);
+    snprintf(out, sizeof gguf[0], "%s.gguf", dir);
+    mkdir("build", 0755);
+    mkdir("build/arch", 0755);
+    const char *make[] = {"tools/arch_reference.py", "make", family, dir,
+                          tied ? "--tied" : NULL, NULL};
+    const char *conv[] = {"tools/convert.py", dir, out, NULL};
+    TestsRun a = tests_run_python_ok(make), b = tests_run_python_ok(conv);
+    tests_run_free(&a);
+    tests_run_free(&b);
+    return out;
+}
+
+void tests_load_family(Model *m, const char *family) {
+    char name[64];
+    snprintf(name, sizeof name, "models-%s", family);
+    tests_load_model(m, tests_make_family(family, 0, name));
+}
+
 int tests_load_models(TestsModel *out, const char *what) {
-    static const char *const zoo[TESTS_N_MODELS - 1] = {"sinusoidal", "learned", "rope",
-                                                         "alibi", "none", "t5"};
+    static const char *const zoo[] = {"sinusoidal", "learned", "rope", "alibi", "none", "t5"};
+    /* (name: the GGUF architecture, HF model_type) */
+    static const char *const families[][2] = {
+        {"qwen2", "qwen2"}, {"gptneox", "gpt_neox"}, {"bloom", "bloom"},
+        {"starcoder", "gpt_bigcode"}, {"phi2", "phi"}, {"mpt", "mpt"}, {"gemma", "gemma"},
+        {"mistral", "mistral"},
+    };
+    const int n_zoo = (int)(sizeof zoo / sizeof *zoo);
     const char *dir = tests_models_dir(what);
     if (!dir) return 0;
     out[0].name = "stories260K";
     tests_load_model(&out[0].model, tests_model_path(dir, "stories260K/stories260K.bin"));
-    for (int i = 0; i < TESTS_N_MODELS - 1; i++) {
+    for (int i = 0; i < n_zoo; i++) {
         out[1 + i].name = zoo[i];
         tests_load_zoo(&out[1 + i].model, dir, zoo[i]);
+    }
+    for (int i = 0; i < TESTS_N_MODELS - 1 - n_zoo; i++) {
+        out[1 + n_zoo + i].name = families[i][0];
+        tests_load_family(&out[1 + n_zoo + i].model, families[i][1]);
     }
     return 1;
 }

@@ -42,11 +42,22 @@ void tests_build_context(Context *ctx, const Model *m, const PeParams *pe, int n
 /* The PE zoo's model for `scheme` (zoo/<scheme>), converted and loaded. */
 void tests_load_zoo(Model *m, const char *models_dir, const char *scheme);
 
-/* The real models the cache suites run on, one per architecture family and
- * positional scheme: stories260K (llama, RoPE native) and the six PE-zoo
+/* tools/arch_reference.py's tiny random checkpoint of `family` (its HF
+ * model_type: qwen2, gpt_neox, bloom, gpt_bigcode, phi, mpt, gemma; seed
+ * 11; `tied`: with a tied head) generated into build/arch/<name> and
+ * converted with tools/convert.py; returns build/arch/<name>.gguf (static
+ * rotating buffer).  tests_load_family loads it (name models-<family>). */
+const char *tests_make_family(const char *family, int tied, const char *name);
+void tests_load_family(Model *m, const char *family);
+
+/* The models the cache suites run on, one per architecture family and
+ * positional scheme: stories260K (llama, RoPE native), the six PE-zoo
  * models (gpt2; sinusoidal, learned, rope, alibi, none, t5), converted to
- * GGUF. */
-#define TESTS_N_MODELS 7
+ * GGUF, and one tiny random checkpoint of every other family (qwen2,
+ * gptneox and phi2 with partial rotary, bloom, starcoder, mpt, gemma with
+ * its head size apart from dim / heads) and a llama with a sliding window
+ * (mistral). */
+#define TESTS_N_MODELS 15
 typedef struct {
     const char *name;
     Model model;

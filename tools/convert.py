@@ -11,14 +11,21 @@ INPUT is either
     with its tokenizer (--tokenizer, or tokenizer.bin next to it);
   * a Hugging Face directory: config.json + model.safetensors (or shards
     listed in model.safetensors.index.json), model_type `llama` (tokenizer
-    from --tokenizer, or the directory's tokenizer.model or tokenizer.bin) or
-    `gpt2` (vocab.json + merges.txt).
+    from --tokenizer, or the directory's tokenizer.model or tokenizer.bin),
+    `mistral` (as llama, with llama.attention.sliding_window),
+    `gpt2` (vocab.json + merges.txt), or `qwen2`, `gemma`, `gpt_neox`,
+    `bloom`, `gpt_bigcode`, `phi`, `mpt` (GGUF architectures qwen2, gemma,
+    gptneox, bloom, starcoder, phi2, mpt; tokenizer from --tokenizer, or the
+    directory's tokenizer.model, tokenizer.json or vocab.json + merges.txt).
 A tokenizer is a SentencePiece .model (BPE or unigram), a llama2.c
 tokenizer.bin, or a GPT-2 vocab.json + merges.txt directory; --vocab-only
 writes just its general.* and tokenizer keys, no tensors.
 
-Keys and tensor names follow llama.cpp (arch `llama` or `gpt2`), so standard
-models stay interchangeable with that ecosystem.  What has no standard name
+Keys, tensor names and layouts follow llama.cpp's convert_hf_to_gguf.py (e.g.
+GPT-NeoX's and BLOOM's per-head fused qkv reordered into q | k | v blocks,
+Gemma's norms stored as 1 + w, a tied head written as output.weight where
+llama.cpp requires one), so standard models stay interchangeable with that
+ecosystem.  What has no standard name
 goes under `posenc.*`:
   posenc.positional       learned | sinusoidal | rope | alibi | none | t5 (always written)
   posenc.rope.pairing     interleaved (Meta/llama2.c pairs 2i,2i+1) | neox (rotate_half: i, i+d/2)
@@ -545,22 +552,29 @@ def convert_llama2c(path, out, tokenizer):
         out.tensor("output.weight", (vocab, dim), load("output"))
 
 
-def write_llama_hparams(out, ctx, dim, hidden, n_layers, n_heads, n_kv, head_dim, eps, theta):
+def add_shape_hparams(out, arch, ctx, dim, hidden, n_layers, n_heads, n_kv):
+    """The keys every family has."""
     w = out.w
-    w.add_uint32("llama.context_length", ctx)
-    w.add_uint32("llama.embedding_length", dim)
-    w.add_uint32("llama.block_count", n_layers)
-    w.add_uint32("llama.feed_forward_length", hidden)
-    w.add_uint32("llama.attention.head_count", n_heads)
-    w.add_uint32("llama.attention.head_count_kv", n_kv)
-    w.add_float32("llama.attention.layer_norm_rms_epsilon", eps)
-    w.add_float32("llama.rope.freq_base", theta)
-    w.add_uint32("llama.rope.dimension_count", head_dim)
+    w.add_uint32(arch + ".context_length", ctx)
+    w.add_uint32(arch + ".embedding_length", dim)
+    w.add_uint32(arch + ".block_count", n_layers)
+    w.add_uint32(arch + ".feed_forward_length", hidden)
+    w.add_uint32(arch + ".attention.head_count", n_heads)
+    w.add_uint32(arch + ".attention.head_count_kv", n_kv)
+
+
+def write_llama_hparams(out, ctx, dim, hidden, n_layers, n_heads, n_kv, head_dim, eps, theta,
+                        arch="llama", pairing="interleaved"):
+    add_shape_hparams(out, arch, ctx, dim, hidden, n_layers, n_heads, n_kv)
+    w = out.w
+    w.add_float32(arch + ".attention.layer_norm_rms_epsilon", eps)
+    w.add_float32(arch + ".rope.freq_base", theta)
+    w.add_uint32(arch + ".rope.dimension_count", head_dim)
     if head_dim * n_heads != dim:
-        w.add_uint32("llama.attention.key_length", head_dim)
-        w.add_uint32("llama.attention.value_length", head_dim)
+        w.add_uint32(arch + ".attention.key_length", head_dim)
+        w.add_uint32(arch + ".attention.value_length", head_dim)
     w.add_string("posenc.positional", "rope")
-    w.add_string("posenc.rope.pairing", "interleaved")
+    w.add_string("posenc.rope.pairing", pairing)
 
 
 # ---- Hugging Face safetensors ---------------------------------------------------------------
@@ -699,7 +713,13 @@ def cfg_float(config, key, default):
     return float(v)
 
 
-def convert_hf_llama(model_dir, config, out, tokenizer):
+def convert_hf_llama(model_dir, config, out, tokenizer, arch="llama"):
+    """llama, and the families of the same layout whose q/k rows stay in HF's
+    rotate_half order (llama.cpp runs them with NeoX pairs): qwen2, with
+    q/k/v biases, and gemma, whose RMSNorms scale by (1 + w) (stored as
+    1 + w, as llama.cpp's converter does), GeGLU, tied head."""
+    qwen2, gemma = arch == "qwen2", arch == "gemma"
+    neox = qwen2 or gemma
     st = SafeTensors(model_dir)
     dim = cfg_int(config, "hidden_size")
     hidden = cfg_int(config, "intermediate_size")
@@ -710,17 +730,24 @@ def convert_hf_llama(model_dir, config, out, tokenizer):
     if n_heads % n_kv or (config.get("head_dim") is None and dim % n_heads) or hd % 2:
         fail("config.json: inconsistent attention: hidden_size %d, %d heads, %d kv heads"
              % (dim, n_heads, n_kv))
-    if config.get("hidden_act", "silu") != "silu":
-        fail("config.json: hidden_act %r is not supported (llama uses silu)" % config["hidden_act"])
-    if config.get("attention_bias") or config.get("mlp_bias"):
+    act = config.get("hidden_activation") or config.get("hidden_act", "silu")
+    if gemma and act not in ("gelu", "gelu_pytorch_tanh"):
+        fail("config.json: hidden_activation %r is not supported (gemma uses tanh GELU)" % act)
+    if not gemma and act != "silu":
+        fail("config.json: hidden_act %r is not supported (%s uses silu)" % (act, arch))
+    if not qwen2 and (config.get("attention_bias") or config.get("mlp_bias")):
         fail("config.json: attention/mlp biases are not supported for llama")
+    if qwen2 and config.get("use_sliding_window"):
+        fail("config.json: use_sliding_window is not supported")
     vocab = cfg_int(config, "vocab_size")
     ctx = cfg_int(config, "max_position_embeddings")
 
     plan = TensorPlan(st, ignore=("rotary_emb.inv_freq",))
     P = "model.layers.%d."
     embd = plan.take("model.embed_tokens.weight", (vocab, dim))
-    tied = config.get("tie_word_embeddings", False)
+    tied = config.get("tie_word_embeddings", gemma)
+    if gemma and not tied:
+        fail("config.json: gemma with an untied head is not supported (llama.cpp ties it)")
     head = None
     if "lm_head.weight" in st and not tied:
         head = plan.take("lm_head.weight", (vocab, dim))
@@ -730,25 +757,37 @@ def convert_hf_llama(model_dir, config, out, tokenizer):
         fail("tie_word_embeddings is false but lm_head.weight is missing")
 
     if tokenizer is None:
-        for cand in ("tokenizer.model", "tokenizer.bin"):
+        for cand in ("tokenizer.model", "tokenizer.bin", "tokenizer.json", "vocab.json"):
             if os.path.isfile(os.path.join(model_dir, cand)):
-                tokenizer = os.path.join(model_dir, cand)
+                # a .json: the directory's tokenizer.json, or vocab.json + merges.txt
+                tokenizer = model_dir if cand.endswith(".json") else os.path.join(model_dir, cand)
                 break
         else:
             fail("no tokenizer: pass --tokenizer (a SentencePiece .model or a llama2.c "
                  "tokenizer.bin)")
 
-    out.general("llama", model_name(config, model_dir))
+    out.general(arch, model_name(config, model_dir))
     write_llama_hparams(out, ctx=ctx, dim=dim, hidden=hidden, n_layers=L, n_heads=n_heads,
                         n_kv=n_kv, head_dim=hd, eps=cfg_float(config, "rms_norm_eps", 1e-5),
-                        theta=cfg_float(config, "rope_theta", 10000.0))
-    add_rope_scaling(out, config)
+                        theta=cfg_float(config, "rope_theta", 10000.0), arch=arch,
+                        pairing="neox" if neox else "interleaved")
+    add_rope_scaling(out, config, arch)
+    window = config.get("sliding_window")
+    if window is not None and not qwen2:   # Mistral's; Qwen2's is refused above unless unused
+        out.w.add_uint32(arch + ".attention.sliding_window", cfg_int(config, "sliding_window"))
     add_model_tokenizer(out, tokenizer, vocab, config)
 
     def plain(name):
         return lambda: st.read(name)
 
+    def norm(name):
+        if gemma:
+            return lambda: array.array("f", (v + 1.0 for v in st.read(name)))
+        return plain(name)
+
     def unpermuted(name, heads):
+        if neox:
+            return plain(name)
         return lambda: unpermute_rotate_half(st.read(name), heads, hd, dim)
 
     out.tensor("token_embd.weight", (vocab, dim), plain(embd))
@@ -756,30 +795,34 @@ def convert_hf_llama(model_dir, config, out, tokenizer):
         p = P % l
         b = "blk.%d." % l
         out.tensor(b + "attn_norm.weight", (dim,),
-                   plain(plan.take(p + "input_layernorm.weight", (dim,))))
+                   norm(plan.take(p + "input_layernorm.weight", (dim,))))
         q = plan.take(p + "self_attn.q_proj.weight", (n_heads * hd, dim))
         k = plan.take(p + "self_attn.k_proj.weight", (n_kv * hd, dim))
         out.tensor(b + "attn_q.weight", (n_heads * hd, dim), unpermuted(q, n_heads))
         out.tensor(b + "attn_k.weight", (n_kv * hd, dim), unpermuted(k, n_kv))
         out.tensor(b + "attn_v.weight", (n_kv * hd, dim),
                    plain(plan.take(p + "self_attn.v_proj.weight", (n_kv * hd, dim))))
+        if qwen2:
+            for n, rows in (("q", n_heads * hd), ("k", n_kv * hd), ("v", n_kv * hd)):
+                out.tensor(b + "attn_%s.bias" % n, (rows,),
+                           plain(plan.take(p + "self_attn.%s_proj.bias" % n, (rows,))))
         out.tensor(b + "attn_output.weight", (dim, n_heads * hd),
                    plain(plan.take(p + "self_attn.o_proj.weight", (dim, n_heads * hd))))
         out.tensor(b + "ffn_norm.weight", (dim,),
-                   plain(plan.take(p + "post_attention_layernorm.weight", (dim,))))
+                   norm(plan.take(p + "post_attention_layernorm.weight", (dim,))))
         out.tensor(b + "ffn_gate.weight", (hidden, dim),
                    plain(plan.take(p + "mlp.gate_proj.weight", (hidden, dim))))
         out.tensor(b + "ffn_down.weight", (dim, hidden),
                    plain(plan.take(p + "mlp.down_proj.weight", (dim, hidden))))
         out.tensor(b + "ffn_up.weight", (hidden, dim),
                    plain(plan.take(p + "mlp.up_proj.weight", (hidden, dim))))
-    out.tensor("output_norm.weight", (dim,), plain(plan.take("model.norm.weight", (dim,))))
+    out.tensor("output_norm.weight", (dim,), norm(plan.take("model.norm.weight", (dim,))))
     if head:
         out.tensor("output.weight", (vocab, dim), plain(head))
     plan.finish()
 
 
-def add_rope_scaling(out, config):
+def add_rope_scaling(out, config, arch="llama"):
     rs = config.get("rope_scaling")
     if not rs:
         return
@@ -791,10 +834,10 @@ def add_rope_scaling(out, config):
     if kind not in ("linear", "yarn"):
         fail("config.json: rope_scaling type %r is not supported (linear, yarn)" % kind)
     w = out.w
-    w.add_string("llama.rope.scaling.type", kind)
-    w.add_float32("llama.rope.scaling.factor", cfg_float(rs, "factor", None))
+    w.add_string(arch + ".rope.scaling.type", kind)
+    w.add_float32(arch + ".rope.scaling.factor", cfg_float(rs, "factor", None))
     if kind == "yarn" and "original_max_position_embeddings" in rs:
-        w.add_uint32("llama.rope.scaling.original_context_length",
+        w.add_uint32(arch + ".rope.scaling.original_context_length",
                      cfg_int(rs, "original_max_position_embeddings"))
 
 
@@ -939,6 +982,185 @@ def convert_hf_gpt2(model_dir, config, out):
     out.tensor("output_norm.bias", (n_embd,), plain(plan.take(pre + "ln_f.bias", (n_embd,))))
     if head:
         out.tensor("output.weight", (vocab, n_embd), plain(head))
+    elif pe == "learned":
+        # llama.cpp requires output.weight for gpt2 and its converter writes
+        # the tied embedding again; so does this one, for the files llama.cpp
+        # can load (gpt2 there needs position_embd: the learned scheme).
+        out.tensor("output.weight", (vocab, n_embd), plain(wte))
+    plan.finish()
+
+
+# ---- LayerNorm families: gptneox, bloom, starcoder -------------------------------------------
+
+def per_head_qkv(a, n_head, head_dim, cols):
+    """HF GPT-NeoX and BLOOM fuse q, k, v per head: rows (heads, 3, head_dim).
+    llama.cpp's converter stores q | k | v blocks instead (so does posenc):
+    row i*heads*hd + h*hd + r of the result is row (h*3 + i)*hd + r of a."""
+    out = array.array("f")
+    for i in range(3):
+        for h in range(n_head):
+            r = (h * 3 + i) * head_dim
+            out.extend(a[r * cols:(r + head_dim) * cols])
+    return out
+
+
+class LayerNormWriter:
+    """Writes one HF tensor (or LayerNorm pair) under its llama.cpp name."""
+
+    def __init__(self, st, plan, out):
+        self.st, self.plan, self.out = st, plan, out
+
+    def tensor(self, src, dst, shape, fix=None):
+        name = self.plan.take(src, shape)
+        read = (lambda: fix(self.st.read(name))) if fix else (lambda: self.st.read(name))
+        self.out.tensor(dst, shape, read)
+
+    def linear(self, src, dst, rows, cols, fix_w=None, fix_b=None, bias=True):
+        """bias: True (required), or "optional" (written when the checkpoint has it)."""
+        self.tensor(src + ".weight", dst + ".weight", (rows, cols), fix_w)
+        if bias is True or src + ".bias" in self.st:
+            self.tensor(src + ".bias", dst + ".bias", (rows,), fix_b)
+
+    def norm(self, src, dst, n, bias=True):
+        self.tensor(src + ".weight", dst + ".weight", (n,))
+        if bias is True or src + ".bias" in self.st:
+            self.tensor(src + ".bias", dst + ".bias", (n,))
+
+
+def untied_head(st, plan, config, name, tied_default=True):
+    """The untied head's HF name, or None when the checkpoint ties it."""
+    tied = config.get("tie_word_embeddings", tied_default)
+    if name in st:
+        if tied:
+            plan.used.add(name)   # a redundant copy of the embedding
+            return None
+        return name
+    if not tied:
+        fail("tie_word_embeddings is false but %s is missing" % name)
+    return None
+
+
+def add_layernorm_hparams(out, arch, ctx, dim, ff, L, n_head, n_kv, eps):
+    add_shape_hparams(out, arch, ctx, dim, ff, L, n_head, n_kv)
+    out.w.add_float32(arch + ".attention.layer_norm_epsilon", eps)
+
+
+def write_per_head_fused_block(w, p, attn, layer, dim, ff, n_head):
+    """One GPT-NeoX or BLOOM block (HF prefix p, attention module `attn`):
+    the same tensors under the same names but for the attention's."""
+    b, hd = "blk.%d." % layer, dim // n_head
+    w.norm(p + "input_layernorm", b + "attn_norm", dim)
+    w.linear(p + attn + ".query_key_value", b + "attn_qkv", 3 * dim, dim,
+             lambda a: per_head_qkv(a, n_head, hd, dim),
+             lambda a: per_head_qkv(a, n_head, hd, 1))
+    w.linear(p + attn + ".dense", b + "attn_output", dim, dim)
+    w.norm(p + "post_attention_layernorm", b + "ffn_norm", dim)
+    w.linear(p + "mlp.dense_h_to_4h", b + "ffn_up", ff, dim)
+    w.linear(p + "mlp.dense_4h_to_h", b + "ffn_down", dim, ff)
+
+
+def convert_hf_gpt_neox(model_dir, config, out, tokenizer):
+    st = SafeTensors(model_dir)
+    dim, L = cfg_int(config, "hidden_size"), cfg_int(config, "num_hidden_layers")
+    n_head, ff = cfg_int(config, "num_attention_heads"), cfg_int(config, "intermediate_size")
+    ctx, vocab = cfg_int(config, "max_position_embeddings"), cfg_int(config, "vocab_size")
+    if dim % n_head:
+        fail("config.json: hidden_size %d is not a multiple of %d heads" % (dim, n_head))
+    hd = dim // n_head
+    n_rot = int(cfg_float(config, "rotary_pct", 1.0) * hd)
+    if n_rot <= 0 or n_rot % 2:
+        fail("config.json: rotary_pct gives %d rotated dims of %d (must be even, > 0)" % (n_rot, hd))
+    if config.get("hidden_act", "gelu") != "gelu":
+        fail("config.json: hidden_act %r is not supported (gpt_neox uses gelu)" % config["hidden_act"])
+    plan = TensorPlan(st, ignore=(".attention.bias", ".attention.masked_bias",
+                                  "rotary_emb.inv_freq"))
+    w = LayerNormWriter(st, plan, out)
+    head = untied_head(st, plan, config, "embed_out.weight", tied_default=False)
+    out.general("gptneox", model_name(config, model_dir))
+    add_layernorm_hparams(out, "gptneox", ctx, dim, ff, L, n_head, n_head,
+                          cfg_float(config, "layer_norm_eps", 1e-5))
+    out.w.add_uint32("gptneox.rope.dimension_count", n_rot)
+    out.w.add_float32("gptneox.rope.freq_base", cfg_float(config, "rotary_emb_base", 10000.0))
+    out.w.add_bool("gptneox.use_parallel_residual", bool(config.get("use_parallel_residual", True)))
+    out.w.add_string("posenc.positional", "rope")
+    out.w.add_string("posenc.rope.pairing", "neox")
+    add_model_tokenizer(out, tokenizer or model_dir, vocab, config)
+    P = "gpt_neox."
+    w.tensor(P + "embed_in.weight", "token_embd.weight", (vocab, dim))
+    for l in range(L):
+        write_per_head_fused_block(w, P + "layers.%d." % l, "attention", l, dim, ff, n_head)
+    w.norm(P + "final_layer_norm", "output_norm", dim)
+    if head:
+        w.tensor(head, "output.weight", (vocab, dim))
+    plan.finish()
+
+
+def convert_hf_bloom(model_dir, config, out, tokenizer):
+    st = SafeTensors(model_dir)
+    dim = cfg_int(config, "hidden_size", config.get("n_embed"))
+    L, n_head = cfg_int(config, "n_layer"), cfg_int(config, "n_head")
+    vocab = cfg_int(config, "vocab_size")
+    if dim % n_head:
+        fail("config.json: hidden_size %d is not a multiple of %d heads" % (dim, n_head))
+    ff = 4 * dim
+    P = "transformer." if "transformer.word_embeddings.weight" in st else ""
+    plan = TensorPlan(st)
+    w = LayerNormWriter(st, plan, out)
+    embd = P + "word_embeddings.weight"
+    head = untied_head(st, plan, config, "lm_head.weight")
+    out.general("bloom", model_name(config, model_dir))
+    # llama.cpp's converter: seq_length, else n_embed (BLOOM's configs have no context length)
+    add_layernorm_hparams(out, "bloom", cfg_int(config, "seq_length", dim), dim, ff, L, n_head,
+                          n_head, cfg_float(config, "layer_norm_epsilon", 1e-5))
+    out.w.add_float32("bloom.attention.max_alibi_bias", 8.0)
+    out.w.add_string("posenc.positional", "alibi")
+    add_model_tokenizer(out, tokenizer or model_dir, vocab, config)
+    w.tensor(embd, "token_embd.weight", (vocab, dim))
+    w.norm(P + "word_embeddings_layernorm", "token_embd_norm", dim)
+    for l in range(L):
+        write_per_head_fused_block(w, P + "h.%d." % l, "self_attention", l, dim, ff, n_head)
+    w.norm(P + "ln_f", "output_norm", dim)
+    # llama.cpp requires output.weight for bloom: its converter writes the tied
+    # embedding again, and so does this one.
+    out.tensor("output.weight", (vocab, dim), lambda: st.read(head or embd))
+    plan.finish()
+
+
+def convert_hf_gpt_bigcode(model_dir, config, out, tokenizer):
+    st = SafeTensors(model_dir)
+    dim, L, n_head = cfg_int(config, "n_embd"), cfg_int(config, "n_layer"), cfg_int(config, "n_head")
+    ctx, vocab = cfg_int(config, "n_positions"), cfg_int(config, "vocab_size")
+    ff = config.get("n_inner") or 4 * dim
+    if dim % n_head:
+        fail("config.json: n_embd %d is not a multiple of %d heads" % (dim, n_head))
+    if config.get("activation_function", "gelu_pytorch_tanh") not in ("gelu_pytorch_tanh", "gelu_new"):
+        fail("config.json: activation_function %r is not supported (tanh GELU)"
+             % config["activation_function"])
+    hd = dim // n_head
+    n_kv = 1 if config.get("multi_query", True) else n_head
+    kv = n_kv * hd
+    P = "transformer."
+    plan = TensorPlan(st, ignore=(".attn.bias", ".attn.masked_bias"))
+    w = LayerNormWriter(st, plan, out)
+    head = untied_head(st, plan, config, "lm_head.weight")
+    out.general("starcoder", model_name(config, model_dir))
+    add_layernorm_hparams(out, "starcoder", ctx, dim, ff, L, n_head, n_kv,
+                          cfg_float(config, "layer_norm_epsilon", 1e-5))
+    out.w.add_string("posenc.positional", "learned")
+    add_model_tokenizer(out, tokenizer or model_dir, vocab, config)
+    w.tensor(P + "wte.weight", "token_embd.weight", (vocab, dim))
+    w.tensor(P + "wpe.weight", "position_embd.weight", (ctx, dim))
+    for l in range(L):
+        p, b = P + "h.%d." % l, "blk.%d." % l
+        w.norm(p + "ln_1", b + "attn_norm", dim)
+        w.linear(p + "attn.c_attn", b + "attn_qkv", dim + 2 * kv, dim)   # q | k | v already
+        w.linear(p + "attn.c_proj", b + "attn_output", dim, dim)
+        w.norm(p + "ln_2", b + "ffn_norm", dim)
+        w.linear(p + "mlp.c_fc", b + "ffn_up", ff, dim)
+        w.linear(p + "mlp.c_proj", b + "ffn_down", dim, ff)
+    w.norm(P + "ln_f", "output_norm", dim)
+    if head:
+        w.tensor(head, "output.weight", (vocab, dim))
     plan.finish()
 
 
@@ -973,6 +1195,105 @@ def convert_gguf(path, out):
         out.tensor(tname, tuple(reversed(t["ne"])), lambda n=tname: r.floats(n))
 
 
+def convert_hf_phi(model_dir, config, out, tokenizer):
+    st = SafeTensors(model_dir)
+    dim, L = cfg_int(config, "hidden_size"), cfg_int(config, "num_hidden_layers")
+    n_head, ff = cfg_int(config, "num_attention_heads"), cfg_int(config, "intermediate_size")
+    ctx, vocab = cfg_int(config, "max_position_embeddings"), cfg_int(config, "vocab_size")
+    n_kv = cfg_int(config, "num_key_value_heads", n_head)
+    if dim % n_head or n_head % n_kv:
+        fail("config.json: hidden_size %d, %d heads, %d kv heads are inconsistent" % (dim, n_head, n_kv))
+    hd = dim // n_head
+    n_rot = int(cfg_float(config, "partial_rotary_factor", 0.5) * hd)
+    if n_rot <= 0 or n_rot % 2:
+        fail("config.json: partial_rotary_factor gives %d rotated dims of %d (must be even, > 0)"
+             % (n_rot, hd))
+    if config.get("qk_layernorm"):
+        fail("config.json: qk_layernorm is not supported")
+    if config.get("hidden_act", "gelu_new") not in ("gelu_new", "gelu_pytorch_tanh"):
+        fail("config.json: hidden_act %r is not supported (phi uses tanh GELU)" % config["hidden_act"])
+    plan = TensorPlan(st, ignore=("rotary_emb.inv_freq",))
+    w = LayerNormWriter(st, plan, out)
+    out.general("phi2", model_name(config, model_dir))
+    add_layernorm_hparams(out, "phi2", ctx, dim, ff, L, n_head, n_kv,
+                          cfg_float(config, "layer_norm_eps", 1e-5))
+    out.w.add_uint32("phi2.rope.dimension_count", n_rot)
+    out.w.add_float32("phi2.rope.freq_base", cfg_float(config, "rope_theta", 10000.0))
+    out.w.add_string("posenc.positional", "rope")
+    out.w.add_string("posenc.rope.pairing", "neox")
+    add_model_tokenizer(out, tokenizer or model_dir, vocab, config)
+    P = "model."
+    w.tensor(P + "embed_tokens.weight", "token_embd.weight", (vocab, dim))
+    for l in range(L):
+        p, b = P + "layers.%d." % l, "blk.%d." % l
+        w.norm(p + "input_layernorm", b + "attn_norm", dim)   # one norm for both branches
+        for n, rows in (("q", dim), ("k", n_kv * hd), ("v", n_kv * hd)):
+            w.linear(p + "self_attn.%s_proj" % n, b + "attn_" + n, rows, dim)
+        w.linear(p + "self_attn.dense", b + "attn_output", dim, dim)
+        w.linear(p + "mlp.fc1", b + "ffn_up", ff, dim)
+        w.linear(p + "mlp.fc2", b + "ffn_down", dim, ff)
+    w.norm(P + "final_layernorm", "output_norm", dim)
+    w.linear("lm_head", "output", vocab, dim)   # phi2 has an untied head with a bias
+    plan.finish()
+
+
+def convert_hf_mpt(model_dir, config, out, tokenizer):
+    st = SafeTensors(model_dir)
+    dim, L, n_head = cfg_int(config, "d_model"), cfg_int(config, "n_layers"), cfg_int(config, "n_heads")
+    ctx, vocab = cfg_int(config, "max_seq_len"), cfg_int(config, "vocab_size")
+    ff = int(cfg_float(config, "expansion_ratio", 4) * dim)
+    attn = config.get("attn_config") or {}
+    if not isinstance(attn, dict):
+        fail("config.json: attn_config must be an object")
+    n_kv = cfg_int(attn, "kv_n_heads", n_head)
+    if dim % n_head or n_head % n_kv:
+        fail("config.json: d_model %d, %d heads, %d kv heads are inconsistent" % (dim, n_head, n_kv))
+    kv = n_kv * (dim // n_head)
+    alibi, learned = bool(attn.get("alibi", False)), bool(config.get("learned_pos_emb", True))
+    learned = learned and "transformer.wpe.weight" in st
+    if alibi and learned:
+        fail("config.json: alibi together with learned positions is not supported (one scheme)")
+    if alibi and n_head & (n_head - 1):
+        fail("config.json: MPT's ALiBi slopes for %d heads (not a power of two) differ from "
+             "llama.cpp's" % n_head)
+    if config.get("ffn_config", {}).get("ffn_type", "mptmlp") != "mptmlp":
+        fail("config.json: ffn_type %r is not supported" % config["ffn_config"]["ffn_type"])
+    plan = TensorPlan(st)
+    w = LayerNormWriter(st, plan, out)
+    head = untied_head(st, plan, config, "lm_head.weight")
+    out.general("mpt", model_name(config, model_dir))
+    add_layernorm_hparams(out, "mpt", ctx, dim, ff, L, n_head, n_kv,
+                          cfg_float(config, "layer_norm_epsilon", 1e-5))
+    if attn.get("clip_qkv") is not None:
+        out.w.add_float32("mpt.attention.clamp_kqv", cfg_float(attn, "clip_qkv", None))
+    # llama.cpp's converter writes 0 for "no alibi"
+    out.w.add_float32("mpt.attention.max_alibi_bias",
+                      cfg_float(attn, "alibi_bias_max", 8.0) if alibi else 0.0)
+    out.w.add_string("posenc.positional", "alibi" if alibi else "learned" if learned else "none")
+    add_model_tokenizer(out, tokenizer or model_dir, vocab, config)
+    P = "transformer."
+    w.tensor(P + "wte.weight", "token_embd.weight", (vocab, dim))
+    if learned:
+        w.tensor(P + "wpe.weight", "position_embd.weight", (ctx, dim))
+    for l in range(L):
+        p, b = P + "blocks.%d." % l, "blk.%d." % l
+        w.norm(p + "norm_1", b + "attn_norm", dim, bias="optional")
+        w.linear(p + "attn.Wqkv", b + "attn_qkv", dim + 2 * kv, dim, bias="optional")
+        w.linear(p + "attn.out_proj", b + "attn_output", dim, dim, bias="optional")
+        w.norm(p + "norm_2", b + "ffn_norm", dim, bias="optional")
+        w.linear(p + "ffn.up_proj", b + "ffn_up", ff, dim, bias="optional")
+        w.linear(p + "ffn.down_proj", b + "ffn_down", dim, ff, bias="optional")
+    w.norm(P + "norm_f", "output_norm", dim, bias="optional")
+    if head:
+        w.tensor(head, "output.weight", (vocab, dim))
+    plan.finish()
+
+
+_LAYERNORM_FAMILIES = {"gpt_neox": convert_hf_gpt_neox, "bloom": convert_hf_bloom,
+                       "gpt_bigcode": convert_hf_gpt_bigcode, "phi": convert_hf_phi,
+                       "mpt": convert_hf_mpt}
+
+
 def convert_hf(model_dir, out, tokenizer):
     cfg_path = os.path.join(model_dir, "config.json")
     if not os.path.isfile(cfg_path):
@@ -981,15 +1302,18 @@ def convert_hf(model_dir, out, tokenizer):
     if not isinstance(config, dict):
         fail("%s: expected a JSON object" % cfg_path)
     mt = config.get("model_type")
-    if mt == "llama":
-        convert_hf_llama(model_dir, config, out, tokenizer)
+    if mt in ("llama", "qwen2", "gemma", "mistral"):   # Mistral is llama with a sliding window
+        convert_hf_llama(model_dir, config, out, tokenizer, "llama" if mt == "mistral" else mt)
+    elif mt in _LAYERNORM_FAMILIES:
+        _LAYERNORM_FAMILIES[mt](model_dir, config, out, tokenizer)
     elif mt == "gpt2":
         if tokenizer is not None:
             fail("--tokenizer is not used for gpt2 models (vocab.json + merges.txt are read "
                  "from the model directory)")
         convert_hf_gpt2(model_dir, config, out)
     else:
-        fail("%s: unsupported model_type %r (supported: llama, gpt2)" % (cfg_path, mt))
+        fail("%s: unsupported model_type %r (supported: llama, mistral, qwen2, gemma, gpt2, "
+             "gpt_neox, bloom, gpt_bigcode, phi, mpt)" % (cfg_path, mt))
 
 
 # ---- chat template ---------------------------------------------------------------------------

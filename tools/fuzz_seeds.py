@@ -217,6 +217,17 @@ def quantize(src, out, qtype):
         return f.read()
 
 
+def arch_checkpoint(family, d, seed):
+    """tools/arch_reference.py's checkpoint of a family into d (it needs
+    NumPy: without it the seed is left out, with a note)."""
+    r = subprocess.run([sys.executable, os.path.join(TOOLS, "arch_reference.py"), "make", family,
+                        d, "--seed", str(seed)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    if r.returncode:
+        print("fuzz_seeds: no %s seed (tools/arch_reference.py: %s)"
+              % (family, r.stderr.decode(errors="replace").strip().splitlines()[-1]), file=sys.stderr)
+    return r.returncode == 0
+
+
 def safetensors(tensors):
     """{name: (shape, floats)} as a safetensors file (F32)."""
     header, blobs, off = {}, [], 0
@@ -296,7 +307,8 @@ def tiny_llama_dir(rng, tmp, name, vocab, tokenizer, rope_scaling=None, head_dim
 
 def model_seeds(models, tmp, rng, corpus_gguf, corpus_l2c):
     """Tiny models: llama (from llama2.c checkpoints) and gpt2 (the zoo's
-    configurations) in every scheme and tensor type; llama2.c pairs."""
+    configurations) in every scheme and tensor type, one of every other
+    family; llama2.c pairs."""
     small = small_llama2c_vocab()
     tok512 = read_tokenizer_bin(os.path.join(models, "stories260K/tok512.bin"))
     bases = []
@@ -334,6 +346,11 @@ def model_seeds(models, tmp, rng, corpus_gguf, corpus_l2c):
             d = tiny_gpt2_dir(rng, tmp, zoo, pe, "gpt2-%s-%d" % (pe, tied), tied)
             bases.append(convert([d], d + ".gguf"))
             gpt2[pe] = bases[-1]
+    # the other architecture families: tools/arch_reference.py's checkpoints
+    for family in ("qwen2", "gpt_neox", "bloom", "gpt_bigcode", "phi", "mpt", "gemma"):
+        d = os.path.join(tmp, "arch-" + family)
+        if arch_checkpoint(family, d, rng.randrange(1 << 30)):
+            bases.append(convert([d], d + ".gguf"))
     # varied in full: llama f32, gpt2 alibi, and t5 (its keys and table)
     varied = [bases[0], gpt2["alibi"], gpt2["t5"]]
     small_tok = os.path.join(tmp, "small-1.tok.bin")

@@ -882,6 +882,11 @@ START_TEST(test_convert_zoo_schemes) {
     convert_and_open(&g, models, "zoo/learned", NULL);
     expect_str(&g, "posenc.positional", "learned");
     expect_tensor(&g, "position_embd.weight", 2, 128, 128, TENSOR_F32);
+    /* tied: the embedding again, as llama.cpp's converter writes (and requires) */
+    const GgufTensor *embd = gguf_find_tensor(&g, "token_embd.weight"),
+                     *head = gguf_find_tensor(&g, "output.weight");
+    ck_assert(embd && head && head->nbytes == embd->nbytes &&
+              memcmp(head->data, embd->data, embd->nbytes) == 0);
     gguf_close(&g);
 
     convert_and_open(&g, models, "zoo/none", NULL);

@@ -1,4 +1,4 @@
-/* Cache and position bookkeeping on real models of both families:
+/* Cache and position bookkeeping on a model of every architecture family:
  * decoding token by token must equal recomputing the whole sequence, and
  * chunked prefill must equal one-shot prefill, for every scheme; a token at
  * a wrong position must be caught; a global offset must leave relative
@@ -20,8 +20,8 @@
 static const int SEQ[] = {1, 403, 407, 261, 378, 442, 280, 283, 261, 301, 299, 350, 265, 319, 315};
 #define SEQ_N ((int)(sizeof SEQ / sizeof SEQ[0]))
 
-/* (model, scheme): stories260K under every scheme it can take, and each
- * zoo model under its own. */
+/* (model, scheme): stories260K under every scheme it can take, each zoo
+ * model under its own, and the other families (below). */
 typedef struct {
     int model;
     PeKind kind;
@@ -29,6 +29,10 @@ typedef struct {
 static const Case CASES[] = {
     {0, PE_ROPE}, {0, PE_ALIBI}, {0, PE_SINUSOIDAL}, {0, PE_NONE},
     {1, PE_SINUSOIDAL}, {2, PE_LEARNED}, {3, PE_ROPE}, {4, PE_ALIBI}, {5, PE_NONE}, {6, PE_T5},
+    /* the other families under their own scheme (gptneox: partial rotary),
+     * and two overrides across families */
+    {7, PE_ROPE}, {8, PE_ROPE}, {9, PE_ALIBI}, {10, PE_LEARNED}, {11, PE_ROPE}, {12, PE_ALIBI},
+    {13, PE_ROPE}, {14, PE_ROPE}, {7, PE_ALIBI}, {9, PE_ROPE},
 };
 #define N_CASES ((int)(sizeof CASES / sizeof CASES[0]))
 

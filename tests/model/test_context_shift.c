@@ -1,5 +1,6 @@
-/* Context shift on real models of both families (stories260K, llama; the
- * PE zoo, gpt2).  A shift keeps the first cells, drops some, and moves the
+/* Context shift on a model of every architecture family (stories260K,
+ * llama; the PE zoo, gpt2; tiny random qwen2, gptneox, bloom, starcoder,
+ * phi2, mpt, gemma).  A shift keeps the first cells, drops some, and moves the
  * rest to lower positions; the logits that follow must equal a fresh
  * computation of the kept tokens at their new positions.
  *
@@ -65,6 +66,15 @@ static const Variant VARIANTS[] = {
     {3, PE_ROPE, PE_ROPE_SCALING_NTK},  {3, PE_ROPE, PE_ROPE_SCALING_YARN},
     {4, PE_ALIBI, PE_ROPE_SCALING_NONE}, {5, PE_NONE, PE_ROPE_SCALING_NONE},
     {6, PE_T5, PE_ROPE_SCALING_NONE},
+    /* qwen2, gptneox (partial rotary: only the rotated dims re-rotate),
+     * bloom, starcoder, phi2, mpt, gemma, mistral (sliding window) under
+     * their own scheme, and overrides across them */
+    {7, PE_ROPE, PE_ROPE_SCALING_NONE}, {8, PE_ROPE, PE_ROPE_SCALING_NONE},
+    {8, PE_ROPE, PE_ROPE_SCALING_YARN}, {9, PE_ALIBI, PE_ROPE_SCALING_NONE},
+    {10, PE_LEARNED, PE_ROPE_SCALING_NONE}, {11, PE_ROPE, PE_ROPE_SCALING_NONE},
+    {12, PE_ALIBI, PE_ROPE_SCALING_NONE}, {13, PE_ROPE, PE_ROPE_SCALING_NONE},
+    {14, PE_ROPE, PE_ROPE_SCALING_NONE},
+    {7, PE_ALIBI, PE_ROPE_SCALING_NONE}, {9, PE_ROPE, PE_ROPE_SCALING_NONE},
 };
 #define N_VARIANTS ((int)(sizeof VARIANTS / sizeof VARIANTS[0]))
 

@@ -1,0 +1,52 @@
+/* The architecture families posenc runs, as llama.cpp names them. */
+#include "model/family.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const ModelFamily families[] = {
+    {.name = "llama", .norm = NORM_RMS, .ffn = FFN_SWIGLU, .biases = BIAS_OPTIONAL,
+     .pe = PE_ROPE, .pairing = PE_ROPE_INTERLEAVED},
+    {.name = "gpt2", .norm = NORM_LAYER, .ffn = FFN_GELU_TANH, .biases = BIAS_ALL,
+     .pe = PE_LEARNED, .pairing = PE_ROPE_NEOX},
+    {.name = "qwen2", .norm = NORM_RMS, .ffn = FFN_SWIGLU, .biases = BIAS_QKV,
+     .pe = PE_ROPE, .pairing = PE_ROPE_NEOX},
+    {.name = "gptneox", .norm = NORM_LAYER, .ffn = FFN_GELU_ERF, .biases = BIAS_ALL,
+     .parallel_residual = 1, .pe = PE_ROPE, .pairing = PE_ROPE_NEOX},
+    {.name = "bloom", .norm = NORM_LAYER, .ffn = FFN_GELU_TANH, .biases = BIAS_ALL,
+     .embed_norm = 1, .pe = PE_ALIBI, .pairing = PE_ROPE_NEOX},
+    {.name = "starcoder", .norm = NORM_LAYER, .ffn = FFN_GELU_TANH, .biases = BIAS_ALL,
+     .pe = PE_LEARNED, .pairing = PE_ROPE_NEOX},
+    {.name = "phi2", .norm = NORM_LAYER, .ffn = FFN_GELU_TANH, .biases = BIAS_ALL,
+     .parallel_residual = 1, .shared_norm = 1, .output_bias = 1, .pe = PE_ROPE,
+     .pairing = PE_ROPE_NEOX},
+    {.name = "mpt", .norm = NORM_LAYER, .ffn = FFN_GELU_ERF, .biases = BIAS_OPTIONAL,
+     .pe = PE_ALIBI, .pairing = PE_ROPE_NEOX},
+    {.name = "gemma", .norm = NORM_RMS, .ffn = FFN_GEGLU, .biases = BIAS_OPTIONAL,
+     .embed_scale_sqrt = 1, .pe = PE_ROPE, .pairing = PE_ROPE_NEOX},
+};
+
+const ModelFamily *model_family_find(const char *name) {
+    for (size_t i = 0; i < sizeof families / sizeof *families; i++)
+        if (strcmp(families[i].name, name) == 0) return &families[i];
+    return NULL;
+}
+
+void model_family_names(char *buf, size_t size) {
+    size_t used = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < sizeof families / sizeof *families && used < size; i++) {
+        int n = snprintf(buf + used, size - used, "%s%s", i ? ", " : "", families[i].name);
+        if (n < 0) break;
+        used += (size_t)n;
+    }
+}
+
+int model_family_gated(const ModelFamily *f) { return f->ffn == FFN_SWIGLU || f->ffn == FFN_GEGLU; }
+
+const char *model_norm_name(NormKind k) { return k == NORM_RMS ? "rmsnorm" : "layernorm"; }
+
+const char *model_ffn_name(FfnKind k) {
+    static const char *const names[] = {"swiglu", "geglu", "gelu-tanh", "gelu-erf"};
+    return names[k];
+}
