@@ -27,14 +27,19 @@
 #include "model/model.h"
 #include "modes/perplexity.h"
 #include "modes/plot_svg.h"
+#include "modes/ppl_study.h"
 #include "model/sampler.h"
 #include "positional/pe.h"
 #include "tokenizer/tokenizer.h"
 
 #define MAX_VARIANTS 16
 #define MAX_STOPS 16
+#define MAX_MODELS 16
+#define MAX_WINDOWS 16
 
 typedef struct {
+    const char *model_paths[MAX_MODELS]; /* ppl compares several; other modes take one */
+    int n_models;
     const char *model_path, *tokenizer_path, *mode, *prompt, *text_file;
     float temperature, topp, min_p;
     int topk, steps, threads;
@@ -53,6 +58,8 @@ typedef struct {
     int rope_orig_ctx;
     const char *pe_overflow;
     int ctx, pos_offset, keep;
+    int windows[MAX_WINDOWS];   /* --ctx as a list (ppl): the study's windows; ctx is the first */
+    int n_windows;
     int no_shift, shift_no_rerotate, trace, dump_cache;
     /* ppl */
     int chunks, stride, stream, bos, json;
@@ -91,6 +98,7 @@ static const char *template_names(void) {
 static void usage(FILE *f) {
     fprintf(f,
         "usage: run MODEL [options]\n"
+        "       run MODEL [MODEL...] -m ppl -f FILE --ctx N[,N...] [options]\n"
         "       run [MODEL] -m tokenize [-z TOKENIZER] (-i TEXT | -f FILE) [--pieces] [--special]\n"
         "\n"
         "MODEL is a GGUF file (weights, vocabulary and positional configuration in one)\n"
@@ -130,7 +138,8 @@ static void usage(FILE *f) {
         "  --rope-orig-ctx N    trained context for yarn (default: the model's)\n"
         "  --alibi-max-bias F   ALiBi max bias (default 8)\n"
         "  --pe-overflow P      learned positions past the table: error|clamp (default error)\n"
-        "  --ctx N              KV cache cells / ppl window (default: trained context)\n"
+        "  --ctx N              KV cache cells / ppl window (default: trained context);\n"
+        "                       ppl: a list 64,128,... runs every window (the study)\n"
         "  --pos-offset N       position of the first token (default 0)\n"
         "  --keep N             cells a context shift never discards (default 0)\n"
         "  --no-shift           stop at the end of the context instead of shifting\n"
@@ -148,7 +157,9 @@ static void usage(FILE *f) {
         "                       checkpoint's scheme, run too if not listed)\n"
         "  --json               one JSON object per variant\n"
         "  --csv PATH           mean NLL, count and standard error by position in the window\n"
-        "  --svg PATH           NLL-vs-position chart of all variants\n"
+        "                       (the study: by model, variant and window)\n"
+        "  --svg PATH           NLL-vs-position chart of all variants; with several models\n"
+        "                       or windows: NLL-vs-window chart of every model and variant\n"
         "bench (--pe and the positional flags choose the scheme it runs with):\n"
         "  --pp LIST            prefill sizes, e.g. 128,512 (default 512)\n"
         "  --tg LIST            decode lengths, e.g. 128 (default 128)\n"
@@ -206,6 +217,26 @@ static float parse_float(const char *flag, const char *s, float lo, float hi) {
     return v;
 }
 
+/* --ctx N, or in ppl a list of increasing windows N,N,... */
+static void parse_windows(Options *o, const char *flag, const char *v) {
+    char buf[256];
+    if (strlen(v) >= sizeof buf) die("%s: list too long", flag);
+    if (v[0] == ',' || (v[0] && v[strlen(v) - 1] == ',') || strstr(v, ",,"))
+        die("%s: an empty window in '%s'", flag, v);
+    snprintf(buf, sizeof buf, "%s", v);
+    o->n_windows = 0;
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (o->n_windows == MAX_WINDOWS) die("%s: at most %d windows", flag, MAX_WINDOWS);
+        int w = (int)parse_long(flag, t, 1, 1 << 22);
+        if (o->n_windows && w <= o->windows[o->n_windows - 1])
+            die("%s: the windows must increase, got %d after %d", flag, w,
+                o->windows[o->n_windows - 1]);
+        o->windows[o->n_windows++] = w;
+    }
+    if (o->n_windows == 0) die("%s expects an integer or a list, got '%s'", flag, v);
+    o->ctx = o->windows[0];
+}
+
 /* Flags without a value. */
 static int parse_switch(Options *o, const char *f) {
     int *target = !strcmp(f, "--no-shift")          ? &o->no_shift
@@ -247,7 +278,7 @@ static int parse_value(Options *o, const char *f, const char *v) {
     else if (!strcmp(f, "--rope-orig-ctx")) o->rope_orig_ctx = (int)parse_long(f, v, 1, 1 << 24);
     else if (!strcmp(f, "--alibi-max-bias")) o->alibi_max_bias = parse_float(f, v, 1e-6f, 1e6f);
     else if (!strcmp(f, "--pe-overflow")) o->pe_overflow = v;
-    else if (!strcmp(f, "--ctx")) o->ctx = (int)parse_long(f, v, 1, 1 << 22);
+    else if (!strcmp(f, "--ctx")) parse_windows(o, f, v);
     else if (!strcmp(f, "--pos-offset")) o->pos_offset = (int)parse_long(f, v, 0, 1 << 30);
     else if (!strcmp(f, "--keep")) o->keep = (int)parse_long(f, v, 0, 1 << 22);
     else if (!strcmp(f, "--chunks")) o->chunks = (int)parse_long(f, v, 1, INT_MAX);
@@ -336,7 +367,13 @@ static Options parse_args(int argc, char **argv) {
     o.logits_top = -1;
     o.penalties = (SamplerPenalties){.repeat = 1.0f, .last_n = 64};
     int i = 1;
-    if (i < argc && argv[i][0] != '-') o.model_path = argv[i++];
+    for (; i < argc && argv[i][0] != '-'; i++) {
+        if (o.n_models == MAX_MODELS) die("at most %d models", MAX_MODELS);
+        for (int m = 0; m < o.n_models; m++)
+            if (!strcmp(o.model_paths[m], argv[i])) die("the model '%s' is given twice", argv[i]);
+        o.model_paths[o.n_models++] = argv[i];
+    }
+    o.model_path = o.model_paths[0];
     for (; i < argc; i++) {
         const char *f = argv[i];
         if (!strcmp(f, "-h") || !strcmp(f, "--help")) {
@@ -368,6 +405,12 @@ static Options parse_args(int argc, char **argv) {
         i++;
     }
     check_flags_apply(&o);
+    if (o.n_models > 1 && strcmp(o.mode, "ppl") != 0)
+        die("%d models given: only -m ppl compares several models", o.n_models);
+    if (o.n_windows > 1 && strcmp(o.mode, "ppl") != 0)
+        die("--ctx: a list of windows needs -m ppl");
+    if ((o.n_models > 1 || o.n_windows > 1) && o.logits_out)
+        die("--logits-out writes one run's tokens: give one model and one --ctx window");
     TensorType kv;
     if (o.kv_type && kv_cache_type_from_name(o.kv_type, &kv))
         die("--kv-type: unknown type '%s' (f32|f16)", o.kv_type);
@@ -898,7 +941,8 @@ static void write_svg(const Options *o, const Model *m, const char **labels, con
         ppl_mean_se(res[v].nll_sum, res[v].nll_sq_sum, res[v].n_scored, &nll, &se);
         snprintf(notes[v], sizeof notes[v], "mean NLL %.4f \u00b1 %.4f, ctx %d, %ld %s", nll, se,
                  n_pos, res[v].n_chunks, o->stream ? "chunks" : "windows");
-        series[v] = (SvgSeries){labels[v], notes[v], nll_curve(&res[v], half), faint, n_pos};
+        series[v] = (SvgSeries){.label = labels[v], .note = notes[v],
+                                .y = nll_curve(&res[v], half), .faint = faint, .n = n_pos};
     }
     char title[512], subtitle[128], footnote[160], marker[64];
     snprintf(title, sizeof title, "NLL by position: %s, %s", o->model_path, o->text_file);
@@ -912,8 +956,10 @@ static void write_svg(const Options *o, const Model *m, const char **labels, con
              "than %ld times (%d%% of the most-scored position's %ld)", too_few,
              FAINT_BELOW_PERCENT, most);
     snprintf(marker, sizeof marker, "trained context %d", m->config.seq_len);
-    SvgChart chart = {title, subtitle, "position within the window", "mean NLL (nats/token)",
-                      n_faint ? footnote : NULL, m->config.seq_len, marker};
+    SvgChart chart = {.title = title, .subtitle = subtitle,
+                      .x_label = "position within the window", .y_label = "mean NLL (nats/token)",
+                      .footnote = n_faint ? footnote : NULL, .marker_x = m->config.seq_len,
+                      .marker_label = marker};
     PosencError err;
     int rc = svg_write_curves(o->svg_path, &chart, series, n, &err);
     for (int v = 0; v < n; v++) free((void *)series[v].y);
@@ -921,16 +967,24 @@ static void write_svg(const Options *o, const Model *m, const char **labels, con
     if (rc) die("--svg: %s", err.msg);
 }
 
-/* One line of the ppl table (or one JSON object). */
-static void print_ppl_row(const Options *o, const char *label, int C, const PplResult *r,
-                          const char *baseline, int is_baseline, int baseline_added) {
+/* One line of the ppl table (or one JSON object); `model` is the study's
+ * model column, NULL in a run of one model and one window. */
+static void print_ppl_row(const Options *o, const char *model, const char *label, int C,
+                          const PplResult *r, const char *baseline, int is_baseline,
+                          int baseline_added) {
     double nll, se, diff, diff_se, n = (double)r->n_scored;
     ppl_mean_se(r->nll_sum, r->nll_sq_sum, r->n_scored, &nll, &se);
     ppl_mean_se(r->diff_sum, r->diff_sq_sum, r->n_scored, &diff, &diff_se);
     double kl = n > 0 ? r->kl_sum / n : 0.0, top1 = n > 0 ? r->top1_agree / n : 0.0;
     double tok_s = n / r->seconds;
     if (o->json) {
-        fputs("{\"pe\":", stdout);
+        fputs("{", stdout);
+        if (model) {
+            fputs("\"model\":", stdout);
+            json_write_string(stdout, model, strlen(model));
+            fputs(",", stdout);
+        }
+        fputs("\"pe\":", stdout);
         json_write_string(stdout, label, strlen(label));
         printf(",\"ctx\":%d,\"tokens\":%ld,\"chunks\":%ld,\"nll\":%.9g,\"nll_se\":%.9g,"
                "\"ppl\":%.9g,\"baseline\":", C, r->n_scored, r->n_chunks, nll, se, exp(nll));
@@ -939,13 +993,21 @@ static void print_ppl_row(const Options *o, const char *label, int C, const PplR
                "\"top1_agree\":%.9g,\"seconds\":%.3f,\"tok_s\":%.1f,\"stream\":%s}\n",
                baseline_added ? "true" : "false", diff, diff_se, kl, top1, r->seconds, tok_s,
                o->stream ? "true" : "false");
-    } else if (is_baseline) {
+        return;
+    }
+    if (model) printf("%-24s ", model);
+    if (is_baseline)
         printf("%-22s %6d %9ld %9.4f %8.4f %10.3f %9s %8s %9s %7s %8.2f %9.0f\n", label, C,
                r->n_scored, nll, se, exp(nll), "baseline", "", "", "", r->seconds, tok_s);
-    } else {
+    else
         printf("%-22s %6d %9ld %9.4f %8.4f %10.3f %+9.4f %8.4f %9.4f %7.4f %8.2f %9.0f\n", label,
                C, r->n_scored, nll, se, exp(nll), diff, diff_se, kl, top1, r->seconds, tok_s);
-    }
+}
+
+static void print_ppl_columns(int with_model) {
+    if (with_model) printf("%-24s ", "model");
+    printf("%-22s %6s %9s %9s %8s %10s %9s %8s %9s %7s %8s %9s\n", "variant", "ctx", "tokens",
+           "nll", "se", "ppl", "dnll", "se", "kl", "top1", "seconds", "tok/s");
 }
 
 /* Before any context is built: a window defaults to the model's context
@@ -959,93 +1021,273 @@ static void check_text_length(const Options *o, int n_ids, int C) {
             o->text_file, n_ids, C);
 }
 
-static int run_ppl(const Options *o) {
-    if (!o->text_file) die("-m ppl needs -f FILE");
-    Model model;
-    Tokenizer tok;
-    load_model_and_tokenizer(o, &model, &tok);
-    Variants listed; /* every variant and the baseline are checked before any work */
-    resolve_variants(o, &model, &listed);
-    int C = o->ctx ? o->ctx : model.config.seq_len;
-    if (o->stride > C) die("--stride %d must be in 1..%d (the window, --ctx)", o->stride, C);
-    if (o->stream) check_keep(o, C);
-
+/* The variants -m ppl runs on one model and the baseline among them. */
+typedef struct {
+    Variants listed;
     /* Slot 0 is the checkpoint's own scheme, used only when it is the
      * default baseline and --pe does not list it; the listed variants follow. */
     const char *all_labels[MAX_VARIANTS + 1];
     PeParams all_params[MAX_VARIANTS + 1];
-    all_params[0] = variant_params(&model, o, NULL);
-    all_labels[0] = o->baseline ? o->baseline : pe_kind_name(all_params[0].kind);
+    const char **labels;  /* (n) into all_labels */
+    PeParams *params;     /* (n) into all_params */
+    int n, baseline, added;
+} PplVariants;
+
+static void resolve_ppl_variants(const Options *o, const Model *model, PplVariants *pv) {
+    resolve_variants(o, model, &pv->listed); /* every variant is checked before any work */
+    pv->all_params[0] = variant_params(model, o, NULL);
+    pv->all_labels[0] = o->baseline ? o->baseline : pe_kind_name(pv->all_params[0].kind);
     int baseline = -1;
-    for (int v = 1; v <= listed.n; v++) {
-        all_params[v] = listed.params[v - 1];
-        all_labels[v] = listed.labels[v - 1];
+    for (int v = 1; v <= pv->listed.n; v++) {
+        pv->all_params[v] = pv->listed.params[v - 1];
+        pv->all_labels[v] = pv->listed.labels[v - 1];
         for (int u = 1; u < v; u++)
-            if (!strcmp(all_labels[u], all_labels[v]))
-                die("--pe: '%s' is listed twice", all_labels[v]);
-        if (baseline < 0 && !strcmp(all_labels[v], all_labels[0])) baseline = v;
+            if (!strcmp(pv->all_labels[u], pv->all_labels[v]))
+                die("--pe: '%s' is listed twice", pv->all_labels[v]);
+        if (baseline < 0 && !strcmp(pv->all_labels[v], pv->all_labels[0])) baseline = v;
     }
     if (baseline < 0 && o->baseline)
         die("--baseline: '%s' is not one of the --pe variants (%s)", o->baseline,
-            o->pe_list ? o->pe_list : all_labels[1]);
-    int added = baseline < 0, n_var = listed.n + added;
-    const char **labels = all_labels + !added;
-    PeParams *params = all_params + !added;
-    baseline = added ? 0 : baseline - 1;
-    for (int v = 0; v < n_var; v++) check_positions(&model, &params[v], labels[v], o->pos_offset + C - 1);
+            o->pe_list ? o->pe_list : pv->all_labels[1]);
+    pv->added = baseline < 0;
+    pv->n = pv->listed.n + pv->added;
+    pv->labels = pv->all_labels + !pv->added;
+    pv->params = pv->all_params + !pv->added;
+    pv->baseline = pv->added ? 0 : baseline - 1;
+}
 
+/* -f's text as the model's tokens. */
+static int *encode_ppl_text(const Options *o, const Tokenizer *tok, int *n_ids) {
     size_t len;
     char *text = read_text_file(o->text_file, &len);
-    int *ids = NULL, n_ids = 0;
+    int *ids = NULL;
     PosencError err;
-    int failed = tokenizer_encode_alloc(&tok, text, len, o->bos, 0, &ids, &n_ids, &err);
+    int failed = tokenizer_encode_alloc(tok, text, len, o->bos, 0, &ids, n_ids, &err);
     free(text); /* before a die: LeakSanitizer sees no pointer to it left */
     if (failed) die("-f %s: %s", o->text_file, err.msg);
+    return ids;
+}
 
-    check_text_length(o, n_ids, C);
+/* Scores ids under n variants in windows (or a stream) of C: one context
+ * per variant, built, run in lockstep and freed here. */
+static void score_variants(const Options *o, const Model *model, const char *const *labels,
+                           const PeParams *params, int n, int baseline, const int *ids,
+                           int n_ids, int C, const char *progress_label, LogprobWriter *logprobs,
+                           PplResult *res) {
     PplOptions popt = {.window = C, .stride = o->stride, .max_chunks = o->chunks,
                        .stream = o->stream, .keep = o->keep, .shift = shift_mode(o),
                        .pos_offset = o->pos_offset};
     Context ctxs[MAX_VARIANTS + 1];
-    for (int v = 0; v < n_var; v++)
-        build_context(&ctxs[v], &model, &params[v], context_size_ppl(C, kv_type(o)));
+    for (int v = 0; v < n; v++)
+        build_context(&ctxs[v], model, &params[v], context_size_ppl(C, kv_type(o)));
+    PplReport report = {progress_label, labels, logprobs};
+    PplHooks hooks = {isatty(STDERR_FILENO) ? progress_bar : NULL,
+                      logprobs && logprobs->out ? log_prediction : NULL, &report};
+    PosencError err;
+    if (ppl_evaluate_variants(ctxs, n, baseline, ids, n_ids, &popt, res, &hooks, &err))
+        die("%s", err.msg);
+    for (int v = 0; v < n; v++) context_free(&ctxs[v]);
+}
+
+static int run_ppl_study(const Options *o);
+
+static int run_ppl(const Options *o) {
+    if (!o->text_file) die("-m ppl needs -f FILE");
+    if (o->n_models > 1 || o->n_windows > 1) return run_ppl_study(o);
+    Model model;
+    Tokenizer tok;
+    load_model_and_tokenizer(o, &model, &tok);
+    PplVariants pv;
+    resolve_ppl_variants(o, &model, &pv);
+    int C = o->ctx ? o->ctx : model.config.seq_len;
+    if (o->stride > C) die("--stride %d must be in 1..%d (the window, --ctx)", o->stride, C);
+    if (o->stream) check_keep(o, C);
+    for (int v = 0; v < pv.n; v++)
+        check_positions(&model, &pv.params[v], pv.labels[v], o->pos_offset + C - 1);
+    int n_ids;
+    int *ids = encode_ppl_text(o, &tok, &n_ids);
+    check_text_length(o, n_ids, C);
     LogprobWriter logprobs;
     open_logits_out(o, model.config.vocab_size, &logprobs);
 
-    if (!o->json)
+    if (!o->json) {
         printf("# %s on %s: %d tokens, %s of %d%s; baseline %s (%s)\n"
                "# se: standard error over the scored tokens; vs the baseline on the same tokens: "
                "dnll = NLL(variant) - NLL(baseline), kl = KL(baseline || variant) in nats, "
-               "top1 = argmax agreement\n"
-               "%-22s %6s %9s %9s %8s %10s %9s %8s %9s %7s %8s %9s\n",
+               "top1 = argmax agreement\n",
                o->model_path, o->text_file, n_ids, o->stream ? "stream through a cache" : "windows",
-               C, o->stride ? " (sliding)" : "", labels[baseline],
-               added ? "the checkpoint's scheme, not in --pe, so run too"
-               : o->baseline ? "--baseline" : "the checkpoint's scheme",
-               "variant", "ctx", "tokens", "nll", "se", "ppl", "dnll", "se", "kl", "top1",
-               "seconds", "tok/s");
+               C, o->stride ? " (sliding)" : "", pv.labels[pv.baseline],
+               pv.added ? "the checkpoint's scheme, not in --pe, so run too"
+               : o->baseline ? "--baseline" : "the checkpoint's scheme");
+        print_ppl_columns(0);
+    }
     fflush(stdout);
     char progress_label[32];
-    if (n_var == 1) snprintf(progress_label, sizeof progress_label, "%s", labels[0]);
-    else snprintf(progress_label, sizeof progress_label, "%d variants", n_var);
-    PplReport report = {progress_label, labels, &logprobs};
-    PplHooks hooks = {isatty(STDERR_FILENO) ? progress_bar : NULL,
-                      logprobs.out ? log_prediction : NULL, &report};
+    if (pv.n == 1) snprintf(progress_label, sizeof progress_label, "%s", pv.labels[0]);
+    else snprintf(progress_label, sizeof progress_label, "%d variants", pv.n);
     PplResult res[MAX_VARIANTS + 1];
-    if (ppl_evaluate_variants(ctxs, n_var, baseline, ids, n_ids, &popt, res, &hooks, &err))
-        die("%s", err.msg);
+    score_variants(o, &model, pv.labels, pv.params, pv.n, pv.baseline, ids, n_ids, C,
+                   progress_label, &logprobs, res);
     close_logits_out(o, &logprobs);
-    for (int v = 0; v < n_var; v++)
-        print_ppl_row(o, labels[v], C, &res[v], labels[baseline], v == baseline, added);
-    if (o->csv_path) write_csv(o->csv_path, labels, res, n_var);
-    if (o->svg_path) write_svg(o, &model, labels, res, n_var);
-    for (int v = 0; v < n_var; v++) {
-        ppl_result_free(&res[v]);
-        context_free(&ctxs[v]);
-    }
+    for (int v = 0; v < pv.n; v++)
+        print_ppl_row(o, NULL, pv.labels[v], C, &res[v], pv.labels[pv.baseline], v == pv.baseline,
+                      pv.added);
+    if (o->csv_path) write_csv(o->csv_path, pv.labels, res, pv.n);
+    if (o->svg_path) write_svg(o, &model, pv.labels, res, pv.n);
+    for (int v = 0; v < pv.n; v++) ppl_result_free(&res[v]);
     free(ids);
     tokenizer_free(&tok);
     model_free(&model);
+    return EXIT_SUCCESS;
+}
+
+/* One model of the extrapolation study, loaded and checked before any work. */
+typedef struct {
+    Options o;               /* the command line with this model's path */
+    Model model;
+    PplVariants pv;
+    int *ids, n_ids;
+    int first_series;        /* its variants' series in the study */
+} StudyModel;
+
+/* Whether variant v can run at window C; a refusal is noted, not an error:
+ * the study shows the scheme's curve where it exists (learned positions end
+ * at their table). */
+static int study_variant_runs(const StudyModel *sm, int v, int C, int note) {
+    const Model *m = &sm->model;
+    PeRange r = pe_position_range(&sm->pv.params[v], m->config.seq_len,
+                                  m->weights.positional.n_positions, sm->o.pos_offset + C - 1);
+    if (r.verdict != PE_RANGE_REFUSED) return 1;
+    if (note)
+        fprintf(stderr, "note: %s: %s at --ctx %d: %s; not scored (--pe-overflow clamp "
+                "would reuse the last position)\n", sm->o.model_path, sm->pv.labels[v], C, r.fact);
+    return 0;
+}
+
+/* Loads every model, resolves its variants and tokens, and checks every
+ * window against the text, the positions and --stride/--keep. */
+static StudyModel *load_study(const Options *o, const int *windows, int n_windows) {
+    StudyModel *sm = callocCheck((size_t)o->n_models, sizeof *sm, "the study's models");
+    for (int m = 0; m < o->n_models; m++) {
+        StudyModel *s = &sm[m];
+        s->o = *o;
+        s->o.model_path = o->model_paths[m];
+        Tokenizer tok;
+        load_model_and_tokenizer(&s->o, &s->model, &tok);
+        resolve_ppl_variants(&s->o, &s->model, &s->pv);
+        s->ids = encode_ppl_text(&s->o, &tok, &s->n_ids);
+        tokenizer_free(&tok);
+        for (int w = 0; w < n_windows; w++) {
+            int C = windows[w];
+            check_text_length(&s->o, s->n_ids, C);
+            if (o->stride > C) die("--stride %d must be in 1..%d (the smallest --ctx)", o->stride, C);
+            if (o->stream) check_keep(o, C);
+            for (int v = 0; v < s->pv.n; v++)
+                study_variant_runs(s, v, C, 1);
+        }
+        /* Extrapolation warnings once per variant, at the largest window it runs. */
+        for (int v = 0; v < s->pv.n; v++)
+            for (int w = n_windows - 1; w >= 0; w--)
+                if (study_variant_runs(s, v, windows[w], 0)) {
+                    char label[256];
+                    snprintf(label, sizeof label, "%s: %s", s->o.model_path, s->pv.labels[v]);
+                    check_positions(&s->model, &s->pv.params[v], label,
+                                    o->pos_offset + windows[w] - 1);
+                    break;
+                }
+    }
+    return sm;
+}
+
+/* One window of one model: the variants that can run there, compared with
+ * the baseline (none run when the baseline cannot). */
+static void study_window(const Options *o, StudyModel *s, int w, PplStudy *study) {
+    int C = study->windows[w], n = 0, baseline = -1;
+    const char *labels[MAX_VARIANTS + 1];
+    PeParams params[MAX_VARIANTS + 1];
+    int series[MAX_VARIANTS + 1];
+    if (!study_variant_runs(s, s->pv.baseline, C, 0)) return;
+    for (int v = 0; v < s->pv.n; v++) {
+        if (!study_variant_runs(s, v, C, 0)) continue;
+        if (v == s->pv.baseline) baseline = n;
+        labels[n] = s->pv.labels[v];
+        params[n] = s->pv.params[v];
+        series[n++] = s->first_series + v;
+    }
+    char progress_label[64];
+    snprintf(progress_label, sizeof progress_label, "%s ctx %d", s->o.model_path, C);
+    PplResult res[MAX_VARIANTS + 1];
+    score_variants(&s->o, &s->model, labels, params, n, baseline, s->ids, s->n_ids, C,
+                   progress_label, NULL, res);
+    for (int v = 0; v < n; v++) {
+        print_ppl_row(o, s->o.model_path, labels[v], C, &res[v], labels[baseline], v == baseline,
+                      s->pv.added);
+        PplStudySeries *r = &study->series[series[v]];
+        ppl_mean_se(res[v].nll_sum, res[v].nll_sq_sum, res[v].n_scored, &r->nll[w], &r->se[w]);
+        r->tokens[w] = res[v].n_scored;
+        ppl_result_free(&res[v]);
+    }
+    fflush(stdout);
+}
+
+/* The extrapolation study: every model (each with its --pe variants) at
+ * every window of --ctx; the usual rows with a model column, then the
+ * table of mean NLL by window, and --svg/--csv of that table. */
+static int run_ppl_study(const Options *o) {
+    if (o->n_windows == 0) die("several models need --ctx: one window or a list of them");
+    const int *windows = o->windows;
+    int n_windows = o->n_windows;
+    StudyModel *sm = load_study(o, windows, n_windows);
+    int n_series = 0, trained = sm[0].model.config.seq_len;
+    for (int m = 0; m < o->n_models; m++) {
+        sm[m].first_series = n_series;
+        n_series += sm[m].pv.n;
+        if (sm[m].model.config.seq_len != trained) trained = 0;
+    }
+    PplStudy study;
+    ppl_study_build(&study, windows, n_windows, n_series);
+    study.trained_ctx = trained;
+    for (int m = 0; m < o->n_models; m++)
+        for (int v = 0; v < sm[m].pv.n; v++) {
+            PplStudySeries *r = &study.series[sm[m].first_series + v];
+            if (o->n_models == 1) snprintf(r->label, sizeof r->label, "%s", sm[m].pv.labels[v]);
+            else if (sm[m].pv.n == 1) snprintf(r->label, sizeof r->label, "%s", o->model_paths[m]);
+            else snprintf(r->label, sizeof r->label, "%s %s", o->model_paths[m], sm[m].pv.labels[v]);
+            snprintf(r->note, sizeof r->note, "%s, trained context %d",
+                     pe_kind_name(sm[m].pv.params[v].kind), sm[m].model.config.seq_len);
+        }
+    if (!o->json) {
+        printf("# study on %s: %d model%s, %s of", o->text_file, o->n_models,
+               o->n_models > 1 ? "s" : "", o->stream ? "streams through a cache" : "windows");
+        for (int w = 0; w < n_windows; w++) printf("%s%d", w ? "," : " ", windows[w]);
+        printf("%s; each model's variants against its baseline (dnll, kl, top1 as in one run)\n",
+               o->stride ? " (sliding)" : "");
+        print_ppl_columns(1);
+    }
+    for (int m = 0; m < o->n_models; m++)
+        for (int w = 0; w < n_windows; w++) study_window(o, &sm[m], w, &study);
+    if (!o->json) ppl_study_print_table(stdout, &study);
+    PosencError err;
+    if (o->csv_path && ppl_study_write_csv(o->csv_path, &study, &err)) die("--csv: %s", err.msg);
+    if (o->svg_path) {
+        char title[512], subtitle[128];
+        snprintf(title, sizeof title, "Mean NLL by window: %s", o->text_file);
+        if (o->chunks)
+            snprintf(subtitle, sizeof subtitle, "each point: the first %d windows of that size "
+                     "(fewer where the text ends)", o->chunks);
+        else
+            snprintf(subtitle, sizeof subtitle, "each point: every window of that size in the text");
+        if (o->stream)
+            snprintf(subtitle, sizeof subtitle, "each point: the whole text streamed through a "
+                     "cache of that size");
+        if (ppl_study_write_svg(o->svg_path, title, subtitle, &study, &err)) die("--svg: %s", err.msg);
+    }
+    ppl_study_free(&study);
+    for (int m = 0; m < o->n_models; m++) {
+        free(sm[m].ids);
+        model_free(&sm[m].model);
+    }
+    free(sm);
     return EXIT_SUCCESS;
 }
 

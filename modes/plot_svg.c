@@ -41,16 +41,21 @@ static void text_at(FILE *f, double x, double y, const char *attrs, const char *
 }
 
 typedef struct {
-    int xmax;
-    double ymin, ymax, plot_w, plot_h;
+    double xmin, xmax, ymin, ymax, plot_w, plot_h;
+    int log2_x;
 } Frame;
 
-static double sx(const Frame *fr, double x) { return LEFT + x / fr->xmax * fr->plot_w; }
+static double sx(const Frame *fr, double x) {
+    if (fr->log2_x)
+        return LEFT + (log2(x) - log2(fr->xmin)) / (log2(fr->xmax) - log2(fr->xmin)) * fr->plot_w;
+    return LEFT + (x - fr->xmin) / (fr->xmax - fr->xmin) * fr->plot_w;
+}
 static double sy(const Frame *fr, double y) {
     return TOP + (1.0 - (y - fr->ymin) / (fr->ymax - fr->ymin)) * fr->plot_h;
 }
 
 static int faint_at(const SvgSeries *s, int i) { return s->faint && s->faint[i]; }
+static double x_at(const SvgSeries *s, int i) { return s->x ? s->x[i] : i + 0.5; }
 
 /* The curve as polylines: a new one wherever the data stops or the style
  * changes; a change of style shares its point so the curve stays joined. */
@@ -65,13 +70,47 @@ static void draw_curve(FILE *f, const Frame *fr, const SvgSeries *s, const char 
             fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\"%s points=\"",
                     color, style);
             for (int j = start; j <= last; j++)
-                fprintf(f, "%.1f,%.1f ", sx(fr, j + 0.5), sy(fr, s->y[j]));
+                fprintf(f, "%.1f,%.1f ", sx(fr, x_at(s, j)), sy(fr, s->y[j]));
             fputs("\"/>\n", f);
             start = has ? i : -1;
         } else if (start < 0 && has) {
             start = i;
         }
     }
+}
+
+/* Series with their own x values are a few measurements: each is marked. */
+static void draw_points(FILE *f, const Frame *fr, const SvgSeries *s, const char *color) {
+    if (!s->x) return;
+    for (int i = 0; i < s->n; i++)
+        if (!isnan(s->y[i]))
+            fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>\n",
+                    sx(fr, s->x[i]), sy(fr, s->y[i]), color);
+}
+
+/* The x range: [0, longest series] for index positions; else the data's,
+ * widened when it is one value. */
+static void x_range(Frame *fr, const SvgSeries *series, int n_series) {
+    fr->xmin = series[0].x ? INFINITY : 0.0;
+    fr->xmax = series[0].x ? -INFINITY : 1.0;
+    for (int s = 0; s < n_series; s++)
+        for (int i = 0; i < series[s].n; i++) {
+            if (series[s].x) fr->xmin = fmin(fr->xmin, series[s].x[i]);
+            fr->xmax = fmax(fr->xmax, series[s].x ? series[s].x[i] : series[s].n);
+        }
+    if (fr->xmax > fr->xmin) return;
+    if (fr->log2_x) fr->xmin /= 2, fr->xmax *= 2;
+    else fr->xmin -= 1, fr->xmax += 1;
+}
+
+/* Vertical grid lines and their labels: "nice" steps, or powers of two. */
+static void x_ticks(FILE *f, const Frame *fr, double bottom) {
+    double step = fr->log2_x ? 0.0 : tick_step(fr->xmax - fr->xmin);
+    double x = fr->log2_x ? exp2(ceil(log2(fr->xmin) - 1e-9)) : ceil(fr->xmin / step) * step;
+    for (; x <= fr->xmax * (1 + 1e-9); x = fr->log2_x ? 2 * x : x + step)
+        fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>"
+                   "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%g</text>\n",
+                sx(fr, x), TOP, sx(fr, x), bottom, sx(fr, x), bottom + 18, x);
 }
 
 /* The y range of the points drawn solid (or of all, when every one is
@@ -87,9 +126,9 @@ static void y_range(Frame *fr, const SvgSeries *series, int n_series, int faint_
 
 int svg_write_curves(const char *path, const SvgChart *c, const SvgSeries *series, int n_series,
                      PosencError *err) {
-    Frame fr = {1, INFINITY, -INFINITY, W - LEFT - RIGHT, MIN_PLOT_H};
-    for (int s = 0; s < n_series; s++)
-        if (series[s].n > fr.xmax) fr.xmax = series[s].n;
+    if (n_series < 1) return posenc_error(err, "no data to plot in '%s'", path);
+    Frame fr = {0, 0, INFINITY, -INFINITY, W - LEFT - RIGHT, MIN_PLOT_H, c->log2_x};
+    x_range(&fr, series, n_series);
     y_range(&fr, series, n_series, 0);
     if (!(fr.ymin <= fr.ymax)) y_range(&fr, series, n_series, 1);
     if (!(fr.ymin <= fr.ymax)) return posenc_error(err, "no data to plot in '%s'", path);
@@ -110,11 +149,7 @@ int svg_write_curves(const char *path, const SvgChart *c, const SvgSeries *serie
                "height=\"%.0f\"/></clipPath>\n", LEFT, TOP, fr.plot_w, fr.plot_h);
     text_at(f, LEFT, 26, "font-size=\"16\"", c->title);
     if (c->subtitle) text_at(f, LEFT, 46, "", c->subtitle);
-    double xstep = tick_step(fr.xmax);
-    for (double x = 0; x <= fr.xmax + 1e-9; x += xstep)
-        fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>"
-                   "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%g</text>\n",
-                sx(&fr, x), TOP, sx(&fr, x), bottom, sx(&fr, x), bottom + 18, x);
+    x_ticks(f, &fr, bottom);
     for (double y = fr.ymin; y <= fr.ymax + 1e-9; y += ystep)
         fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#ddd\"/>"
                    "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%g</text>\n",
@@ -127,7 +162,7 @@ int svg_write_curves(const char *path, const SvgChart *c, const SvgSeries *serie
              TOP + fr.plot_h / 2);
     text_at(f, 18, TOP + fr.plot_h / 2, rotate, c->y_label);
     if (c->footnote) text_at(f, LEFT, bottom + 62, "font-size=\"11\" fill=\"#555\"", c->footnote);
-    if (c->marker_x > 0 && c->marker_x < fr.xmax) {
+    if (c->marker_x > fr.xmin && c->marker_x < fr.xmax) {
         fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"black\" "
                    "stroke-dasharray=\"6,4\"/>\n", sx(&fr, c->marker_x), TOP - 4,
                 sx(&fr, c->marker_x), bottom);
@@ -138,6 +173,7 @@ int svg_write_curves(const char *path, const SvgChart *c, const SvgSeries *serie
         double ly = TOP + 12 + LEGEND_ROW * s, lx = W - RIGHT + 15;
         fputs("<g class=\"series\">\n<g clip-path=\"url(#plot-area)\">\n", f);
         draw_curve(f, &fr, &series[s], color);
+        draw_points(f, &fr, &series[s], color);
         fputs("</g>\n", f);
         fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
                    "stroke-width=\"3\"/>\n", lx, ly - 4, lx + 25, ly - 4, color);

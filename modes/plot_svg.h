@@ -1,7 +1,7 @@
-/* A self-contained SVG line chart: NLL against position, one curve per
- * variant, with axes, ticks, a legend, a marker at the trained context in
- * the top margin, and faint dashed stretches where a curve rests on too
- * few samples to be read like the rest. */
+/* A self-contained SVG line chart: one curve per series (NLL against
+ * position, or against the window), with axes, ticks, a legend, a marker
+ * at the trained context in the top margin, and faint dashed stretches
+ * where a curve rests on too few samples to be read like the rest. */
 #ifndef POSENC_PLOT_SVG_H
 #define POSENC_PLOT_SVG_H
 #include "base/util.h"
@@ -9,6 +9,7 @@
 typedef struct {
     const char *label;
     const char *note;            /* second legend line, or NULL */
+    const double *x;             /* (n) x values, or NULL: point i is drawn at i + 0.5 */
     const double *y;             /* (n) values; NAN where there is no data */
     const unsigned char *faint;  /* (n) nonzero: drawn faint and dashed; or NULL */
     int n;
@@ -19,6 +20,7 @@ typedef struct {
     const char *subtitle;        /* under the title (e.g. the smoothing), or NULL */
     const char *x_label, *y_label;
     const char *footnote;        /* under the x axis label (e.g. what faint means), or NULL */
+    int log2_x;                  /* x on a log2 scale, ticks at powers of two (x > 0) */
     int marker_x;                /* a dashed vertical line here, if inside the x range */
     const char *marker_label;    /* written above the plot, clear of every curve */
 } SvgChart;
