@@ -968,8 +968,9 @@ static void write_svg(const Options *o, const Model *m, const char **labels, con
 }
 
 /* One line of the ppl table (or one JSON object); `model` is the study's
- * model column, NULL in a run of one model and one window. */
-static void print_ppl_row(const Options *o, const char *model, const char *label, int C,
+ * model column (`model_width` wide), NULL in a run of one model and one window. */
+static void print_ppl_row(const Options *o, const char *model, int model_width, const char *label,
+                          int C,
                           const PplResult *r, const char *baseline, int is_baseline,
                           int baseline_added) {
     double nll, se, diff, diff_se, n = (double)r->n_scored;
@@ -995,7 +996,7 @@ static void print_ppl_row(const Options *o, const char *model, const char *label
                o->stream ? "true" : "false");
         return;
     }
-    if (model) printf("%-24s ", model);
+    if (model) printf("%-*s ", model_width, model);
     if (is_baseline)
         printf("%-22s %6d %9ld %9.4f %8.4f %10.3f %9s %8s %9s %7s %8.2f %9.0f\n", label, C,
                r->n_scored, nll, se, exp(nll), "baseline", "", "", "", r->seconds, tok_s);
@@ -1004,8 +1005,8 @@ static void print_ppl_row(const Options *o, const char *model, const char *label
                C, r->n_scored, nll, se, exp(nll), diff, diff_se, kl, top1, r->seconds, tok_s);
 }
 
-static void print_ppl_columns(int with_model) {
-    if (with_model) printf("%-24s ", "model");
+static void print_ppl_columns(int model_width) {
+    if (model_width) printf("%-*s ", model_width, "model");
     printf("%-22s %6s %9s %9s %8s %10s %9s %8s %9s %7s %8s %9s\n", "variant", "ctx", "tokens",
            "nll", "se", "ppl", "dnll", "se", "kl", "top1", "seconds", "tok/s");
 }
@@ -1130,7 +1131,7 @@ static int run_ppl(const Options *o) {
                    progress_label, &logprobs, res);
     close_logits_out(o, &logprobs);
     for (int v = 0; v < pv.n; v++)
-        print_ppl_row(o, NULL, pv.labels[v], C, &res[v], pv.labels[pv.baseline], v == pv.baseline,
+        print_ppl_row(o, NULL, 0, pv.labels[v], C, &res[v], pv.labels[pv.baseline], v == pv.baseline,
                       pv.added);
     if (o->csv_path) write_csv(o->csv_path, pv.labels, res, pv.n);
     if (o->svg_path) write_svg(o, &model, pv.labels, res, pv.n);
@@ -1201,7 +1202,8 @@ static StudyModel *load_study(const Options *o, const int *windows, int n_window
 
 /* One window of one model: the variants that can run there, compared with
  * the baseline (none run when the baseline cannot). */
-static void study_window(const Options *o, StudyModel *s, int w, PplStudy *study) {
+static void study_window(const Options *o, StudyModel *s, int w, int model_width,
+                         PplStudy *study) {
     int C = study->windows[w], n = 0, baseline = -1;
     const char *labels[MAX_VARIANTS + 1];
     PeParams params[MAX_VARIANTS + 1];
@@ -1220,7 +1222,7 @@ static void study_window(const Options *o, StudyModel *s, int w, PplStudy *study
     score_variants(&s->o, &s->model, labels, params, n, baseline, s->ids, s->n_ids, C,
                    progress_label, NULL, res);
     for (int v = 0; v < n; v++) {
-        print_ppl_row(o, s->o.model_path, labels[v], C, &res[v], labels[baseline], v == baseline,
+        print_ppl_row(o, s->o.model_path, model_width, labels[v], C, &res[v], labels[baseline], v == baseline,
                       s->pv.added);
         PplStudySeries *r = &study->series[series[v]];
         ppl_mean_se(res[v].nll_sum, res[v].nll_sq_sum, res[v].n_scored, &r->nll[w], &r->se[w]);
@@ -1238,8 +1240,9 @@ static int run_ppl_study(const Options *o) {
     const int *windows = o->windows;
     int n_windows = o->n_windows;
     StudyModel *sm = load_study(o, windows, n_windows);
-    int n_series = 0, trained = sm[0].model.config.seq_len;
+    int n_series = 0, trained = sm[0].model.config.seq_len, model_width = 5;
     for (int m = 0; m < o->n_models; m++) {
+        if ((int)strlen(o->model_paths[m]) > model_width) model_width = (int)strlen(o->model_paths[m]);
         sm[m].first_series = n_series;
         n_series += sm[m].pv.n;
         if (sm[m].model.config.seq_len != trained) trained = 0;
@@ -1262,10 +1265,10 @@ static int run_ppl_study(const Options *o) {
         for (int w = 0; w < n_windows; w++) printf("%s%d", w ? "," : " ", windows[w]);
         printf("%s; each model's variants against its baseline (dnll, kl, top1 as in one run)\n",
                o->stride ? " (sliding)" : "");
-        print_ppl_columns(1);
+        print_ppl_columns(model_width);
     }
     for (int m = 0; m < o->n_models; m++)
-        for (int w = 0; w < n_windows; w++) study_window(o, &sm[m], w, &study);
+        for (int w = 0; w < n_windows; w++) study_window(o, &sm[m], w, model_width, &study);
     if (!o->json) ppl_study_print_table(stdout, &study);
     PosencError err;
     if (o->csv_path && ppl_study_write_csv(o->csv_path, &study, &err)) die("--csv: %s", err.msg);
