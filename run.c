@@ -406,7 +406,8 @@ static Options parse_args(int argc, char **argv) {
     }
     check_flags_apply(&o);
     if (o.n_models > 1 && strcmp(o.mode, "ppl") != 0)
-        die("%d models given: only -m ppl compares several models", o.n_models);
+        die("unexpected argument '%s' (one model: only -m ppl compares several models)",
+            o.model_paths[1]);
     if (o.n_windows > 1 && strcmp(o.mode, "ppl") != 0)
         die("--ctx: a list of windows needs -m ppl");
     if ((o.n_models > 1 || o.n_windows > 1) && o.logits_out)
