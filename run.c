@@ -24,6 +24,7 @@
 #include "modes/inspect.h"
 #include "base/json.h"
 #include "modes/logprobs.h"
+#include "modes/pe_view.h"
 #include "model/model.h"
 #include "modes/perplexity.h"
 #include "modes/plot_svg.h"
@@ -298,37 +299,39 @@ static int parse_value(Options *o, const char *f, const char *v) {
 
 /* Which modes use each flag: a flag given to a mode that does not use it is
  * an error, never silently ignored. */
-enum { M_GENERATE = 1, M_PPL = 2, M_BENCH = 4, M_TOKENIZE = 8, M_INSPECT = 16, M_CHAT = 32 };
+enum { M_GENERATE = 1, M_PPL = 2, M_BENCH = 4, M_TOKENIZE = 8, M_INSPECT = 16, M_CHAT = 32,
+       M_PE = 64 };
 #define M_TEXT (M_GENERATE | M_CHAT)                  /* modes that sample text */
 #define M_RUNS (M_GENERATE | M_PPL | M_BENCH | M_CHAT) /* modes that run the forward pass */
-#define M_SCHEME (M_RUNS | M_INSPECT)        /* modes that build a positional scheme */
+#define M_SCHEME (M_RUNS | M_INSPECT | M_PE) /* modes that build a positional scheme */
 static const struct {
     const char *flag;
     int modes;
 } flag_modes[] = {
-    {"-m", ~0}, {"-z", M_TEXT | M_PPL | M_TOKENIZE}, {"-i", M_TEXT | M_TOKENIZE},
-    {"-f", M_GENERATE | M_PPL | M_TOKENIZE}, {"-n", M_TEXT}, {"-t", M_TEXT},
+    {"-m", ~0}, {"-z", M_TEXT | M_PPL | M_TOKENIZE | M_PE}, {"-i", M_TEXT | M_TOKENIZE | M_PE},
+    {"-f", M_GENERATE | M_PPL | M_TOKENIZE | M_PE}, {"-n", M_TEXT}, {"-t", M_TEXT},
     {"-p", M_TEXT}, {"-k", M_TEXT}, {"-s", M_TEXT}, {"--min-p", M_TEXT}, {"--repeat-penalty", M_TEXT},
     {"--repeat-last-n", M_TEXT}, {"--presence-penalty", M_TEXT}, {"--frequency-penalty", M_TEXT},
-    {"-y", M_CHAT}, {"--chat-template", M_CHAT}, {"--stop", M_CHAT}, {"--threads", M_RUNS | M_INSPECT},
+    {"-y", M_CHAT}, {"--chat-template", M_CHAT}, {"--stop", M_CHAT}, {"--threads", M_RUNS | M_INSPECT | M_PE},
     {"--kv-type", M_RUNS | M_INSPECT}, {"--pe", M_SCHEME}, {"--rope-theta", M_SCHEME},
     {"--rope-scaling", M_SCHEME}, {"--rope-factor", M_SCHEME}, {"--rope-orig-ctx", M_SCHEME},
-    {"--alibi-max-bias", M_SCHEME}, {"--pe-overflow", M_SCHEME}, {"--ctx", M_TEXT | M_PPL | M_INSPECT},
+    {"--alibi-max-bias", M_SCHEME}, {"--pe-overflow", M_SCHEME}, {"--ctx", M_TEXT | M_PPL | M_INSPECT | M_PE},
     {"--pos-offset", M_GENERATE | M_PPL}, {"--keep", M_TEXT | M_PPL},
     {"--no-shift", M_TEXT | M_PPL}, {"--shift-no-rerotate", M_TEXT | M_PPL},
     {"--trace-positions", M_TEXT}, {"--dump-cache", M_TEXT}, {"--chunks", M_PPL}, {"--stride", M_PPL},
-    {"--stream", M_PPL}, {"--bos", M_PPL}, {"--json", M_GENERATE | M_PPL | M_BENCH | M_INSPECT},
+    {"--stream", M_PPL}, {"--bos", M_PPL}, {"--json", M_GENERATE | M_PPL | M_BENCH | M_INSPECT | M_PE},
     {"--baseline", M_PPL},
     {"--logits-out", M_GENERATE | M_PPL}, {"--logits-top", M_GENERATE | M_PPL},
-    {"--csv", M_PPL}, {"--svg", M_PPL}, {"--pp", M_BENCH}, {"--tg", M_BENCH}, {"-r", M_BENCH},
+    {"--csv", M_PPL}, {"--svg", M_PPL | M_PE}, {"--pp", M_BENCH}, {"--tg", M_BENCH}, {"-r", M_BENCH},
     {"--pieces", M_TOKENIZE}, {"--special", M_GENERATE | M_PPL | M_TOKENIZE},
 };
-static const char *const mode_names[] = {"generate", "ppl", "bench", "tokenize", "inspect", "chat"};
+static const char *const mode_names[] = {"generate", "ppl", "bench", "tokenize", "inspect", "chat",
+                                         "pe"};
 
 static int mode_bit(const char *mode) {
     for (size_t m = 0; m < sizeof mode_names / sizeof *mode_names; m++)
         if (!strcmp(mode, mode_names[m])) return 1 << m;
-    die("-m: unknown mode '%s' (generate|chat|ppl|bench|tokenize|inspect)", mode);
+    die("-m: unknown mode '%s' (generate|chat|ppl|bench|tokenize|inspect|pe)", mode);
 }
 
 static int given(const Options *o, const char *flag) {
@@ -494,8 +497,8 @@ static void resolve_variants(const Options *o, const Model *m, Variants *v) {
             specs[v->n++] = t;
         }
         if (v->n == 0) die("--pe: empty list");
-        if (v->n > 1 && strcmp(o->mode, "ppl") != 0)
-            die("--pe: a comma list compares variants and needs -m ppl");
+        if (v->n > 1 && strcmp(o->mode, "ppl") != 0 && strcmp(o->mode, "pe") != 0)
+            die("--pe: a comma list compares variants and needs -m ppl or -m pe");
     }
     unsigned kinds = 0;
     for (int i = 0; i < v->n; i++) {
@@ -1386,6 +1389,62 @@ static int run_chat(const Options *o) {
     return rc ? EXIT_FAILURE : EXIT_SUCCESS;
 }
 
+/* -m pe with -i/-f: the text run through a context of the variant, whose
+ * cached keys the RoPE view reads; NULL for a scheme without rotation. */
+static Context *pe_keys_context(const Options *o, const Model *m, const PeParams *p,
+                                const char *label, const int *ids, int n_ids) {
+    if (!ids || !pe_kind_ops(p->kind)->rotate) return NULL;
+    check_positions(m, p, label, n_ids - 1);
+    Context *ctx = mallocCheck(sizeof *ctx, "a context");
+    build_context(ctx, m, p, context_size_generate(n_ids, TENSOR_F32));
+    PosencError err;
+    if (context_check_tokens(ctx, ids, n_ids, 0, &err)) die("%s: %s", o->text_file ? "-f" : "-i", err.msg);
+    context_prefill(ctx, ids, n_ids, 0);
+    return ctx;
+}
+
+/* The positional scheme of each --pe variant as data: --json, a summary,
+ * --svg PREFIX charts. */
+static int run_pe(const Options *o) {
+    Model model;
+    Tokenizer tok;
+    int have_text = o->prompt || o->text_file;
+    if (have_text) load_model_and_tokenizer(o, &model, &tok);
+    else load_model(o, &model);
+    Variants v;
+    resolve_variants(o, &model, &v);
+    int n_pos = o->ctx ? o->ctx : model.config.seq_len < 64 ? model.config.seq_len : 64;
+    if (n_pos > 4096) die("--ctx %d: -m pe shows at most 4096 positions", n_pos);
+    for (int i = 0; i < v.n; i++) check_positions(&model, &v.params[i], v.labels[i], n_pos - 1);
+    int *ids = NULL, n_ids = 0;
+    if (have_text) {
+        char *prompt_file = o->text_file ? read_prompt_file(o->text_file) : NULL;
+        PosencError err;
+        if (generate_encode_prompt(&tok, prompt_file ? prompt_file : o->prompt, &ids, &n_ids, &err))
+            die("%s: %s", prompt_file ? "-f" : "-i", err.msg);
+        free(prompt_file);
+        tokenizer_free(&tok);
+    }
+    PeView views[MAX_VARIANTS];
+    for (int i = 0; i < v.n; i++) {
+        Context *keys = pe_keys_context(o, &model, &v.params[i], v.labels[i], ids, n_ids);
+        PosencError err;
+        if (pe_view_build(&views[i], &model, &v.params[i], v.labels[i], n_pos, keys, &err))
+            die("--pe %s: %s", v.labels[i], err.msg);
+        if (keys) context_free(keys);
+        free(keys);
+    }
+    if (o->json) pe_view_write_json(stdout, o->model_path, views, v.n);
+    else pe_view_print(stdout, o->model_path, views, v.n);
+    PosencError err;
+    if (o->svg_path && pe_view_write_svgs(o->svg_path, views, v.n, stderr, &err))
+        die("--svg: %s", err.msg);
+    for (int i = 0; i < v.n; i++) pe_view_free(&views[i]);
+    free(ids);
+    model_free(&model);
+    return EXIT_SUCCESS;
+}
+
 int main(int argc, char **argv) {
     Options o = parse_args(argc, argv);
     if (o.threads > 0) omp_set_num_threads(o.threads);
@@ -1394,5 +1453,6 @@ int main(int argc, char **argv) {
     if (!strcmp(o.mode, "inspect")) return run_inspect(&o);
     if (!strcmp(o.mode, "bench")) return run_bench(&o);
     if (!strcmp(o.mode, "chat")) return run_chat(&o);
+    if (!strcmp(o.mode, "pe")) return run_pe(&o);
     return run_generate(&o);
 }

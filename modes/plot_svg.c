@@ -186,3 +186,93 @@ int svg_write_curves(const char *path, const SvgChart *c, const SvgSeries *serie
     if (fclose(f) != 0) return posenc_error(err, "error writing '%s'", path);
     return 0;
 }
+
+#define PANEL 300     /* a heatmap panel's side */
+#define PANEL_GAP 90  /* room for the axis labels between panels */
+#define PANELS_PER_ROW 3
+
+/* The colour of v on the scale [lo, hi]: white at 0, blue below, red
+ * above, when any value is negative; else white to blue. */
+static void heat_colour(double v, double lo, double hi, char out[8]) {
+    double r, g, b;
+    if (lo < 0) {
+        double t = v < 0 ? -v / -lo : v / hi; /* 0 at white, 1 at full colour */
+        if (v < 0) r = 1 - t, g = 1 - 0.6 * t, b = 1;
+        else r = 1, g = 1 - 0.8 * t, b = 1 - 0.8 * t;
+    } else {
+        double t = hi > lo ? (v - lo) / (hi - lo) : 0.5;
+        r = 1 - 0.9 * t, g = 1 - 0.6 * t, b = 1 - 0.2 * t;
+    }
+    snprintf(out, 8, "#%02x%02x%02x", (int)(255 * r + 0.5), (int)(255 * g + 0.5),
+             (int)(255 * b + 0.5));
+}
+
+static void heat_panel(FILE *f, const SvgHeatmap *p, double x0, double y0, double lo, double hi) {
+    double cw = (double)PANEL / p->cols, ch = (double)PANEL / p->rows;
+    fputs("<g class=\"panel\">\n", f);
+    text_at(f, x0, y0 - 8, "class=\"panel-label\"", p->label);
+    for (int r = 0; r < p->rows; r++)
+        for (int c = 0; c < p->cols; c++) {
+            double v = p->v[(size_t)r * p->cols + c];
+            if (isnan(v)) continue;
+            char colour[8];
+            heat_colour(v, lo, hi, colour);
+            fprintf(f, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"%s\">"
+                       "<title>%d,%d: %.6g</title></rect>\n",
+                    x0 + c * cw, y0 + r * ch, cw + 0.05, ch + 0.05, colour, r, c, v);
+        }
+    fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%d\" height=\"%d\" fill=\"none\" "
+               "stroke=\"black\"/>\n", x0, y0, PANEL, PANEL);
+    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"start\">0</text>"
+               "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%d</text>\n",
+            x0, y0 + PANEL + 14, x0 + PANEL, y0 + PANEL + 14, p->cols - 1);
+    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%d</text>\n", x0 - 4,
+            y0 + PANEL, p->rows - 1);
+    text_at(f, x0 + PANEL / 2.0, y0 + PANEL + 30, "class=\"x-label\" text-anchor=\"middle\"",
+            p->x_label);
+    char rotate[96];
+    snprintf(rotate, sizeof rotate, "class=\"y-label\" transform=\"rotate(-90 %.1f %.1f)\" "
+             "text-anchor=\"middle\"", x0 - 14, y0 + PANEL / 2.0);
+    text_at(f, x0 - 14, y0 + PANEL / 2.0, rotate, p->y_label);
+    fputs("</g>\n", f);
+}
+
+int svg_write_heatmaps(const char *path, const char *title, const char *subtitle,
+                       const SvgHeatmap *panels, int n_panels, PosencError *err) {
+    double lo = INFINITY, hi = -INFINITY;
+    for (int p = 0; p < n_panels; p++)
+        for (size_t i = 0; i < (size_t)panels[p].rows * panels[p].cols; i++)
+            if (!isnan(panels[p].v[i])) {
+                lo = fmin(lo, panels[p].v[i]);
+                hi = fmax(hi, panels[p].v[i]);
+            }
+    if (!(lo <= hi)) return posenc_error(err, "no data to plot in '%s'", path);
+    int per_row = n_panels < PANELS_PER_ROW ? n_panels : PANELS_PER_ROW;
+    int rows = (n_panels + per_row - 1) / per_row;
+    int w = LEFT + per_row * (PANEL + PANEL_GAP), h = TOP + rows * (PANEL + PANEL_GAP) + 60;
+    FILE *f = fopen(path, "w");
+    if (!f) return posenc_error(err, "cannot write '%s': %s", path, strerror(errno));
+    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+               "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"12\">\n", w, h, w, h);
+    fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
+    text_at(f, LEFT, 26, "font-size=\"16\"", title);
+    if (subtitle) text_at(f, LEFT, 46, "", subtitle);
+    for (int p = 0; p < n_panels; p++)
+        heat_panel(f, &panels[p], LEFT + (p % per_row) * (PANEL + PANEL_GAP),
+                   TOP + (p / per_row) * (PANEL + PANEL_GAP), lo, hi);
+    /* the scale: a bar of 20 steps from lo to hi */
+    double bar_y = h - 40;
+    fputs("<g class=\"scale\">\n", f);
+    for (int i = 0; i < 20; i++) {
+        char colour[8];
+        heat_colour(lo + (hi - lo) * (i + 0.5) / 20, lo, hi, colour);
+        fprintf(f, "<rect x=\"%d\" y=\"%.1f\" width=\"15\" height=\"12\" fill=\"%s\"/>\n",
+                LEFT + 15 * i, bar_y, colour);
+    }
+    fprintf(f, "<text class=\"scale-min\" x=\"%d\" y=\"%.1f\">%.4g</text>"
+               "<text class=\"scale-max\" x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%.4g</text>\n",
+            LEFT, bar_y + 26, lo, LEFT + 300, bar_y + 26, hi);
+    fputs("</g>\n</svg>\n", f);
+    if (fclose(f) != 0) return posenc_error(err, "error writing '%s'", path);
+    return 0;
+}

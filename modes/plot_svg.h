@@ -27,4 +27,19 @@ typedef struct {
 
 int svg_write_curves(const char *path, const SvgChart *chart, const SvgSeries *series,
                      int n_series, PosencError *err);
+
+/* One heatmap panel: rows x cols values, row 0 at the top, column 0 at the
+ * left. */
+typedef struct {
+    const char *label;           /* above the panel */
+    const char *x_label, *y_label;
+    const double *v;             /* (rows, cols); NAN: no value (a masked cell), left blank */
+    int rows, cols;
+} SvgHeatmap;
+
+/* Panels in a grid, one colour scale for all, drawn as a bar with its ends
+ * labelled: white at 0, blue below it and red above, when any value is
+ * negative; else white to blue.  Each cell is a rect whose title holds its value. */
+int svg_write_heatmaps(const char *path, const char *title, const char *subtitle,
+                       const SvgHeatmap *panels, int n_panels, PosencError *err);
 #endif
