@@ -178,6 +178,19 @@ static void json_variant(FILE *f, const PeView *v) {
     json_write_string(f, v->label, strlen(v->label));
     fprintf(f, ",\"kind\":\"%s\",\"positions\":%d,\"dim\":%d,\"n_heads\":%d,\"head_size\":%d",
             pe_kind_name(pe->params.kind), v->n_pos, pe->dim, pe->n_heads, pe->head_size);
+    /* the parameters as -m inspect shows them: the scheme's own describe */
+    const PeOps *ops = pe_ops(pe);
+    PeField fields[PE_MAX_FIELDS];
+    int n_fields = ops->describe ? ops->describe(&pe->params, pe->head_size, pe->trained_ctx,
+                                                 &pe->tables, fields) : 0;
+    fputs(",\"params\":{", f);
+    for (int i = 0; i < n_fields; i++) {
+        fprintf(f, "%s\"%s\":", i ? "," : "", fields[i].key);
+        if (fields[i].text) json_write_string(f, fields[i].text, strlen(fields[i].text));
+        else if (fields[i].integer) fprintf(f, "%.0f", fields[i].number);
+        else fprintf(f, "%.9g", fields[i].number);
+    }
+    fputc('}', f);
     if (v->vectors) {
         json_key(f, "vectors");
         fputc('[', f);
