@@ -217,9 +217,9 @@ static void heat_panel(FILE *f, const SvgHeatmap *p, double x0, double y0, doubl
             if (isnan(v)) continue;
             char colour[8];
             heat_colour(v, lo, hi, colour);
-            fprintf(f, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"%s\">"
-                       "<title>%d,%d: %.6g</title></rect>\n",
-                    x0 + c * cw, y0 + r * ch, cw + 0.05, ch + 0.05, colour, r, c, v);
+            fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.2f\" height=\"%.2f\" fill=\"%s\">"
+                       "<title>%d,%d: %.4g</title></rect>\n",
+                    x0 + c * cw, y0 + r * ch, cw + 0.1, ch + 0.1, colour, r, c, v);
         }
     fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%d\" height=\"%d\" fill=\"none\" "
                "stroke=\"black\"/>\n", x0, y0, PANEL, PANEL);
