@@ -146,30 +146,6 @@ void pe_view_free(PeView *v) {
 
 /* ---- JSON ------------------------------------------------------------------ */
 
-/* A number, or null for NAN (JSON has no NaN). */
-static void json_number(FILE *f, double x) {
-    if (isnan(x)) fputs("null", f);
-    else fprintf(f, "%.9g", x);
-}
-
-static void json_doubles(FILE *f, const double *x, int n) {
-    fputc('[', f);
-    for (int i = 0; i < n; i++) {
-        if (i) fputc(',', f);
-        json_number(f, x[i]);
-    }
-    fputc(']', f);
-}
-
-static void json_matrix(FILE *f, const double *x, int rows, int cols) {
-    fputc('[', f);
-    for (int r = 0; r < rows; r++) {
-        if (r) fputc(',', f);
-        json_doubles(f, x + (size_t)r * cols, cols);
-    }
-    fputc(']', f);
-}
-
 static void json_key(FILE *f, const char *key) { fprintf(f, ",\"%s\":", key); }
 
 static void json_variant(FILE *f, const PeView *v) {
@@ -195,21 +171,17 @@ static void json_variant(FILE *f, const PeView *v) {
         json_key(f, "vectors");
         fputc('[', f);
         for (int p = 0; p < v->n_pos; p++) {
-            fputs(p ? ",[" : "[", f);
-            for (int i = 0; i < pe->dim; i++)
-                fprintf(f, "%s%.9g", i ? "," : "", (double)v->vectors[(size_t)p * pe->dim + i]);
-            fputc(']', f);
+            if (p) fputc(',', f);
+            json_write_floats(f, v->vectors + (size_t)p * pe->dim, (size_t)pe->dim);
         }
         fputc(']', f);
         json_key(f, "cosine");
-        json_matrix(f, v->cosine, v->n_pos, v->n_pos);
+        json_write_matrix(f, v->cosine, v->n_pos, v->n_pos);
     }
     if (v->qk_random) {
         int half = pe->params.rope_dim / 2;
         json_key(f, "inv_freq");
-        fputc('[', f);
-        for (int j = 0; j < half; j++) fprintf(f, "%s%.9g", j ? "," : "", (double)pe->inv_freq[j]);
-        fputc(']', f);
+        json_write_floats(f, pe->inv_freq, (size_t)half);
         json_key(f, "wavelength");
         fputc('[', f);
         for (int j = 0; j < half; j++)
@@ -220,18 +192,16 @@ static void json_variant(FILE *f, const PeView *v) {
                 pe_rope_scaling_name(pe->params.rope_scaling), (double)pe->params.rope_factor,
                 (double)pe->attn_scale, PE_VIEW_RANDOM_SAMPLES, PE_VIEW_SEED);
         json_key(f, "qk_random");
-        json_doubles(f, v->qk_random, v->n_pos);
+        json_write_doubles(f, v->qk_random, v->n_pos);
         json_key(f, "qk_keys");
-        if (v->qk_keys) json_matrix(f, v->qk_keys, v->n_layers, v->n_pos);
+        if (v->qk_keys) json_write_matrix(f, v->qk_keys, v->n_layers, v->n_pos);
         else fputs("null", f);
         fprintf(f, ",\"keys_per_layer\":%d", v->n_keys);
     }
     if (v->bias) {
         if (pe->slopes) {
             json_key(f, "slopes");
-            fputc('[', f);
-            for (int h = 0; h < pe->n_heads; h++) fprintf(f, "%s%.9g", h ? "," : "", (double)pe->slopes[h]);
-            fputc(']', f);
+            json_write_floats(f, pe->slopes, (size_t)pe->n_heads);
         }
         if (v->bucket) {
             json_key(f, "bucket");
@@ -243,7 +213,7 @@ static void json_variant(FILE *f, const PeView *v) {
         fputc('[', f);
         for (int h = 0; h < pe->n_heads; h++) {
             if (h) fputc(',', f);
-            json_matrix(f, v->bias + (size_t)h * v->n_pos * v->n_pos, v->n_pos, v->n_pos);
+            json_write_matrix(f, v->bias + (size_t)h * v->n_pos * v->n_pos, v->n_pos, v->n_pos);
         }
         fputc(']', f);
     }
@@ -318,19 +288,6 @@ void pe_view_print(FILE *f, const char *model_path, const PeView *views, int n) 
 
 /* ---- charts ------------------------------------------------------------------ */
 
-static int wrote(FILE *written, const char *path, int rc) {
-    if (!rc && written) fprintf(written, "wrote %s\n", path);
-    return rc;
-}
-
-/* PREFIX-LABEL-VIEW.svg, the label's ':' (rope:ntk:4) kept: it is a valid
- * file name character on every system posenc builds on. */
-static void chart_path(char *buf, size_t n, const char *prefix, const char *label,
-                       const char *view) {
-    if (label) snprintf(buf, n, "%s-%s-%s.svg", prefix, label, view);
-    else snprintf(buf, n, "%s-%s.svg", prefix, view);
-}
-
 static int embed_charts(const char *prefix, const PeView *v, FILE *written, PosencError *err) {
     int n = v->n_pos, dim = v->pe.dim;
     double *vec = mallocCheck((size_t)n * dim * sizeof(double), "the heatmap");
@@ -340,9 +297,10 @@ static int embed_charts(const char *prefix, const PeView *v, FILE *written, Pose
         {"cosine similarity of two positions' vectors", "position", "position", v->cosine, n, n},
     };
     char path[1024], title[256];
-    chart_path(path, sizeof path, prefix, v->label, "vectors");
+    svg_chart_path(path, sizeof path, prefix, v->label, "vectors");
     snprintf(title, sizeof title, "%s: the vector added at each position", v->label);
-    int rc = wrote(written, path, svg_write_heatmaps(path, title, NULL, panels, 2, err));
+    int rc = svg_report_written(written, path,
+                                svg_write_heatmaps(path, title, NULL, panels, 2, err));
     free(vec);
     return rc;
 }
@@ -352,16 +310,18 @@ static int bias_charts(const char *prefix, const PeView *v, FILE *written, Posen
     SvgHeatmap *panels = mallocCheck((size_t)heads * sizeof *panels, "the heatmap panels");
     char (*labels)[48] = mallocCheck((size_t)heads * sizeof *labels, "the panel labels");
     for (int h = 0; h < heads; h++) {
-        if (v->pe.slopes) snprintf(labels[h], sizeof labels[h], "head %d, slope %.4g", h, (double)v->pe.slopes[h]);
+        if (v->pe.slopes)
+            snprintf(labels[h], sizeof labels[h], "head %d, slope %.4g", h, (double)v->pe.slopes[h]);
         else snprintf(labels[h], sizeof labels[h], "head %d", h);
         panels[h] = (SvgHeatmap){labels[h], "key position", "query position",
                                  v->bias + (size_t)h * n * n, n, n};
     }
     char path[1024], title[256];
-    chart_path(path, sizeof path, prefix, v->label, "bias");
+    svg_chart_path(path, sizeof path, prefix, v->label, "bias");
     snprintf(title, sizeof title, "%s: the bias added to each attention score (blank: masked)",
              v->label);
-    int rc = wrote(written, path, svg_write_heatmaps(path, title, NULL, panels, heads, err));
+    int rc = svg_report_written(written, path,
+                                svg_write_heatmaps(path, title, NULL, panels, heads, err));
     free(panels);
     free(labels);
     return rc;
@@ -401,14 +361,14 @@ static int rotate_charts(const char *prefix, const PeView *views, int n, FILE *w
         SvgChart c = {.title = "RoPE: wavelength of each rotation pair",
                       .subtitle = "2 pi / frequency after scaling; a pair turns once per wavelength",
                       .x_label = "rotation pair", .y_label = "log2 wavelength (tokens)"};
-        chart_path(path, sizeof path, prefix, NULL, "wavelength");
-        rc = wrote(written, path, svg_write_curves(path, &c, wave, n_wave, err));
+        svg_chart_path(path, sizeof path, prefix, NULL, "wavelength");
+        rc = svg_report_written(written, path, svg_write_curves(path, &c, wave, n_wave, err));
         SvgChart q = {.title = "RoPE: mean q.k / head size against distance, k = q",
                       .subtitle = "score of a vector against itself rotated d positions apart",
                       .x_label = "distance between query and key (positions)",
                       .y_label = "mean q.k / head size"};
-        chart_path(path, sizeof path, prefix, NULL, "qk");
-        if (!rc) rc = wrote(written, path, svg_write_curves(path, &q, qk, n_qk, err));
+        svg_chart_path(path, sizeof path, prefix, NULL, "qk");
+        if (!rc) rc = svg_report_written(written, path, svg_write_curves(path, &q, qk, n_qk, err));
     }
     for (int i = 0; i < n_wave; i++) free(wave_y[i]);
     return rc;

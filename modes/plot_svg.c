@@ -276,3 +276,13 @@ int svg_write_heatmaps(const char *path, const char *title, const char *subtitle
     if (fclose(f) != 0) return posenc_error(err, "error writing '%s'", path);
     return 0;
 }
+
+void svg_chart_path(char *buf, size_t n, const char *prefix, const char *label, const char *view) {
+    if (label) snprintf(buf, n, "%s-%s-%s.svg", prefix, label, view);
+    else snprintf(buf, n, "%s-%s.svg", prefix, view);
+}
+
+int svg_report_written(FILE *written, const char *path, int rc) {
+    if (!rc && written) fprintf(written, "wrote %s\n", path);
+    return rc;
+}

@@ -4,6 +4,8 @@
  * where a curve rests on too few samples to be read like the rest. */
 #ifndef POSENC_PLOT_SVG_H
 #define POSENC_PLOT_SVG_H
+#include <stdio.h>
+
 #include "base/util.h"
 
 typedef struct {
@@ -42,4 +44,11 @@ typedef struct {
  * negative; else white to blue.  Each cell is a rect whose title holds its value. */
 int svg_write_heatmaps(const char *path, const char *title, const char *subtitle,
                        const SvgHeatmap *panels, int n_panels, PosencError *err);
+
+/* A view's chart file: PREFIX-LABEL-VIEW.svg (PREFIX-VIEW.svg for a NULL
+ * label); a variant label's ':' (rope:ntk:4) is kept. */
+void svg_chart_path(char *buf, size_t n, const char *prefix, const char *label, const char *view);
+/* rc of a chart writer, after naming the file on `written` when it was
+ * written (and `written` is not NULL). */
+int svg_report_written(FILE *written, const char *path, int rc);
 #endif
