@@ -16,6 +16,7 @@
 
 #include "chat/chat_template.h"
 #include "chat/jinja.h"
+#include "modes/attention_view.h"
 #include "modes/bench.h"
 #include "modes/cache_dump.h"
 #include "modes/chat.h"
@@ -71,6 +72,7 @@ typedef struct {
     const char *pp_list, *tg_list;
     int reps;
     const char *csv_path, *svg_path;
+    int layer, head;            /* attention: the selection; -1: all */
     const char *baseline;       /* ppl: the variant the others are compared with */
     const char *logits_out;     /* ppl, generate: JSON lines of log-probabilities */
     int logits_top;             /* ids per line in --logits-out; -1: not given */
@@ -297,6 +299,8 @@ static int parse_value(Options *o, const char *f, const char *v) {
     else if (!strcmp(f, "--pp")) o->pp_list = v;
     else if (!strcmp(f, "--tg")) o->tg_list = v;
     else if (!strcmp(f, "-r")) o->reps = (int)parse_long(f, v, 1, 1000);
+    else if (!strcmp(f, "--layer")) o->layer = (int)parse_long(f, v, 0, 1 << 20);
+    else if (!strcmp(f, "--head")) o->head = (int)parse_long(f, v, 0, 1 << 20);
     else return 0;
     return 1;
 }
@@ -304,38 +308,40 @@ static int parse_value(Options *o, const char *f, const char *v) {
 /* Which modes use each flag: a flag given to a mode that does not use it is
  * an error, never silently ignored. */
 enum { M_GENERATE = 1, M_PPL = 2, M_BENCH = 4, M_TOKENIZE = 8, M_INSPECT = 16, M_CHAT = 32,
-       M_PE = 64 };
+       M_PE = 64, M_ATTENTION = 128 };
 #define M_TEXT (M_GENERATE | M_CHAT)                  /* modes that sample text */
-#define M_RUNS (M_GENERATE | M_PPL | M_BENCH | M_CHAT) /* modes that run the forward pass */
+#define M_VIEWS (M_PE | M_ATTENTION)                  /* modes that show positions at work */
+#define M_RUNS (M_GENERATE | M_PPL | M_BENCH | M_CHAT | M_ATTENTION) /* run the forward pass */
 #define M_SCHEME (M_RUNS | M_INSPECT | M_PE) /* modes that build a positional scheme */
 static const struct {
     const char *flag;
     int modes;
 } flag_modes[] = {
-    {"-m", ~0}, {"-z", M_TEXT | M_PPL | M_TOKENIZE | M_PE}, {"-i", M_TEXT | M_TOKENIZE | M_PE},
-    {"-f", M_GENERATE | M_PPL | M_TOKENIZE | M_PE}, {"-n", M_TEXT}, {"-t", M_TEXT},
+    {"-m", ~0}, {"-z", M_TEXT | M_PPL | M_TOKENIZE | M_VIEWS},
+    {"-i", M_TEXT | M_TOKENIZE | M_VIEWS}, {"-f", M_GENERATE | M_PPL | M_TOKENIZE | M_VIEWS}, {"-n", M_TEXT}, {"-t", M_TEXT},
     {"-p", M_TEXT}, {"-k", M_TEXT}, {"-s", M_TEXT}, {"--min-p", M_TEXT}, {"--repeat-penalty", M_TEXT},
     {"--repeat-last-n", M_TEXT}, {"--presence-penalty", M_TEXT}, {"--frequency-penalty", M_TEXT},
     {"-y", M_CHAT}, {"--chat-template", M_CHAT}, {"--stop", M_CHAT}, {"--threads", M_RUNS | M_INSPECT | M_PE},
-    {"--kv-type", M_RUNS | M_INSPECT}, {"--pe", M_SCHEME}, {"--rope-theta", M_SCHEME},
+    {"--kv-type", M_GENERATE | M_PPL | M_BENCH | M_CHAT | M_INSPECT}, {"--pe", M_SCHEME}, {"--rope-theta", M_SCHEME},
     {"--rope-scaling", M_SCHEME}, {"--rope-factor", M_SCHEME}, {"--rope-orig-ctx", M_SCHEME},
     {"--alibi-max-bias", M_SCHEME}, {"--pe-overflow", M_SCHEME}, {"--ctx", M_TEXT | M_PPL | M_INSPECT | M_PE},
     {"--pos-offset", M_GENERATE | M_PPL}, {"--keep", M_TEXT | M_PPL},
     {"--no-shift", M_TEXT | M_PPL}, {"--shift-no-rerotate", M_TEXT | M_PPL},
     {"--trace-positions", M_TEXT}, {"--dump-cache", M_TEXT}, {"--chunks", M_PPL}, {"--stride", M_PPL},
-    {"--stream", M_PPL}, {"--bos", M_PPL}, {"--json", M_GENERATE | M_PPL | M_BENCH | M_INSPECT | M_PE},
+    {"--stream", M_PPL}, {"--bos", M_PPL}, {"--json", M_GENERATE | M_PPL | M_BENCH | M_INSPECT | M_VIEWS},
     {"--baseline", M_PPL},
     {"--logits-out", M_GENERATE | M_PPL}, {"--logits-top", M_GENERATE | M_PPL},
-    {"--csv", M_PPL}, {"--svg", M_PPL | M_PE}, {"--pp", M_BENCH}, {"--tg", M_BENCH}, {"-r", M_BENCH},
+    {"--csv", M_PPL | M_ATTENTION}, {"--svg", M_PPL | M_VIEWS}, {"--layer", M_ATTENTION},
+    {"--head", M_ATTENTION}, {"--pp", M_BENCH}, {"--tg", M_BENCH}, {"-r", M_BENCH},
     {"--pieces", M_TOKENIZE}, {"--special", M_GENERATE | M_PPL | M_TOKENIZE},
 };
 static const char *const mode_names[] = {"generate", "ppl", "bench", "tokenize", "inspect", "chat",
-                                         "pe"};
+                                         "pe", "attention"};
 
 static int mode_bit(const char *mode) {
     for (size_t m = 0; m < sizeof mode_names / sizeof *mode_names; m++)
         if (!strcmp(mode, mode_names[m])) return 1 << m;
-    die("-m: unknown mode '%s' (generate|chat|ppl|bench|tokenize|inspect|pe)", mode);
+    die("-m: unknown mode '%s' (generate|chat|ppl|bench|tokenize|inspect|pe|attention)", mode);
 }
 
 static int given(const Options *o, const char *flag) {
@@ -371,6 +377,7 @@ static Options parse_args(int argc, char **argv) {
     o.temperature = 1.0f;
     o.topp = 0.9f;
     o.steps = 256;
+    o.layer = o.head = -1;
     o.logits_top = -1;
     o.penalties = (SamplerPenalties){.repeat = 1.0f, .last_n = 64};
     int i = 1;
@@ -501,8 +508,8 @@ static void resolve_variants(const Options *o, const Model *m, Variants *v) {
             specs[v->n++] = t;
         }
         if (v->n == 0) die("--pe: empty list");
-        if (v->n > 1 && strcmp(o->mode, "ppl") != 0 && strcmp(o->mode, "pe") != 0)
-            die("--pe: a comma list compares variants and needs -m ppl or -m pe");
+        if (v->n > 1 && !(mode_bit(o->mode) & (M_PPL | M_VIEWS)))
+            die("--pe: a comma list compares variants and needs -m ppl, pe or attention");
     }
     unsigned kinds = 0;
     for (int i = 0; i < v->n; i++) {
@@ -1393,6 +1400,19 @@ static int run_chat(const Options *o) {
     return rc ? EXIT_FAILURE : EXIT_SUCCESS;
 }
 
+/* -i TEXT or -f FILE as the model's tokens, BOS first as generate encodes
+ * a prompt; the tokenizer is freed. */
+static int *encode_view_text(const Options *o, Tokenizer *tok, int *n_ids) {
+    char *prompt_file = o->text_file ? read_prompt_file(o->text_file) : NULL;
+    int *ids;
+    PosencError err;
+    if (generate_encode_prompt(tok, prompt_file ? prompt_file : o->prompt, &ids, n_ids, &err))
+        die("%s: %s", prompt_file ? "-f" : "-i", err.msg);
+    free(prompt_file);
+    tokenizer_free(tok);
+    return ids;
+}
+
 /* -m pe with -i/-f: the text run through a context of the variant, whose
  * cached keys the RoPE view reads; NULL for a scheme without rotation. */
 static Context *pe_keys_context(const Options *o, const Model *m, const PeParams *p,
@@ -1420,15 +1440,8 @@ static int run_pe(const Options *o) {
     int n_pos = o->ctx ? o->ctx : model.config.seq_len < 64 ? model.config.seq_len : 64;
     if (n_pos > 4096) die("--ctx %d: -m pe shows at most 4096 positions", n_pos);
     for (int i = 0; i < v.n; i++) check_positions(&model, &v.params[i], v.labels[i], n_pos - 1);
-    int *ids = NULL, n_ids = 0;
-    if (have_text) {
-        char *prompt_file = o->text_file ? read_prompt_file(o->text_file) : NULL;
-        PosencError err;
-        if (generate_encode_prompt(&tok, prompt_file ? prompt_file : o->prompt, &ids, &n_ids, &err))
-            die("%s: %s", prompt_file ? "-f" : "-i", err.msg);
-        free(prompt_file);
-        tokenizer_free(&tok);
-    }
+    int n_ids = 0;
+    int *ids = have_text ? encode_view_text(o, &tok, &n_ids) : NULL;
     PeView views[MAX_VARIANTS];
     for (int i = 0; i < v.n; i++) {
         Context *keys = pe_keys_context(o, &model, &v.params[i], v.labels[i], ids, n_ids);
@@ -1449,6 +1462,48 @@ static int run_pe(const Options *o) {
     return EXIT_SUCCESS;
 }
 
+/* Where each head attends for the text, under each --pe variant. */
+#define ATTENTION_MAX_TOKENS 1024
+static int run_attention(const Options *o) {
+    if (!o->prompt && !o->text_file) die("-m attention needs a text: -i TEXT or -f FILE");
+    Model model;
+    Tokenizer tok;
+    load_model_and_tokenizer(o, &model, &tok);
+    Variants v;
+    resolve_variants(o, &model, &v);
+    const ModelConfig *c = &model.config;
+    if (o->layer >= c->n_layers)
+        die("--layer %d: the model has %d layers (0..%d)", o->layer, c->n_layers, c->n_layers - 1);
+    if (o->head >= c->n_heads)
+        die("--head %d: the model has %d heads (0..%d)", o->head, c->n_heads, c->n_heads - 1);
+    int n_ids;
+    int *ids = encode_view_text(o, &tok, &n_ids);
+    if (n_ids > ATTENTION_MAX_TOKENS)
+        die("%s: the text has %d tokens; -m attention shows at most %d", o->text_file ? "-f" : "-i",
+            n_ids, ATTENTION_MAX_TOKENS);
+    for (int i = 0; i < v.n; i++) check_positions(&model, &v.params[i], v.labels[i], n_ids - 1);
+    AttentionView views[MAX_VARIANTS];
+    for (int i = 0; i < v.n; i++) {
+        Context ctx;
+        build_context(&ctx, &model, &v.params[i], context_size_generate(n_ids, TENSOR_F32));
+        PosencError err;
+        if (attention_view_build(&views[i], &ctx, ids, n_ids, v.labels[i], &err)) die("%s", err.msg);
+        context_free(&ctx);
+    }
+    AttentionSelection sel = {o->layer, o->head};
+    if (o->json) attention_view_write_json(stdout, o->model_path, ids, views, v.n, sel);
+    else attention_view_print(stdout, o->model_path, views, v.n, sel);
+    PosencError err;
+    if (o->csv_path && attention_view_write_csv(o->csv_path, views, v.n, sel, &err))
+        die("--csv: %s", err.msg);
+    if (o->svg_path && attention_view_write_svgs(o->svg_path, views, v.n, sel, stderr, &err))
+        die("--svg: %s", err.msg);
+    for (int i = 0; i < v.n; i++) attention_view_free(&views[i]);
+    free(ids);
+    model_free(&model);
+    return EXIT_SUCCESS;
+}
+
 int main(int argc, char **argv) {
     Options o = parse_args(argc, argv);
     if (o.threads > 0) omp_set_num_threads(o.threads);
@@ -1458,5 +1513,6 @@ int main(int argc, char **argv) {
     if (!strcmp(o.mode, "bench")) return run_bench(&o);
     if (!strcmp(o.mode, "chat")) return run_chat(&o);
     if (!strcmp(o.mode, "pe")) return run_pe(&o);
+    if (!strcmp(o.mode, "attention")) return run_attention(&o);
     return run_generate(&o);
 }
