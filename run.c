@@ -22,6 +22,7 @@
 #include "modes/chat.h"
 #include "model/context.h"
 #include "modes/generate.h"
+#include "modes/html_report.h"
 #include "modes/inspect.h"
 #include "base/json.h"
 #include "modes/logprobs.h"
@@ -71,7 +72,7 @@ typedef struct {
     /* bench */
     const char *pp_list, *tg_list;
     int reps;
-    const char *csv_path, *svg_path;
+    const char *csv_path, *svg_path, *html_path;
     int layer, head;            /* attention: the selection; -1: all */
     const char *baseline;       /* ppl: the variant the others are compared with */
     const char *logits_out;     /* ppl, generate: JSON lines of log-probabilities */
@@ -179,6 +180,7 @@ static void usage(FILE *f) {
         "  --ctx N              positions shown (default 64, or the trained context)\n"
         "  -i TEXT, -f FILE     a text whose cached keys the RoPE view reads\n"
         "  --json               every value; --svg PREFIX: charts PREFIX-*.svg\n"
+        "  --html FILE          pe, attention: one self-contained page, charts and data\n"
         "attention (where each head attends; --pe may list variants):\n"
         "  -i TEXT, -f FILE     the text (at most 1024 tokens)\n"
         "  --layer L, --head H  the heads whose weights are written (default: all)\n"
@@ -297,6 +299,7 @@ static int parse_value(Options *o, const char *f, const char *v) {
     else if (!strcmp(f, "--stride")) o->stride = (int)parse_long(f, v, 1, 1 << 22);
     else if (!strcmp(f, "--csv")) o->csv_path = v;
     else if (!strcmp(f, "--svg")) o->svg_path = v;
+    else if (!strcmp(f, "--html")) o->html_path = v;
     else if (!strcmp(f, "--baseline")) o->baseline = v;
     else if (!strcmp(f, "--logits-out")) o->logits_out = v;
     else if (!strcmp(f, "--logits-top")) o->logits_top = (int)parse_long(f, v, 0, INT_MAX);
@@ -336,7 +339,7 @@ static const struct {
     {"--stream", M_PPL}, {"--bos", M_PPL}, {"--json", M_GENERATE | M_PPL | M_BENCH | M_INSPECT | M_VIEWS},
     {"--baseline", M_PPL},
     {"--logits-out", M_GENERATE | M_PPL}, {"--logits-top", M_GENERATE | M_PPL},
-    {"--csv", M_PPL | M_ATTENTION}, {"--svg", M_PPL | M_VIEWS}, {"--layer", M_ATTENTION},
+    {"--csv", M_PPL | M_ATTENTION}, {"--svg", M_PPL | M_VIEWS}, {"--html", M_VIEWS}, {"--layer", M_ATTENTION},
     {"--head", M_ATTENTION}, {"--pp", M_BENCH}, {"--tg", M_BENCH}, {"-r", M_BENCH},
     {"--pieces", M_TOKENIZE}, {"--special", M_GENERATE | M_PPL | M_TOKENIZE},
 };
@@ -1418,6 +1421,62 @@ static int *encode_view_text(const Options *o, Tokenizer *tok, int *n_ids) {
     return ids;
 }
 
+/* A view's --html page: its charts inline and its --json data. */
+typedef struct {
+    void (*json)(FILE *out, const void *arg);
+    int (*charts)(const SvgSink *sink, const void *arg, PosencError *err);
+    const void *arg;
+} ViewReport;
+
+static void write_html(const Options *o, const char *title, const ViewReport *r) {
+    PosencError err;
+    FILE *f = html_report_open(o->html_path, title, &err);
+    if (!f) die("--html: %s", err.msg);
+    SvgSink sink = {.html = f};
+    if (r->charts(&sink, r->arg, &err)) {
+        fclose(f);
+        remove(o->html_path);
+        die("--html: %s", err.msg);
+    }
+    html_report_data(f, r->json, r->arg);
+    if (html_report_close(f, o->html_path, &err)) die("--html: %s", err.msg);
+    fprintf(stderr, "wrote %s\n", o->html_path);
+}
+
+typedef struct {
+    const char *model;
+    const PeView *views;
+    int n;
+} PeReport;
+
+static void pe_report_json(FILE *out, const void *arg) {
+    const PeReport *r = arg;
+    pe_view_write_json(out, r->model, r->views, r->n);
+}
+
+static int pe_report_charts(const SvgSink *sink, const void *arg, PosencError *err) {
+    const PeReport *r = arg;
+    return pe_view_write_charts(sink, r->views, r->n, err);
+}
+
+typedef struct {
+    const char *model;
+    const int *ids;
+    const AttentionView *views;
+    int n;
+    AttentionSelection sel;
+} AttentionReport;
+
+static void attention_report_json(FILE *out, const void *arg) {
+    const AttentionReport *r = arg;
+    attention_view_write_json(out, r->model, r->ids, r->views, r->n, r->sel);
+}
+
+static int attention_report_charts(const SvgSink *sink, const void *arg, PosencError *err) {
+    const AttentionReport *r = arg;
+    return attention_view_write_charts(sink, r->views, r->n, r->sel, err);
+}
+
 /* -m pe with -i/-f: the text run through a context of the variant, whose
  * cached keys the RoPE view reads; NULL for a scheme without rotation. */
 static Context *pe_keys_context(const Options *o, const Model *m, const PeParams *p,
@@ -1459,8 +1518,14 @@ static int run_pe(const Options *o) {
     if (o->json) pe_view_write_json(stdout, o->model_path, views, v.n);
     else pe_view_print(stdout, o->model_path, views, v.n);
     PosencError err;
-    if (o->svg_path && pe_view_write_svgs(o->svg_path, views, v.n, stderr, &err))
-        die("--svg: %s", err.msg);
+    SvgSink charts = {.prefix = o->svg_path, .written = stderr};
+    if (o->svg_path && pe_view_write_charts(&charts, views, v.n, &err)) die("--svg: %s", err.msg);
+    if (o->html_path) {
+        char title[1100];
+        snprintf(title, sizeof title, "posenc -m pe: %s", o->model_path);
+        PeReport pr = {o->model_path, views, v.n};
+        write_html(o, title, &(ViewReport){pe_report_json, pe_report_charts, &pr});
+    }
     for (int i = 0; i < v.n; i++) pe_view_free(&views[i]);
     free(ids);
     model_free(&model);
@@ -1501,8 +1566,15 @@ static int run_attention(const Options *o) {
     PosencError err;
     if (o->csv_path && attention_view_write_csv(o->csv_path, views, v.n, sel, &err))
         die("--csv: %s", err.msg);
-    if (o->svg_path && attention_view_write_svgs(o->svg_path, views, v.n, sel, stderr, &err))
+    SvgSink charts = {.prefix = o->svg_path, .written = stderr};
+    if (o->svg_path && attention_view_write_charts(&charts, views, v.n, sel, &err))
         die("--svg: %s", err.msg);
+    if (o->html_path) {
+        char title[1100];
+        snprintf(title, sizeof title, "posenc -m attention: %s", o->model_path);
+        AttentionReport ar = {o->model_path, ids, views, v.n, sel};
+        write_html(o, title, &(ViewReport){attention_report_json, attention_report_charts, &ar});
+    }
     for (int i = 0; i < v.n; i++) attention_view_free(&views[i]);
     free(ids);
     model_free(&model);

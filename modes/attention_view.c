@@ -180,8 +180,8 @@ int attention_view_write_csv(const char *path, const AttentionView *views, int n
 
 /* ---- charts -------------------------------------------------------------------- */
 
-static int weight_chart(const char *prefix, const AttentionView *v, AttentionSelection sel,
-                        FILE *written, PosencError *err) {
+static int weight_chart(const SvgSink *sink, const AttentionView *v, AttentionSelection sel,
+                        PosencError *err) {
     int n = v->n_tokens, heads = v->n_layers * v->n_heads, panels = 0;
     SvgHeatmap *p = mallocCheck((size_t)heads * sizeof *p, "the heatmap panels");
     char (*labels)[48] = mallocCheck((size_t)heads * sizeof *labels, "the panel labels");
@@ -198,20 +198,19 @@ static int weight_chart(const char *prefix, const AttentionView *v, AttentionSel
             p[panels] = (SvgHeatmap){labels[panels], "key position", "query position", cells, n, n};
             panels++;
         }
-    char path[1024], title[256];
-    svg_chart_path(path, sizeof path, prefix, v->label, "weights");
+    char title[256];
     snprintf(title, sizeof title, "%s: attention weights (blank: masked)", v->label);
-    int rc = svg_report_written(written, path, svg_write_heatmaps(path, title, NULL, p, panels, err));
+    int rc = svg_sink_heatmaps(sink, v->label, "weights", title, NULL, p, panels, err);
     free(p);
     free(labels);
     free(w);
     return rc;
 }
 
-int attention_view_write_svgs(const char *prefix, const AttentionView *views, int n,
-                              AttentionSelection sel, FILE *written, PosencError *err) {
+int attention_view_write_charts(const SvgSink *sink, const AttentionView *views, int n,
+                                AttentionSelection sel, PosencError *err) {
     for (int i = 0; i < n; i++)
-        if (weight_chart(prefix, &views[i], sel, written, err)) return -1;
+        if (weight_chart(sink, &views[i], sel, err)) return -1;
     SvgSeries *mass = mallocCheck((size_t)n * sizeof *mass, "the chart's series");
     SvgSeries *entropy = mallocCheck((size_t)n * sizeof *entropy, "the chart's series");
     char scope[64];
@@ -225,19 +224,17 @@ int attention_view_write_svgs(const char *prefix, const AttentionView *views, in
         entropy[i] = (SvgSeries){.label = views[i].label, .note = "every layer and head",
                                  .y = views[i].entropy, .n = views[i].n_layers * views[i].n_heads};
     }
-    char path[1024], subtitle[128];
+    char subtitle[128];
     snprintf(subtitle, sizeof subtitle, "mean over the queries of the weight at each distance; "
              "%s", scope);
     SvgChart m = {.title = "Attention mass by distance", .subtitle = subtitle,
                   .x_label = "distance between query and key (positions)",
                   .y_label = "attention mass"};
-    svg_chart_path(path, sizeof path, prefix, NULL, "mass");
-    int rc = svg_report_written(written, path, svg_write_curves(path, &m, mass, n, err));
+    int rc = svg_sink_curves(sink, NULL, "mass", &m, mass, n, err);
     SvgChart e = {.title = "Entropy of each head's attention",
                   .subtitle = "mean over the queries of -sum w ln w; heads numbered layer by layer",
                   .x_label = "head (layer x heads + head)", .y_label = "entropy (nats)"};
-    svg_chart_path(path, sizeof path, prefix, NULL, "entropy");
-    if (!rc) rc = svg_report_written(written, path, svg_write_curves(path, &e, entropy, n, err));
+    if (!rc) rc = svg_sink_curves(sink, NULL, "entropy", &e, entropy, n, err);
     for (int i = 0; i < n; i++) free((void *)mass[i].y);
     free(mass);
     free(entropy);

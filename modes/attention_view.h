@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "model/context.h"
+#include "modes/plot_svg.h"
 
 typedef struct {
     const char *label;    /* the --pe variant */
@@ -39,9 +40,9 @@ void attention_view_print(FILE *f, const char *model_path, const AttentionView *
  * query, of the selected heads. */
 int attention_view_write_csv(const char *path, const AttentionView *views, int n,
                              AttentionSelection sel, PosencError *err);
-/* PREFIX-VARIANT-weights.svg (a heatmap per selected head), PREFIX-mass.svg
- * and PREFIX-entropy.svg (a curve per variant); each path written is
- * printed to `written`. */
-int attention_view_write_svgs(const char *prefix, const AttentionView *views, int n,
-                              AttentionSelection sel, FILE *written, PosencError *err);
+/* The charts to the sink: PREFIX-VARIANT-weights.svg (a heatmap per
+ * selected head), PREFIX-mass.svg and PREFIX-entropy.svg (a curve per
+ * variant). */
+int attention_view_write_charts(const SvgSink *sink, const AttentionView *views, int n,
+                                AttentionSelection sel, PosencError *err);
 #endif

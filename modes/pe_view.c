@@ -288,7 +288,7 @@ void pe_view_print(FILE *f, const char *model_path, const PeView *views, int n) 
 
 /* ---- charts ------------------------------------------------------------------ */
 
-static int embed_charts(const char *prefix, const PeView *v, FILE *written, PosencError *err) {
+static int embed_charts(const SvgSink *sink, const PeView *v, PosencError *err) {
     int n = v->n_pos, dim = v->pe.dim;
     double *vec = mallocCheck((size_t)n * dim * sizeof(double), "the heatmap");
     for (size_t i = 0; i < (size_t)n * dim; i++) vec[i] = v->vectors[i];
@@ -296,16 +296,14 @@ static int embed_charts(const char *prefix, const PeView *v, FILE *written, Pose
         {"position vectors", "dimension", "position", vec, n, dim},
         {"cosine similarity of two positions' vectors", "position", "position", v->cosine, n, n},
     };
-    char path[1024], title[256];
-    svg_chart_path(path, sizeof path, prefix, v->label, "vectors");
+    char title[256];
     snprintf(title, sizeof title, "%s: the vector added at each position", v->label);
-    int rc = svg_report_written(written, path,
-                                svg_write_heatmaps(path, title, NULL, panels, 2, err));
+    int rc = svg_sink_heatmaps(sink, v->label, "vectors", title, NULL, panels, 2, err);
     free(vec);
     return rc;
 }
 
-static int bias_charts(const char *prefix, const PeView *v, FILE *written, PosencError *err) {
+static int bias_charts(const SvgSink *sink, const PeView *v, PosencError *err) {
     int heads = v->pe.n_heads, n = v->n_pos;
     SvgHeatmap *panels = mallocCheck((size_t)heads * sizeof *panels, "the heatmap panels");
     char (*labels)[48] = mallocCheck((size_t)heads * sizeof *labels, "the panel labels");
@@ -316,12 +314,10 @@ static int bias_charts(const char *prefix, const PeView *v, FILE *written, Posen
         panels[h] = (SvgHeatmap){labels[h], "key position", "query position",
                                  v->bias + (size_t)h * n * n, n, n};
     }
-    char path[1024], title[256];
-    svg_chart_path(path, sizeof path, prefix, v->label, "bias");
+    char title[256];
     snprintf(title, sizeof title, "%s: the bias added to each attention score (blank: masked)",
              v->label);
-    int rc = svg_report_written(written, path,
-                                svg_write_heatmaps(path, title, NULL, panels, heads, err));
+    int rc = svg_sink_heatmaps(sink, v->label, "bias", title, NULL, panels, heads, err);
     free(panels);
     free(labels);
     return rc;
@@ -329,8 +325,7 @@ static int bias_charts(const char *prefix, const PeView *v, FILE *written, Posen
 
 /* Every rope variant's wavelengths (log2) by pair in one chart, and their
  * q.k curves in another. */
-static int rotate_charts(const char *prefix, const PeView *views, int n, FILE *written,
-                         PosencError *err) {
+static int rotate_charts(const SvgSink *sink, const PeView *views, int n, PosencError *err) {
     SvgSeries wave[2 * 16], qk[2 * 16];
     double *wave_y[16] = {0};
     char notes[16][96], key_labels[16][96];
@@ -357,28 +352,24 @@ static int rotate_charts(const char *prefix, const PeView *views, int n, FILE *w
     }
     int rc = 0;
     if (n_wave) {
-        char path[1024];
         SvgChart c = {.title = "RoPE: wavelength of each rotation pair",
                       .subtitle = "2 pi / frequency after scaling; a pair turns once per wavelength",
                       .x_label = "rotation pair", .y_label = "log2 wavelength (tokens)"};
-        svg_chart_path(path, sizeof path, prefix, NULL, "wavelength");
-        rc = svg_report_written(written, path, svg_write_curves(path, &c, wave, n_wave, err));
+        rc = svg_sink_curves(sink, NULL, "wavelength", &c, wave, n_wave, err);
         SvgChart q = {.title = "RoPE: mean q.k / head size against distance, k = q",
                       .subtitle = "score of a vector against itself rotated d positions apart",
                       .x_label = "distance between query and key (positions)",
                       .y_label = "mean q.k / head size"};
-        svg_chart_path(path, sizeof path, prefix, NULL, "qk");
-        if (!rc) rc = svg_report_written(written, path, svg_write_curves(path, &q, qk, n_qk, err));
+        if (!rc) rc = svg_sink_curves(sink, NULL, "qk", &q, qk, n_qk, err);
     }
     for (int i = 0; i < n_wave; i++) free(wave_y[i]);
     return rc;
 }
 
-int pe_view_write_svgs(const char *prefix, const PeView *views, int n, FILE *written,
-                       PosencError *err) {
+int pe_view_write_charts(const SvgSink *sink, const PeView *views, int n, PosencError *err) {
     for (int i = 0; i < n; i++) {
-        if (views[i].vectors && embed_charts(prefix, &views[i], written, err)) return -1;
-        if (views[i].bias && bias_charts(prefix, &views[i], written, err)) return -1;
+        if (views[i].vectors && embed_charts(sink, &views[i], err)) return -1;
+        if (views[i].bias && bias_charts(sink, &views[i], err)) return -1;
     }
-    return rotate_charts(prefix, views, n, written, err);
+    return rotate_charts(sink, views, n, err);
 }

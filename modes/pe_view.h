@@ -15,6 +15,7 @@
 #include <stdio.h>
 
 #include "model/context.h"
+#include "modes/plot_svg.h"
 
 /* Random vectors the rope q.k curve averages over, from a fixed seed. */
 #define PE_VIEW_RANDOM_SAMPLES 1024
@@ -47,8 +48,8 @@ void pe_view_free(PeView *v);
 void pe_view_write_json(FILE *f, const char *model_path, const PeView *views, int n);
 /* A readable summary, the curves at distances 0, 1, 2, 4, ... */
 void pe_view_print(FILE *f, const char *model_path, const PeView *views, int n);
-/* The charts, as PREFIX-<view>.svg (and PREFIX-<variant>-<view>.svg for
- * one variant's heatmaps); each path written is printed to `written`. */
-int pe_view_write_svgs(const char *prefix, const PeView *views, int n, FILE *written,
-                       PosencError *err);
+/* The charts to the sink: PREFIX-VARIANT-vectors.svg and -bias.svg (one
+ * variant's heatmaps), PREFIX-wavelength.svg and PREFIX-qk.svg (every RoPE
+ * variant's curves). */
+int pe_view_write_charts(const SvgSink *sink, const PeView *views, int n, PosencError *err);
 #endif

@@ -23,7 +23,7 @@ static double tick_step(double span) {
     return mag * (r < 1.5 ? 1 : r < 3.5 ? 2 : r < 7.5 ? 5 : 10);
 }
 
-static void xml_text(FILE *f, const char *s) {
+void svg_escape_text(FILE *f, const char *s) {
     for (; *s; s++) {
         if (*s == '<') fputs("&lt;", f);
         else if (*s == '>') fputs("&gt;", f);
@@ -36,7 +36,7 @@ static void xml_text(FILE *f, const char *s) {
 /* <text> at (x, y) with extra attributes. */
 static void text_at(FILE *f, double x, double y, const char *attrs, const char *s) {
     fprintf(f, "<text x=\"%.1f\" y=\"%.1f\"%s%s>", x, y, *attrs ? " " : "", attrs);
-    xml_text(f, s);
+    svg_escape_text(f, s);
     fputs("</text>\n", f);
 }
 
@@ -124,14 +124,14 @@ static void y_range(Frame *fr, const SvgSeries *series, int n_series, int faint_
             }
 }
 
-int svg_write_curves(const char *path, const SvgChart *c, const SvgSeries *series, int n_series,
+int svg_print_curves(FILE *f, const SvgChart *c, const SvgSeries *series, int n_series,
                      PosencError *err) {
-    if (n_series < 1) return posenc_error(err, "no data to plot in '%s'", path);
+    if (n_series < 1) return posenc_error(err, "no data to plot");
     Frame fr = {0, 0, INFINITY, -INFINITY, W - LEFT - RIGHT, MIN_PLOT_H, c->log2_x};
     x_range(&fr, series, n_series);
     y_range(&fr, series, n_series, 0);
     if (!(fr.ymin <= fr.ymax)) y_range(&fr, series, n_series, 1);
-    if (!(fr.ymin <= fr.ymax)) return posenc_error(err, "no data to plot in '%s'", path);
+    if (!(fr.ymin <= fr.ymax)) return posenc_error(err, "no data to plot");
     if (fr.ymax - fr.ymin < 1e-9) fr.ymax = fr.ymin + 1.0;
     double ystep = tick_step(fr.ymax - fr.ymin);
     fr.ymin = floor(fr.ymin / ystep) * ystep;
@@ -139,9 +139,6 @@ int svg_write_curves(const char *path, const SvgChart *c, const SvgSeries *serie
     if (fr.plot_h < LEGEND_ROW * n_series) fr.plot_h = LEGEND_ROW * n_series; /* legend room */
     int H = TOP + (int)fr.plot_h + BOTTOM;
     double bottom = TOP + fr.plot_h;
-    FILE *f = fopen(path, "w");
-    if (!f) return posenc_error(err, "cannot write '%s': %s", path, strerror(errno));
-
     fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
                "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"12\">\n", W, H, W, H);
     fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
@@ -183,7 +180,6 @@ int svg_write_curves(const char *path, const SvgChart *c, const SvgSeries *serie
         fputs("</g>\n", f);
     }
     fprintf(f, "</svg>\n");
-    if (fclose(f) != 0) return posenc_error(err, "error writing '%s'", path);
     return 0;
 }
 
@@ -237,7 +233,7 @@ static void heat_panel(FILE *f, const SvgHeatmap *p, double x0, double y0, doubl
     fputs("</g>\n", f);
 }
 
-int svg_write_heatmaps(const char *path, const char *title, const char *subtitle,
+int svg_print_heatmaps(FILE *f, const char *title, const char *subtitle,
                        const SvgHeatmap *panels, int n_panels, PosencError *err) {
     double lo = INFINITY, hi = -INFINITY;
     for (int p = 0; p < n_panels; p++)
@@ -246,12 +242,10 @@ int svg_write_heatmaps(const char *path, const char *title, const char *subtitle
                 lo = fmin(lo, panels[p].v[i]);
                 hi = fmax(hi, panels[p].v[i]);
             }
-    if (!(lo <= hi)) return posenc_error(err, "no data to plot in '%s'", path);
+    if (!(lo <= hi)) return posenc_error(err, "no data to plot");
     int per_row = n_panels < PANELS_PER_ROW ? n_panels : PANELS_PER_ROW;
     int rows = (n_panels + per_row - 1) / per_row;
     int w = LEFT + per_row * (PANEL + PANEL_GAP), h = TOP + rows * (PANEL + PANEL_GAP) + 60;
-    FILE *f = fopen(path, "w");
-    if (!f) return posenc_error(err, "cannot write '%s': %s", path, strerror(errno));
     fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
                "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"12\">\n", w, h, w, h);
     fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
@@ -273,16 +267,71 @@ int svg_write_heatmaps(const char *path, const char *title, const char *subtitle
                "<text class=\"scale-max\" x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%.4g</text>\n",
             LEFT, bar_y + 26, lo, LEFT + 300, bar_y + 26, hi);
     fputs("</g>\n</svg>\n", f);
-    if (fclose(f) != 0) return posenc_error(err, "error writing '%s'", path);
     return 0;
 }
 
-void svg_chart_path(char *buf, size_t n, const char *prefix, const char *label, const char *view) {
-    if (label) snprintf(buf, n, "%s-%s-%s.svg", prefix, label, view);
-    else snprintf(buf, n, "%s-%s.svg", prefix, view);
+/* Opens the chart's file, or NULL with the reason. */
+static FILE *open_chart(const char *path, PosencError *err) {
+    FILE *f = fopen(path, "w");
+    if (!f) posenc_error(err, "cannot write '%s': %s", path, strerror(errno));
+    return f;
 }
 
-int svg_report_written(FILE *written, const char *path, int rc) {
-    if (!rc && written) fprintf(written, "wrote %s\n", path);
+/* Closes it after `rc` of its writer; a failed chart leaves no file. */
+static int close_chart(FILE *f, const char *path, int rc, PosencError *err) {
+    if (fclose(f) != 0 && !rc) rc = posenc_error(err, "error writing '%s'", path);
+    if (rc) {
+        remove(path);
+        if (!strstr(err->msg, path)) posenc_error_prefix(err, path);
+    }
     return rc;
+}
+
+int svg_write_curves(const char *path, const SvgChart *chart, const SvgSeries *series,
+                     int n_series, PosencError *err) {
+    FILE *f = open_chart(path, err);
+    if (!f) return -1;
+    return close_chart(f, path, svg_print_curves(f, chart, series, n_series, err), err);
+}
+
+/* A view's chart: PREFIX-LABEL-VIEW.svg (PREFIX-VIEW.svg for a NULL label;
+ * a variant's ':' is kept), or a figure of the HTML page. */
+static FILE *sink_begin(const SvgSink *s, const char *label, const char *view, char *path,
+                        size_t n, PosencError *err) {
+    if (s->html) {
+        fprintf(s->html, "<figure class=\"chart\" data-view=\"%s\" data-variant=\"", view);
+        if (label) svg_escape_text(s->html, label);
+        fputs("\">\n", s->html);
+        return s->html;
+    }
+    if (label) snprintf(path, n, "%s-%s-%s.svg", s->prefix, label, view);
+    else snprintf(path, n, "%s-%s.svg", s->prefix, view);
+    return open_chart(path, err);
+}
+
+static int sink_end(const SvgSink *s, FILE *f, const char *path, int rc, PosencError *err) {
+    if (s->html) {
+        fputs("</figure>\n", f);
+        return rc;
+    }
+    rc = close_chart(f, path, rc, err);
+    if (!rc && s->written) fprintf(s->written, "wrote %s\n", path);
+    return rc;
+}
+
+int svg_sink_curves(const SvgSink *s, const char *label, const char *view, const SvgChart *chart,
+                    const SvgSeries *series, int n_series, PosencError *err) {
+    char path[1024];
+    FILE *f = sink_begin(s, label, view, path, sizeof path, err);
+    if (!f) return -1;
+    return sink_end(s, f, path, svg_print_curves(f, chart, series, n_series, err), err);
+}
+
+int svg_sink_heatmaps(const SvgSink *s, const char *label, const char *view, const char *title,
+                      const char *subtitle, const SvgHeatmap *panels, int n_panels,
+                      PosencError *err) {
+    char path[1024];
+    FILE *f = sink_begin(s, label, view, path, sizeof path, err);
+    if (!f) return -1;
+    return sink_end(s, f, path, svg_print_heatmaps(f, title, subtitle, panels, n_panels, err), err);
 }

@@ -27,6 +27,13 @@ typedef struct {
     const char *marker_label;    /* written above the plot, clear of every curve */
 } SvgChart;
 
+/* s with <, >, & and " as entities: text or an attribute value of XML and HTML. */
+void svg_escape_text(FILE *f, const char *s);
+
+/* The chart to `f`, or -1 with the reason (no data). */
+int svg_print_curves(FILE *f, const SvgChart *chart, const SvgSeries *series, int n_series,
+                     PosencError *err);
+/* The same to the file `path` (none is left when it fails). */
 int svg_write_curves(const char *path, const SvgChart *chart, const SvgSeries *series,
                      int n_series, PosencError *err);
 
@@ -42,13 +49,21 @@ typedef struct {
 /* Panels in a grid, one colour scale for all, drawn as a bar with its ends
  * labelled: white at 0, blue below it and red above, when any value is
  * negative; else white to blue.  Each cell is a rect whose title holds its value. */
-int svg_write_heatmaps(const char *path, const char *title, const char *subtitle,
+int svg_print_heatmaps(FILE *f, const char *title, const char *subtitle,
                        const SvgHeatmap *panels, int n_panels, PosencError *err);
 
-/* A view's chart file: PREFIX-LABEL-VIEW.svg (PREFIX-VIEW.svg for a NULL
- * label); a variant label's ':' (rope:ntk:4) is kept. */
-void svg_chart_path(char *buf, size_t n, const char *prefix, const char *label, const char *view);
-/* rc of a chart writer, after naming the file on `written` when it was
- * written (and `written` is not NULL). */
-int svg_report_written(FILE *written, const char *path, int rc);
+/* Where a view's charts go: files PREFIX-VIEW.svg and PREFIX-VARIANT-VIEW.svg
+ * (each named on `written` when not NULL), or, when html is set, figures
+ * of one HTML page (<figure class="chart" data-view data-variant>). */
+typedef struct {
+    const char *prefix;
+    FILE *written;
+    FILE *html;
+} SvgSink;
+/* One chart of `view` (and `label`, the variant, or NULL) to the sink. */
+int svg_sink_curves(const SvgSink *s, const char *label, const char *view, const SvgChart *chart,
+                    const SvgSeries *series, int n_series, PosencError *err);
+int svg_sink_heatmaps(const SvgSink *s, const char *label, const char *view, const char *title,
+                      const char *subtitle, const SvgHeatmap *panels, int n_panels,
+                      PosencError *err);
 #endif
