@@ -1154,8 +1154,8 @@ static int run_ppl(const Options *o) {
                    progress_label, &logprobs, res);
     close_logits_out(o, &logprobs);
     for (int v = 0; v < pv.n; v++)
-        print_ppl_row(o, NULL, 0, pv.labels[v], C, &res[v], pv.labels[pv.baseline], v == pv.baseline,
-                      pv.added);
+        print_ppl_row(o, NULL, 0, pv.labels[v], C, &res[v], pv.labels[pv.baseline],
+                      v == pv.baseline, pv.added);
     if (o->csv_path) write_csv(o->csv_path, pv.labels, res, pv.n);
     if (o->svg_path) write_svg(o, &model, pv.labels, res, pv.n);
     for (int v = 0; v < pv.n; v++) ppl_result_free(&res[v]);
@@ -1204,7 +1204,8 @@ static StudyModel *load_study(const Options *o, const int *windows, int n_window
         for (int w = 0; w < n_windows; w++) {
             int C = windows[w];
             check_text_length(&s->o, s->n_ids, C);
-            if (o->stride > C) die("--stride %d must be in 1..%d (the smallest --ctx)", o->stride, C);
+            if (o->stride > C)
+                die("--stride %d must be in 1..%d (the smallest --ctx)", o->stride, C);
             if (o->stream) check_keep(o, C);
             for (int v = 0; v < s->pv.n; v++)
                 study_variant_runs(s, v, C, 1);
@@ -1245,8 +1246,8 @@ static void study_window(const Options *o, StudyModel *s, int w, int model_width
     score_variants(&s->o, &s->model, labels, params, n, baseline, s->ids, s->n_ids, C,
                    progress_label, NULL, res);
     for (int v = 0; v < n; v++) {
-        print_ppl_row(o, s->o.model_path, model_width, labels[v], C, &res[v], labels[baseline], v == baseline,
-                      s->pv.added);
+        print_ppl_row(o, s->o.model_path, model_width, labels[v], C, &res[v], labels[baseline],
+                      v == baseline, s->pv.added);
         PplStudySeries *r = &study->series[series[v]];
         ppl_mean_se(res[v].nll_sum, res[v].nll_sq_sum, res[v].n_scored, &r->nll[w], &r->se[w]);
         r->tokens[w] = res[v].n_scored;
@@ -1265,7 +1266,8 @@ static int run_ppl_study(const Options *o) {
     StudyModel *sm = load_study(o, windows, n_windows);
     int n_series = 0, trained = sm[0].model.config.seq_len, model_width = 5;
     for (int m = 0; m < o->n_models; m++) {
-        if ((int)strlen(o->model_paths[m]) > model_width) model_width = (int)strlen(o->model_paths[m]);
+        int len = (int)strlen(o->model_paths[m]);
+        if (len > model_width) model_width = len;
         sm[m].first_series = n_series;
         n_series += sm[m].pv.n;
         if (sm[m].model.config.seq_len != trained) trained = 0;
@@ -1278,7 +1280,8 @@ static int run_ppl_study(const Options *o) {
             PplStudySeries *r = &study.series[sm[m].first_series + v];
             if (o->n_models == 1) snprintf(r->label, sizeof r->label, "%s", sm[m].pv.labels[v]);
             else if (sm[m].pv.n == 1) snprintf(r->label, sizeof r->label, "%s", o->model_paths[m]);
-            else snprintf(r->label, sizeof r->label, "%s %s", o->model_paths[m], sm[m].pv.labels[v]);
+            else
+                snprintf(r->label, sizeof r->label, "%s %s", o->model_paths[m], sm[m].pv.labels[v]);
             snprintf(r->note, sizeof r->note, "%s, trained context %d",
                      pe_kind_name(sm[m].pv.params[v].kind), sm[m].model.config.seq_len);
         }
@@ -1302,11 +1305,13 @@ static int run_ppl_study(const Options *o) {
             snprintf(subtitle, sizeof subtitle, "each point: the first %d windows of that size "
                      "(fewer where the text ends)", o->chunks);
         else
-            snprintf(subtitle, sizeof subtitle, "each point: every window of that size in the text");
+            snprintf(subtitle, sizeof subtitle, "each point: every window of that size in the "
+                     "text");
         if (o->stream)
             snprintf(subtitle, sizeof subtitle, "each point: the whole text streamed through a "
                      "cache of that size");
-        if (ppl_study_write_svg(o->svg_path, title, subtitle, &study, &err)) die("--svg: %s", err.msg);
+        if (ppl_study_write_svg(o->svg_path, title, subtitle, &study, &err))
+            die("--svg: %s", err.msg);
     }
     ppl_study_free(&study);
     for (int m = 0; m < o->n_models; m++) {
@@ -1486,7 +1491,8 @@ static Context *pe_keys_context(const Options *o, const Model *m, const PeParams
     Context *ctx = mallocCheck(sizeof *ctx, "a context");
     build_context(ctx, m, p, context_size_generate(n_ids, TENSOR_F32));
     PosencError err;
-    if (context_check_tokens(ctx, ids, n_ids, 0, &err)) die("%s: %s", o->text_file ? "-f" : "-i", err.msg);
+    if (context_check_tokens(ctx, ids, n_ids, 0, &err))
+        die("%s: %s", o->text_file ? "-f" : "-i", err.msg);
     context_prefill(ctx, ids, n_ids, 0);
     return ctx;
 }
@@ -1497,10 +1503,17 @@ static int run_pe(const Options *o) {
     Model model;
     Tokenizer tok;
     int have_text = o->prompt || o->text_file;
+    if (o->tokenizer_path && !have_text)
+        die("-z encodes the text of -i or -f, which -m pe reads only for the RoPE view's keys");
     if (have_text) load_model_and_tokenizer(o, &model, &tok);
     else load_model(o, &model);
     Variants v;
     resolve_variants(o, &model, &v);
+    int rotates = 0;
+    for (int i = 0; i < v.n; i++) rotates |= pe_kind_ops(v.params[i].kind)->rotate != NULL;
+    if (have_text && !rotates)
+        die("%s: the text gives the RoPE view its keys, and no --pe variant rotates (%s)",
+            o->text_file ? "-f" : "-i", o->pe_list ? o->pe_list : v.labels[0]);
     int n_pos = o->ctx ? o->ctx : model.config.seq_len < 64 ? model.config.seq_len : 64;
     if (n_pos > 4096) die("--ctx %d: -m pe shows at most 4096 positions", n_pos);
     for (int i = 0; i < v.n; i++) check_positions(&model, &v.params[i], v.labels[i], n_pos - 1);
@@ -1557,7 +1570,8 @@ static int run_attention(const Options *o) {
         Context ctx;
         build_context(&ctx, &model, &v.params[i], context_size_generate(n_ids, TENSOR_F32));
         PosencError err;
-        if (attention_view_build(&views[i], &ctx, ids, n_ids, v.labels[i], &err)) die("%s", err.msg);
+        if (attention_view_build(&views[i], &ctx, ids, n_ids, v.labels[i], &err))
+            die("%s", err.msg);
         context_free(&ctx);
     }
     AttentionSelection sel = {o->layer, o->head};

@@ -43,7 +43,8 @@ int attention_view_build(AttentionView *v, Context *ctx, const int *ids, int n, 
         return posenc_error_oom(err, (size_t)c->n_layers * c->n_heads * n, (size_t)n,
                                 "the attention weights");
     v->weights = callocCheck(cells, sizeof(float), "the attention weights");
-    v->mass = callocCheck((size_t)c->n_layers * c->n_heads * n, sizeof(double), "the mass by distance");
+    v->mass = callocCheck((size_t)c->n_layers * c->n_heads * n, sizeof(double),
+                          "the mass by distance");
     v->entropy = callocCheck((size_t)c->n_layers * c->n_heads, sizeof(double), "the entropies");
     ctx->observe_attention = record_row;
     ctx->observer_user = v;

@@ -13,14 +13,16 @@
 static void embed_views(PeView *v, const PeOps *ops) {
     int dim = v->pe.dim, n = v->n_pos;
     size_t cells;
-    if (!size_mul(&cells, (size_t)n, (size_t)dim)) posenc_out_of_memory((size_t)n, (size_t)dim, "the position vectors");
+    if (!size_mul(&cells, (size_t)n, (size_t)dim))
+        posenc_out_of_memory((size_t)n, (size_t)dim, "the position vectors");
     v->vectors = callocCheck(cells, sizeof(float), "the position vectors");
     v->cosine = mallocCheck((size_t)n * n * sizeof(double), "the position similarities");
     double *norm = mallocCheck((size_t)n * sizeof(double), "the position vectors' norms");
     for (int p = 0; p < n; p++) {
         ops->embed(&v->pe, v->vectors + (size_t)p * dim, p);
+        const float *x = v->vectors + (size_t)p * dim;
         double s = 0.0;
-        for (int i = 0; i < dim; i++) s += (double)v->vectors[(size_t)p * dim + i] * v->vectors[(size_t)p * dim + i];
+        for (int i = 0; i < dim; i++) s += (double)x[i] * x[i];
         norm[p] = sqrt(s);
     }
     for (int a = 0; a < n; a++)
@@ -28,7 +30,8 @@ static void embed_views(PeView *v, const PeOps *ops) {
             double dot = 0.0;
             for (int i = 0; i < dim; i++)
                 dot += (double)v->vectors[(size_t)a * dim + i] * v->vectors[(size_t)b * dim + i];
-            v->cosine[(size_t)a * n + b] = norm[a] > 0 && norm[b] > 0 ? dot / (norm[a] * norm[b]) : NAN;
+            v->cosine[(size_t)a * n + b] =
+                norm[a] > 0 && norm[b] > 0 ? dot / (norm[a] * norm[b]) : NAN;
         }
     free(norm);
 }
@@ -83,7 +86,8 @@ static void rotate_views(PeView *v, const PeOps *ops, const Context *keys_ctx) {
             for (int c = 0; c < kv->n_used; c++) {
                 kv_cache_load_keys(kv, l, c, 1, row);
                 ops->rerotate(&v->pe, row, kv_heads, -kv->pos[c]); /* back to position 0 */
-                for (int h = 0; h < kv_heads; h++) add_self_scores(v, ops, row + (size_t)h * hs, rotated, qk);
+                for (int h = 0; h < kv_heads; h++)
+                    add_self_scores(v, ops, row + (size_t)h * hs, rotated, qk);
             }
             for (int d = 0; d < n; d++) qk[d] /= v->n_keys;
         }
@@ -248,9 +252,10 @@ static void print_variant(FILE *f, const PeView *v) {
         }
     }
     if (v->qk_random) {
-        fprintf(f, "scaling %s, factor %g, attention scale %g\npair  inv_freq      wavelength (tokens)\n",
+        fprintf(f, "scaling %s, factor %g, attention scale %g\n",
                 pe_rope_scaling_name(pe->params.rope_scaling), (double)pe->params.rope_factor,
                 (double)pe->attn_scale);
+        fputs("pair  inv_freq      wavelength (tokens)\n", f);
         for (int j = 0; j < pe->params.rope_dim / 2; j++)
             fprintf(f, "%4d  %-12.6g  %.6g\n", j, (double)pe->inv_freq[j],
                     2.0 * M_PI / (double)pe->inv_freq[j]);
@@ -267,7 +272,8 @@ static void print_variant(FILE *f, const PeView *v) {
     if (v->bias) {
         if (pe->slopes) {
             fputs("head  slope\n", f);
-            for (int h = 0; h < pe->n_heads; h++) fprintf(f, "%4d  %.9g\n", h, (double)pe->slopes[h]);
+            for (int h = 0; h < pe->n_heads; h++)
+                fprintf(f, "%4d  %.9g\n", h, (double)pe->slopes[h]);
         }
         fprintf(f, "distance%s  bias by head\n", v->bucket ? "  bucket" : "");
         for (int d = 0; d < v->n_pos; d = d ? 2 * d : 1) {
@@ -309,7 +315,8 @@ static int bias_charts(const SvgSink *sink, const PeView *v, PosencError *err) {
     char (*labels)[48] = mallocCheck((size_t)heads * sizeof *labels, "the panel labels");
     for (int h = 0; h < heads; h++) {
         if (v->pe.slopes)
-            snprintf(labels[h], sizeof labels[h], "head %d, slope %.4g", h, (double)v->pe.slopes[h]);
+            snprintf(labels[h], sizeof labels[h], "head %d, slope %.4g", h,
+                     (double)v->pe.slopes[h]);
         else snprintf(labels[h], sizeof labels[h], "head %d", h);
         panels[h] = (SvgHeatmap){labels[h], "key position", "query position",
                                  v->bias + (size_t)h * n * n, n, n};
@@ -353,7 +360,8 @@ static int rotate_charts(const SvgSink *sink, const PeView *views, int n, Posenc
     int rc = 0;
     if (n_wave) {
         SvgChart c = {.title = "RoPE: wavelength of each rotation pair",
-                      .subtitle = "2 pi / frequency after scaling; a pair turns once per wavelength",
+                      .subtitle = "2 pi / frequency after scaling: a pair turns once per "
+                                  "wavelength",
                       .x_label = "rotation pair", .y_label = "log2 wavelength (tokens)"};
         rc = svg_sink_curves(sink, NULL, "wavelength", &c, wave, n_wave, err);
         SvgChart q = {.title = "RoPE: mean q.k / head size against distance, k = q",

@@ -248,6 +248,10 @@ START_TEST(misuse_is_one_error) {
     tests_expect_error(a4, "-t is not used by -m pe");
     const char *a5[] = {zoo[Z_ALIBI], "-m", "pe", "--rope-theta", "500", NULL};
     tests_expect_error(a5, "--rope-theta applies to rope");
+    const char *a6[] = {zoo[Z_ALIBI], "-m", "pe", "-i", "x", NULL};
+    tests_expect_error(a6, "-i: the text gives the RoPE view its keys, and no --pe variant rotates");
+    const char *a7[] = {zoo[Z_ROPE], "-m", "pe", "-z", "x", NULL};
+    tests_expect_error(a7, "-z encodes the text of -i or -f");
     /* control: the learned table's last position is fine */
     const char *ok[] = {zoo[Z_LEARNED], "-m", "pe", "--ctx", "128", NULL};
     tests_expect_success(ok);
