@@ -457,14 +457,14 @@ TestsRun tests_svg_facts(const char *const *charts) {
     return tests_run_python_ok(args);
 }
 
-void tests_expect_cut_svg_rejected(const char *svg, const char *scratch) {
+void tests_expect_cut_file_rejected(const char *file, const char *scratch, const char *checker) {
     size_t len;
-    char *text = tests_read_file(svg, &len);
+    char *text = tests_read_file(file, &len);
     tests_write_file(scratch, text, len / 2);
     free(text);
-    const char *args[] = {"tests/modes/svg_facts.py", scratch, NULL};
+    const char *args[] = {checker, scratch, NULL};
     TestsRun r = tests_run_python(args);
-    ck_assert_msg(r.status != 0 && strstr(r.err, "ParseError"), "a cut-off %s parsed: %s", svg,
-                  r.err);
+    ck_assert_msg(r.status != 0 && strstr(r.err, "Error"), "%s accepted a cut-off %s: %s", checker,
+                  file, r.err);
     tests_run_free(&r);
 }

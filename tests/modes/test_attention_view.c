@@ -192,7 +192,7 @@ START_TEST(selection_csv_and_charts) {
     ck_assert_msg(strstr(o, "att-entropy.svg legend=t5|") &&
                   strstr(o, "att-entropy.svg text=entropy (nats)\n"), "%s", o);
     tests_run_free(&f);
-    tests_expect_cut_svg_rejected(files[0], temp[T_CUT]);
+    tests_expect_cut_file_rejected(files[0], temp[T_CUT], "tests/modes/svg_facts.py");
 }
 END_TEST
 

@@ -89,14 +89,7 @@ START_TEST(pages_parse) {
     TestsRun e = facts(bad_html, NULL);
     ck_assert_msg(strstr(e.out, "external=1\n"), "%s", e.out);
     tests_run_free(&e);
-    size_t len;
-    char *text = tests_read_file(attention_html, &len);
-    tests_write_file(bad_html, text, len / 2);
-    free(text);
-    const char *cut[] = {"tests/modes/html_facts.py", bad_html, NULL};
-    TestsRun c = tests_run_python(cut);
-    ck_assert_int_ne(c.status, 0);
-    tests_run_free(&c);
+    tests_expect_cut_file_rejected(attention_html, bad_html, "tests/modes/html_facts.py");
 }
 END_TEST
 

@@ -325,7 +325,7 @@ START_TEST(svg_is_readable) {
         ck_assert_msg(strstr(o, want), "missing '%s' in %s", want, o);
     }
     tests_run_free(&facts);
-    tests_expect_cut_svg_rejected(temp[T_SVG], temp[T_CUT_SVG]);
+    tests_expect_cut_file_rejected(temp[T_SVG], temp[T_CUT_SVG], "tests/modes/svg_facts.py");
     tests_run_free(&e);
 }
 END_TEST
