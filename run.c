@@ -16,25 +16,33 @@
 
 #include "chat/chat_template.h"
 #include "chat/jinja.h"
+#include "modes/attention_view.h"
 #include "modes/bench.h"
 #include "modes/cache_dump.h"
 #include "modes/chat.h"
 #include "model/context.h"
 #include "modes/generate.h"
+#include "modes/html_report.h"
 #include "modes/inspect.h"
 #include "base/json.h"
 #include "modes/logprobs.h"
+#include "modes/pe_view.h"
 #include "model/model.h"
 #include "modes/perplexity.h"
 #include "modes/plot_svg.h"
+#include "modes/ppl_study.h"
 #include "model/sampler.h"
 #include "positional/pe.h"
 #include "tokenizer/tokenizer.h"
 
 #define MAX_VARIANTS 16
 #define MAX_STOPS 16
+#define MAX_MODELS 16
+#define MAX_WINDOWS 16
 
 typedef struct {
+    const char *model_paths[MAX_MODELS]; /* ppl compares several; other modes take one */
+    int n_models;
     const char *model_path, *tokenizer_path, *mode, *prompt, *text_file;
     float temperature, topp, min_p;
     int topk, steps, threads;
@@ -53,6 +61,8 @@ typedef struct {
     int rope_orig_ctx;
     const char *pe_overflow;
     int ctx, pos_offset, keep;
+    int windows[MAX_WINDOWS];   /* --ctx as a list (ppl): the study's windows; ctx is the first */
+    int n_windows;
     int no_shift, shift_no_rerotate, trace, dump_cache;
     /* ppl */
     int chunks, stride, stream, bos, json;
@@ -62,7 +72,8 @@ typedef struct {
     /* bench */
     const char *pp_list, *tg_list, *depth_list;
     int reps;
-    const char *csv_path, *svg_path;
+    const char *csv_path, *svg_path, *html_path;
+    int layer, head;            /* attention: the selection; -1: all */
     const char *baseline;       /* ppl: the variant the others are compared with */
     const char *logits_out;     /* ppl, generate: JSON lines of log-probabilities */
     int logits_top;             /* ids per line in --logits-out; -1: not given */
@@ -91,12 +102,14 @@ static const char *template_names(void) {
 static void usage(FILE *f) {
     fprintf(f,
         "usage: run MODEL [options]\n"
+        "       run MODEL [MODEL...] -m ppl -f FILE --ctx N[,N...] [options]\n"
         "       run [MODEL] -m tokenize [-z TOKENIZER] (-i TEXT | -f FILE) [--pieces] [--special]\n"
         "\n"
         "MODEL is a GGUF file (weights, vocabulary and positional configuration in one)\n"
         "or a llama2.c .bin checkpoint.\n"
         "\n"
-        "  -m MODE              generate (default) | chat | ppl | bench | tokenize | inspect\n"
+        "  -m MODE              generate (default) | chat | ppl | bench | tokenize | inspect |\n"
+        "                       pe | attention\n"
         "  -z PATH              tokenizer: tokenizer.bin, SentencePiece .model, or a\n"
         "                       vocab.json+merges.txt directory (default: the GGUF's own\n"
         "                       vocabulary, or tokenizer.bin beside a .bin model)\n"
@@ -130,7 +143,8 @@ static void usage(FILE *f) {
         "  --rope-orig-ctx N    trained context for yarn (default: the model's)\n"
         "  --alibi-max-bias F   ALiBi max bias (default 8)\n"
         "  --pe-overflow P      learned positions past the table: error|clamp (default error)\n"
-        "  --ctx N              KV cache cells / ppl window (default: trained context)\n"
+        "  --ctx N              KV cache cells / ppl window (default: trained context);\n"
+        "                       ppl: a list 64,128,... runs every window (the study)\n"
         "  --pos-offset N       position of the first token (default 0)\n"
         "  --keep N             cells a context shift never discards (default 0)\n"
         "  --no-shift           stop at the end of the context instead of shifting\n"
@@ -148,7 +162,9 @@ static void usage(FILE *f) {
         "                       checkpoint's scheme, run too if not listed)\n"
         "  --json               one JSON object per variant\n"
         "  --csv PATH           mean NLL, count and standard error by position in the window\n"
-        "  --svg PATH           NLL-vs-position chart of all variants\n"
+        "                       (the study: by model, variant and window)\n"
+        "  --svg PATH           NLL-vs-position chart of all variants; with several models\n"
+        "                       or windows: NLL-vs-window chart of every model and variant\n"
         "bench (--pe and the positional flags choose the scheme it runs with):\n"
         "  --pp LIST            prefill sizes, e.g. 128,512 (default 512)\n"
         "  --tg LIST            decode lengths, e.g. 128 (default 128)\n"
@@ -161,6 +177,15 @@ static void usage(FILE *f) {
         "                       %s\n"
         "                       (default: the GGUF's tokenizer.chat_template)\n"
         "  --stop STR           end a reply at STR (repeatable, up to %d)\n"
+        "pe (the positional scheme as data; --pe may list variants):\n"
+        "  --ctx N              positions shown (default 64, or the trained context)\n"
+        "  -i TEXT, -f FILE     a text whose cached keys the RoPE view reads\n"
+        "  --json               every value; --svg PREFIX: charts PREFIX-*.svg\n"
+        "  --html FILE          pe, attention: one self-contained page, charts and data\n"
+        "attention (where each head attends; --pe may list variants):\n"
+        "  -i TEXT, -f FILE     the text (at most 1024 tokens)\n"
+        "  --layer L, --head H  the heads whose weights are written (default: all)\n"
+        "  --json, --csv PATH   every value / weight; --svg PREFIX: charts PREFIX-*.svg\n"
         "tokenize / inspect:\n"
         "  --pieces             tokenize: print pieces instead of ids\n"
         "  --special            generate, ppl, tokenize: special tokens written in the text\n"
@@ -207,6 +232,26 @@ static float parse_float(const char *flag, const char *s, float lo, float hi) {
     return v;
 }
 
+/* --ctx N, or in ppl a list of increasing windows N,N,... */
+static void parse_windows(Options *o, const char *flag, const char *v) {
+    char buf[256];
+    if (strlen(v) >= sizeof buf) die("%s: list too long", flag);
+    if (v[0] == ',' || (v[0] && v[strlen(v) - 1] == ',') || strstr(v, ",,"))
+        die("%s: an empty window in '%s'", flag, v);
+    snprintf(buf, sizeof buf, "%s", v);
+    o->n_windows = 0;
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (o->n_windows == MAX_WINDOWS) die("%s: at most %d windows", flag, MAX_WINDOWS);
+        int w = (int)parse_long(flag, t, 1, 1 << 22);
+        if (o->n_windows && w <= o->windows[o->n_windows - 1])
+            die("%s: the windows must increase, got %d after %d", flag, w,
+                o->windows[o->n_windows - 1]);
+        o->windows[o->n_windows++] = w;
+    }
+    if (o->n_windows == 0) die("%s expects an integer or a list, got '%s'", flag, v);
+    o->ctx = o->windows[0];
+}
+
 /* Flags without a value. */
 static int parse_switch(Options *o, const char *f) {
     int *target = !strcmp(f, "--no-shift")          ? &o->no_shift
@@ -248,13 +293,14 @@ static int parse_value(Options *o, const char *f, const char *v) {
     else if (!strcmp(f, "--rope-orig-ctx")) o->rope_orig_ctx = (int)parse_long(f, v, 1, 1 << 24);
     else if (!strcmp(f, "--alibi-max-bias")) o->alibi_max_bias = parse_float(f, v, 1e-6f, 1e6f);
     else if (!strcmp(f, "--pe-overflow")) o->pe_overflow = v;
-    else if (!strcmp(f, "--ctx")) o->ctx = (int)parse_long(f, v, 1, 1 << 22);
+    else if (!strcmp(f, "--ctx")) parse_windows(o, f, v);
     else if (!strcmp(f, "--pos-offset")) o->pos_offset = (int)parse_long(f, v, 0, 1 << 30);
     else if (!strcmp(f, "--keep")) o->keep = (int)parse_long(f, v, 0, 1 << 22);
     else if (!strcmp(f, "--chunks")) o->chunks = (int)parse_long(f, v, 1, INT_MAX);
     else if (!strcmp(f, "--stride")) o->stride = (int)parse_long(f, v, 1, 1 << 22);
     else if (!strcmp(f, "--csv")) o->csv_path = v;
     else if (!strcmp(f, "--svg")) o->svg_path = v;
+    else if (!strcmp(f, "--html")) o->html_path = v;
     else if (!strcmp(f, "--baseline")) o->baseline = v;
     else if (!strcmp(f, "--logits-out")) o->logits_out = v;
     else if (!strcmp(f, "--logits-top")) o->logits_top = (int)parse_long(f, v, 0, INT_MAX);
@@ -263,43 +309,49 @@ static int parse_value(Options *o, const char *f, const char *v) {
     else if (!strcmp(f, "--tg")) o->tg_list = v;
     else if (!strcmp(f, "--depth")) o->depth_list = v;
     else if (!strcmp(f, "-r")) o->reps = (int)parse_long(f, v, 1, 1000);
+    else if (!strcmp(f, "--layer")) o->layer = (int)parse_long(f, v, 0, 1 << 20);
+    else if (!strcmp(f, "--head")) o->head = (int)parse_long(f, v, 0, 1 << 20);
     else return 0;
     return 1;
 }
 
 /* Which modes use each flag: a flag given to a mode that does not use it is
  * an error, never silently ignored. */
-enum { M_GENERATE = 1, M_PPL = 2, M_BENCH = 4, M_TOKENIZE = 8, M_INSPECT = 16, M_CHAT = 32 };
+enum { M_GENERATE = 1, M_PPL = 2, M_BENCH = 4, M_TOKENIZE = 8, M_INSPECT = 16, M_CHAT = 32,
+       M_PE = 64, M_ATTENTION = 128 };
 #define M_TEXT (M_GENERATE | M_CHAT)                  /* modes that sample text */
-#define M_RUNS (M_GENERATE | M_PPL | M_BENCH | M_CHAT) /* modes that run the forward pass */
-#define M_SCHEME (M_RUNS | M_INSPECT)        /* modes that build a positional scheme */
+#define M_VIEWS (M_PE | M_ATTENTION)                  /* modes that show positions at work */
+#define M_RUNS (M_GENERATE | M_PPL | M_BENCH | M_CHAT | M_ATTENTION) /* run the forward pass */
+#define M_SCHEME (M_RUNS | M_INSPECT | M_PE) /* modes that build a positional scheme */
 static const struct {
     const char *flag;
     int modes;
 } flag_modes[] = {
-    {"-m", ~0}, {"-z", M_TEXT | M_PPL | M_TOKENIZE}, {"-i", M_TEXT | M_TOKENIZE},
-    {"-f", M_GENERATE | M_PPL | M_TOKENIZE}, {"-n", M_TEXT}, {"-t", M_TEXT},
+    {"-m", ~0}, {"-z", M_TEXT | M_PPL | M_TOKENIZE | M_VIEWS},
+    {"-i", M_TEXT | M_TOKENIZE | M_VIEWS}, {"-f", M_GENERATE | M_PPL | M_TOKENIZE | M_VIEWS}, {"-n", M_TEXT}, {"-t", M_TEXT},
     {"-p", M_TEXT}, {"-k", M_TEXT}, {"-s", M_TEXT}, {"--min-p", M_TEXT}, {"--repeat-penalty", M_TEXT},
     {"--repeat-last-n", M_TEXT}, {"--presence-penalty", M_TEXT}, {"--frequency-penalty", M_TEXT},
-    {"-y", M_CHAT}, {"--chat-template", M_CHAT}, {"--stop", M_CHAT}, {"--threads", M_RUNS | M_INSPECT},
-    {"--kv-type", M_RUNS | M_INSPECT}, {"--pe", M_SCHEME}, {"--rope-theta", M_SCHEME},
+    {"-y", M_CHAT}, {"--chat-template", M_CHAT}, {"--stop", M_CHAT}, {"--threads", M_RUNS | M_INSPECT | M_PE},
+    {"--kv-type", M_GENERATE | M_PPL | M_BENCH | M_CHAT | M_INSPECT}, {"--pe", M_SCHEME}, {"--rope-theta", M_SCHEME},
     {"--rope-scaling", M_SCHEME}, {"--rope-factor", M_SCHEME}, {"--rope-orig-ctx", M_SCHEME},
-    {"--alibi-max-bias", M_SCHEME}, {"--pe-overflow", M_SCHEME}, {"--ctx", M_TEXT | M_PPL | M_INSPECT},
+    {"--alibi-max-bias", M_SCHEME}, {"--pe-overflow", M_SCHEME}, {"--ctx", M_TEXT | M_PPL | M_INSPECT | M_PE},
     {"--pos-offset", M_GENERATE | M_PPL}, {"--keep", M_TEXT | M_PPL},
     {"--no-shift", M_TEXT | M_PPL}, {"--shift-no-rerotate", M_TEXT | M_PPL},
     {"--trace-positions", M_TEXT}, {"--dump-cache", M_TEXT}, {"--chunks", M_PPL}, {"--stride", M_PPL},
-    {"--stream", M_PPL}, {"--bos", M_PPL}, {"--json", M_GENERATE | M_PPL | M_BENCH | M_INSPECT},
+    {"--stream", M_PPL}, {"--bos", M_PPL}, {"--json", M_GENERATE | M_PPL | M_BENCH | M_INSPECT | M_VIEWS},
     {"--baseline", M_PPL},
     {"--logits-out", M_GENERATE | M_PPL}, {"--logits-top", M_GENERATE | M_PPL},
-    {"--csv", M_PPL}, {"--svg", M_PPL}, {"--pp", M_BENCH}, {"--tg", M_BENCH}, {"--depth", M_BENCH}, {"-r", M_BENCH},
+    {"--csv", M_PPL | M_ATTENTION}, {"--svg", M_PPL | M_VIEWS}, {"--html", M_VIEWS}, {"--layer", M_ATTENTION},
+    {"--head", M_ATTENTION}, {"--pp", M_BENCH}, {"--tg", M_BENCH}, {"--depth", M_BENCH}, {"-r", M_BENCH},
     {"--pieces", M_TOKENIZE}, {"--special", M_GENERATE | M_PPL | M_TOKENIZE},
 };
-static const char *const mode_names[] = {"generate", "ppl", "bench", "tokenize", "inspect", "chat"};
+static const char *const mode_names[] = {"generate", "ppl", "bench", "tokenize", "inspect", "chat",
+                                         "pe", "attention"};
 
 static int mode_bit(const char *mode) {
     for (size_t m = 0; m < sizeof mode_names / sizeof *mode_names; m++)
         if (!strcmp(mode, mode_names[m])) return 1 << m;
-    die("-m: unknown mode '%s' (generate|chat|ppl|bench|tokenize|inspect)", mode);
+    die("-m: unknown mode '%s' (generate|chat|ppl|bench|tokenize|inspect|pe|attention)", mode);
 }
 
 static int given(const Options *o, const char *flag) {
@@ -335,10 +387,17 @@ static Options parse_args(int argc, char **argv) {
     o.temperature = 1.0f;
     o.topp = 0.9f;
     o.steps = 256;
+    o.layer = o.head = -1;
     o.logits_top = -1;
     o.penalties = (SamplerPenalties){.repeat = 1.0f, .last_n = 64};
     int i = 1;
-    if (i < argc && argv[i][0] != '-') o.model_path = argv[i++];
+    for (; i < argc && argv[i][0] != '-'; i++) {
+        if (o.n_models == MAX_MODELS) die("at most %d models", MAX_MODELS);
+        for (int m = 0; m < o.n_models; m++)
+            if (!strcmp(o.model_paths[m], argv[i])) die("the model '%s' is given twice", argv[i]);
+        o.model_paths[o.n_models++] = argv[i];
+    }
+    o.model_path = o.model_paths[0];
     for (; i < argc; i++) {
         const char *f = argv[i];
         if (!strcmp(f, "-h") || !strcmp(f, "--help")) {
@@ -370,6 +429,13 @@ static Options parse_args(int argc, char **argv) {
         i++;
     }
     check_flags_apply(&o);
+    if (o.n_models > 1 && strcmp(o.mode, "ppl") != 0)
+        die("unexpected argument '%s' (one model: only -m ppl compares several models)",
+            o.model_paths[1]);
+    if (o.n_windows > 1 && strcmp(o.mode, "ppl") != 0)
+        die("--ctx: a list of windows needs -m ppl");
+    if ((o.n_models > 1 || o.n_windows > 1) && o.logits_out)
+        die("--logits-out writes one run's tokens: give one model and one --ctx window");
     TensorType kv;
     if (o.kv_type && kv_cache_type_from_name(o.kv_type, &kv))
         die("--kv-type: unknown type '%s' (f32|f16)", o.kv_type);
@@ -452,8 +518,8 @@ static void resolve_variants(const Options *o, const Model *m, Variants *v) {
             specs[v->n++] = t;
         }
         if (v->n == 0) die("--pe: empty list");
-        if (v->n > 1 && strcmp(o->mode, "ppl") != 0)
-            die("--pe: a comma list compares variants and needs -m ppl");
+        if (v->n > 1 && !(mode_bit(o->mode) & (M_PPL | M_VIEWS)))
+            die("--pe: a comma list compares variants and needs -m ppl, pe or attention");
     }
     unsigned kinds = 0;
     for (int i = 0; i < v->n; i++) {
@@ -902,7 +968,8 @@ static void write_svg(const Options *o, const Model *m, const char **labels, con
         ppl_mean_se(res[v].nll_sum, res[v].nll_sq_sum, res[v].n_scored, &nll, &se);
         snprintf(notes[v], sizeof notes[v], "mean NLL %.4f \u00b1 %.4f, ctx %d, %ld %s", nll, se,
                  n_pos, res[v].n_chunks, o->stream ? "chunks" : "windows");
-        series[v] = (SvgSeries){labels[v], notes[v], nll_curve(&res[v], half), faint, n_pos};
+        series[v] = (SvgSeries){.label = labels[v], .note = notes[v],
+                                .y = nll_curve(&res[v], half), .faint = faint, .n = n_pos};
     }
     char title[512], subtitle[128], footnote[160], marker[64];
     snprintf(title, sizeof title, "NLL by position: %s, %s", o->model_path, o->text_file);
@@ -916,8 +983,10 @@ static void write_svg(const Options *o, const Model *m, const char **labels, con
              "than %ld times (%d%% of the most-scored position's %ld)", too_few,
              FAINT_BELOW_PERCENT, most);
     snprintf(marker, sizeof marker, "trained context %d", m->config.seq_len);
-    SvgChart chart = {title, subtitle, "position within the window", "mean NLL (nats/token)",
-                      n_faint ? footnote : NULL, m->config.seq_len, marker};
+    SvgChart chart = {.title = title, .subtitle = subtitle,
+                      .x_label = "position within the window", .y_label = "mean NLL (nats/token)",
+                      .footnote = n_faint ? footnote : NULL, .marker_x = m->config.seq_len,
+                      .marker_label = marker};
     PosencError err;
     int rc = svg_write_curves(o->svg_path, &chart, series, n, &err);
     for (int v = 0; v < n; v++) free((void *)series[v].y);
@@ -925,16 +994,25 @@ static void write_svg(const Options *o, const Model *m, const char **labels, con
     if (rc) die("--svg: %s", err.msg);
 }
 
-/* One line of the ppl table (or one JSON object). */
-static void print_ppl_row(const Options *o, const char *label, int C, const PplResult *r,
-                          const char *baseline, int is_baseline, int baseline_added) {
+/* One line of the ppl table (or one JSON object); `model` is the study's
+ * model column (`model_width` wide), NULL in a run of one model and one window. */
+static void print_ppl_row(const Options *o, const char *model, int model_width, const char *label,
+                          int C,
+                          const PplResult *r, const char *baseline, int is_baseline,
+                          int baseline_added) {
     double nll, se, diff, diff_se, n = (double)r->n_scored;
     ppl_mean_se(r->nll_sum, r->nll_sq_sum, r->n_scored, &nll, &se);
     ppl_mean_se(r->diff_sum, r->diff_sq_sum, r->n_scored, &diff, &diff_se);
     double kl = n > 0 ? r->kl_sum / n : 0.0, top1 = n > 0 ? r->top1_agree / n : 0.0;
     double tok_s = n / r->seconds;
     if (o->json) {
-        fputs("{\"pe\":", stdout);
+        fputs("{", stdout);
+        if (model) {
+            fputs("\"model\":", stdout);
+            json_write_string(stdout, model, strlen(model));
+            fputs(",", stdout);
+        }
+        fputs("\"pe\":", stdout);
         json_write_string(stdout, label, strlen(label));
         printf(",\"ctx\":%d,\"tokens\":%ld,\"chunks\":%ld,\"nll\":%.9g,\"nll_se\":%.9g,"
                "\"ppl\":%.9g,\"baseline\":", C, r->n_scored, r->n_chunks, nll, se, exp(nll));
@@ -943,13 +1021,21 @@ static void print_ppl_row(const Options *o, const char *label, int C, const PplR
                "\"top1_agree\":%.9g,\"seconds\":%.3f,\"tok_s\":%.1f,\"stream\":%s}\n",
                baseline_added ? "true" : "false", diff, diff_se, kl, top1, r->seconds, tok_s,
                o->stream ? "true" : "false");
-    } else if (is_baseline) {
+        return;
+    }
+    if (model) printf("%-*s ", model_width, model);
+    if (is_baseline)
         printf("%-22s %6d %9ld %9.4f %8.4f %10.3f %9s %8s %9s %7s %8.2f %9.0f\n", label, C,
                r->n_scored, nll, se, exp(nll), "baseline", "", "", "", r->seconds, tok_s);
-    } else {
+    else
         printf("%-22s %6d %9ld %9.4f %8.4f %10.3f %+9.4f %8.4f %9.4f %7.4f %8.2f %9.0f\n", label,
                C, r->n_scored, nll, se, exp(nll), diff, diff_se, kl, top1, r->seconds, tok_s);
-    }
+}
+
+static void print_ppl_columns(int model_width) {
+    if (model_width) printf("%-*s ", model_width, "model");
+    printf("%-22s %6s %9s %9s %8s %10s %9s %8s %9s %7s %8s %9s\n", "variant", "ctx", "tokens",
+           "nll", "se", "ppl", "dnll", "se", "kl", "top1", "seconds", "tok/s");
 }
 
 /* Before any context is built: a window defaults to the model's context
@@ -963,93 +1049,280 @@ static void check_text_length(const Options *o, int n_ids, int C) {
             o->text_file, n_ids, C);
 }
 
-static int run_ppl(const Options *o) {
-    if (!o->text_file) die("-m ppl needs -f FILE");
-    Model model;
-    Tokenizer tok;
-    load_model_and_tokenizer(o, &model, &tok);
-    Variants listed; /* every variant and the baseline are checked before any work */
-    resolve_variants(o, &model, &listed);
-    int C = o->ctx ? o->ctx : model.config.seq_len;
-    if (o->stride > C) die("--stride %d must be in 1..%d (the window, --ctx)", o->stride, C);
-    if (o->stream) check_keep(o, C);
-
+/* The variants -m ppl runs on one model and the baseline among them. */
+typedef struct {
+    Variants listed;
     /* Slot 0 is the checkpoint's own scheme, used only when it is the
      * default baseline and --pe does not list it; the listed variants follow. */
     const char *all_labels[MAX_VARIANTS + 1];
     PeParams all_params[MAX_VARIANTS + 1];
-    all_params[0] = variant_params(&model, o, NULL);
-    all_labels[0] = o->baseline ? o->baseline : pe_kind_name(all_params[0].kind);
+    const char **labels;  /* (n) into all_labels */
+    PeParams *params;     /* (n) into all_params */
+    int n, baseline, added;
+} PplVariants;
+
+static void resolve_ppl_variants(const Options *o, const Model *model, PplVariants *pv) {
+    resolve_variants(o, model, &pv->listed); /* every variant is checked before any work */
+    pv->all_params[0] = variant_params(model, o, NULL);
+    pv->all_labels[0] = o->baseline ? o->baseline : pe_kind_name(pv->all_params[0].kind);
     int baseline = -1;
-    for (int v = 1; v <= listed.n; v++) {
-        all_params[v] = listed.params[v - 1];
-        all_labels[v] = listed.labels[v - 1];
+    for (int v = 1; v <= pv->listed.n; v++) {
+        pv->all_params[v] = pv->listed.params[v - 1];
+        pv->all_labels[v] = pv->listed.labels[v - 1];
         for (int u = 1; u < v; u++)
-            if (!strcmp(all_labels[u], all_labels[v]))
-                die("--pe: '%s' is listed twice", all_labels[v]);
-        if (baseline < 0 && !strcmp(all_labels[v], all_labels[0])) baseline = v;
+            if (!strcmp(pv->all_labels[u], pv->all_labels[v]))
+                die("--pe: '%s' is listed twice", pv->all_labels[v]);
+        if (baseline < 0 && !strcmp(pv->all_labels[v], pv->all_labels[0])) baseline = v;
     }
     if (baseline < 0 && o->baseline)
         die("--baseline: '%s' is not one of the --pe variants (%s)", o->baseline,
-            o->pe_list ? o->pe_list : all_labels[1]);
-    int added = baseline < 0, n_var = listed.n + added;
-    const char **labels = all_labels + !added;
-    PeParams *params = all_params + !added;
-    baseline = added ? 0 : baseline - 1;
-    for (int v = 0; v < n_var; v++) check_positions(&model, &params[v], labels[v], o->pos_offset + C - 1);
+            o->pe_list ? o->pe_list : pv->all_labels[1]);
+    pv->added = baseline < 0;
+    pv->n = pv->listed.n + pv->added;
+    pv->labels = pv->all_labels + !pv->added;
+    pv->params = pv->all_params + !pv->added;
+    pv->baseline = pv->added ? 0 : baseline - 1;
+}
 
+/* -f's text as the model's tokens. */
+static int *encode_ppl_text(const Options *o, const Tokenizer *tok, int *n_ids) {
     size_t len;
     char *text = read_text_file(o->text_file, &len);
-    int *ids = NULL, n_ids = 0;
+    int *ids = NULL;
     PosencError err;
-    int failed = tokenizer_encode_alloc(&tok, text, len, o->bos, 0, &ids, &n_ids, &err);
+    int failed = tokenizer_encode_alloc(tok, text, len, o->bos, 0, &ids, n_ids, &err);
     free(text); /* before a die: LeakSanitizer sees no pointer to it left */
     if (failed) die("-f %s: %s", o->text_file, err.msg);
+    return ids;
+}
 
-    check_text_length(o, n_ids, C);
+/* Scores ids under n variants in windows (or a stream) of C: one context
+ * per variant, built, run in lockstep and freed here. */
+static void score_variants(const Options *o, const Model *model, const char *const *labels,
+                           const PeParams *params, int n, int baseline, const int *ids,
+                           int n_ids, int C, const char *progress_label, LogprobWriter *logprobs,
+                           PplResult *res) {
     PplOptions popt = {.window = C, .stride = o->stride, .max_chunks = o->chunks,
                        .stream = o->stream, .keep = o->keep, .shift = shift_mode(o),
                        .pos_offset = o->pos_offset};
     Context ctxs[MAX_VARIANTS + 1];
-    for (int v = 0; v < n_var; v++)
-        build_context(&ctxs[v], &model, &params[v], context_size_ppl(C, kv_type(o)));
+    for (int v = 0; v < n; v++)
+        build_context(&ctxs[v], model, &params[v], context_size_ppl(C, kv_type(o)));
+    PplReport report = {progress_label, labels, logprobs};
+    PplHooks hooks = {isatty(STDERR_FILENO) ? progress_bar : NULL,
+                      logprobs && logprobs->out ? log_prediction : NULL, &report};
+    PosencError err;
+    if (ppl_evaluate_variants(ctxs, n, baseline, ids, n_ids, &popt, res, &hooks, &err))
+        die("%s", err.msg);
+    for (int v = 0; v < n; v++) context_free(&ctxs[v]);
+}
+
+static int run_ppl_study(const Options *o);
+
+static int run_ppl(const Options *o) {
+    if (!o->text_file) die("-m ppl needs -f FILE");
+    if (o->n_models > 1 || o->n_windows > 1) return run_ppl_study(o);
+    Model model;
+    Tokenizer tok;
+    load_model_and_tokenizer(o, &model, &tok);
+    PplVariants pv;
+    resolve_ppl_variants(o, &model, &pv);
+    int C = o->ctx ? o->ctx : model.config.seq_len;
+    if (o->stride > C) die("--stride %d must be in 1..%d (the window, --ctx)", o->stride, C);
+    if (o->stream) check_keep(o, C);
+    for (int v = 0; v < pv.n; v++)
+        check_positions(&model, &pv.params[v], pv.labels[v], o->pos_offset + C - 1);
+    int n_ids;
+    int *ids = encode_ppl_text(o, &tok, &n_ids);
+    check_text_length(o, n_ids, C);
     LogprobWriter logprobs;
     open_logits_out(o, model.config.vocab_size, &logprobs);
 
-    if (!o->json)
+    if (!o->json) {
         printf("# %s on %s: %d tokens, %s of %d%s; baseline %s (%s)\n"
                "# se: standard error over the scored tokens; vs the baseline on the same tokens: "
                "dnll = NLL(variant) - NLL(baseline), kl = KL(baseline || variant) in nats, "
-               "top1 = argmax agreement\n"
-               "%-22s %6s %9s %9s %8s %10s %9s %8s %9s %7s %8s %9s\n",
+               "top1 = argmax agreement\n",
                o->model_path, o->text_file, n_ids, o->stream ? "stream through a cache" : "windows",
-               C, o->stride ? " (sliding)" : "", labels[baseline],
-               added ? "the checkpoint's scheme, not in --pe, so run too"
-               : o->baseline ? "--baseline" : "the checkpoint's scheme",
-               "variant", "ctx", "tokens", "nll", "se", "ppl", "dnll", "se", "kl", "top1",
-               "seconds", "tok/s");
+               C, o->stride ? " (sliding)" : "", pv.labels[pv.baseline],
+               pv.added ? "the checkpoint's scheme, not in --pe, so run too"
+               : o->baseline ? "--baseline" : "the checkpoint's scheme");
+        print_ppl_columns(0);
+    }
     fflush(stdout);
     char progress_label[32];
-    if (n_var == 1) snprintf(progress_label, sizeof progress_label, "%s", labels[0]);
-    else snprintf(progress_label, sizeof progress_label, "%d variants", n_var);
-    PplReport report = {progress_label, labels, &logprobs};
-    PplHooks hooks = {isatty(STDERR_FILENO) ? progress_bar : NULL,
-                      logprobs.out ? log_prediction : NULL, &report};
+    if (pv.n == 1) snprintf(progress_label, sizeof progress_label, "%s", pv.labels[0]);
+    else snprintf(progress_label, sizeof progress_label, "%d variants", pv.n);
     PplResult res[MAX_VARIANTS + 1];
-    if (ppl_evaluate_variants(ctxs, n_var, baseline, ids, n_ids, &popt, res, &hooks, &err))
-        die("%s", err.msg);
+    score_variants(o, &model, pv.labels, pv.params, pv.n, pv.baseline, ids, n_ids, C,
+                   progress_label, &logprobs, res);
     close_logits_out(o, &logprobs);
-    for (int v = 0; v < n_var; v++)
-        print_ppl_row(o, labels[v], C, &res[v], labels[baseline], v == baseline, added);
-    if (o->csv_path) write_csv(o->csv_path, labels, res, n_var);
-    if (o->svg_path) write_svg(o, &model, labels, res, n_var);
-    for (int v = 0; v < n_var; v++) {
-        ppl_result_free(&res[v]);
-        context_free(&ctxs[v]);
-    }
+    for (int v = 0; v < pv.n; v++)
+        print_ppl_row(o, NULL, 0, pv.labels[v], C, &res[v], pv.labels[pv.baseline],
+                      v == pv.baseline, pv.added);
+    if (o->csv_path) write_csv(o->csv_path, pv.labels, res, pv.n);
+    if (o->svg_path) write_svg(o, &model, pv.labels, res, pv.n);
+    for (int v = 0; v < pv.n; v++) ppl_result_free(&res[v]);
     free(ids);
     tokenizer_free(&tok);
     model_free(&model);
+    return EXIT_SUCCESS;
+}
+
+/* One model of the extrapolation study, loaded and checked before any work. */
+typedef struct {
+    Options o;               /* the command line with this model's path */
+    Model model;
+    PplVariants pv;
+    int *ids, n_ids;
+    int first_series;        /* its variants' series in the study */
+} StudyModel;
+
+/* Whether variant v can run at window C; a refusal is noted, not an error:
+ * the study shows the scheme's curve where it exists (learned positions end
+ * at their table). */
+static int study_variant_runs(const StudyModel *sm, int v, int C, int note) {
+    const Model *m = &sm->model;
+    PeRange r = pe_position_range(&sm->pv.params[v], m->config.seq_len,
+                                  m->weights.positional.n_positions, sm->o.pos_offset + C - 1);
+    if (r.verdict != PE_RANGE_REFUSED) return 1;
+    if (note)
+        fprintf(stderr, "note: %s: %s at --ctx %d: %s; not scored (--pe-overflow clamp "
+                "would reuse the last position)\n", sm->o.model_path, sm->pv.labels[v], C, r.fact);
+    return 0;
+}
+
+/* Loads every model, resolves its variants and tokens, and checks every
+ * window against the text, the positions and --stride/--keep. */
+static StudyModel *load_study(const Options *o, const int *windows, int n_windows) {
+    StudyModel *sm = callocCheck((size_t)o->n_models, sizeof *sm, "the study's models");
+    for (int m = 0; m < o->n_models; m++) {
+        StudyModel *s = &sm[m];
+        s->o = *o;
+        s->o.model_path = o->model_paths[m];
+        Tokenizer tok;
+        load_model_and_tokenizer(&s->o, &s->model, &tok);
+        resolve_ppl_variants(&s->o, &s->model, &s->pv);
+        s->ids = encode_ppl_text(&s->o, &tok, &s->n_ids);
+        tokenizer_free(&tok);
+        for (int w = 0; w < n_windows; w++) {
+            int C = windows[w];
+            check_text_length(&s->o, s->n_ids, C);
+            if (o->stride > C)
+                die("--stride %d must be in 1..%d (the smallest --ctx)", o->stride, C);
+            if (o->stream) check_keep(o, C);
+            for (int v = 0; v < s->pv.n; v++)
+                study_variant_runs(s, v, C, 1);
+        }
+        /* Extrapolation warnings once per variant, at the largest window it runs. */
+        for (int v = 0; v < s->pv.n; v++)
+            for (int w = n_windows - 1; w >= 0; w--)
+                if (study_variant_runs(s, v, windows[w], 0)) {
+                    char label[256];
+                    snprintf(label, sizeof label, "%s: %s", s->o.model_path, s->pv.labels[v]);
+                    check_positions(&s->model, &s->pv.params[v], label,
+                                    o->pos_offset + windows[w] - 1);
+                    break;
+                }
+    }
+    return sm;
+}
+
+/* One window of one model: the variants that can run there, compared with
+ * the baseline (none run when the baseline cannot). */
+static void study_window(const Options *o, StudyModel *s, int w, int model_width,
+                         PplStudy *study) {
+    int C = study->windows[w], n = 0, baseline = -1;
+    const char *labels[MAX_VARIANTS + 1];
+    PeParams params[MAX_VARIANTS + 1];
+    int series[MAX_VARIANTS + 1];
+    if (!study_variant_runs(s, s->pv.baseline, C, 0)) return;
+    for (int v = 0; v < s->pv.n; v++) {
+        if (!study_variant_runs(s, v, C, 0)) continue;
+        if (v == s->pv.baseline) baseline = n;
+        labels[n] = s->pv.labels[v];
+        params[n] = s->pv.params[v];
+        series[n++] = s->first_series + v;
+    }
+    char progress_label[64];
+    snprintf(progress_label, sizeof progress_label, "%s ctx %d", s->o.model_path, C);
+    PplResult res[MAX_VARIANTS + 1];
+    score_variants(&s->o, &s->model, labels, params, n, baseline, s->ids, s->n_ids, C,
+                   progress_label, NULL, res);
+    for (int v = 0; v < n; v++) {
+        print_ppl_row(o, s->o.model_path, model_width, labels[v], C, &res[v], labels[baseline],
+                      v == baseline, s->pv.added);
+        PplStudySeries *r = &study->series[series[v]];
+        ppl_mean_se(res[v].nll_sum, res[v].nll_sq_sum, res[v].n_scored, &r->nll[w], &r->se[w]);
+        r->tokens[w] = res[v].n_scored;
+        ppl_result_free(&res[v]);
+    }
+    fflush(stdout);
+}
+
+/* The extrapolation study: every model (each with its --pe variants) at
+ * every window of --ctx; the usual rows with a model column, then the
+ * table of mean NLL by window, and --svg/--csv of that table. */
+static int run_ppl_study(const Options *o) {
+    if (o->n_windows == 0) die("several models need --ctx: one window or a list of them");
+    const int *windows = o->windows;
+    int n_windows = o->n_windows;
+    StudyModel *sm = load_study(o, windows, n_windows);
+    int n_series = 0, trained = sm[0].model.config.seq_len, model_width = 5;
+    for (int m = 0; m < o->n_models; m++) {
+        int len = (int)strlen(o->model_paths[m]);
+        if (len > model_width) model_width = len;
+        sm[m].first_series = n_series;
+        n_series += sm[m].pv.n;
+        if (sm[m].model.config.seq_len != trained) trained = 0;
+    }
+    PplStudy study;
+    ppl_study_build(&study, windows, n_windows, n_series);
+    study.trained_ctx = trained;
+    for (int m = 0; m < o->n_models; m++)
+        for (int v = 0; v < sm[m].pv.n; v++) {
+            PplStudySeries *r = &study.series[sm[m].first_series + v];
+            if (o->n_models == 1) snprintf(r->label, sizeof r->label, "%s", sm[m].pv.labels[v]);
+            else if (sm[m].pv.n == 1) snprintf(r->label, sizeof r->label, "%s", o->model_paths[m]);
+            else
+                snprintf(r->label, sizeof r->label, "%s %s", o->model_paths[m], sm[m].pv.labels[v]);
+            snprintf(r->note, sizeof r->note, "%s, trained context %d",
+                     pe_kind_name(sm[m].pv.params[v].kind), sm[m].model.config.seq_len);
+        }
+    if (!o->json) {
+        printf("# study on %s: %d model%s, %s of", o->text_file, o->n_models,
+               o->n_models > 1 ? "s" : "", o->stream ? "streams through a cache" : "windows");
+        for (int w = 0; w < n_windows; w++) printf("%s%d", w ? "," : " ", windows[w]);
+        printf("%s; each model's variants against its baseline (dnll, kl, top1 as in one run)\n",
+               o->stride ? " (sliding)" : "");
+        print_ppl_columns(model_width);
+    }
+    for (int m = 0; m < o->n_models; m++)
+        for (int w = 0; w < n_windows; w++) study_window(o, &sm[m], w, model_width, &study);
+    if (!o->json) ppl_study_print_table(stdout, &study);
+    PosencError err;
+    if (o->csv_path && ppl_study_write_csv(o->csv_path, &study, &err)) die("--csv: %s", err.msg);
+    if (o->svg_path) {
+        char title[512], subtitle[128];
+        snprintf(title, sizeof title, "Mean NLL by window: %s", o->text_file);
+        if (o->chunks)
+            snprintf(subtitle, sizeof subtitle, "each point: the first %d windows of that size "
+                     "(fewer where the text ends)", o->chunks);
+        else
+            snprintf(subtitle, sizeof subtitle, "each point: every window of that size in the "
+                     "text");
+        if (o->stream)
+            snprintf(subtitle, sizeof subtitle, "each point: the whole text streamed through a "
+                     "cache of that size");
+        if (ppl_study_write_svg(o->svg_path, title, subtitle, &study, &err))
+            die("--svg: %s", err.msg);
+    }
+    ppl_study_free(&study);
+    for (int m = 0; m < o->n_models; m++) {
+        free(sm[m].ids);
+        model_free(&sm[m].model);
+    }
+    free(sm);
     return EXIT_SUCCESS;
 }
 
@@ -1144,6 +1417,188 @@ static int run_chat(const Options *o) {
     return rc ? EXIT_FAILURE : EXIT_SUCCESS;
 }
 
+/* -i TEXT or -f FILE as the model's tokens, BOS first as generate encodes
+ * a prompt; the tokenizer is freed. */
+static int *encode_view_text(const Options *o, Tokenizer *tok, int *n_ids) {
+    char *prompt_file = o->text_file ? read_prompt_file(o->text_file) : NULL;
+    int *ids;
+    PosencError err;
+    if (generate_encode_prompt(tok, prompt_file ? prompt_file : o->prompt, &ids, n_ids, &err))
+        die("%s: %s", prompt_file ? "-f" : "-i", err.msg);
+    free(prompt_file);
+    tokenizer_free(tok);
+    return ids;
+}
+
+/* A view's --html page: its charts inline and its --json data. */
+typedef struct {
+    void (*json)(FILE *out, const void *arg);
+    int (*charts)(const SvgSink *sink, const void *arg, PosencError *err);
+    const void *arg;
+} ViewReport;
+
+static void write_html(const Options *o, const char *title, const ViewReport *r) {
+    PosencError err;
+    FILE *f = html_report_open(o->html_path, title, &err);
+    if (!f) die("--html: %s", err.msg);
+    SvgSink sink = {.html = f};
+    if (r->charts(&sink, r->arg, &err)) {
+        fclose(f);
+        remove(o->html_path);
+        die("--html: %s", err.msg);
+    }
+    html_report_data(f, r->json, r->arg);
+    if (html_report_close(f, o->html_path, &err)) die("--html: %s", err.msg);
+    fprintf(stderr, "wrote %s\n", o->html_path);
+}
+
+typedef struct {
+    const char *model;
+    const PeView *views;
+    int n;
+} PeReport;
+
+static void pe_report_json(FILE *out, const void *arg) {
+    const PeReport *r = arg;
+    pe_view_write_json(out, r->model, r->views, r->n);
+}
+
+static int pe_report_charts(const SvgSink *sink, const void *arg, PosencError *err) {
+    const PeReport *r = arg;
+    return pe_view_write_charts(sink, r->views, r->n, err);
+}
+
+typedef struct {
+    const char *model;
+    const int *ids;
+    const AttentionView *views;
+    int n;
+    AttentionSelection sel;
+} AttentionReport;
+
+static void attention_report_json(FILE *out, const void *arg) {
+    const AttentionReport *r = arg;
+    attention_view_write_json(out, r->model, r->ids, r->views, r->n, r->sel);
+}
+
+static int attention_report_charts(const SvgSink *sink, const void *arg, PosencError *err) {
+    const AttentionReport *r = arg;
+    return attention_view_write_charts(sink, r->views, r->n, r->sel, err);
+}
+
+/* -m pe with -i/-f: the text run through a context of the variant, whose
+ * cached keys the RoPE view reads; NULL for a scheme without rotation. */
+static Context *pe_keys_context(const Options *o, const Model *m, const PeParams *p,
+                                const char *label, const int *ids, int n_ids) {
+    if (!ids || !pe_kind_ops(p->kind)->rotate) return NULL;
+    check_positions(m, p, label, n_ids - 1);
+    Context *ctx = mallocCheck(sizeof *ctx, "a context");
+    build_context(ctx, m, p, context_size_generate(n_ids, TENSOR_F32));
+    PosencError err;
+    if (context_check_tokens(ctx, ids, n_ids, 0, &err))
+        die("%s: %s", o->text_file ? "-f" : "-i", err.msg);
+    context_prefill(ctx, ids, n_ids, 0);
+    return ctx;
+}
+
+/* The positional scheme of each --pe variant as data: --json, a summary,
+ * --svg PREFIX charts. */
+static int run_pe(const Options *o) {
+    Model model;
+    Tokenizer tok;
+    int have_text = o->prompt || o->text_file;
+    if (o->tokenizer_path && !have_text)
+        die("-z encodes the text of -i or -f, which -m pe reads only for the RoPE view's keys");
+    if (have_text) load_model_and_tokenizer(o, &model, &tok);
+    else load_model(o, &model);
+    Variants v;
+    resolve_variants(o, &model, &v);
+    int rotates = 0;
+    for (int i = 0; i < v.n; i++) rotates |= pe_kind_ops(v.params[i].kind)->rotate != NULL;
+    if (have_text && !rotates)
+        die("%s: the text gives the RoPE view its keys, and no --pe variant rotates (%s)",
+            o->text_file ? "-f" : "-i", o->pe_list ? o->pe_list : v.labels[0]);
+    int n_pos = o->ctx ? o->ctx : model.config.seq_len < 64 ? model.config.seq_len : 64;
+    if (n_pos > 4096) die("--ctx %d: -m pe shows at most 4096 positions", n_pos);
+    for (int i = 0; i < v.n; i++) check_positions(&model, &v.params[i], v.labels[i], n_pos - 1);
+    int n_ids = 0;
+    int *ids = have_text ? encode_view_text(o, &tok, &n_ids) : NULL;
+    PeView views[MAX_VARIANTS];
+    for (int i = 0; i < v.n; i++) {
+        Context *keys = pe_keys_context(o, &model, &v.params[i], v.labels[i], ids, n_ids);
+        PosencError err;
+        if (pe_view_build(&views[i], &model, &v.params[i], v.labels[i], n_pos, keys, &err))
+            die("--pe %s: %s", v.labels[i], err.msg);
+        if (keys) context_free(keys);
+        free(keys);
+    }
+    if (o->json) pe_view_write_json(stdout, o->model_path, views, v.n);
+    else pe_view_print(stdout, o->model_path, views, v.n);
+    PosencError err;
+    SvgSink charts = {.prefix = o->svg_path, .written = stderr};
+    if (o->svg_path && pe_view_write_charts(&charts, views, v.n, &err)) die("--svg: %s", err.msg);
+    if (o->html_path) {
+        char title[1100];
+        snprintf(title, sizeof title, "posenc -m pe: %s", o->model_path);
+        PeReport pr = {o->model_path, views, v.n};
+        write_html(o, title, &(ViewReport){pe_report_json, pe_report_charts, &pr});
+    }
+    for (int i = 0; i < v.n; i++) pe_view_free(&views[i]);
+    free(ids);
+    model_free(&model);
+    return EXIT_SUCCESS;
+}
+
+/* Where each head attends for the text, under each --pe variant. */
+#define ATTENTION_MAX_TOKENS 1024
+static int run_attention(const Options *o) {
+    if (!o->prompt && !o->text_file) die("-m attention needs a text: -i TEXT or -f FILE");
+    Model model;
+    Tokenizer tok;
+    load_model_and_tokenizer(o, &model, &tok);
+    Variants v;
+    resolve_variants(o, &model, &v);
+    const ModelConfig *c = &model.config;
+    if (o->layer >= c->n_layers)
+        die("--layer %d: the model has %d layers (0..%d)", o->layer, c->n_layers, c->n_layers - 1);
+    if (o->head >= c->n_heads)
+        die("--head %d: the model has %d heads (0..%d)", o->head, c->n_heads, c->n_heads - 1);
+    int n_ids;
+    int *ids = encode_view_text(o, &tok, &n_ids);
+    if (n_ids > ATTENTION_MAX_TOKENS)
+        die("%s: the text has %d tokens; -m attention shows at most %d", o->text_file ? "-f" : "-i",
+            n_ids, ATTENTION_MAX_TOKENS);
+    for (int i = 0; i < v.n; i++) check_positions(&model, &v.params[i], v.labels[i], n_ids - 1);
+    AttentionView views[MAX_VARIANTS];
+    for (int i = 0; i < v.n; i++) {
+        Context ctx;
+        build_context(&ctx, &model, &v.params[i], context_size_generate(n_ids, TENSOR_F32));
+        PosencError err;
+        if (attention_view_build(&views[i], &ctx, ids, n_ids, v.labels[i], &err))
+            die("%s", err.msg);
+        context_free(&ctx);
+    }
+    AttentionSelection sel = {o->layer, o->head};
+    if (o->json) attention_view_write_json(stdout, o->model_path, ids, views, v.n, sel);
+    else attention_view_print(stdout, o->model_path, views, v.n, sel);
+    PosencError err;
+    if (o->csv_path && attention_view_write_csv(o->csv_path, views, v.n, sel, &err))
+        die("--csv: %s", err.msg);
+    SvgSink charts = {.prefix = o->svg_path, .written = stderr};
+    if (o->svg_path && attention_view_write_charts(&charts, views, v.n, sel, &err))
+        die("--svg: %s", err.msg);
+    if (o->html_path) {
+        char title[1100];
+        snprintf(title, sizeof title, "posenc -m attention: %s", o->model_path);
+        AttentionReport ar = {o->model_path, ids, views, v.n, sel};
+        write_html(o, title, &(ViewReport){attention_report_json, attention_report_charts, &ar});
+    }
+    for (int i = 0; i < v.n; i++) attention_view_free(&views[i]);
+    free(ids);
+    model_free(&model);
+    return EXIT_SUCCESS;
+}
+
 int main(int argc, char **argv) {
     Options o = parse_args(argc, argv);
     if (o.threads > 0) omp_set_num_threads(o.threads);
@@ -1152,5 +1607,7 @@ int main(int argc, char **argv) {
     if (!strcmp(o.mode, "inspect")) return run_inspect(&o);
     if (!strcmp(o.mode, "bench")) return run_bench(&o);
     if (!strcmp(o.mode, "chat")) return run_chat(&o);
+    if (!strcmp(o.mode, "pe")) return run_pe(&o);
+    if (!strcmp(o.mode, "attention")) return run_attention(&o);
     return run_generate(&o);
 }

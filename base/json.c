@@ -1,5 +1,6 @@
 #include "base/json.h"
 
+#include <math.h>
 #include <stdint.h>
 
 #include "base/util.h"
@@ -26,4 +27,36 @@ void json_write_string(FILE *out, const char *s, size_t len) {
         p += n;
     }
     fputc('"', out);
+}
+
+void json_write_number(FILE *out, double x) {
+    if (isfinite(x)) fprintf(out, "%.9g", x);
+    else fputs("null", out);
+}
+
+void json_write_doubles(FILE *out, const double *x, size_t n) {
+    fputc('[', out);
+    for (size_t i = 0; i < n; i++) {
+        if (i) fputc(',', out);
+        json_write_number(out, x[i]);
+    }
+    fputc(']', out);
+}
+
+void json_write_floats(FILE *out, const float *x, size_t n) {
+    fputc('[', out);
+    for (size_t i = 0; i < n; i++) {
+        if (i) fputc(',', out);
+        json_write_number(out, x[i]);
+    }
+    fputc(']', out);
+}
+
+void json_write_matrix(FILE *out, const double *x, size_t rows, size_t cols) {
+    fputc('[', out);
+    for (size_t r = 0; r < rows; r++) {
+        if (r) fputc(',', out);
+        json_write_doubles(out, x + r * cols, cols);
+    }
+    fputc(']', out);
 }

@@ -27,11 +27,20 @@ typedef struct {
     MatmulScratch mm;
 } ForwardState;
 
+/* Sees each softmax row of attention: one query's weights (at position
+ * pos_q) of one head over cells 0..n_cells-1, masked cells exactly 0.
+ * Called from the attention threads, once per row: it may only write where
+ * no other row writes. */
+typedef void (*AttentionObserver)(void *user, int layer, int head, int pos_q,
+                                  const float *weights, int n_cells);
+
 typedef struct {
     const Model *model;
     PositionalEncoding pe;
     KVCache cache;
     ForwardState state;
+    AttentionObserver observe_attention; /* NULL (the default): never called */
+    void *observer_user;
 } Context;
 
 /* Prompts are prefilled in chunks of at most this many tokens: the GEMM

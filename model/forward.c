@@ -69,6 +69,8 @@ static void attend_tile(const Context *ctx, int layer, int head, int t0, int nt,
             row[cell] = !visible(c, pos_q, kv->pos[cell]) ? -INFINITY : row[cell] / root * scale;
         if (ops->bias) ops->bias(&ctx->pe, head, pos_q, kv->pos, row, cells);
         softmax(row, cells);
+        if (ctx->observe_attention)
+            ctx->observe_attention(ctx->observer_user, layer, head, pos_q, row, cells);
     }
     mix_rows(s->xb + (size_t)t0 * q_dim + (size_t)head * hs, q_dim, att,
              (size_t)kv->n_ctx, kv->type, (const char *)kv_cache_value(kv, layer, 0) + kv_off,

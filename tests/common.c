@@ -478,3 +478,26 @@ const char *tests_npm_modules(const char *what) {
     tests_run_free(&r);
     return ok ? dir : NULL;
 }
+
+TestsRun tests_svg_facts(const char *const *charts) {
+    const char *args[16] = {"tests/modes/svg_facts.py"};
+    int n = 1;
+    for (; charts[n - 1]; n++) {
+        ck_assert_int_lt(n, 15);
+        args[n] = charts[n - 1];
+    }
+    args[n] = NULL;
+    return tests_run_python_ok(args);
+}
+
+void tests_expect_cut_file_rejected(const char *file, const char *scratch, const char *checker) {
+    size_t len;
+    char *text = tests_read_file(file, &len);
+    tests_write_file(scratch, text, len / 2);
+    free(text);
+    const char *args[] = {checker, scratch, NULL};
+    TestsRun r = tests_run_python(args);
+    ck_assert_msg(r.status != 0 && strstr(r.err, "Error"), "%s accepted a cut-off %s: %s", checker,
+                  file, r.err);
+    tests_run_free(&r);
+}

@@ -160,6 +160,14 @@ int tests_python_available(const char *what);
 TestsRun tests_run_python(const char *const *args);
 /* The same, and it must exit 0. */
 TestsRun tests_run_python_ok(const char *const *args);
+/* tests/modes/svg_facts.py on the charts (NULL-terminated paths): what a
+ * reader sees, one fact a line (series, legends, panels, texts); it must
+ * parse every file. */
+TestsRun tests_svg_facts(const char *const *charts);
+/* The negative control of every chart and page check: the first half of
+ * `file`, written to `scratch`, does not parse, and the `checker` script
+ * (tests/modes/svg_facts.py, html_facts.py) fails with a Python error. */
+void tests_expect_cut_file_rejected(const char *file, const char *scratch, const char *checker);
 /* tools/convert.py with args must refuse as its users are promised: exit
  * status 2, nothing on stdout, and one stderr line "convert.py: error: ..."
  * containing `needle`. */

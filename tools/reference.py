@@ -45,6 +45,9 @@ CLI:
     tools/reference.py MODEL.bin TOK.bin --pe rope -i "Once upon a time" -n 64
     tools/reference.py MODEL.bin TOK.bin -i "Once upon a time" --logits
     tools/reference.py MODEL.bin TOK.bin -i "Once upon a time" --tokenize
+    tools/reference.py MODEL.bin TOK.bin -i "Once upon a time" --attention [--pe alibi]
+        prints {"tokens": ids, "weights": [layer][head][query][key]}
+    tools/reference.py --zoo ../shared/models/zoo/t5 --attention "ROMEO:" [--pe none]
     tools/reference.py --zoo ../shared/models/zoo/t5 [--pe none]
         prints one JSON object with reference.json's keys (logits_last,
         greedy_120_window128_text, val_nll_window64 ... 1024)
@@ -210,8 +213,9 @@ def softmax(x, axis=-1):
     return e / np.sum(e, axis=axis, keepdims=True)
 
 
-def attention(model, layer, x, positions, pe, theta, slopes):
-    """Causal multi-head attention with grouped k/v heads; x is (n, dim) normalised."""
+def attention(model, layer, x, positions, pe, theta, slopes, probs=None):
+    """Causal multi-head attention with grouped k/v heads; x is (n, dim) normalised.
+    The softmax weights (heads, n_q, n_k) are appended to `probs` when given."""
     c = model.config
     n, hs = x.shape[0], c.head_size
     q = (x @ model.wq[layer].T).reshape(n, c.n_heads, hs)
@@ -231,7 +235,10 @@ def attention(model, layer, x, positions, pe, theta, slopes):
         scores = scores - slopes[:, None, None] * distance[None, :, :]
     future = np.triu(np.ones((n, n), dtype=bool), k=1)
     scores = np.where(future[None, :, :], -np.inf, scores)
-    out = np.einsum("hij,jhd->ihd", softmax(scores), v).reshape(n, c.dim)
+    p = softmax(scores)
+    if probs is not None:
+        probs.append(p)
+    out = np.einsum("hij,jhd->ihd", p, v).reshape(n, c.dim)
     return out @ model.wo[layer].T
 
 
@@ -240,9 +247,11 @@ def feed_forward(model, layer, x):
     return (silu(x @ model.w1[layer].T) * (x @ model.w3[layer].T)) @ model.w2[layer].T
 
 
-def logits(model, ids, pe="rope", theta=DEFAULT_THETA, max_bias=DEFAULT_MAX_BIAS, pos0=0):
+def logits(model, ids, pe="rope", theta=DEFAULT_THETA, max_bias=DEFAULT_MAX_BIAS, pos0=0,
+           probs=None):
     """Logits (len(ids), vocab) for every position of the token sequence `ids`,
-    placed at positions pos0, pos0+1, ..."""
+    placed at positions pos0, pos0+1, ...; each layer's attention weights
+    are appended to `probs` when given."""
     if pe not in PE_SCHEMES:
         raise ValueError(f"unknown positional scheme {pe!r}; expected one of {PE_SCHEMES}")
     c = model.config
@@ -254,7 +263,7 @@ def logits(model, ids, pe="rope", theta=DEFAULT_THETA, max_bias=DEFAULT_MAX_BIAS
     slopes = alibi_slopes(c.n_heads, max_bias)
     for layer in range(c.n_layers):
         x = x + attention(model, layer, rmsnorm(x, model.rms_att[layer]),
-                          positions, pe, theta, slopes)
+                          positions, pe, theta, slopes, probs)
         x = x + feed_forward(model, layer, rmsnorm(x, model.rms_ffn[layer]))
     return rmsnorm(x, model.rms_final) @ model.wcls.T
 
@@ -371,8 +380,9 @@ def zoo_position_bias(zoo, positions, pe):
     return np.zeros((c["n_head"],) + rel.shape)
 
 
-def zoo_logits(zoo, ids, pe=None, pos0=0):
-    """Logits (len(ids), vocab) with the model's scheme, or `pe` instead."""
+def zoo_logits(zoo, ids, pe=None, pos0=0, probs=None):
+    """Logits (len(ids), vocab) with the model's scheme, or `pe` instead; each
+    layer's attention weights (heads, n, n) are appended to `probs` when given."""
     pe = pe or zoo.scheme
     if pe not in ZOO_SCHEMES:
         raise ValueError(f"scheme {pe!r} is not implemented for the zoo; one of {ZOO_SCHEMES}")
@@ -392,7 +402,10 @@ def zoo_logits(zoo, ids, pe=None, pos0=0):
                    for i in range(3))                                     # (heads, n, hs)
         scores = q @ k.transpose(0, 2, 1) / math.sqrt(hs) + bias
         scores = np.where(future[None], -np.inf, scores)
-        att = softmax(scores) @ v                                         # (heads, n, hs)
+        weights = softmax(scores)
+        if probs is not None:
+            probs.append(weights)
+        att = weights @ v                                                 # (heads, n, hs)
         x = x + att.transpose(1, 0, 2).reshape(n, d) @ w[p + "attn.c_proj.weight"] \
             + w[p + "attn.c_proj.bias"]
         h = layernorm(x, w[p + "ln_2.weight"], w[p + "ln_2.bias"], eps)
@@ -607,8 +620,23 @@ def zoo_main(argv):
     ap = argparse.ArgumentParser(description="the PE zoo's reference.json, recomputed")
     ap.add_argument("--zoo", required=True, help="a zoo model directory")
     ap.add_argument("--pe", choices=ZOO_SCHEMES, help="override the model's scheme")
+    ap.add_argument("--attention", metavar="TEXT",
+                    help="print the attention weights of TEXT instead (see print_attention)")
     args = ap.parse_args(argv)
+    if args.attention is not None:
+        zoo = load_zoo(args.zoo)
+        ids = zoo.encode(args.attention)
+        probs = []
+        zoo_logits(zoo, ids, args.pe, probs=probs)
+        return print_attention(ids, probs)
     print(json.dumps(zoo_reference(args.zoo, args.pe)))
+
+
+def print_attention(ids, probs):
+    """One JSON object: the token ids and every layer's softmax weights,
+    weights[layer][head][query][key] (masked keys 0)."""
+    print(json.dumps({"tokens": [int(i) for i in ids],
+                      "weights": [p.tolist() for p in probs]}))
 
 
 def main(argv=None):
@@ -629,6 +657,8 @@ def main(argv=None):
     mode.add_argument("--logits", action="store_true",
                       help="print the last position's logits after the prompt, one per line")
     mode.add_argument("--tokenize", action="store_true", help="print the prompt's ids")
+    mode.add_argument("--attention", action="store_true",
+                      help="print the prompt's attention weights as JSON (print_attention)")
     mode.add_argument("--margins", action="store_true",
                       help="generate, then report the smallest top-2 margin on stderr")
     args = ap.parse_args(argv)
@@ -638,6 +668,11 @@ def main(argv=None):
     opts = dict(pe=args.pe, theta=args.rope_theta, max_bias=args.alibi_max_bias, pos0=args.pos0)
     if args.tokenize:
         print(" ".join(map(str, tok.encode(args.prompt))))
+    elif args.attention:
+        ids = tok.encode(args.prompt)
+        probs = []
+        logits(model, ids, probs=probs, **opts)
+        print_attention(ids, probs)
     elif args.logits:
         for value in logits(model, tok.encode(args.prompt), **opts)[-1]:
             print("%.9g" % value)

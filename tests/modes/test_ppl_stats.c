@@ -294,26 +294,6 @@ END_TEST
 
 /* ---- chart and CSV ----------------------------------------------------------- */
 
-/* Prints what a reader of the chart sees: the series and their legends,
- * every text, where the trained-context label sits against the plot's top,
- * and how many polylines are dashed.  Fails on anything but well-formed XML. */
-static const char SVG_FACTS[] =
-    "import sys, xml.etree.ElementTree as ET\n"
-    "ns = '{http://www.w3.org/2000/svg}'\n"
-    "root = ET.parse(sys.argv[1]).getroot()\n"
-    "series = [g for g in root.iter(ns + 'g') if g.get('class') == 'series']\n"
-    "print('series=%d' % len(series))\n"
-    "for g in series:\n"
-    "    texts = {t.get('class'): t.text for t in g.iter(ns + 'text')}\n"
-    "    print('legend=%s|%s' % (texts['legend'], texts['legend-note']))\n"
-    "for t in root.iter(ns + 'text'):\n"
-    "    print('text=%s' % t.text)\n"
-    "frame = [r for r in root.iter(ns + 'rect') if r.get('fill') == 'none'][0]\n"
-    "marker = [t for t in root.iter(ns + 'text') if t.text.startswith('trained context')][0]\n"
-    "print('marker_above_plot=%d' % (float(marker.get('y')) < float(frame.get('y'))))\n"
-    "dashed = [p for g in series for p in g.iter(ns + 'polyline') if p.get('stroke-dasharray')]\n"
-    "print('dashed=%d' % len(dashed))\n";
-
 /* --stride 256 over windows of 512, 12 windows: positions 0-255 are scored
  * once (first window only), 256-511 twelve times, so 0-255 are sparse
  * (below 10% of 12). */
@@ -328,8 +308,8 @@ static TestsRun chart_run(void) {
 START_TEST(svg_is_readable) {
     if (!models) return;
     TestsRun e = chart_run();
-    const char *args[] = {"-c", SVG_FACTS, temp[T_SVG], NULL};
-    TestsRun facts = tests_run_python_ok(args);
+    const char *charts[] = {temp[T_SVG], NULL};
+    TestsRun facts = tests_svg_facts(charts);
     const char *o = facts.out;
     ck_assert_msg(strstr(o, "series=3\n"), "%s", o);
     ck_assert_msg(strstr(o, "text=position within the window\n"), "%s", o);
@@ -345,16 +325,7 @@ START_TEST(svg_is_readable) {
         ck_assert_msg(strstr(o, want), "missing '%s' in %s", want, o);
     }
     tests_run_free(&facts);
-    /* Negative control: a cut-off chart is not well-formed XML. */
-    size_t len;
-    char *svg = tests_read_file(temp[T_SVG], &len);
-    tests_write_file(temp[T_CUT_SVG], svg, len / 2);
-    const char *bad_args[] = {"-c", SVG_FACTS, temp[T_CUT_SVG], NULL};
-    TestsRun bad = tests_run_python(bad_args);
-    ck_assert_int_ne(bad.status, 0);
-    ck_assert_msg(strstr(bad.err, "ParseError"), "%s", bad.err);
-    tests_run_free(&bad);
-    free(svg);
+    tests_expect_cut_file_rejected(temp[T_SVG], temp[T_CUT_SVG], "tests/modes/svg_facts.py");
     tests_run_free(&e);
 }
 END_TEST

@@ -1,0 +1,18 @@
+/* --html: one self-contained page per run — the charts inline as SVG, the
+ * --json data in a script element, a small script for reading values (no
+ * network, no library) — which a browser opens as a file. */
+#ifndef POSENC_HTML_REPORT_H
+#define POSENC_HTML_REPORT_H
+#include <stdio.h>
+
+#include "base/util.h"
+
+/* Opens `path` and writes the page's head and title; NULL with the reason. */
+FILE *html_report_open(const char *path, const char *title, PosencError *err);
+/* The data: what write(f, arg) prints (one JSON document) inside
+ * <script type="application/json" id="posenc-data">, with every "</"
+ * written "<\/" so that no string in it can end the element. */
+void html_report_data(FILE *f, void (*write)(FILE *out, const void *arg), const void *arg);
+/* The script, the page's end; closes the file.  0, or -1 with the reason. */
+int html_report_close(FILE *f, const char *path, PosencError *err);
+#endif

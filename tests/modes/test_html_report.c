@@ -1,0 +1,182 @@
+/* --html, the self-contained report of -m pe and -m attention, on the PE
+ * zoo:
+ *  - parsed (tests/modes/html_facts.py): well-formed HTML with a figure per
+ *    chart, every inline SVG well-formed XML, the data element's JSON equal
+ *    to --json's, no reference to anything outside the file (control: a
+ *    page with an external script is caught), a cut-off page fails;
+ *  - opened in Debian's chromium, headless: no console message at all
+ *    (control: a page with a script error shows one), and the values the
+ *    page's script puts in its DOM for a head (#head=L,H) and a similarity
+ *    (#cos=V,A,B) are the data's, as computed from the JSON by the parser.
+ * Without chromium the browser tests print SKIP, except under CI=true,
+ * where they fail (.ci/run installs it). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tests/common.h"
+
+static const char *models, *zoo_t5, *zoo_learned, *dir;
+static char attention_html[512], pe_html[512], bad_html[512], profile[512];
+
+static void setup(void) {
+    models = tests_models_dir("--html reports on the PE zoo");
+    if (!models) return;
+    zoo_t5 = tests_convert(models, "zoo/t5", NULL);
+    zoo_learned = tests_convert(models, "zoo/learned", NULL);
+    ck_assert(zoo_t5 && zoo_learned);
+    static char d[] = "/tmp/posenc-html-XXXXXX";
+    dir = mkdtemp(d);
+    ck_assert_ptr_nonnull(dir);
+    snprintf(attention_html, sizeof attention_html, "%s/attention.html", dir);
+    snprintf(pe_html, sizeof pe_html, "%s/pe.html", dir);
+    snprintf(bad_html, sizeof bad_html, "%s/bad.html", dir);
+    snprintf(profile, sizeof profile, "%s/chromium-profile", dir);
+    const char *a[] = {zoo_t5, "-m", "attention", "-i", "ROMEO: hi", "--pe", "t5,none",
+                       "--html", attention_html, NULL};
+    tests_expect_success(a);
+    const char *p[] = {zoo_learned, "-m", "pe", "--ctx", "16", "--html", pe_html, NULL};
+    tests_expect_success(p);
+}
+
+static void teardown(void) {
+    if (dir) tests_remove_dir(dir);
+}
+
+static TestsRun facts(const char *page, const char *expect) {
+    const char *args[] = {"tests/modes/html_facts.py", page, expect ? "--expect" : NULL, expect,
+                          NULL};
+    return tests_run_python_ok(args);
+}
+
+/* `page` with `insert` put before </body>, written to bad_html. */
+static void spoil(const char *page, const char *insert) {
+    size_t len;
+    char *text = tests_read_file(page, &len);
+    char *end = strstr(text, "</body>");
+    ck_assert_ptr_nonnull(end);
+    FILE *f = fopen(bad_html, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "%.*s%s%s", (int)(end - text), text, insert, end);
+    fclose(f);
+    free(text);
+}
+
+START_TEST(pages_parse) {
+    if (!models) return;
+    TestsRun a = facts(attention_html, NULL);
+    ck_assert_msg(strstr(a.out, "doctype=1\n") && strstr(a.out, "external=0\n") &&
+                  strstr(a.out, "svg_wellformed=4\n") &&
+                  strstr(a.out, "figure=weights|t5\nfigure=weights|none\nfigure=mass|\n"
+                                "figure=entropy|\n") &&
+                  strstr(a.out, "scripts=application/json,text/javascript\n") &&
+                  strstr(a.out, "data_variants=t5,none\n"), "%s", a.out);
+    tests_run_free(&a);
+    TestsRun p = facts(pe_html, NULL);
+    ck_assert_msg(strstr(p.out, "figure=vectors|learned\n") && strstr(p.out, "external=0\n") &&
+                  strstr(p.out, "svg_wellformed=1\n"), "%s", p.out);
+    tests_run_free(&p);
+    /* the data is --json's, byte for byte */
+    const char *j[] = {zoo_learned, "-m", "pe", "--ctx", "16", "--json", NULL};
+    TestsRun json = tests_run_engine_ok(j);
+    char *page = tests_read_file(pe_html, NULL);
+    ck_assert_msg(strstr(page, json.out) != NULL, "the page's data is not --json's");
+    free(page);
+    tests_run_free(&json);
+    /* controls: an external script is counted; a cut-off page does not parse */
+    spoil(pe_html, "<script src=\"https://example.com/x.js\"></script>\n");
+    TestsRun e = facts(bad_html, NULL);
+    ck_assert_msg(strstr(e.out, "external=1\n"), "%s", e.out);
+    tests_run_free(&e);
+    tests_expect_cut_file_rejected(attention_html, bad_html, "tests/modes/html_facts.py");
+}
+END_TEST
+
+/* chromium on PATH, or NULL after printing SKIP (failing under CI). */
+static const char *chromium(void) {
+    const char *path = getenv("PATH");
+    static char found[1024];
+    for (const char *p = path; p && *p;) {
+        const char *colon = strchr(p, ':');
+        size_t n = colon ? (size_t)(colon - p) : strlen(p);
+        snprintf(found, sizeof found, "%.*s/chromium", (int)n, p);
+        if (access(found, X_OK) == 0) return found;
+        p += n + (colon != NULL);
+    }
+    const char *ci = getenv("CI");
+    ck_assert_msg(!(ci && !strcmp(ci, "true")), "chromium is not installed; CI must run the "
+                  "browser tests (.ci/run installs it)");
+    printf("SKIP: chromium is not installed: the headless browser checks of --html\n");
+    return NULL;
+}
+
+/* The page at `fragment` in headless chromium: its DOM after the scripts
+ * ran (stdout) and the browser's log (stderr), where console messages are
+ * the lines with ":CONSOLE". */
+static TestsRun browse(const char *browser, const char *page, const char *fragment) {
+    char url[1100], user_dir[600];
+    snprintf(url, sizeof url, "file://%s%s", page, fragment);
+    snprintf(user_dir, sizeof user_dir, "--user-data-dir=%s", profile);
+    const char *args[] = {"--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr",
+                          "--v=0", user_dir, "--dump-dom", url, NULL};
+    TestsRun r = tests_run_program(browser, args, NULL);
+    ck_assert_msg(r.status == 0, "chromium exited %d: %s", r.status, r.err);
+    return r;
+}
+
+/* The page's readout must show what the parser computes from the data. */
+static void expect_readout(const char *browser, const char *page, const char *selection) {
+    TestsRun f = facts(page, selection);
+    char *want = strstr(f.out, "expect=");
+    ck_assert_ptr_nonnull(want);
+    want += 7;
+    *strchr(want, '\n') = '\0';
+    char fragment[64];
+    snprintf(fragment, sizeof fragment, "#%s", selection);
+    TestsRun r = browse(browser, page, fragment);
+    char dom[1024];
+    snprintf(dom, sizeof dom, "<output id=\"readout\">%s</output>", want);
+    printf("%s %s: %s\n", page, fragment, want);
+    ck_assert_msg(strstr(r.out, dom), "the DOM lacks '%s'", dom);
+    ck_assert_msg(!strstr(r.err, ":CONSOLE"), "console messages: %s", r.err);
+    tests_run_free(&r);
+    tests_run_free(&f);
+}
+
+START_TEST(pages_work_in_chromium) {
+    if (!models) return;
+    const char *browser = chromium();
+    if (!browser) return;
+    expect_readout(browser, attention_html, "head=1,2");
+    expect_readout(browser, attention_html, "head=3,0");
+    expect_readout(browser, pe_html, "cos=0,2,5");
+    /* control: a script error is seen */
+    spoil(attention_html, "<script>no_such_function();</script>\n");
+    TestsRun r = browse(browser, bad_html, "");
+    ck_assert_msg(strstr(r.err, ":CONSOLE") && strstr(r.err, "no_such_function"), "%s", r.err);
+    tests_run_free(&r);
+}
+END_TEST
+
+START_TEST(html_misuse) {
+    if (!models) return;
+    const char *a[] = {zoo_t5, "-m", "ppl", "-f", "README.md", "--html", "x.html", NULL};
+    tests_expect_error(a, "--html is not used by -m ppl");
+    const char *b[] = {zoo_t5, "-m", "pe", "--html", "/nonexistent/dir/x.html", NULL};
+    TestsRun r = tests_expect_failure(b, "--html: cannot write '/nonexistent/dir/x.html'");
+    tests_run_free(&r);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("html_report");
+    TCase *tc = tcase_create("zoo");
+    tcase_add_unchecked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, pages_parse);
+    tcase_add_test(tc, pages_work_in_chromium);
+    tcase_add_test(tc, html_misuse);
+    suite_add_tcase(s, tc);
+    return tests_run_suite(s);
+}
