@@ -36,7 +36,7 @@ static void embed_tokens(Context *ctx, const int *tokens, int n, int pos0) {
 /* Whether a query at pos_q sees the key at pos_k: not a later one, nor one
  * that has left the sliding window. */
 static int visible(const ModelConfig *c, int pos_q, int pos_k) {
-    return pos_k <= pos_q && (!c->sliding_window || pos_q - pos_k < c->sliding_window);
+    return pos_k <= pos_q && pos_k >= model_window_first(c, pos_q);
 }
 
 static void clamp(float *x, size_t n, float limit) {

@@ -73,6 +73,12 @@ void model_free(Model *m);
 int model_kv_dim(const ModelConfig *c);
 int model_q_dim(const ModelConfig *c);   /* n_heads * head_size */
 int model_head_size(const ModelConfig *c);
+/* The first position a query at pos_q sees under the sliding window
+ * (pos_q - W + 1, at least 0); 0 without one. */
+static inline int model_window_first(const ModelConfig *c, int pos_q) {
+    int first = pos_q - c->sliding_window + 1;
+    return c->sliding_window && first > 0 ? first : 0;
+}
 
 /* Checks dimensions for sanity and overflow; used by every loader. */
 int model_config_validate(const ModelConfig *c, const char *path, PosencError *err);

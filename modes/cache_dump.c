@@ -17,8 +17,15 @@ static double first_pair_angle(const Context *ctx, int cell, float *key) {
 void cache_dump(FILE *out, const Context *ctx, const Tokenizer *tok, const char *when) {
     const KVCache *kv = &ctx->cache;
     int rope = ctx->pe.params.kind == PE_ROPE;
+    const ModelConfig *cfg = &ctx->model->config;
+    int next = 0; /* the position the next token takes */
+    for (int i = 0; i < kv->n_used; i++) next = kv->pos[i] >= next ? kv->pos[i] + 1 : next;
+    int first_seen = model_window_first(cfg, next);
     fprintf(out, "[cache] %s: %d of %d cells", when, kv->n_used, kv->n_ctx);
     if (rope) fprintf(out, "; key-angle turns %.6g rad per position", (double)ctx->pe.inv_freq[0]);
+    if (cfg->sliding_window)
+        fprintf(out, "; window %d: the next token (position %d) sees positions %d-%d", cfg->sliding_window,
+                next, first_seen, next);
     fputc('\n', out);
     fprintf(out, "[cache] %5s %6s %6s %s piece\n", "cell", "pos", "token", rope ? " key-angle" : "");
     float *key = rope ? mallocCheck((size_t)kv->kv_dim * sizeof *key, "a cached key") : NULL;
@@ -27,14 +34,16 @@ void cache_dump(FILE *out, const Context *ctx, const Tokenizer *tok, const char 
         fprintf(out, "[cache] %5d %6d %6d ", c, kv->pos[c], token);
         if (rope) fprintf(out, "%+10.4f ", first_pair_angle(ctx, c, key));
         if (token == tok->bos_id) {
-            fputs("BOS\n", out);
-            continue;
+            fputs("BOS", out);
+        } else {
+            size_t len;
+            const char *piece = tokenizer_decode(tok, c ? kv->token[c - 1] : -1, token, &len);
+            fputc('\'', out);
+            generate_write_escaped(out, piece, len);
+            fputc('\'', out);
         }
-        size_t len;
-        const char *piece = tokenizer_decode(tok, c ? kv->token[c - 1] : -1, token, &len);
-        fputc('\'', out);
-        generate_write_escaped(out, piece, len);
-        fputs("'\n", out);
+        if (kv->pos[c] < first_seen) fputs(" (out of the window)", out);
+        fputc('\n', out);
     }
     free(key);
 }

@@ -83,7 +83,15 @@ void generate_trace_chunk(FILE *t, const Context *ctx, const Tokenizer *tok, con
     if (n == 1) fprintf(t, "[pos] q=%d ", pos0);
     else fprintf(t, "[pos] q=%d-%d (%d tokens) ", pos0, pos0 + n - 1, n);
     trace_tokens(t, tok, ids, n);
-    fprintf(t, " cache=%s (%d/%d cells)\n", ranges, ctx->cache.n_used, ctx->cache.n_ctx);
+    fprintf(t, " cache=%s (%d/%d cells)", ranges, ctx->cache.n_used, ctx->cache.n_ctx);
+    int window = ctx->model->config.sliding_window, last = pos0 + n - 1;
+    if (window) { /* what the chunk's last query can still see */
+        int first = model_window_first(&ctx->model->config, last), out = 0;
+        for (int c = 0; c < ctx->cache.n_used; c++) out += ctx->cache.pos[c] < first;
+        fprintf(t, " window=%d: q=%d sees %d-%d, %d cached cell%s out of reach", window, last, first, last,
+                out, out == 1 ? "" : "s");
+    }
+    fputc('\n', t);
 }
 
 static void trace_chunk(Output *o, const Context *ctx, const Tokenizer *tok, const int *ids, int n,

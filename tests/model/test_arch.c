@@ -355,6 +355,34 @@ START_TEST(mpt_without_alibi) {
 }
 END_TEST
 
+/* The sliding window, visible: the position trace says what the chunk's
+ * last query still sees and how many cached cells it cannot, the cache
+ * dump marks those cells (window 5: after 9 tokens the next, at position
+ * 9, sees 5-9, so positions 0-4 are out).  Control: a family without a
+ * window prints none of it. */
+START_TEST(window_shown) {
+    if (!ready) return;
+    const char *args[] = {ggufs[case_index("mistral")], "-t", "0", "-n", "10", "-i", "abcdef",
+                          "--trace-positions", "--dump-cache", NULL};
+    TestsRun r = tests_run_engine_ok(args);
+    ck_assert_msg(strstr(r.err, "cache=empty (0/64 cells) window=5: q=5 sees 1-5, 0 cached cells out of reach\n"),
+                  "%s", r.err);
+    ck_assert_msg(strstr(r.err, "cache=0-7 (8/64 cells) window=5: q=8 sees 4-8, 4 cached cells out of reach\n"),
+                  "%s", r.err);
+    ck_assert_msg(strstr(r.err, "window 5: the next token (position 9) sees positions 5-9\n"), "%s", r.err);
+    int marked = 0;
+    for (const char *p = r.err; (p = strstr(p, " (out of the window)\n")); p++) marked++;
+    ck_assert_int_eq(marked, 5);
+    tests_run_free(&r);
+
+    const char *plain[] = {ggufs[case_index("qwen2")], "-t", "0", "-n", "10", "-i", "abcdef",
+                           "--trace-positions", "--dump-cache", NULL};
+    r = tests_run_engine_ok(plain);
+    ck_assert_msg(strstr(r.err, "[pos] q=8 ") && !strstr(r.err, "window"), "%s", r.err);
+    tests_run_free(&r);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("arch");
     TCase *tc = tcase_create("families");
@@ -366,6 +394,7 @@ int main(void) {
     tcase_add_loop_test(tc, malformed_family_file, 0,
                         (int)(sizeof REFUSALS / sizeof REFUSALS[0]));
     tcase_add_test(tc, mpt_without_alibi);
+    tcase_add_test(tc, window_shown);
     tcase_add_loop_test(tc, matches_llamacpp, 0,
                         (int)(sizeof ARCH_LLAMACPP / sizeof ARCH_LLAMACPP[0]));
     suite_add_tcase(s, tc);
