@@ -181,7 +181,7 @@ static void usage(FILE *f) {
         "  --ctx N              positions shown (default 64, or the trained context)\n"
         "  -i TEXT, -f FILE     a text whose cached keys the RoPE view reads\n"
         "  --json               every value; --svg PREFIX: charts PREFIX-*.svg\n"
-        "  --html FILE          pe, attention: one self-contained page, charts and data\n"
+        "  --html FILE          pe, attention, the ppl study: one self-contained page, charts and data\n"
         "attention (where each head attends; --pe may list variants):\n"
         "  -i TEXT, -f FILE     the text (at most 1024 tokens)\n"
         "  --layer L, --head H  the heads whose weights are written (default: all)\n"
@@ -341,7 +341,7 @@ static const struct {
     {"--stream", M_PPL}, {"--bos", M_PPL}, {"--json", M_GENERATE | M_PPL | M_BENCH | M_INSPECT | M_VIEWS},
     {"--baseline", M_PPL},
     {"--logits-out", M_GENERATE | M_PPL}, {"--logits-top", M_GENERATE | M_PPL},
-    {"--csv", M_PPL | M_ATTENTION}, {"--svg", M_PPL | M_VIEWS}, {"--html", M_VIEWS}, {"--layer", M_ATTENTION},
+    {"--csv", M_PPL | M_ATTENTION}, {"--svg", M_PPL | M_VIEWS}, {"--html", M_PPL | M_VIEWS}, {"--layer", M_ATTENTION},
     {"--head", M_ATTENTION}, {"--pp", M_BENCH}, {"--tg", M_BENCH}, {"--depth", M_BENCH}, {"-r", M_BENCH},
     {"--pieces", M_TOKENIZE}, {"--special", M_GENERATE | M_PPL | M_TOKENIZE},
 };
@@ -1117,11 +1117,34 @@ static void score_variants(const Options *o, const Model *model, const char *con
     for (int v = 0; v < n; v++) context_free(&ctxs[v]);
 }
 
+/* A view's (or the study's) --html page: its charts inline and its --json data. */
+typedef struct {
+    void (*json)(FILE *out, const void *arg);
+    int (*charts)(const SvgSink *sink, const void *arg, PosencError *err);
+    const void *arg;
+} ViewReport;
+
+static void write_html(const Options *o, const char *title, const ViewReport *r) {
+    PosencError err;
+    FILE *f = html_report_open(o->html_path, title, &err);
+    if (!f) die("--html: %s", err.msg);
+    SvgSink sink = {.html = f};
+    if (r->charts(&sink, r->arg, &err)) {
+        fclose(f);
+        remove(o->html_path);
+        die("--html: %s", err.msg);
+    }
+    html_report_data(f, r->json, r->arg);
+    if (html_report_close(f, o->html_path, &err)) die("--html: %s", err.msg);
+    fprintf(stderr, "wrote %s\n", o->html_path);
+}
+
 static int run_ppl_study(const Options *o);
 
 static int run_ppl(const Options *o) {
     if (!o->text_file) die("-m ppl needs -f FILE");
     if (o->n_models > 1 || o->n_windows > 1) return run_ppl_study(o);
+    if (o->html_path) die("--html: -m ppl writes a page for the extrapolation study: give --ctx a list of windows or several models");
     Model model;
     Tokenizer tok;
     load_model_and_tokenizer(o, &model, &tok);
@@ -1263,6 +1286,21 @@ static void study_window(const Options *o, StudyModel *s, int w, int model_width
 /* The extrapolation study: every model (each with its --pe variants) at
  * every window of --ctx; the usual rows with a model column, then the
  * table of mean NLL by window, and --svg/--csv of that table. */
+/* The study's page: its chart and its data. */
+typedef struct {
+    const PplStudy *study;
+    char title[512], subtitle[128];
+} StudyReport;
+
+static void study_report_json(FILE *out, const void *arg) {
+    ppl_study_write_json(out, ((const StudyReport *)arg)->study);
+}
+
+static int study_report_charts(const SvgSink *sink, const void *arg, PosencError *err) {
+    const StudyReport *r = arg;
+    return ppl_study_sink_svg(sink, r->title, r->subtitle, r->study, err);
+}
+
 static int run_ppl_study(const Options *o) {
     if (o->n_windows == 0) die("several models need --ctx: one window or a list of them");
     const int *windows = o->windows;
@@ -1302,21 +1340,21 @@ static int run_ppl_study(const Options *o) {
     if (!o->json) ppl_study_print_table(stdout, &study);
     PosencError err;
     if (o->csv_path && ppl_study_write_csv(o->csv_path, &study, &err)) die("--csv: %s", err.msg);
-    if (o->svg_path) {
-        char title[512], subtitle[128];
-        snprintf(title, sizeof title, "Mean NLL by window: %s", o->text_file);
-        if (o->chunks)
-            snprintf(subtitle, sizeof subtitle, "each point: the first %d windows of that size "
-                     "(fewer where the text ends)", o->chunks);
-        else
-            snprintf(subtitle, sizeof subtitle, "each point: every window of that size in the "
-                     "text");
-        if (o->stream)
-            snprintf(subtitle, sizeof subtitle, "each point: the whole text streamed through a "
-                     "cache of that size");
-        if (ppl_study_write_svg(o->svg_path, title, subtitle, &study, &err))
-            die("--svg: %s", err.msg);
-    }
+    StudyReport report = {.study = &study};
+    snprintf(report.title, sizeof report.title, "Mean NLL by window: %s", o->text_file);
+    if (o->chunks)
+        snprintf(report.subtitle, sizeof report.subtitle, "each point: the first %d windows of that "
+                 "size (fewer where the text ends)", o->chunks);
+    else
+        snprintf(report.subtitle, sizeof report.subtitle, "each point: every window of that size in "
+                 "the text");
+    if (o->stream)
+        snprintf(report.subtitle, sizeof report.subtitle, "each point: the whole text streamed "
+                 "through a cache of that size");
+    if (o->svg_path && ppl_study_write_svg(o->svg_path, report.title, report.subtitle, &study, &err))
+        die("--svg: %s", err.msg);
+    if (o->html_path)
+        write_html(o, report.title, &(ViewReport){study_report_json, study_report_charts, &report});
     ppl_study_free(&study);
     for (int m = 0; m < o->n_models; m++) {
         free(sm[m].ids);
@@ -1428,28 +1466,6 @@ static int *encode_view_text(const Options *o, Tokenizer *tok, int *n_ids) {
     free(prompt_file);
     tokenizer_free(tok);
     return ids;
-}
-
-/* A view's --html page: its charts inline and its --json data. */
-typedef struct {
-    void (*json)(FILE *out, const void *arg);
-    int (*charts)(const SvgSink *sink, const void *arg, PosencError *err);
-    const void *arg;
-} ViewReport;
-
-static void write_html(const Options *o, const char *title, const ViewReport *r) {
-    PosencError err;
-    FILE *f = html_report_open(o->html_path, title, &err);
-    if (!f) die("--html: %s", err.msg);
-    SvgSink sink = {.html = f};
-    if (r->charts(&sink, r->arg, &err)) {
-        fclose(f);
-        remove(o->html_path);
-        die("--html: %s", err.msg);
-    }
-    html_report_data(f, r->json, r->arg);
-    if (html_report_close(f, o->html_path, &err)) die("--html: %s", err.msg);
-    fprintf(stderr, "wrote %s\n", o->html_path);
 }
 
 typedef struct {

@@ -12,8 +12,10 @@
  *    positions from the data; clicking a bias or weight cell its value;
  *  - a head picker (when the data has attention weights) shows one head's
  *    panels and its entropy;
+ *  - hovering a curve's point (the study's) shows its series and values;
  *  - the page's fragment selects the same without a mouse, for links and
- *    headless browsers: #head=LAYER,HEAD or #cos=VARIANT,A,B. */
+ *    headless browsers: #head=LAYER,HEAD, #cos=VARIANT,A,B, or
+ *    #nll=SERIES,WINDOW (the study: that point's NLL and standard error). */
 static const char SCRIPT[] =
     "(function () {\n"
     "  var data = JSON.parse(document.getElementById('posenc-data').textContent);\n"
@@ -28,6 +30,15 @@ static const char SCRIPT[] =
     "      say(label(cell.closest('g.panel')) + ' ' + t.textContent);\n"
     "    });\n"
     "  });\n"
+    "  document.querySelectorAll('circle').forEach(function (point) {\n"
+    "    var t = point.querySelector('title');\n"
+    "    if (t) point.addEventListener('mouseover', function () { say(t.textContent); });\n"
+    "  });\n"
+    "  function nll(s, w) {\n"
+    "    var series = data.series[s];\n"
+    "    say(series.label + ': window ' + data.windows[w] + ': NLL ' + String(series.nll[w]) +\n"
+    "        ' +- ' + String(series.se[w]));\n"
+    "  }\n"
     "  function cosine(v, a, b) {\n"
     "    var variant = data.variants[v];\n"
     "    say(variant.pe + ': cos(position ' + a + ', position ' + b + ') = ' +\n"
@@ -42,7 +53,7 @@ static const char SCRIPT[] =
     "    });\n"
     "  });\n"
     "  var heads = [];\n"
-    "  data.variants.forEach(function (v) {\n"
+    "  (data.variants || []).forEach(function (v) {\n"
     "    (v.weights || []).forEach(function (w) {\n"
     "      if (!heads.some(function (h) { return h[0] === w.layer && h[1] === w.head; }))\n"
     "        heads.push([w.layer, w.head]);\n"
@@ -74,6 +85,7 @@ static const char SCRIPT[] =
     "  var args = (hash[1] || '').split(',').map(Number);\n"
     "  if (hash[0] === 'head') pick(args[0], args[1]);\n"
     "  if (hash[0] === 'cos') cosine(args[0], args[1], args[2]);\n"
+    "  if (hash[0] === 'nll') nll(args[0], args[1]);\n"
     "})();\n";
 
 FILE *html_report_open(const char *path, const char *title, PosencError *err) {

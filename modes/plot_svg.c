@@ -79,13 +79,17 @@ static void draw_curve(FILE *f, const Frame *fr, const SvgSeries *s, const char 
     }
 }
 
-/* Series with their own x values are a few measurements: each is marked. */
+/* Series with their own x values are a few measurements: each is marked,
+ * its values in its title (a viewer's tooltip). */
 static void draw_points(FILE *f, const Frame *fr, const SvgSeries *s, const char *color) {
     if (!s->x) return;
     for (int i = 0; i < s->n; i++)
-        if (!isnan(s->y[i]))
-            fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>\n",
+        if (!isnan(s->y[i])) {
+            fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"><title>",
                     sx(fr, s->x[i]), sy(fr, s->y[i]), color);
+            svg_escape_text(f, s->label);
+            fprintf(f, ": %.6g, %.6g</title></circle>\n", s->x[i], s->y[i]);
+        }
 }
 
 /* The x range: [0, longest series] for index positions; else the data's,

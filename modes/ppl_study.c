@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/json.h"
 #include "modes/plot_svg.h"
 
 void ppl_study_build(PplStudy *s, const int *windows, int n_windows, int n_series) {
@@ -71,8 +72,9 @@ int ppl_study_write_csv(const char *path, const PplStudy *s, PosencError *err) {
     return 0;
 }
 
-int ppl_study_write_svg(const char *path, const char *title, const char *subtitle,
-                        const PplStudy *s, PosencError *err) {
+/* The chart of the study and where it goes: a file (path) or a sink. */
+static int study_chart(const char *path, const SvgSink *sink, const char *title, const char *subtitle,
+                       const PplStudy *s, PosencError *err) {
     SvgSeries *series = mallocCheck((size_t)s->n_series * sizeof *series, "the chart's series");
     double *x = mallocCheck((size_t)s->n_windows * sizeof *x, "the chart's windows");
     for (int w = 0; w < s->n_windows; w++) x[w] = s->windows[w];
@@ -85,8 +87,40 @@ int ppl_study_write_svg(const char *path, const char *title, const char *subtitl
                       .x_label = "window (tokens, --ctx; log scale)",
                       .y_label = "mean NLL (nats/token)", .log2_x = 1,
                       .marker_x = s->trained_ctx, .marker_label = marker};
-    int rc = svg_write_curves(path, &chart, series, s->n_series, err);
+    int rc = path ? svg_write_curves(path, &chart, series, s->n_series, err)
+                  : svg_sink_curves(sink, NULL, "nll-by-window", &chart, series, s->n_series, err);
     free(x);
     free(series);
     return rc;
+}
+
+int ppl_study_write_svg(const char *path, const char *title, const char *subtitle,
+                        const PplStudy *s, PosencError *err) {
+    return study_chart(path, NULL, title, subtitle, s, err);
+}
+
+int ppl_study_sink_svg(const SvgSink *sink, const char *title, const char *subtitle,
+                       const PplStudy *s, PosencError *err) {
+    return study_chart(NULL, sink, title, subtitle, s, err);
+}
+
+void ppl_study_write_json(FILE *out, const PplStudy *s) {
+    fputs("{\"windows\": [", out);
+    for (int w = 0; w < s->n_windows; w++) fprintf(out, "%s%d", w ? ", " : "", s->windows[w]);
+    fprintf(out, "], \"trained_ctx\": %d, \"series\": [", s->trained_ctx);
+    for (int i = 0; i < s->n_series; i++) {
+        const PplStudySeries *r = &s->series[i];
+        fputs(i ? ",\n  {\"label\": " : "\n  {\"label\": ", out);
+        json_write_string(out, r->label, strlen(r->label));
+        fputs(", \"note\": ", out);
+        json_write_string(out, r->note, strlen(r->note));
+        fputs(", \"nll\": ", out);
+        json_write_doubles(out, r->nll, (size_t)s->n_windows);
+        fputs(", \"se\": ", out);
+        json_write_doubles(out, r->se, (size_t)s->n_windows);
+        fputs(", \"tokens\": [", out);
+        for (int w = 0; w < s->n_windows; w++) fprintf(out, "%s%ld", w ? ", " : "", r->tokens[w]);
+        fputs("]}", out);
+    }
+    fputs("]}\n", out);
 }

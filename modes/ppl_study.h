@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "base/util.h"
+#include "modes/plot_svg.h"
 
 typedef struct {
     char label[192];     /* the model, its variant, or both */
@@ -31,7 +32,14 @@ void ppl_study_free(PplStudy *s);
 void ppl_study_print_table(FILE *f, const PplStudy *s);
 /* series,ctx,tokens,nll,se for every point that ran. */
 int ppl_study_write_csv(const char *path, const PplStudy *s, PosencError *err);
-/* The chart: one curve per series over a log2 window axis. */
+/* The chart: one curve per series over a log2 window axis, to a file or
+ * (view "nll-by-window") to a sink. */
 int ppl_study_write_svg(const char *path, const char *title, const char *subtitle,
                         const PplStudy *s, PosencError *err);
+int ppl_study_sink_svg(const SvgSink *sink, const char *title, const char *subtitle,
+                       const PplStudy *s, PosencError *err);
+/* The study as one JSON document (windows, trained_ctx, and per series its
+ * label, note, and nll, se (null where it did not run) and tokens per
+ * window): the --html page's data. */
+void ppl_study_write_json(FILE *out, const PplStudy *s);
 #endif

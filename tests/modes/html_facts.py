@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """What posenc's --html page holds, one fact a line, for the tests: its
 title, the figures (view and variant), whether every inline SVG is
-well-formed XML, the data element's JSON, references to anything outside
+well-formed XML, the data element's JSON (the views' variants, or the
+study's series with their NLL per window), references to anything outside
 the file, the scripts; and, with --expect, the text the page's script must
-show for a fragment (#head=L,H or #cos=V,A,B), computed here from the data.
+show for a fragment (#head=L,H, #cos=V,A,B or #nll=S,W), computed here from
+the data.
 Fails on a page whose HTML, SVG or JSON does not parse.
 
     html_facts.py PAGE.html [--expect head=1,2]"""
@@ -59,6 +61,10 @@ def js_string(x):
 def expect(data, arg):
     what, values = arg.split("=")
     n = [int(x) for x in values.split(",")]
+    if what == "nll":
+        s = data["series"][n[0]]
+        return "%s: window %d: NLL %s +- %s" % (s["label"], data["windows"][n[1]], js_string(s["nll"][n[1]]),
+                                                js_string(s["se"][n[1]]))
     if what == "head":
         return "; ".join("%s: layer %d, head %d: entropy %s" % (v["pe"], n[0], n[1],
                          js_string(v["entropy"][n[0]][n[1]])) for v in data["variants"])
@@ -88,7 +94,10 @@ def main():
     print("svg_wellformed=%d" % svgs)
     print("external=%d" % page.external)
     print("scripts=%s" % ",".join(page.scripts))
-    print("data_variants=%s" % ",".join(v["pe"] for v in page.data["variants"]))
+    if "variants" in page.data:
+        print("data_variants=%s" % ",".join(v["pe"] for v in page.data["variants"]))
+    for s in page.data.get("series", []):
+        print("series=%s|%s" % (s["label"], " ".join("-" if v is None else "%9.4f" % v for v in s["nll"])))
     if len(sys.argv) > 3 and sys.argv[2] == "--expect":
         print("expect=%s" % expect(page.data, sys.argv[3]))
 

@@ -18,7 +18,8 @@
 #include "tests/common.h"
 
 static const char *models, *zoo_t5, *zoo_learned, *dir;
-static char attention_html[512], pe_html[512], bad_html[512], profile[512];
+static char attention_html[512], pe_html[512], study_html[512], bad_html[512], profile[512];
+static char *study_table; /* the study's text output */
 
 static void setup(void) {
     models = tests_models_dir("--html reports on the PE zoo");
@@ -31,6 +32,7 @@ static void setup(void) {
     ck_assert_ptr_nonnull(dir);
     snprintf(attention_html, sizeof attention_html, "%s/attention.html", dir);
     snprintf(pe_html, sizeof pe_html, "%s/pe.html", dir);
+    snprintf(study_html, sizeof study_html, "%s/study.html", dir);
     snprintf(bad_html, sizeof bad_html, "%s/bad.html", dir);
     snprintf(profile, sizeof profile, "%s/chromium-profile", dir);
     const char *a[] = {zoo_t5, "-m", "attention", "-i", "ROMEO: hi", "--pe", "t5,none",
@@ -38,10 +40,18 @@ static void setup(void) {
     tests_expect_success(a);
     const char *p[] = {zoo_learned, "-m", "pe", "--ctx", "16", "--html", pe_html, NULL};
     tests_expect_success(p);
+    char text[600];
+    snprintf(text, sizeof text, "%s/../text/tiny-shakespeare.txt", models);
+    const char *st[] = {zoo_t5, zoo_learned, "-m", "ppl", "-f", text, "--ctx", "16,32", "--chunks", "2",
+                        "--html", study_html, NULL};
+    TestsRun r = tests_run_engine_ok(st);
+    study_table = strdup(r.out);
+    tests_run_free(&r);
 }
 
 static void teardown(void) {
     if (dir) tests_remove_dir(dir);
+    free(study_table);
 }
 
 static TestsRun facts(const char *page, const char *expect) {
@@ -77,6 +87,26 @@ START_TEST(pages_parse) {
     ck_assert_msg(strstr(p.out, "figure=vectors|learned\n") && strstr(p.out, "external=0\n") &&
                   strstr(p.out, "svg_wellformed=1\n"), "%s", p.out);
     tests_run_free(&p);
+    /* the study's page: its chart, and in its data the values of the text table (%9.4f) */
+    TestsRun st = facts(study_html, NULL);
+    ck_assert_msg(strstr(st.out, "figure=nll-by-window|\n") && strstr(st.out, "svg_wellformed=1\n") &&
+                  strstr(st.out, "external=0\n"), "%s", st.out);
+    int series = 0;
+    char rows[2][520], labels[2][128], values[2][128];
+    for (char *line = strstr(st.out, "series="); line && series < 2; line = strstr(line, "\nseries=")) {
+        line += line[0] == '\n';
+        char *bar = strchr(line, '|'), *eol = strchr(line, '\n');
+        snprintf(labels[series], sizeof labels[0], "%.*s", (int)(bar - line - 7), line + 7);
+        snprintf(values[series], sizeof values[0], "%.*s", (int)(eol - bar - 1), bar + 1);
+        snprintf(rows[series], sizeof rows[0], "%s %s\n", labels[series], values[series]);
+        ck_assert_msg(strstr(study_table, rows[series]), "the table lacks '%s':\n%s", rows[series],
+                      study_table);
+        series++;
+    }
+    ck_assert_int_eq(series, 2);
+    snprintf(rows[0], sizeof rows[0], "%s %s\n", labels[0], values[1]); /* control: one series' label, the other's values */
+    ck_assert_msg(!strstr(study_table, rows[0]), "'%s' matches the table", rows[0]);
+    tests_run_free(&st);
     /* the data is --json's, byte for byte */
     const char *j[] = {zoo_learned, "-m", "pe", "--ctx", "16", "--json", NULL};
     TestsRun json = tests_run_engine_ok(j);
@@ -151,6 +181,7 @@ START_TEST(pages_work_in_chromium) {
     expect_readout(browser, attention_html, "head=1,2");
     expect_readout(browser, attention_html, "head=3,0");
     expect_readout(browser, pe_html, "cos=0,2,5");
+    expect_readout(browser, study_html, "nll=1,1");
     /* control: a script error is seen */
     spoil(attention_html, "<script>no_such_function();</script>\n");
     TestsRun r = browse(browser, bad_html, "");
@@ -162,7 +193,7 @@ END_TEST
 START_TEST(html_misuse) {
     if (!models) return;
     const char *a[] = {zoo_t5, "-m", "ppl", "-f", "README.md", "--html", "x.html", NULL};
-    tests_expect_error(a, "--html is not used by -m ppl");
+    tests_expect_error(a, "--html: -m ppl writes a page for the extrapolation study");
     const char *b[] = {zoo_t5, "-m", "pe", "--html", "/nonexistent/dir/x.html", NULL};
     TestsRun r = tests_expect_failure(b, "--html: cannot write '/nonexistent/dir/x.html'");
     tests_run_free(&r);
