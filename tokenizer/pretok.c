@@ -174,7 +174,7 @@ static size_t match_bloom(const char *s, size_t i, size_t end) {
     size_t k = i, clen;
     if (s[i] == ' ' && i + 1 < end && !is_bloom_stop(s, i + 1, end, &clen)) k++;
     while (k < end && !is_bloom_stop(s, k, end, &clen)) k += clen;
-    return k == i + 1 && s[i] == ' ' ? 0 : k - i;
+    return k - i; /* a space taken is followed by at least one character that is not a stop */
 }
 
 typedef struct {
@@ -255,7 +255,7 @@ int pretok_find_name(const char *name, int *ignore_merges) {
 const char *pretok_known_names(void) {
     static char list[1024];
     if (!list[0])
-        for (size_t k = 0, n = 0; k < N_PRE_NAMES; k++)
+        for (size_t k = 0, n = 0; k < N_PRE_NAMES && n < sizeof list; k++)
             n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", k ? ", " : "", pre_names[k].name);
     return list;
 }
