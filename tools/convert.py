@@ -370,7 +370,7 @@ def hf_pre_name(path, pre):
     if byte_level(pre, True):
         return "gpt-2"
     steps = pre.get("pretokenizers") if isinstance(pre, dict) and pre.get("type") == "Sequence" else None
-    if (steps and len(steps) == 2 and steps[0].get("type") == "Digits"
+    if (steps and len(steps) == 2 and isinstance(steps[0], dict) and steps[0].get("type") == "Digits"
             and steps[0].get("individual_digits") is True and byte_level(steps[1], True)):
         return "starcoder"   # StarCoder's own spelling of its pattern
     if not steps or not byte_level(steps[-1], False):
