@@ -196,20 +196,20 @@ static int read_settings(const GgufFile *g, VocabBuild *b, int has_bytes, Posenc
 }
 
 /* tokenizer.ggml.pre of a "gpt2" vocabulary picks the pattern as llama.cpp
- * does, with its merge order (leftmost first) and, for Llama 3, its
+ * does, with its merge order (leftmost first) and, for the Llama 3 names, its
  * ignore_merges; absent, GPT-2's pattern as OpenAI's encoder.py runs it. */
 static int read_pre(const GgufFile *g, VocabBuild *b, PosencError *err) {
     const char *pre;
     if (b->spec.kind != TOKENIZER_GPT2) return 0;
     if (optional_str(g, "tokenizer.ggml.pre", &pre, err)) return -1;
     if (!pre) return 0;
-    int kind = pretok_find_name(pre);
+    int ignore_merges, kind = pretok_find_name(pre, &ignore_merges);
     if (kind < 0)
         return posenc_error(err, "%s: tokenizer.ggml.pre '%s' is not a pre-tokenizer posenc "
                                  "implements (%s)", g->path, posenc_escape(pre).s, pretok_known_names());
     b->spec.pretok = (PretokKind)kind;
     b->spec.leftmost_merges = 1;
-    b->spec.ignore_merges = kind == PRETOK_LLAMA3;
+    b->spec.ignore_merges = ignore_merges;
     return 0;
 }
 

@@ -55,6 +55,8 @@ int gpt2_init(Tokenizer *t, const TokenizerSpec *spec, PosencError *err) {
         t->byte_ids[b] = tokenizer_lookup(t, buf, (size_t)n);
     }
     t->fuse_unk = spec->fuse_unk;
+    t->prepend_space = spec->prepend_space;
+    t->strip_leading_space = spec->strip_leading_space;
     t->byte_fallback = spec->byte_fallback;
     for (int id = 0; id < t->vocab_size; id++)
         if (t->types[id] == TOKEN_UNKNOWN) t->unk_id = id;
@@ -148,12 +150,14 @@ static int encode_word(const Tokenizer *t, const char *w, size_t n, IntBuf *out,
     return 0;
 }
 
-/* HF_BPE: the section with spaces as U+2581 (Gemma's Replace normalizer),
- * one word of characters: a character's piece, else its <0xXX> byte pieces,
- * else <unk> (one for a run when fuse_unk); then merged by rank. */
+/* HF_BPE: the section with spaces as U+2581 (the Replace normalizer), after
+ * one more (Llama 2's Prepend), one word of characters: a character's piece,
+ * else its <0xXX> byte pieces, else <unk> (one for a run when fuse_unk);
+ * then merged by rank. */
 static int encode_chars(const Tokenizer *t, const char *text, size_t n, IntBuf *out,
                         TokScratch *s, PosencError *err) {
     s->nfc.n = 0;
+    if (t->prepend_space && n > 0) charbuf_append(&s->nfc, "\xE2\x96\x81", 3);
     for (size_t i = 0; i < n; i++)
         charbuf_append(&s->nfc, text[i] == ' ' ? "\xE2\x96\x81" : text + i, text[i] == ' ' ? 3 : 1);
     const char *w = s->nfc.v;

@@ -43,14 +43,23 @@ static int plain_byte_level(const JsonValue *p, int use_regex) {
            json_get_bool(p, "use_regex", 1) == use_regex;
 }
 
-/* pre_tokenizer: ByteLevel with GPT-2's built-in regex, or a Sequence of
- * Isolated Splits (Regex patterns) ending in a ByteLevel without one. */
+/* StarCoder's spelling of its pattern: Digits (every digit alone; the Rust
+ * library's digits are \p{N}), then ByteLevel with GPT-2's regex. */
+static int starcoder_digits(const JsonValue *list) {
+    const JsonValue *d = &list->items[0];
+    return list->len == 2 && json_is_string(json_get(d, "type"), "Digits") &&
+           json_get_bool(d, "individual_digits", 0) == 1 && plain_byte_level(&list->items[1], 1);
+}
+
+/* pre_tokenizer: ByteLevel with GPT-2's built-in regex, StarCoder's Digits
+ * then that ByteLevel, or a Sequence of Isolated Splits (Regex patterns)
+ * ending in a ByteLevel without one. */
 static int find_pretokenizer(const JsonValue *p, PretokKind *kind, PosencError *err) {
-    if (plain_byte_level(p, 1)) {
-        *kind = PRETOK_GPT2;
+    const JsonValue *list = json_get(p, "pretokenizers");
+    if (plain_byte_level(p, 1) || (list && list->type == JSON_ARRAY && list->len && starcoder_digits(list))) {
+        *kind = plain_byte_level(p, 1) ? PRETOK_GPT2 : PRETOK_STARCODER;
         return 0;
     }
-    const JsonValue *list = json_get(p, "pretokenizers");
     if (!json_is_string(json_get(p, "type"), "Sequence") || !list || list->type != JSON_ARRAY ||
         list->len < 2 || list->len > 4 || !plain_byte_level(&list->items[list->len - 1], 0))
         return posenc_error(err, "pre_tokenizer is not a byte-level one posenc knows (a "
@@ -69,7 +78,8 @@ static int find_pretokenizer(const JsonValue *p, PretokKind *kind, PosencError *
     int found = pretok_find_regexes(regexes, n);
     if (found < 0)
         return posenc_error(err, "pre_tokenizer pattern '%s' is not one posenc implements "
-                                 "(GPT-2, Llama 3, Qwen2, DeepSeek-V3)", posenc_escape(regexes[n - 1]).s);
+                                 "(GPT-2, Llama 3, Qwen2, DeepSeek-V3, StarCoder, BLOOM, Viking)",
+                            posenc_escape(regexes[n - 1]).s);
     *kind = (PretokKind)found;
     return 0;
 }
@@ -90,20 +100,50 @@ static int check_model(const JsonValue *m, int *byte_fallback, PosencError *err)
     return 0;
 }
 
-/* Gemma's pipeline around a byte-fallback BPE: spaces become U+2581 (a
- * Replace normalizer), so its Split on ' ' never splits, and the decoder
- * turns them back. */
-static int check_char_bpe(const JsonValue *root, PosencError *err) {
-    const JsonValue *n = json_get(root, "normalizer"), *p = json_get(root, "pre_tokenizer");
-    if (!json_is_string(json_get(n, "type"), "Replace") ||
-        !json_is_string(json_get(json_get(n, "pattern"), "String"), " ") ||
-        !json_is_string(json_get(n, "content"), "\xE2\x96\x81"))
+/* A Replace step (normalizer or decoder) of the plain string `from` by `to`. */
+static int is_replace(const JsonValue *r, const char *from, const char *to) {
+    return json_is_string(json_get(r, "type"), "Replace") &&
+           json_is_string(json_get(json_get(r, "pattern"), "String"), from) &&
+           json_is_string(json_get(r, "content"), to);
+}
+
+static int is_type(const JsonValue *v, const char *type) {
+    return json_is_string(json_get(v, "type"), type);
+}
+
+static int number_is(const JsonValue *v, double x) {
+    return v && v->type == JSON_NUMBER && v->number == x;
+}
+
+/* The SentencePiece-style pipelines around a byte-fallback BPE: spaces
+ * become U+2581 (a Replace normalizer; Gemma), after one put in front of
+ * the text (Prepend first; Llama 2), so a Split on ' ' never splits; the
+ * decoder turns them back (Replace, ByteFallback, Fuse) and drops the first
+ * space when it ends in Strip (Llama 2). */
+static int check_char_bpe(const JsonValue *root, int *prepend, int *strip, PosencError *err) {
+    const JsonValue *n = json_get(root, "normalizer"), *p = json_get(root, "pre_tokenizer"),
+                    *d = json_get(root, "decoder"), *steps = json_get(n, "normalizers"),
+                    *dec = json_get(d, "decoders");
+    const char *space = "\xE2\x96\x81";
+    *prepend = is_type(n, "Sequence") && steps && steps->type == JSON_ARRAY && steps->len == 2 &&
+               is_type(&steps->items[0], "Prepend") &&
+               json_is_string(json_get(&steps->items[0], "prepend"), space);
+    if (!is_replace(*prepend ? &steps->items[1] : n, " ", space))
         return posenc_error(err, "BPE with byte_fallback needs the normalizer that replaces ' ' "
-                                 "with U+2581 (Gemma's); others are not supported");
-    if (!is_null(p) && !(json_is_string(json_get(p, "type"), "Split") &&
+                                 "with U+2581 (Gemma's), after a Prepend of U+2581 (Llama 2's); "
+                                 "others are not supported");
+    if (!is_null(p) && !(is_type(p, "Split") &&
                          json_is_string(json_get(json_get(p, "pattern"), "String"), " ")))
         return posenc_error(err, "BPE with byte_fallback: pre_tokenizer must be none or a Split "
                                  "on ' '");
+    const JsonValue *last = dec && dec->type == JSON_ARRAY && dec->len ? &dec->items[dec->len - 1] : NULL;
+    *strip = last && is_type(last, "Strip") && json_is_string(json_get(last, "content"), " ") &&
+             number_is(json_get(last, "start"), 1) && number_is(json_get(last, "stop"), 0);
+    if (!is_type(d, "Sequence") || !dec || dec->type != JSON_ARRAY || dec->len != 3u + (unsigned)*strip ||
+        !is_replace(&dec->items[0], space, " ") || !is_type(&dec->items[1], "ByteFallback") ||
+        !is_type(&dec->items[2], "Fuse"))
+        return posenc_error(err, "BPE with byte_fallback: the decoder must be Replace U+2581 by ' ', "
+                                 "ByteFallback, Fuse, then at most a Strip of one leading ' '");
     return 0;
 }
 
@@ -199,13 +239,13 @@ static char *read_json(const char *path, JsonDoc *doc, PosencError *err) {
 static int build(Tokenizer *t, const JsonValue *root, PosencError *err) {
     const JsonValue *model = json_get(root, "model");
     PretokKind pretok = PRETOK_GPT2;
-    int nfc = 0, byte_fallback = 0, fuse_unk = 0;
+    int nfc = 0, byte_fallback = 0, fuse_unk = 0, prepend = 0, strip = 0;
     const JsonValue *dec = json_get(root, "decoder");
     if (!model) return posenc_error(err, "no \"model\"");
     if (check_model(model, &byte_fallback, err) ||
         bool_field(model, "fuse_unk", 0, &fuse_unk, err))
         return -1;
-    if (byte_fallback ? check_char_bpe(root, err)
+    if (byte_fallback ? check_char_bpe(root, &prepend, &strip, err)
                       : check_normalizer(json_get(root, "normalizer"), &nfc, err) ||
                             find_pretokenizer(json_get(root, "pre_tokenizer"), &pretok, err))
         return -1;
@@ -239,6 +279,7 @@ static int build(Tokenizer *t, const JsonValue *root, PosencError *err) {
     if (rc == 0) {
         TokenizerSpec spec = {.kind = byte_fallback ? TOKENIZER_HF_BPE : TOKENIZER_GPT2,
                               .byte_fallback = byte_fallback, .fuse_unk = fuse_unk,
+                              .prepend_space = prepend, .strip_leading_space = strip,
                               .n_pieces = v.n, .pieces = v.pieces,
                               .piece_lens = v.lens, .types = v.types, .n_merges = (int)merges->len,
                               .merges = texts, .bos_id = -1, .eos_id = -1, .pretok = pretok,

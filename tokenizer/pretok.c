@@ -74,6 +74,13 @@ static size_t contraction(const char *s, size_t i, size_t end) {
     return 0;
 }
 
+/* \p{N}{1,max}: up to max characters of class Number. */
+static size_t digits(const char *s, size_t i, size_t end, int max) {
+    size_t k = i, clen;
+    for (int d = 0; d < max && k < end && class_at(s, k, end, &clen) == UCLASS_NUMBER; d++) k += clen;
+    return k - i;
+}
+
 /* Llama 3 (GGUF pre "llama-bpe") with max_digits 3, Qwen2 ("qwen2") with 1:
  *   (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,N}
  *   | ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+ */
@@ -85,12 +92,7 @@ static size_t match_llama3_like(const char *s, size_t i, size_t end, int max_dig
     if (c0 == UCLASS_LETTER) return run_of(s, i, end, C(LETTER)) - i;
     if (c0 != UCLASS_NUMBER && !is_nl(s[i]) && c1 == UCLASS_LETTER)
         return run_of(s, i + c0len, end, C(LETTER)) - i;
-    if (c0 == UCLASS_NUMBER) {
-        size_t k = i, clen;
-        for (int d = 0; d < max_digits && k < end && class_at(s, k, end, &clen) == UCLASS_NUMBER; d++)
-            k += clen;
-        return k - i;
-    }
+    if (c0 == UCLASS_NUMBER) return digits(s, i, end, max_digits);
     unsigned other = ~(C(SPACE) | C(LETTER) | C(NUMBER));
     size_t j = s[i] == ' ' && c1len && (other >> c1 & 1) ? i + 1 : i;
     if (other >> class_at(s, j, end, &c1len) & 1) {
@@ -112,11 +114,7 @@ static size_t match_qwen2(const char *s, size_t i, size_t end) {
  *   [一-龥\u3040-ゟ゠-ヿ]+            (U+4E00-9FA5, U+3040-30FF)
  *   [!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+
  *   | ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+ */
-static size_t match_digits3(const char *s, size_t i, size_t end) {
-    size_t k = i, clen;
-    for (int d = 0; d < 3 && k < end && class_at(s, k, end, &clen) == UCLASS_NUMBER; d++) k += clen;
-    return k - i;
-}
+static size_t match_digits3(const char *s, size_t i, size_t end) { return digits(s, i, end, 3); }
 
 static size_t match_cjk_kana(const char *s, size_t i, size_t end) {
     size_t k = i;
@@ -154,6 +152,31 @@ static size_t match_deepseek_v3_words(const char *s, size_t i, size_t end) {
     return c0 == UCLASS_SPACE ? whitespace(s, i, end) : 0;
 }
 
+/* StarCoder ("starcoder" and kin), two splits: every digit alone, then
+ * GPT-2's pattern (llama.cpp spells it without the final \s+, which only
+ * ever matches what the splits leave as a piece of its own anyway). */
+static size_t match_digit(const char *s, size_t i, size_t end) { return digits(s, i, end, 1); }
+
+/* BLOOM ("bloom", "poro-chat", "gpt3-finnish"):  ?[^(\s|.,!?…。，、।۔،)]+
+ * a run of anything but whitespace and these stops, after at most one space. */
+static int is_bloom_stop(const char *s, size_t i, size_t end, size_t *clen) {
+    static const uint32_t stops[] = {'(', '|', '.', ',', '!', '?', ')', 0x2026, 0x3002,
+                                     0xFF0C, 0x3001, 0x0964, 0x06D4, 0x060C};
+    if (class_at(s, i, end, clen) == UCLASS_SPACE) return 1;
+    uint32_t cp;
+    if (utf8_decode((const unsigned char *)s + i, end - i, &cp) <= 0) return 0;
+    for (size_t k = 0; k < sizeof stops / sizeof *stops; k++)
+        if (cp == stops[k]) return 1;
+    return 0;
+}
+
+static size_t match_bloom(const char *s, size_t i, size_t end) {
+    size_t k = i, clen;
+    if (s[i] == ' ' && i + 1 < end && !is_bloom_stop(s, i + 1, end, &clen)) k++;
+    while (k < end && !is_bloom_stop(s, k, end, &clen)) k += clen;
+    return k - i; /* a space taken is followed by at least one character that is not a stop */
+}
+
 typedef struct {
     const char *name;        /* GGUF tokenizer.ggml.pre */
     int n_levels;
@@ -161,13 +184,14 @@ typedef struct {
     const char *regex[3];    /* each level's pattern as tokenizer.json spells it */
 } PretokPattern;
 
+#define REGEX_GPT2 "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"
+#define REGEX_BLOOM " ?[^(\\s|.,!?\xE2\x80\xA6\xE3\x80\x82\xEF\xBC\x8C\xE3\x80\x81\xE0\xA5\xA4\xDB\x94\xD8\x8C)]+"
 #define REGEX_WS "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 #define REGEX_LLAMA3(DIGITS) "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|" DIGITS \
     "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|" REGEX_WS
 
 static const PretokPattern patterns[] = {
-    [PRETOK_GPT2] = {"gpt-2", 1, {match_gpt2},
-                     {"'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"}},
+    [PRETOK_GPT2] = {"gpt-2", 1, {match_gpt2}, {REGEX_GPT2}},
     [PRETOK_LLAMA3] = {"llama-bpe", 1, {match_llama3}, {REGEX_LLAMA3("\\p{N}{1,3}")}},
     [PRETOK_QWEN2] = {"qwen2", 1, {match_qwen2}, {REGEX_LLAMA3("\\p{N}")}},
     [PRETOK_DEEPSEEK_V3] = {"deepseek-v3", 3,
@@ -176,6 +200,9 @@ static const PretokPattern patterns[] = {
          "[\xE4\xB8\x80-\xE9\xBE\xA5\xE3\x81\x80-\xE3\x82\x9F\xE3\x82\xA0-\xE3\x83\xBF]+",
          "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?"
          "[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+"}},
+    [PRETOK_STARCODER] = {"starcoder", 2, {match_digit, match_gpt2}, {"\\p{N}", REGEX_GPT2}},
+    [PRETOK_BLOOM] = {"bloom", 1, {match_bloom}, {REGEX_BLOOM}},
+    [PRETOK_VIKING] = {"viking", 2, {match_bloom, match_digit}, {REGEX_BLOOM, "\\p{N}"}},
 };
 
 const char *pretok_name(PretokKind kind) { return patterns[kind].name; }
@@ -189,29 +216,48 @@ int pretok_find_regexes(const char *const *regexes, int n) {
     return -1;
 }
 
-/* llama.cpp's names (llama-vocab.cpp) for the patterns above. */
+/* llama.cpp's names (llama-vocab.cpp, c392e50) for the patterns above, and
+ * which of them skip the merges of a pre-token that is a whole piece. */
 static const struct {
     const char *name;
     PretokKind kind;
+    int ignore_merges;
 } pre_names[] = {
-    {"gpt-2", PRETOK_GPT2}, {"phi-2", PRETOK_GPT2}, {"roberta-bpe", PRETOK_GPT2},
-    {"jina-es", PRETOK_GPT2}, {"jina-de", PRETOK_GPT2}, {"jina-v1-en", PRETOK_GPT2},
-    {"jina-v2-es", PRETOK_GPT2}, {"jina-v2-de", PRETOK_GPT2}, {"jina-v2-code", PRETOK_GPT2},
-    {"gigachat", PRETOK_GPT2}, {"llama-bpe", PRETOK_LLAMA3}, {"llama3", PRETOK_LLAMA3},
-    {"llama-v3", PRETOK_LLAMA3}, {"falcon3", PRETOK_LLAMA3}, {"qwen2", PRETOK_QWEN2},
-    {"deepseek-r1-qwen", PRETOK_QWEN2}, {"megrez", PRETOK_QWEN2},
-    {"deepseek-v3", PRETOK_DEEPSEEK_V3},
+    {"gpt-2", PRETOK_GPT2, 0}, {"phi-2", PRETOK_GPT2, 0}, {"roberta-bpe", PRETOK_GPT2, 0},
+    {"jina-es", PRETOK_GPT2, 0}, {"jina-de", PRETOK_GPT2, 0}, {"jina-v1-en", PRETOK_GPT2, 0},
+    {"jina-v2-es", PRETOK_GPT2, 0}, {"jina-v2-de", PRETOK_GPT2, 0}, {"jina-v2-code", PRETOK_GPT2, 0},
+    {"gigachat", PRETOK_GPT2, 0}, {"mpt", PRETOK_GPT2, 0}, {"olmo", PRETOK_GPT2, 0},
+    {"jais", PRETOK_GPT2, 0},
+    {"llama-bpe", PRETOK_LLAMA3, 1}, {"llama3", PRETOK_LLAMA3, 1}, {"llama-v3", PRETOK_LLAMA3, 1},
+    {"falcon3", PRETOK_LLAMA3, 1}, {"dbrx", PRETOK_LLAMA3, 0}, {"smaug-bpe", PRETOK_LLAMA3, 0},
+    {"chatglm-bpe", PRETOK_LLAMA3, 0},
+    {"qwen2", PRETOK_QWEN2, 0}, {"deepseek-r1-qwen", PRETOK_QWEN2, 0}, {"megrez", PRETOK_QWEN2, 0},
+    {"stablelm2", PRETOK_QWEN2, 0},
+    {"deepseek-v3", PRETOK_DEEPSEEK_V3, 0},
+    {"starcoder", PRETOK_STARCODER, 0}, {"refact", PRETOK_STARCODER, 0},
+    {"command-r", PRETOK_STARCODER, 0}, {"smollm", PRETOK_STARCODER, 0},
+    {"codeshell", PRETOK_STARCODER, 0}, {"exaone", PRETOK_STARCODER, 0},
+    {"minerva-7b", PRETOK_STARCODER, 0},
+    {"bloom", PRETOK_BLOOM, 0}, {"poro-chat", PRETOK_BLOOM, 0}, {"gpt3-finnish", PRETOK_BLOOM, 0},
+    {"viking", PRETOK_VIKING, 0},
 };
+#define N_PRE_NAMES (sizeof pre_names / sizeof *pre_names)
 
-int pretok_find_name(const char *name) {
-    for (size_t k = 0; k < sizeof pre_names / sizeof *pre_names; k++)
-        if (strcmp(pre_names[k].name, name) == 0) return (int)pre_names[k].kind;
+int pretok_find_name(const char *name, int *ignore_merges) {
+    for (size_t k = 0; k < N_PRE_NAMES; k++)
+        if (strcmp(pre_names[k].name, name) == 0) {
+            *ignore_merges = pre_names[k].ignore_merges;
+            return (int)pre_names[k].kind;
+        }
     return -1;
 }
 
 const char *pretok_known_names(void) {
-    return "gpt-2, phi-2, roberta-bpe, jina-*, gigachat, llama-bpe, llama3, llama-v3, falcon3, "
-           "qwen2, deepseek-r1-qwen, megrez, deepseek-v3";
+    static char list[1024];
+    if (!list[0])
+        for (size_t k = 0, n = 0; k < N_PRE_NAMES && n < sizeof list; k++)
+            n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", k ? ", " : "", pre_names[k].name);
+    return list;
 }
 
 /* Splits s[start, end) at one level; pushes the end offsets of the final pieces. */

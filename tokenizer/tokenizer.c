@@ -325,6 +325,8 @@ const char *tokenizer_decode(const Tokenizer *t, int prev, int token, size_t *le
         drop = prev == t->bos_id && t->pieces[token][0] == ' ';
     else if (t->kind == TOKENIZER_SPM_BPE || t->kind == TOKENIZER_SPM_UNIGRAM)
         drop = (prev < 0 || prev == t->bos_id) && spm_drops_space(t, token);
+    else if (t->kind == TOKENIZER_HF_BPE && t->strip_leading_space)
+        drop = (prev < 0 || prev == t->bos_id) && t->surface_pool[t->surface_off[token]] == ' ';
     return surface(t, token, drop, len);
 }
 
@@ -354,7 +356,8 @@ char *tokenizer_decode_text(const Tokenizer *t, const int *ids, int n, size_t *l
         size_t k;
         const char *s;
         if (!byte_runs || (!spm && t->types[id] != TOKEN_BYTE)) {
-            s = tokenizer_decode(t, prev, id, &k);
+            /* HF_BPE's Strip applies once, to the whole text, below */
+            s = t->kind == TOKENIZER_HF_BPE ? surface(t, id, 0, &k) : tokenizer_decode(t, prev, id, &k);
             charbuf_append(&out, s, k);
             prev = id;
             continue;
@@ -376,6 +379,7 @@ char *tokenizer_decode_text(const Tokenizer *t, const int *ids, int n, size_t *l
     }
     charbuf_append(&out, "", 1);
     *len = out.n - 1;
+    if (t->strip_leading_space && out.v[0] == ' ') memmove(out.v, out.v + 1, (*len)--);
     return out.v;
 }
 

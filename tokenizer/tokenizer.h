@@ -35,6 +35,9 @@ typedef enum {
     PRETOK_LLAMA3,      /* "llama-bpe": Llama 3, digits in runs of up to 3 */
     PRETOK_QWEN2,       /* "qwen2": the Llama 3 pattern with single digits */
     PRETOK_DEEPSEEK_V3, /* "deepseek-v3": digits, CJK/kana, then words */
+    PRETOK_STARCODER,   /* "starcoder": every digit alone, then GPT-2's pattern */
+    PRETOK_BLOOM,       /* "bloom": runs up to whitespace or a stop (.,!? ...) */
+    PRETOK_VIKING,      /* "viking": BLOOM's runs, then every digit alone */
     PRETOK_COUNT
 } PretokKind;
 
@@ -70,6 +73,10 @@ typedef struct {
     int ignore_merges;           /* a pre-token that is a whole piece is not merged */
     int nfc;                     /* text between added pieces is put in Unicode NFC first */
     int fuse_unk;                /* TOKENIZER_HF_BPE: a run of unknown characters is one <unk> */
+    int prepend_space;           /* TOKENIZER_HF_BPE: text between added pieces starts with a
+                                    U+2581 (Llama 2's Prepend normalizer) */
+    int strip_leading_space;     /* TOKENIZER_HF_BPE: decoding drops the text's first space
+                                    (Llama 2's Strip decoder) */
     int leftmost_merges;         /* merge the leftmost best-ranked pair at a time (Hugging
                                     Face), not every occurrence of it per pass (encoder.py) */
 } TokenizerSpec;
@@ -126,7 +133,7 @@ typedef struct {
     /* byte-level BPE: see TokenizerSpec; user-defined pieces are always
      * matched in text, control pieces too under parse_special */
     PretokKind pretok;
-    int ignore_merges, leftmost_merges, nfc, fuse_unk;
+    int ignore_merges, leftmost_merges, nfc, fuse_unk, prepend_space, strip_leading_space;
     PieceTrie added_trie;        /* user-defined pieces */
     PieceTrie special_trie;      /* user-defined and control pieces */
     int parse_special;           /* tokenizer_set_parse_special */

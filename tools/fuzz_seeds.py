@@ -574,7 +574,10 @@ def hf_json_seeds(models, corpus):
              {"id": n + 1, "content": "<tool>", "special": False, "normalized": False}]
     byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
                   "use_regex": False}
-    pres = [{"type": "ByteLevel", "add_prefix_space": False, "use_regex": True}]
+    pres = [{"type": "ByteLevel", "add_prefix_space": False, "use_regex": True},
+            {"type": "Sequence", "pretokenizers": [   # StarCoder's own spelling
+                {"type": "Digits", "individual_digits": True},
+                {"type": "ByteLevel", "add_prefix_space": False, "use_regex": True}]}]
     for regexes in convert.HF_PATTERNS:
         pres.append({"type": "Sequence", "pretokenizers": [
             {"type": "Split", "pattern": {"Regex": r}, "behavior": "Isolated", "invert": False}
@@ -599,18 +602,31 @@ def hf_json_seeds(models, corpus):
                 corpus.add(text.replace(old, new, 1) + SPLIT + config)
             corpus.add(text + SPLIT + b'{"bos_token": 7')
     corpus.add(b"[" * 200 + b"]" * 200)
-    # Gemma's layout: BPE over characters with byte fallback and U+2581 for spaces
+    # Gemma's and Llama 2's layouts: BPE over characters with byte fallback and
+    # U+2581 for spaces (Llama 2: one more in front, and the decoder's Strip)
     gvocab = {"<unk>": 0, "\u2581": 1, "a": 2, "b": 3, "ab": 4, "\u2581ab": 5}
     for b in range(256):
         gvocab["<0x%02X>" % b] = len(gvocab)
-    gdoc = {"added_tokens": [
-                {"id": len(gvocab), "content": "<eot>", "special": True, "normalized": False}],
-            "normalizer": {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"},
-            "pre_tokenizer": {"type": "Split", "pattern": {"String": " "},
-                              "behavior": "MergedWithPrevious", "invert": False},
-            "model": {"type": "BPE", "vocab": gvocab, "merges": [["a", "b"], ["\u2581", "ab"]],
-                      "unk_token": "<unk>", "fuse_unk": True, "byte_fallback": True}}
-    corpus.add(json.dumps(gdoc).encode() + SPLIT + b'{"eos_token": "<eot>"}')
+    replace = {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}
+    decoders = [{"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "},
+                {"type": "ByteFallback"}, {"type": "Fuse"}]
+    strip = {"type": "Strip", "content": " ", "start": 1, "stop": 0}
+    for llama2 in (False, True):
+        gdoc = {"added_tokens": [
+                    {"id": len(gvocab), "content": "<eot>", "special": True, "normalized": False}],
+                "normalizer": {"type": "Sequence", "normalizers": [
+                    {"type": "Prepend", "prepend": "\u2581"}, replace]} if llama2 else replace,
+                "pre_tokenizer": None if llama2 else {
+                    "type": "Split", "pattern": {"String": " "}, "behavior": "MergedWithPrevious",
+                    "invert": False},
+                "decoder": {"type": "Sequence", "decoders": decoders + [strip] * llama2},
+                "model": {"type": "BPE", "vocab": gvocab, "merges": [["a", "b"], ["\u2581", "ab"]],
+                          "unk_token": "<unk>", "fuse_unk": True, "byte_fallback": True}}
+        text = json.dumps(gdoc).encode()
+        corpus.add(text + SPLIT + b'{"eos_token": "<eot>"}')
+        if llama2:
+            corpus.add(text.replace(b'"start": 1', b'"start": 2', 1))
+            corpus.add(text.replace(b'"Prepend"', b'"Append"', 1))
 
 
 # ---- text and the sampler --------------------------------------------------------------

@@ -2,13 +2,13 @@
 // tokenizers library (@huggingface/tokenizers, pinned in tests/package.json,
 // installed by tools/ensure_npm.sh) encodes each line of a text file.
 //
-// usage: node tools/hf_reference.mjs DIR TEXT [--special | --decoded]
+// usage: node tools/hf_reference.mjs DIR TEXT [--special] [--decoded]
 //   DIR    holds tokenizer.json (and tokenizer_config.json, when present)
 //   TEXT   UTF-8 text; lines end at '\n' ('\r' stays in the line, as -m tokenize reads it)
 //   --special  special added tokens in the text become their ids (posenc --special);
 //          without it they are text, as the Python library's split_special_tokens=True
 //          gives: the special entries leave added_tokens, the others stay.
-//   --decoded  prints each line's ids (with --special's rule) decoded back to text
+//   --decoded  prints each line's ids (with or without --special) decoded back to text
 //          by the tokenizer's decoder instead, without clean_up_tokenization_spaces
 //          (what posenc's decoding must give).
 // Prints one line of space-separated ids per input line; no BOS/EOS.
@@ -19,8 +19,9 @@ const modules = process.env.POSENC_NODE_MODULES ?? `${here}../build/npm/node_mod
 const { Tokenizer } = await import(`${modules}/@huggingface/tokenizers/dist/tokenizers.mjs`);
 
 const [dir, textPath, ...flags] = process.argv.slice(2);
-if (!dir || !textPath || flags.length > 1 || flags.some((f) => f !== "--special" && f !== "--decoded")) {
-    console.error("usage: node tools/hf_reference.mjs DIR TEXT [--special | --decoded]");
+if (!dir || !textPath || new Set(flags).size !== flags.length ||
+    flags.some((f) => f !== "--special" && f !== "--decoded")) {
+    console.error("usage: node tools/hf_reference.mjs DIR TEXT [--special] [--decoded]");
     process.exit(2);
 }
 const json = JSON.parse(readFileSync(`${dir}/tokenizer.json`, "utf8"));

