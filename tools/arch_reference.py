@@ -39,6 +39,9 @@ import sys
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from reference import read_safetensors  # noqa: E402
+
 FAMILIES = ("qwen2", "gpt_neox", "bloom", "gpt_bigcode", "phi", "mpt", "gemma", "mistral")
 WINDOW = 5   # mistral's sliding window: short, so that the tests' prompts leave it
 DIM, LAYERS, HEADS, VOCAB, CTX = 64, 2, 4, 256, 64
@@ -236,20 +239,6 @@ def make(family, directory, seed, tied):
 
 
 # ---- the forward pass -------------------------------------------------------------------------
-
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        header = json.loads(f.read(n))
-        data = f.read()
-    out = {}
-    for name, e in header.items():
-        if name == "__metadata__":
-            continue
-        b, end = e["data_offsets"]
-        out[name] = np.frombuffer(data[b:end], dtype="<f4").reshape(e["shape"]).astype(np.float64)
-    return out
-
 
 def rmsnorm(x, w, eps):
     return x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * w
