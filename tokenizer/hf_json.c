@@ -168,13 +168,15 @@ typedef struct {
     int n;
 } Vocab;
 
-/* Places added_tokens at their ids beside the model's vocabulary: the same
- * text at the same id, or a new id; every id from 0 up must be given. */
+/* Gives every piece its type, and places added_tokens (when the file has
+ * any) at their ids beside the model's vocabulary: the same text at the
+ * same id, or a new id; every id from 0 up must be given. */
 static int add_tokens(Vocab *v, const JsonValue *added, int normalizes, PosencError *err) {
-    if (is_null(added)) return 0;
-    if (added->type != JSON_ARRAY) return posenc_error(err, "added_tokens is not an array");
+    if (!is_null(added) && added->type != JSON_ARRAY)
+        return posenc_error(err, "added_tokens is not an array");
+    uint32_t count = is_null(added) ? 0 : added->len;
     int n = v->n;
-    for (uint32_t k = 0; k < added->len; k++) {
+    for (uint32_t k = 0; k < count; k++) {
         const JsonValue *id = json_get(&added->items[k], "id");
         if (!id || id->type != JSON_NUMBER || id->number < 0 || id->number >= INT32_MAX ||
             id->number != (double)(int)id->number)
@@ -187,7 +189,7 @@ static int add_tokens(Vocab *v, const JsonValue *added, int normalizes, PosencEr
     if (!v->pieces || !v->lens) posenc_out_of_memory((size_t)n, sizeof(char *), "the vocabulary");
     for (int i = v->n; i < n; i++) v->pieces[i] = NULL;
     for (int i = 0; i < n; i++) v->types[i] = TOKEN_NORMAL;
-    for (uint32_t k = 0; k < added->len; k++) {
+    for (uint32_t k = 0; k < count; k++) {
         const JsonValue *a = &added->items[k], *content = json_get(a, "content");
         int id = (int)json_get(a, "id")->number;
         if (!content || content->type != JSON_STRING || content->len == 0)
