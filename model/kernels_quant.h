@@ -11,7 +11,9 @@
  *   __m256i quant_dot4(__m256i q, __m256i x);
  *
  * whose int32 lane i is the sum of q . x over bytes 4i..4i+3, from which
- * quant_idot below is made (and Q4_0 in registers).
+ * quant_idot below is made, and the kernels that unpack Q4_0, Q4_1, Q5_0,
+ * Q5_1, Q4_K, Q5_K and Q6_K in registers (a path may also bring its own
+ * Q4_0, QUANT_DOT_Q4_0).
  *
  * The 32-weight block types run against Q8 blocks of 32 activations (the
  * path's quantize_q8), the K-quants against Q8_K super-blocks
@@ -25,6 +27,8 @@
 #include "base/quant.h"
 
 #ifdef QUANT_AVX256
+static inline float quant_half_avx(const uint8_t *p) { return _cvtsh_ss((uint16_t)(p[0] | p[1] << 8)); }
+
 static inline int32_t quant_hsum_epi32(__m256i acc) {
     __m128i h = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
     h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4E));
@@ -113,10 +117,10 @@ static inline float quant_hsum_ps(__m256 acc) {
             for (int b = 0; b < k / QK; b++, blk++) {                                            \
                 __m256i x = _mm256_loadu_si256((const __m256i *)(xq + QK * b));                  \
                 __m256i p = quant_dot4(quant_block32_avx(blk->qs, QH, CENTRE), x);               \
-                float d = _cvtsh_ss((uint16_t)(blk->d[0] | blk->d[1] << 8)) * xd[b];             \
+                float d = quant_half_avx(blk->d) * xd[b];                                        \
                 acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d), acc);           \
                 if (M) {                                                                         \
-                    float mb = _cvtsh_ss((uint16_t)((M)[0] | (M)[1] << 8)) * xd[b];              \
+                    float mb = quant_half_avx(M) * xd[b];                                        \
                     acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(quant_dot4(ones, x)), _mm256_set1_ps(mb), acc); \
                 }                                                                                \
             }                                                                                    \
@@ -165,8 +169,6 @@ static inline float quant_superblock_dot(const QuantSuperBlock *u, const int8_t 
 /* Q4_K, Q5_K and Q6_K, the types of the K_M files, with the quants split in
  * registers: the same exact integer sums and the same float operations per
  * super-block as quant_superblock_dot. */
-static inline float quant_half_avx(const uint8_t *p) { return _cvtsh_ss((uint16_t)(p[0] | p[1] << 8)); }
-
 /* Q4_K, Q5_K (qh not NULL): each 64 weights share 32 bytes of qs (low
  * nibbles: sub-block 2j, high: 2j + 1); sub-block s takes bit s of qh[l]. */
 static inline float superblock_k4(const uint8_t *d, const uint8_t *dmin, const uint8_t *scales,
