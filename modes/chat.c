@@ -353,7 +353,10 @@ int chat_loop(ChatSession *s, FILE *in, FILE *out, int interactive, PosencError 
             fflush(out);
         }
         errno = 0;
-        ssize_t n = getline(&line, &cap, in);
+        /* a Ctrl-C that came while the prompt was written would not
+         * interrupt the read that follows: it ends the chat here */
+        int ctrl_c = s->opt->interrupted && *s->opt->interrupted;
+        ssize_t n = ctrl_c ? -1 : getline(&line, &cap, in);
         if (n < 0) {   /* EOF, or Ctrl-C at the prompt */
             if (interactive) fputc('\n', out);
             if (ferror(in) && errno != EINTR) rc = posenc_error(err, "reading the conversation: %s", strerror(errno));

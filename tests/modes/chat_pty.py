@@ -50,7 +50,16 @@ def main(run, model, tokenizer):
         return 1
     os.write(fd, b"\x03")
     read_until(fd, b"\xff", 5)       # drain until it exits
-    _, status = os.waitpid(pid, 0)
+    for _ in range(100):             # 10 s, then it is a failure, not a hang
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        sys.stderr.write("the second Ctrl-C did not end the chat\n")
+        return 1
     if not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0:
         sys.stderr.write("the second Ctrl-C ended the chat with status %r\n" % status)
         return 1
