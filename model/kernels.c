@@ -34,6 +34,8 @@ int kernels_use(const char *name) {
 
 const char *kernels_path_name(void) { return kp()->name; }
 
+int kernels_int8_prefill(void) { return kp()->gemm_q8 != NULL; }
+
 void kernel_copy_f32(float *dst, const void *src, size_t n) { memcpy(dst, src, n * sizeof(float)); }
 
 /* The kernel path p lacks for type t in this use, or NULL. */
@@ -79,10 +81,25 @@ static size_t xd_floats(int max_cols) { return (size_t)(max_cols / QK + 1); }
 static size_t kd_floats(int max_cols) { return (size_t)(max_cols / QK_K + 1); }
 static size_t ksum_count(int max_cols) { return (size_t)(max_cols / 16 + 1); }
 
+/* Prefill of block-quantized weights quantizes this many tokens at a time
+ * and fills each unit of weight rows once per that many. */
+#define QUANT_TOKENS 512
+
+/* A chunk's activations as QuantActs; a unit's u bytes, and its d and m. */
+static size_t acts_scale_bytes(int max_cols) { return (size_t)QUANT_TOKENS * (max_cols / QK) * sizeof(float); }
+static size_t acts_sum_bytes(int max_cols) { return (size_t)QUANT_TOKENS * (max_cols / 16) * sizeof(int32_t); }
+static size_t acts_bytes(int max_cols) {
+    return acts_scale_bytes(max_cols) + acts_sum_bytes(max_cols) + (size_t)QUANT_TOKENS * max_cols;
+}
+static size_t unit_bytes(int max_cols) {
+    return (size_t)UNIT_ROWS * max_cols + 2 * (size_t)(max_cols / QK) * 64 * sizeof(float);
+}
+
 size_t matmul_scratch_bytes(int max_cols) {
-    return panel_floats(max_cols) * sizeof(float) * (size_t)omp_get_max_threads() +
+    return (panel_floats(max_cols) * sizeof(float) + unit_bytes(max_cols)) *
+               (size_t)omp_get_max_threads() +
            2 * (size_t)max_cols + (xd_floats(max_cols) + kd_floats(max_cols)) * sizeof(float) +
-           ksum_count(max_cols) * sizeof(int16_t);
+           ksum_count(max_cols) * sizeof(int16_t) + acts_bytes(max_cols);
 }
 
 int matmul_scratch_build(MatmulScratch *s, int max_cols, PosencError *err) {
@@ -96,10 +113,26 @@ int matmul_scratch_build(MatmulScratch *s, int max_cols, PosencError *err) {
     s->kq = malloc((size_t)max_cols);
     s->kd = malloc(kd_floats(max_cols) * sizeof(float));
     s->ksum = malloc(ksum_count(max_cols) * sizeof(int16_t));
-    if (!s->panel || !s->xq || !s->xd || !s->kq || !s->kd || !s->ksum) {
+    s->acts = malloc(sizeof *s->acts);
+    s->acts_data = malloc(acts_bytes(max_cols));
+    s->units = calloc((size_t)s->n_threads, sizeof *s->units);
+    s->units_data = malloc(unit_bytes(max_cols) * (size_t)s->n_threads);
+    if (!s->panel || !s->xq || !s->xd || !s->kq || !s->kd || !s->ksum || !s->acts || !s->acts_data || !s->units ||
+        !s->units_data) {
         matmul_scratch_free(s);
         return posenc_error_oom(err, s->panel_floats * (size_t)s->n_threads, sizeof(float),
                                 "the matmul panels");
+    }
+    /* f32 arrays first, then the bytes: every array stays aligned */
+    char *a = s->acts_data;
+    *s->acts = (QuantActs){max_cols, (int8_t *)(a + acts_scale_bytes(max_cols) + acts_sum_bytes(max_cols)),
+                           (float *)a, (int32_t *)(a + acts_scale_bytes(max_cols))};
+    for (int t = 0; t < s->n_threads; t++) {
+        char *u = s->units_data + unit_bytes(max_cols) * (size_t)t;
+        size_t scales = (size_t)(max_cols / QK) * 64;
+        s->units[t].d = (float *)u;
+        s->units[t].m = (float *)u + scales;
+        s->units[t].q = (uint8_t *)(u + 2 * scales * sizeof(float));
     }
     return 0;
 }
@@ -111,6 +144,10 @@ void matmul_scratch_free(MatmulScratch *s) {
     free(s->kq);
     free(s->kd);
     free(s->ksum);
+    free(s->acts);
+    free(s->acts_data);
+    free(s->units);
+    free(s->units_data);
     memset(s, 0, sizeof *s);
 }
 
@@ -203,6 +240,48 @@ static void gemm(float *out, const float *x, const Tensor *w, int n, MatmulScrat
     }
 }
 
+/* Block-quantized weights on a path with an int8 product: per QUANT_TOKENS
+ * tokens, the activations are quantized once (in parallel), then every
+ * unit of UNIT_ROWS rows of every matrix is filled once, by the thread that
+ * multiplies it with all those tokens while it sits in that core's cache.
+ * Each output is one thread's, computed the same way whatever the tile, so
+ * the result depends on neither the threads nor the chunking. */
+static void gemm_quant(float *const *outs, const float *x, const Tensor *const *ws, int count, int n,
+                       MatmulScratch *s) {
+    const KernelPath *p = kp();
+    int k = ws[0]->cols, units = 0;
+    for (int i = 0; i < count; i++) units += (ws[i]->rows + UNIT_ROWS - 1) / UNIT_ROWS;
+    for (int t0 = 0; t0 < n; t0 += QUANT_TOKENS) {
+        int tokens = n - t0 < QUANT_TOKENS ? n - t0 : QUANT_TOKENS;
+        int nt = n_threads_for(s, (size_t)units * UNIT_ROWS * k * tokens);
+        QuantActs *a = s->acts;
+        a->k = k;
+        #pragma omp parallel num_threads(nt)
+        {
+            #pragma omp for schedule(static)
+            for (int t = 0; t < tokens; t++) {
+                p->quantize_q8(a->q + (size_t)t * k, a->d + (size_t)t * (k / QK), x + (size_t)(t0 + t) * k, k);
+                quant_acts_sums(a->sum + (size_t)t * (k / 16), a->q + (size_t)t * k, k);
+            }
+            QuantUnit *u = &s->units[omp_get_thread_num()];
+            #pragma omp for schedule(dynamic, 1)
+            for (int it = 0; it < units; it++) {
+                int i = 0, j = it;
+                while (j >= (ws[i]->rows + UNIT_ROWS - 1) / UNIT_ROWS) j -= (ws[i++]->rows + UNIT_ROWS - 1) / UNIT_ROWS;
+                const Tensor *w = ws[i];
+                int r0 = j * UNIT_ROWS, rows = w->rows - r0 < UNIT_ROWS ? w->rows - r0 : UNIT_ROWS;
+                quant_unit_fill(u, w->type, tensor_row(w, r0), tensor_row_bytes(w->type, (size_t)k), rows, k);
+                p->gemm_q8(outs[i] + (size_t)t0 * w->rows + r0, (size_t)w->rows, u, rows, a, 0, tokens);
+            }
+        }
+    }
+}
+
+static int quantized(const Tensor *w) {
+    const TypeKernels *tk = &kp()->type[w->type];
+    return tk->dot_q8 || tk->dot_q8k;
+}
+
 void matmul(float *out, const float *x, const Tensor *w, int n, MatmulScratch *s) {
     matmul_many(&out, x, &w, 1, n, s);
 }
@@ -213,7 +292,17 @@ void matmul_many(float *const *outs, const float *x, const Tensor *const *ws, in
         gemv(outs, x, ws, count, s);
         return;
     }
-    for (int i = 0; i < count; i++) gemm(outs[i], x, ws[i], n, s);
+    float *q_outs[MATMUL_MANY_MAX];
+    const Tensor *q_ws[MATMUL_MANY_MAX];
+    int nq = 0;
+    for (int i = 0; i < count; i++)
+        if (kp()->gemm_q8 && quantized(ws[i]) && nq < MATMUL_MANY_MAX) {
+            q_outs[nq] = outs[i];
+            q_ws[nq++] = ws[i];
+        } else {
+            gemm(outs[i], x, ws[i], n, s);
+        }
+    if (nq) gemm_quant(q_outs, x, q_ws, nq, n, s);
 }
 
 void dot_rows(float *out, size_t ldo, const float *x, size_t ldx, TensorType wt, const void *w,

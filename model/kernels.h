@@ -5,7 +5,7 @@
  * or AVX2 when the build targets them (`make` uses -march=native), else
  * portable C (`make PORTABLE=1`).  Results never depend on the number of
  * threads, and decode and prefill round alike, except for block-quantized
- * weights, which decode with int8 activations and prefill with f32 ones
+ * weights, whose decode and prefill quantize activations differently
  * (see matmul). */
 #ifndef POSENC_KERNELS_H
 #define POSENC_KERNELS_H
@@ -20,6 +20,7 @@
  * can hold a barrier for a whole time slice). */
 #define PARALLEL_MIN_MACS (1 << 15)
 
+
 /* Working memory of matmul, sized once per context so that no kernel
  * allocates per token. */
 typedef struct {
@@ -32,6 +33,10 @@ typedef struct {
     int8_t *kq;          /* (max_cols) the same as Q8_K, for the K-quants */
     float *kd;           /* (max_cols / 256) their scales */
     int16_t *ksum;       /* (max_cols / 16) sums of each 16 */
+    /* prefill against block-quantized weights (kernels_impl.h): */
+    struct QuantActs *acts;   /* one chunk's activations */
+    struct QuantUnit *units;  /* (n_threads) a unit of weight rows per thread */
+    char *acts_data, *units_data; /* the memory behind them */
 } MatmulScratch;
 
 int matmul_scratch_build(MatmulScratch *s, int max_cols, PosencError *err);
@@ -43,13 +48,16 @@ void matmul_scratch_free(MatmulScratch *s);
  * for n > 1, over blocks of tokens).  n = 1 streams the weights once with
  * a matrix-vector kernel; block-quantized weights (Q8_0, Q4_0 ... Q6_K)
  * then quantize x to int8 blocks (Q8_K super-blocks for the K-quants) and
- * use integer dot products.  n > 1 runs a cache-blocked matrix-matrix kernel
- * on f32 copies of L2-sized weight panels (quantized types included: on
- * this kind of CPU that is faster than an int8 product, which needs a
- * scale per block and per output). */
+ * use integer dot products.  n > 1 runs a cache-blocked matrix-matrix
+ * kernel: on f32 copies of L2-sized weight panels for f32/f16/bf16, and
+ * for block-quantized weights either the same (kernels_int8_prefill() 0)
+ * or, with x quantized to Q8 blocks of 32, integer products on units of
+ * 32 rows unpacked to bytes (kernels_impl.h), 2.5-3x faster with VNNI. */
 void matmul(float *out, const float *x, const Tensor *w, int n, MatmulScratch *s);
-/* outs[i] = x . ws[i]^T for `count` matrices of the same width (q, k, v;
- * gate, up): for decode, one parallel region streams them all. */
+/* outs[i] = x . ws[i]^T for `count` <= MATMUL_MANY_MAX matrices of the same
+ * width (q, k, v; gate, up): for decode, and for prefill against
+ * block-quantized weights, one parallel region does them all. */
+#define MATMUL_MANY_MAX 3
 void matmul_many(float *const *outs, const float *x, const Tensor *const *ws, int count, int n,
                  MatmulScratch *s);
 
@@ -100,4 +108,7 @@ int kernels_check_type(TensorType t, KernelUse use, PosencError *err);
  * in use (the best compiled in, by default). */
 int kernels_use(const char *name);
 const char *kernels_path_name(void);
+/* 1 if the path in use prefills block-quantized weights with int8
+ * activations (portable, and AVX-512 with VNNI), 0 if with f32 panels. */
+int kernels_int8_prefill(void);
 #endif

@@ -535,6 +535,97 @@ static void dot_q4_0_pairs(float *out, const int8_t *xq, const float *xd, const 
     }
 }
 
+#ifdef __AVX512VNNI__
+/* Prefill's integer product (kernels_impl.h): NT tokens against the
+ * unit's two groups of 16 rows.  Per 4 weights, each token's 4 quants are
+ * broadcast against the interleaved u (dpbusd: unsigned by signed, exact
+ * in int32); per half block, off times the activations' sum is taken off
+ * in int32 and the lanes (one per row) are scaled into f32 accumulators. */
+INLINE void gemm_q8_tile(float *out, size_t ldo, const QuantUnit *w, int rows, const QuantActs *x,
+                         int t, int NT, int OFF, int MIN, int SPLIT) {
+    int k = x->k;
+    const int8_t *xq[4];
+    const float *xd[4];
+    const int32_t *xs[4];
+    __m512 acc[2][4];
+#pragma GCC unroll 4
+    for (int j = 0; j < NT; j++) {
+        xq[j] = x->q + (size_t)(t + j) * k;
+        xd[j] = x->d + (size_t)(t + j) * (k / 32);
+        xs[j] = x->sum + (size_t)(t + j) * (k / 16);
+        acc[0][j] = acc[1][j] = _mm512_setzero_ps();
+    }
+    for (int b = 0; b < w->nb; b++) {
+        const uint8_t *wq = w->q + (size_t)b * 1024;
+        for (int h = 0; h < (SPLIT ? 2 : 1); h++) {
+            __m512i ia[2][4];
+#pragma GCC unroll 4
+            for (int j = 0; j < NT; j++) ia[0][j] = ia[1][j] = _mm512_setzero_si512();
+            for (int s = SPLIT ? 4 * h : 0; s < (SPLIT ? 4 * h + 4 : 8); s++) {
+                __m512i w0 = _mm512_loadu_si512(wq + 64 * s), w1 = _mm512_loadu_si512(wq + 512 + 64 * s);
+#pragma GCC unroll 4
+                for (int j = 0; j < NT; j++) {
+                    int32_t v;
+                    memcpy(&v, xq[j] + 32 * b + 4 * s, 4);
+                    __m512i xb = _mm512_set1_epi32(v);
+                    ia[0][j] = _mm512_dpbusd_epi32(ia[0][j], w0, xb);
+                    ia[1][j] = _mm512_dpbusd_epi32(ia[1][j], w1, xb);
+                }
+            }
+#pragma GCC unroll 4
+            for (int j = 0; j < NT; j++) {
+                int32_t sum = SPLIT ? xs[j][2 * b + h] : xs[j][2 * b] + xs[j][2 * b + 1];
+                __m512 xdv = _mm512_set1_ps(xd[j][b]);
+#pragma GCC unroll 2
+                for (int g = 0; g < 2; g++) {
+                    __m512i v = ia[g][j];
+                    if (OFF) v = _mm512_sub_epi32(v, _mm512_set1_epi32(w->off * sum));
+                    size_t at = ((size_t)(b * 2 + g) * 2 + h) * 16;
+                    acc[g][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(v), _mm512_mul_ps(_mm512_loadu_ps(w->d + at), xdv),
+                                                acc[g][j]);
+                    if (MIN)
+                        acc[g][j] = _mm512_fmadd_ps(_mm512_loadu_ps(w->m + at),
+                                                    _mm512_set1_ps(xd[j][b] * (float)sum), acc[g][j]);
+                }
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int j = 0; j < NT; j++)
+        for (int g = 0; g < 2 && rows > 16 * g; g++) {
+            __mmask16 m = rows - 16 * g >= 16 ? 0xFFFF : (__mmask16)((1u << (rows - 16 * g)) - 1);
+            _mm512_mask_storeu_ps(out + (size_t)(t + j) * ldo + 16 * g, m, acc[g][j]);
+        }
+}
+
+#define GEMM_Q8_KIND(name, OFF, MIN, SPLIT)                                                       \
+    static void name(float *out, size_t ldo, const QuantUnit *w, int rows, const QuantActs *x,    \
+                     int t0, int t1) {                                                            \
+        int t = t0;                                                                               \
+        for (; t + 4 <= t1; t += 4) gemm_q8_tile(out, ldo, w, rows, x, t, 4, OFF, MIN, SPLIT);    \
+        switch (t1 - t) {                                                                         \
+        case 3: gemm_q8_tile(out, ldo, w, rows, x, t, 3, OFF, MIN, SPLIT); break;                 \
+        case 2: gemm_q8_tile(out, ldo, w, rows, x, t, 2, OFF, MIN, SPLIT); break;                 \
+        case 1: gemm_q8_tile(out, ldo, w, rows, x, t, 1, OFF, MIN, SPLIT); break;                 \
+        }                                                                                         \
+    }
+GEMM_Q8_KIND(gemm_q8_centred, 1, 0, 0)       /* Q8_0, Q4_0, Q5_0 */
+GEMM_Q8_KIND(gemm_q8_min, 0, 1, 0)           /* Q4_1, Q5_1, Q4_K, Q5_K */
+GEMM_Q8_KIND(gemm_q8_split_min, 0, 1, 1)     /* Q2_K */
+GEMM_Q8_KIND(gemm_q8_split_centred, 1, 0, 1) /* Q3_K, Q6_K */
+
+static void gemm_q8(float *out, size_t ldo, const QuantUnit *w, int rows, const QuantActs *x, int t0,
+                    int t1) {
+    if (w->split)
+        (w->has_min ? gemm_q8_split_min : gemm_q8_split_centred)(out, ldo, w, rows, x, t0, t1);
+    else
+        (w->has_min ? gemm_q8_min : gemm_q8_centred)(out, ldo, w, rows, x, t0, t1);
+}
+#define GEMM_Q8 gemm_q8
+#else
+#define GEMM_Q8 NULL /* without VNNI, f32 panels are faster */
+#endif
+
 #define QUANT_AVX256 /* kernels_quant.h's 256-bit kernels, on quant_dot4 */
 #define QUANT_DOT_Q4_0 dot_q4_0_pairs
 #include "model/kernels_quant.h"
@@ -548,8 +639,8 @@ static const KernelPath path = {
         [TENSOR_Q8_0] = {.dot_q8 = dot_q8_0, .to_f32 = q8_0_to_f32},
         KERNEL_QUANT_TYPES,
     },
-    .quantize_q8 = quantize_q8, .to_f16 = to_f16, .softmax = softmax, .sum_exp = sum_exp,
-    .swiglu = swiglu, .gelu = gelu,
+    .gemm_q8 = GEMM_Q8, .quantize_q8 = quantize_q8, .to_f16 = to_f16, .softmax = softmax,
+    .sum_exp = sum_exp, .swiglu = swiglu, .gelu = gelu,
 };
 const KernelPath *const kernels_avx512 = &path;
 #else

@@ -46,9 +46,44 @@ typedef struct {
     void (*to_f32)(float *dst, const void *src, size_t n);
 } TypeKernels;
 
+/* Prefill of block-quantized weights as integer products.  Weights are
+ * unpacked UNIT_ROWS rows at a time into one form for every type: an
+ * unsigned byte u per weight and, per half block (16 weights), an f32
+ * scale d and min m, so that weight = d * (u - off) + m with off fixed by
+ * the type.  A unit interleaves 16 rows in each 64-byte vector: byte
+ * (((b*2 + g)*8 + s)*16 + r)*4 + j is weight 32b + 4s + j of row 16g + r,
+ * so one multiply-accumulate of 4-byte groups (VNNI's dpbusd) advances 16
+ * rows by 4 weights against one token's 4 activations. */
+#define UNIT_ROWS 32
+typedef struct QuantUnit {
+    int nb;          /* blocks of 32 along k */
+    int off;         /* the type's centre: Q8_0 128, Q4_0 8, Q5_0 16, Q3_K 4, Q6_K 32, else 0 */
+    int has_min;     /* m may be non-zero: the _1 types, Q2_K, Q4_K, Q5_K */
+    int split;       /* the halves' scales may differ: sub-blocks of 16 (Q2_K, Q3_K, Q6_K) */
+    uint8_t *q;      /* (nb, 2, 8, 16, 4) u, as above */
+    float *d, *m;    /* (nb, 2 row groups, 2 halves, 16 rows) */
+} QuantUnit;
+
+/* Activations of a chunk quantized once for every matrix that reads
+ * them: per token, Q8 blocks of 32 (the path's quantize_q8) and the sums
+ * of each 16 quants, which turn a block's sum of u * x into one of
+ * (u - off) * x, and give the min terms. */
+typedef struct QuantActs {
+    int k;           /* width */
+    int8_t *q;       /* (tokens, k) */
+    float *d;        /* (tokens, k / 32) */
+    int32_t *sum;    /* (tokens, k / 16) */
+} QuantActs;
+
 typedef struct {
     const char *name;
     TypeKernels type[TENSOR_TYPE_COUNT];
+    /* out[t*ldo + r] = x_t . w_r for r < rows of the unit, t0 <= t < t1,
+     * with integer products summed exactly per half block and scaled in
+     * f32 block by block in order; NULL where the path has no fast int8
+     * product (prefill then uses f32 panels). */
+    void (*gemm_q8)(float *out, size_t ldo, const QuantUnit *w, int rows, const QuantActs *x, int t0,
+                    int t1);
     /* Activations to Q8 blocks of 32 (k a multiple of 32): q = round(x / d),
      * d = max|x| / 127 per block, kept as f32. */
     void (*quantize_q8)(int8_t *q, float *d, const float *x, int k);
@@ -72,6 +107,12 @@ void kernel_copy_f32(float *dst, const void *src, size_t n);
 /* Activations to Q8_K super-blocks (k a multiple of 256): q = round(x / d),
  * d = max|x| / 127 per 256, and the sums of each 16 q (kernels_quant.c). */
 void quantize_q8k(int8_t *q, float *d, int16_t *sum, const float *x, int k);
+/* Rows [0, n_rows) of a block-quantized matrix (rows row_bytes apart, k
+ * wide), n_rows <= UNIT_ROWS, into u (padded with zero rows; u's arrays
+ * hold k / 32 blocks) (kernels_quant.c). */
+void quant_unit_fill(QuantUnit *u, TensorType t, const void *rows, size_t row_bytes, int n_rows, int k);
+/* QuantActs.sum of one token: the sums of each 16 of its k quants. */
+void quant_acts_sums(int32_t *sum, const int8_t *q, int k);
 /* The block-quantized types' conversions to f32 (kernels_quant.c), the
  * same on every path; their dot products are each path's instance of
  * kernels_quant.h. */

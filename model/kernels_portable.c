@@ -105,6 +105,37 @@ static inline int32_t quant_idot(const int8_t *q, const int8_t *x, const int32_t
 }
 #include "model/kernels_quant.h"
 
+/* Prefill's integer product (kernels_impl.h), one output at a time: each
+ * half block's sum of u * x in float (exact, as dot_q8_0), less off times
+ * the activations' sum, scaled and added block by block. */
+static void gemm_q8(float *out, size_t ldo, const QuantUnit *w, int rows, const QuantActs *x, int t0,
+                    int t1) {
+    int k = x->k, halves = w->split ? 2 : 1;
+    for (int t = t0; t < t1; t++) {
+        const int8_t *xq = x->q + (size_t)t * k;
+        const float *xd = x->d + (size_t)t * (k / 32);
+        const int32_t *xs = x->sum + (size_t)t * (k / 16);
+        for (int r = 0; r < rows; r++) {
+            int g = r / 16, lane = r % 16;
+            float acc = 0.0f;
+            for (int b = 0; b < w->nb; b++) {
+                const uint8_t *wq = w->q + (size_t)(b * 2 + g) * 512 + lane * 4;
+                float half[2] = {0.0f, 0.0f};
+                for (int s = 0; s < 8; s++)
+                    for (int j = 0; j < 4; j++) half[s / 4] += (float)wq[64 * s + j] * (float)xq[32 * b + 4 * s + j];
+                for (int h = 0; h < halves; h++) {
+                    int32_t sum = w->split ? xs[2 * b + h] : xs[2 * b] + xs[2 * b + 1];
+                    int32_t dot = (int32_t)(w->split ? half[h] : half[0] + half[1]) - w->off * sum;
+                    size_t at = ((size_t)(b * 2 + g) * 2 + h) * 16 + lane;
+                    acc += (float)dot * (w->d[at] * xd[b]);
+                    if (w->has_min) acc += w->m[at] * (xd[b] * (float)sum);
+                }
+            }
+            out[(size_t)t * ldo + r] = acc;
+        }
+    }
+}
+
 /* Conversions are base's reference ones. */
 static void to_f32_any(float *dst, const void *src, size_t n, TensorType type) {
     tensor_dequantize(type, src, dst, n);
@@ -165,6 +196,6 @@ const KernelPath kernels_portable = {
         [TENSOR_Q8_0] = {.dot_q8 = dot_q8_0, .to_f32 = q8_0_to_f32},
         KERNEL_QUANT_TYPES,
     },
-    .quantize_q8 = quantize_q8, .to_f16 = to_f16, .softmax = softmax, .sum_exp = sum_exp,
-    .swiglu = swiglu, .gelu = gelu,
+    .gemm_q8 = gemm_q8, .quantize_q8 = quantize_q8, .to_f16 = to_f16, .softmax = softmax,
+    .sum_exp = sum_exp, .swiglu = swiglu, .gelu = gelu,
 };

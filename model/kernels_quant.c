@@ -35,3 +35,91 @@ TO_F32(q3_k)
 TO_F32(q4_k)
 TO_F32(q5_k)
 TO_F32(q6_k)
+
+/* ---- prefill's units (kernels_impl.h) ------------------------------------------------ */
+
+static void unit_kind(QuantUnit *u, TensorType t) {
+    u->off = t == TENSOR_Q8_0 ? 128 : t == TENSOR_Q4_0 ? 8 : t == TENSOR_Q5_0 ? 16
+           : t == TENSOR_Q3_K ? 4 : t == TENSOR_Q6_K ? 32 : 0;
+    u->has_min = t == TENSOR_Q4_1 || t == TENSOR_Q5_1 || t == TENSOR_Q2_K || t == TENSOR_Q4_K ||
+                 t == TENSOR_Q5_K;
+    u->split = t == TENSOR_Q2_K || t == TENSOR_Q3_K || t == TENSOR_Q6_K;
+}
+
+/* Block b of unit row r: 32 centred quants, the halves' scales and mins. */
+static void unit_put(QuantUnit *u, int b, int r, const int8_t *q, const float d[2], const float m[2]) {
+    int g = r / 16, lane = r % 16;
+    uint8_t *dst = u->q + (size_t)(b * 2 + g) * 8 * 64 + lane * 4, v[QK];
+    for (int j = 0; j < QK; j++) v[j] = (uint8_t)(q[j] + u->off);
+    for (int s = 0; s < 8; s++) memcpy(dst + 64 * s, v + 4 * s, 4);
+    for (int h = 0; h < 2; h++) {
+        size_t at = ((size_t)(b * 2 + g) * 2 + h) * 16 + lane;
+        u->d[at] = d[h];
+        u->m[at] = m[h];
+    }
+}
+
+static void unit_row(QuantUnit *u, TensorType t, const uint8_t *row, int r, int k) {
+    if (t == TENSOR_Q8_0) {
+        for (int b = 0; b < k / QK; b++, row += 2 + QK) {
+            float d = quant_half(row), dd[2] = {d, d}, mm[2] = {0.0f, 0.0f};
+            unit_put(u, b, r, (const int8_t *)row + 2, dd, mm);
+        }
+        return;
+    }
+    if (tensor_block_size(t) == QK) {
+        QuantBlock qb;
+        for (int b = 0; b < k / QK; b++, row += tensor_block_bytes(t)) {
+            switch (t) {
+            case TENSOR_Q4_0: quant_unpack_q4_0(row, &qb); break;
+            case TENSOR_Q4_1: quant_unpack_q4_1(row, &qb); break;
+            case TENSOR_Q5_0: quant_unpack_q5_0(row, &qb); break;
+            default: quant_unpack_q5_1(row, &qb); break;
+            }
+            float dd[2] = {qb.d, qb.d}, mm[2] = {qb.m, qb.m};
+            unit_put(u, b, r, qb.q, dd, mm);
+        }
+        return;
+    }
+    QuantSuperBlock sb;
+    for (int s = 0; s < k / QK_K; s++, row += tensor_block_bytes(t)) {
+        switch (t) {
+        case TENSOR_Q2_K: quant_unpack_q2_k(row, &sb); break;
+        case TENSOR_Q3_K: quant_unpack_q3_k(row, &sb); break;
+        case TENSOR_Q4_K: quant_unpack_q4_k(row, &sb); break;
+        case TENSOR_Q5_K: quant_unpack_q5_k(row, &sb); break;
+        default: quant_unpack_q6_k(row, &sb); break;
+        }
+        for (int j = 0; j < QK_K / QK; j++) {
+            /* sub-block of each half: 2j + h of 16, or j of 32 (d * sc and dmin * mn are exact) */
+            float dd[2], mm[2];
+            for (int h = 0; h < 2; h++) {
+                int sub = sb.sub == 16 ? 2 * j + h : j;
+                dd[h] = sb.d * (float)sb.sc[sub];
+                mm[h] = -(sb.dmin * (float)sb.mn[sub]);
+            }
+            unit_put(u, s * (QK_K / QK) + j, r, sb.q + QK * j, dd, mm);
+        }
+    }
+}
+
+void quant_unit_fill(QuantUnit *u, TensorType t, const void *rows, size_t row_bytes, int n_rows, int k) {
+    u->nb = k / QK;
+    unit_kind(u, t);
+    static const int8_t zero[QK];
+    static const float none[2];
+    for (int r = 0; r < UNIT_ROWS; r++) {
+        if (r < n_rows)
+            unit_row(u, t, (const uint8_t *)rows + (size_t)r * row_bytes, r, k);
+        else
+            for (int b = 0; b < u->nb; b++) unit_put(u, b, r, zero, none, none);
+    }
+}
+
+void quant_acts_sums(int32_t *sum, const int8_t *q, int k) {
+    for (int s = 0; s < k / 16; s++, q += 16) {
+        int32_t acc = 0;
+        for (int i = 0; i < 16; i++) acc += q[i];
+        sum[s] = acc;
+    }
+}

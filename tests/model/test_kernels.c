@@ -254,8 +254,9 @@ static double q8_decode_bound(const float *xr, const float *wr, const float *mt,
  * the same bits at 1 and 2 threads, and (but for the block-quantized
  * types, which decode with int8 activations) the same bits one token at a
  * time as in one call.  Shapes are large enough to go parallel and to span
- * several weight panels and token panels (the types added with the
- * quantized files run fewer tokens: their prefill is the same f32 GEMM on
+ * several weight panels and token panels (the block-quantized types run
+ * fewer tokens; on a path with int8 prefill their prefill is held to the
+ * int8 bound with blocks of 32, else to the f32 one: the f32 GEMM on
  * panels their exact to_f32 fills).  Control: each decoded row is farther
  * than its bound from the next row's exact product. */
 START_TEST(matmul_paths_threads_and_chunks) {
@@ -290,8 +291,12 @@ START_TEST(matmul_paths_threads_and_chunks) {
                     const float *xr = x + (size_t)t * cols, *wr = wref + (size_t)r * cols;
                     double want = exact_dot(xr, wr, cols), mag = abs_dot(xr, wr, cols);
                     double got_p = a[(size_t)t * rows + r], got_d = one1[r];
-                    ck_assert_msg(fabs(got_p - want) <= cols * U * mag, "%s %s prefill t=%d r=%d: %g vs %g",
-                                  paths[p], tensor_type_name(type), t, r, got_p, want);
+                    /* int8 prefill: Q8 blocks of 32 whatever the type */
+                    double bound_p = blocked && kernels_int8_prefill()
+                                         ? q8_decode_bound(xr, wr, mt + (size_t)r * cols, cols, QK)
+                                         : cols * U * mag;
+                    ck_assert_msg(fabs(got_p - want) <= bound_p, "%s %s prefill t=%d r=%d: %g vs %g (bound %g)",
+                                  paths[p], tensor_type_name(type), t, r, got_p, want, bound_p);
                     if (!blocked) {
                         ck_assert_msg(got_p == got_d, "%s %s t=%d r=%d: prefill %.9g, decode %.9g", paths[p],
                                       tensor_type_name(type), t, r, got_p, got_d);
@@ -362,6 +367,83 @@ START_TEST(quant_decode_matches_portable) {
             }
             free(got);
         }
+        kernels_use("portable");
+        free(want);
+        free(mt);
+        free(wref);
+        free((void *)w.data);
+    }
+    free(x);
+}
+END_TEST
+
+/* Block-quantized prefill (int8 units, kernels_impl.h): on every path that
+ * has it, the integer sums are exact, so the paths differ only in the f32
+ * scaling of each half block, bounded as in quant_decode_matches_portable;
+ * and each output is the same bits whether its tokens come in one call or
+ * in several (more tokens than one QuantActs holds; a split mid-tile).
+ * The 32-block types quantize activations for prefill exactly as for
+ * decode, so there the two agree within the same bound.  Shapes leave a
+ * partial unit (45 rows) and a partial tile of tokens.  Control: each
+ * row's result is outside the bound around the next row's. */
+START_TEST(quant_prefill_matches_portable) {
+    static const TensorType TYPES[] = {TENSOR_Q8_0, TENSOR_Q4_0, TENSOR_Q4_1, TENSOR_Q5_0, TENSOR_Q5_1,
+                                       TENSOR_Q2_K, TENSOR_Q3_K, TENSOR_Q4_K, TENSOR_Q5_K, TENSOR_Q6_K};
+    const char *paths[] = {"portable", "avx2", "avx512"};
+    int rows = 45, n = 7, cols = 256 * 3, long_n = 600, split = 517;
+    float *x = random_floats((size_t)long_n * cols);
+    for (int i = 64; i < 96; i++) x[cols + i] = 0.0f; /* an all-zero block: scale 0 */
+    for (size_t ty = 0; ty < sizeof TYPES / sizeof TYPES[0]; ty++) {
+        TensorType type = TYPES[ty];
+        float *wref, *mt = malloc((size_t)rows * cols * sizeof(float));
+        Tensor w = random_tensor(type, rows, cols, &wref);
+        min_terms(type, w.data, mt, (size_t)rows * cols);
+        kernels_use("portable");
+        ck_assert(kernels_int8_prefill());
+        float *want = run_matmul(&w, x, n, 1);
+        int controls = 0, control_fails = 0;
+        for (int p = 0; p < 3; p++) {
+            if (!have(paths[p]) || !kernels_int8_prefill()) continue;
+            float *got = run_matmul(&w, x, n, 2);
+            for (int t = 0; t < n; t++) {
+                const float *xt = x + (size_t)t * cols;
+                float *dec = tensor_block_size(type) == QK ? run_matmul(&w, xt, 1, 1) : NULL;
+                for (int r = 0; r < rows; r++) {
+                    double mag = 0.0, mag_next = 0.0;
+                    for (int i = 0; i < cols; i++) {
+                        mag += fabs((double)xt[i]) * (fabs(wref[(size_t)r * cols + i]) + mt[(size_t)r * cols + i]);
+                        if (r + 1 < rows)
+                            mag_next += fabs((double)xt[i]) *
+                                        (fabs(wref[(size_t)(r + 1) * cols + i]) + mt[(size_t)(r + 1) * cols + i]);
+                    }
+                    double bound = 4 * cols * U * mag * 1.02, g = got[(size_t)t * rows + r];
+                    ck_assert_msg(fabs(g - want[(size_t)t * rows + r]) <= bound, "%s %s t=%d row %d: %.9g vs %.9g",
+                                  paths[p], tensor_type_name(type), t, r, g, (double)want[(size_t)t * rows + r]);
+                    if (dec)
+                        ck_assert_msg(fabs(g - dec[r]) <= bound, "%s %s t=%d row %d: prefill %.9g, decode %.9g",
+                                      paths[p], tensor_type_name(type), t, r, g, (double)dec[r]);
+                    if (r + 1 < rows) {
+                        controls++;
+                        control_fails += fabs(g - want[(size_t)t * rows + r + 1]) > 4 * cols * U * mag_next * 1.02;
+                    }
+                }
+                free(dec);
+            }
+            free(got);
+            float *all = run_matmul(&w, x, long_n, 2), *first = run_matmul(&w, x, split, 1),
+                  *rest = run_matmul(&w, x + (size_t)split * cols, long_n - split, 2);
+            ck_assert_msg(memcmp(all, first, (size_t)split * rows * sizeof(float)) == 0 &&
+                              memcmp(all + (size_t)split * rows, rest, (size_t)(long_n - split) * rows * sizeof(float)) == 0,
+                          "%s %s: %d tokens in one call differ from %d + %d", paths[p], tensor_type_name(type), long_n,
+                          split, long_n - split);
+            free(all);
+            free(first);
+            free(rest);
+        }
+        printf("prefill %s: %d of %d rows outside the bound of the next row\n", tensor_type_name(type),
+               control_fails, controls);
+        ck_assert_msg(control_fails > controls * 9 / 10, "%s: only %d of %d rows outside the next row's bound",
+                      tensor_type_name(type), control_fails, controls);
         kernels_use("portable");
         free(want);
         free(mt);
@@ -796,6 +878,7 @@ int main(void) {
     tcase_add_test(tc, dot_rows_independent_of_tiling);
     tcase_add_test(tc, matmul_paths_threads_and_chunks);
     tcase_add_test(tc, quant_decode_matches_portable);
+    tcase_add_test(tc, quant_prefill_matches_portable);
     tcase_add_test(tc, mix_rows_within_bound);
     tcase_add_test(tc, conversions_exact);
     tcase_add_test(tc, activations_match_portable);

@@ -9,18 +9,19 @@
  * CI; tests/fixtures/quant_llamacpp_ppl.md records the same comparison on
  * llama.cpp's own files).
  *
- * Prefill (`-m ppl`, one window of 256 tokens after BOS): mean NLL within
- * 2e-3 nats of the reference (the issue's criterion) and every token's
- * log-probability within 1e-4: the weights are the same floats on both
- * sides, so what remains is float32 against float64 arithmetic, the
- * stories260K reference test's logit tolerance (measured: about 1e-6).
- * Decode (`generate -t 0 -n 128`, one token at a time): activations are
- * quantized to 8 bits per block of 32 (per 256 for the K-quants) before
- * the integer dot products, as llama.cpp does, so the engine computes a
- * slightly different function; the allowance, mean NLL within 5e-3 and
- * every token within 0.035, is about twice the largest measured on this
- * model (2.8e-3 with q3_k, 0.019 with q4_k) -- the kernels' own bound is
- * test_kernels'.
+ Both modes quantize activations to 8 bits before the integer products,
+ * as llama.cpp does, so the engine computes a slightly different function
+ * than the reference (the weights are the same floats on both sides; the
+ * kernels' own bound is test_kernels'):
+ * Prefill (`-m ppl`, one window of 256 tokens after BOS; blocks of 32):
+ * mean NLL within 2e-3 nats of the reference (the issue's criterion; at
+ * most 7e-4 measured, q4_1) and every token's log-probability within
+ * 0.035 (at most 0.018 measured, q5_0).  On a path without int8 prefill
+ * (AVX2) prefill runs on exact f32 panels and lies far inside both.
+ * Decode (`generate -t 0 -n 128`, one token at a time; blocks of 32, of
+ * 256 for the K-quants): mean NLL within 5e-3 and every token within 0.035,
+ * about twice the largest measured on this model (2.8e-3 with q3_k, 0.019
+ * with q4_k).
  * Controls: the engine's q4_0 run against the reference on the q4_1 file
  * of the same model is outside both tolerances of both modes.
  *
@@ -42,7 +43,7 @@ static const char *const TYPES[] = {"q4_0", "q4_1", "q5_0", "q5_1", "q2_k",   "q
 #define N_TYPES (sizeof TYPES / sizeof TYPES[0])
 
 #define PPL_NLL_TOL 2e-3
-#define PPL_TOKEN_TOL 1e-4
+#define PPL_TOKEN_TOL 0.035
 #define DECODE_NLL_TOL 5e-3
 #define DECODE_TOKEN_TOL 0.035
 #define RMSE_RATIO_MAX 1.05
