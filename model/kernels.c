@@ -36,6 +36,26 @@ const char *kernels_path_name(void) { return kp()->name; }
 
 int kernels_int8_prefill(void) { return kp()->gemm_q8 != NULL; }
 
+#define FMA_PEAK_PASSES 3
+
+double kernels_fma_peak_gflops(void) {
+    long rounds = 1 << 20;
+    double best = 0.0;
+    for (int pass = 0; pass < FMA_PEAK_PASSES; pass++) {
+        double flops = 0.0, t0 = time_now_s();
+        #pragma omp parallel reduction(+ : flops)
+        flops += kp()->fma_peak(rounds);
+        double t = time_now_s() - t0;
+        if (t < 0.01 && pass == 0) { /* too short to time: longer, and start over */
+            rounds *= 16;
+            pass = -1;
+            continue;
+        }
+        if (flops / t / 1e9 > best) best = flops / t / 1e9;
+    }
+    return best;
+}
+
 void kernel_copy_f32(float *dst, const void *src, size_t n) { memcpy(dst, src, n * sizeof(float)); }
 
 /* The kernel path p lacks for type t in this use, or NULL. */

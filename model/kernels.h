@@ -111,4 +111,8 @@ const char *kernels_path_name(void);
 /* 1 if the path in use prefills block-quantized weights with int8
  * activations (portable, and AVX-512 with VNNI), 0 if with f32 panels. */
 int kernels_int8_prefill(void);
+/* The f32 multiply-add peak of the path in use at omp_get_max_threads()
+ * threads, GFLOP/s (a multiply-add is 2 flops): the best of a few ~20 ms
+ * passes, as the bandwidth probe takes the best of its passes. */
+double kernels_fma_peak_gflops(void);
 #endif

@@ -405,6 +405,26 @@ INLINE __m256i quant_dot4(__m256i vq, __m256i vx) {
 #define QUANT_AVX256 /* kernels_quant.h's 256-bit kernels, on quant_dot4 */
 #include "model/kernels_quant.h"
 
+/* ---- the FMA peak (KernelPath.fma_peak) ------------------------------------ */
+
+/* 12 independent chains cover 2 units x 4 cycles of latency. */
+static double fma_peak(long rounds) {
+    __m256 a[12];
+    const __m256 m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-7f);
+#pragma GCC unroll 12
+    for (int i = 0; i < 12; i++) a[i] = _mm256_set1_ps(1.0f + (float)i);
+    for (long r = 0; r < rounds; r++)
+#pragma GCC unroll 12
+        for (int i = 0; i < 12; i++) a[i] = _mm256_fmadd_ps(a[i], m, c);
+#pragma GCC unroll 12
+    for (int i = 1; i < 12; i++) a[0] = _mm256_add_ps(a[0], a[i]);
+    float lanes[8];
+    _mm256_storeu_ps(lanes, a[0]);
+    volatile float sink = lanes[0]; /* the chains are not dead code */
+    (void)sink;
+    return 2.0 * 8 * 12 * (double)rounds;
+}
+
 static const KernelPath path = {
     .name = "avx2",
     .type = {
@@ -415,7 +435,7 @@ static const KernelPath path = {
         KERNEL_QUANT_TYPES,
     },
     .quantize_q8 = quantize_q8, .to_f16 = to_f16, .softmax = softmax, .sum_exp = sum_exp,
-    .swiglu = swiglu, .gelu = gelu,
+    .swiglu = swiglu, .gelu = gelu, .fma_peak = fma_peak,
 };
 const KernelPath *const kernels_avx2 = &path;
 #else

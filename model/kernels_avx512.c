@@ -630,6 +630,24 @@ static void gemm_q8(float *out, size_t ldo, const QuantUnit *w, int rows, const 
 #define QUANT_DOT_Q4_0 dot_q4_0_pairs
 #include "model/kernels_quant.h"
 
+/* ---- the FMA peak (KernelPath.fma_peak) ------------------------------------ */
+
+/* 12 independent chains cover 2 units x 4 cycles of latency. */
+static double fma_peak(long rounds) {
+    __m512 a[12];
+    const __m512 m = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-7f);
+#pragma GCC unroll 12
+    for (int i = 0; i < 12; i++) a[i] = _mm512_set1_ps(1.0f + (float)i);
+    for (long r = 0; r < rounds; r++)
+#pragma GCC unroll 12
+        for (int i = 0; i < 12; i++) a[i] = _mm512_fmadd_ps(a[i], m, c);
+#pragma GCC unroll 12
+    for (int i = 1; i < 12; i++) a[0] = _mm512_add_ps(a[0], a[i]);
+    volatile float sink = _mm512_reduce_add_ps(a[0]); /* the chains are not dead code */
+    (void)sink;
+    return 2.0 * 16 * 12 * (double)rounds;
+}
+
 static const KernelPath path = {
     .name = "avx512",
     .type = {
@@ -640,7 +658,7 @@ static const KernelPath path = {
         KERNEL_QUANT_TYPES,
     },
     .gemm_q8 = GEMM_Q8, .quantize_q8 = quantize_q8, .to_f16 = to_f16, .softmax = softmax,
-    .sum_exp = sum_exp, .swiglu = swiglu, .gelu = gelu,
+    .sum_exp = sum_exp, .swiglu = swiglu, .gelu = gelu, .fma_peak = fma_peak,
 };
 const KernelPath *const kernels_avx512 = &path;
 #else

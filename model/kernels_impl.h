@@ -93,6 +93,10 @@ typedef struct {
     float (*sum_exp)(const float *x, int n, float *max);
     void (*swiglu)(float *h, const float *g, int n);
     void (*gelu)(float *h, int n);
+    /* `rounds` rounds of multiply-adds on as many independent registers
+     * as keep the FMA units busy, in the path's widest vectors; returns the
+     * flops done (kernels_fma_peak_gflops). */
+    double (*fma_peak)(long rounds);
 } KernelPath;
 
 /* The paths compiled into this build; NULL when the compiler does not

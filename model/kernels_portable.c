@@ -187,6 +187,19 @@ static void gelu(float *h, int n) {
     }
 }
 
+/* ---- the FMA peak (KernelPath.fma_peak) ------------------------------------ */
+
+/* Scalar multiply-adds on 8 independent chains: this path's own peak. */
+static double fma_peak(long rounds) {
+    float a[8];
+    for (int i = 0; i < 8; i++) a[i] = 1.0f + (float)i;
+    for (long r = 0; r < rounds; r++)
+        for (int i = 0; i < 8; i++) a[i] = fmaf(a[i], 0.999999f, 1e-7f);
+    volatile float sink = a[0] + a[1] + a[2] + a[3] + a[4] + a[5] + a[6] + a[7];
+    (void)sink;
+    return 2.0 * 8 * (double)rounds;
+}
+
 const KernelPath kernels_portable = {
     .name = "portable",
     .type = {
@@ -197,5 +210,5 @@ const KernelPath kernels_portable = {
         KERNEL_QUANT_TYPES,
     },
     .gemm_q8 = gemm_q8, .quantize_q8 = quantize_q8, .to_f16 = to_f16, .softmax = softmax,
-    .sum_exp = sum_exp, .swiglu = swiglu, .gelu = gelu,
+    .sum_exp = sum_exp, .swiglu = swiglu, .gelu = gelu, .fma_peak = fma_peak,
 };

@@ -129,6 +129,26 @@ static double model_bytes(const Model *m, double *params) {
     return b;
 }
 
+/* Flops of a prefill of n tokens after `depth` cached ones, as bench runs
+ * it (logits of the last token only): 2 per weight per token in the
+ * layers' matrices, 2 per weight of the head, and 4 per query element and
+ * visible cell in attention (scores, then the values' sum; a sliding
+ * window is not subtracted). */
+static double prefill_flops(const Model *m, int n, int depth) {
+    const ModelWeights *w = &m->weights;
+    const ModelConfig *c = &m->config;
+    double layer_params = 0.0;
+    for (int l = 0; l < c->n_layers; l++) {
+        const LayerWeights *lw = &w->layers[l];
+        const Tensor *ts[] = {&lw->wq, &lw->wk, &lw->wv, &lw->wo, &lw->w_gate, &lw->w_up, &lw->w_down};
+        for (int i = 0; i < 7; i++)
+            if (ts[i]->data) layer_params += (double)ts[i]->rows * ts[i]->cols;
+    }
+    double cells = (double)n * depth + (double)n * (n + 1) / 2.0; /* sum over queries of cells seen */
+    return 2.0 * n * layer_params + 2.0 * (double)w->output.rows * w->output.cols +
+           4.0 * c->n_layers * (double)model_q_dim(c) * cells;
+}
+
 /* ---- tests ------------------------------------------------------------ */
 
 typedef struct {
@@ -138,6 +158,9 @@ typedef struct {
     double bytes_per_token;
     double bw_gbs;      /* decode only: mean of the probes beside each repetition; 0 otherwise */
     double bw_fraction; /* decode only: mean of bytes_per_token * tok/s / bandwidth per repetition */
+    double gflops;      /* prefill only: mean achieved GFLOP/s (prefill_flops); 0 otherwise */
+    double peak_gflops; /* prefill only: mean of the FMA probes beside each repetition */
+    double flops_fraction; /* prefill only: mean of achieved / probed per repetition */
 } BenchResult;
 
 /* The measured tokens after the `depth` cells filled before the first run
@@ -187,15 +210,22 @@ static int run_test(const Model *m, const BenchOptions *o, int n_prompt, int n_g
 
     if (depth > 0) context_prefill(&ctx, tokens, depth, 0); /* not measured */
     run_once(&ctx, tokens, depth, n_prompt, n_gen); /* warm-up: page in the weights, spin up threads */
-    double sum = 0.0, sum2 = 0.0, bw_sum = 0.0, frac_sum = 0.0;
+    double flops = n_prompt ? prefill_flops(m, n_prompt, depth) : 0.0;
+    double sum = 0.0, sum2 = 0.0, bw_sum = 0.0, frac_sum = 0.0, gf_sum = 0.0, peak_sum = 0.0, ff_sum = 0.0;
     for (int rep = 0; rep < o->reps; rep++) {
         double bw = n_gen ? bandwidth_probe_measure(probe) : 0.0;
-        double ts = (n_prompt + n_gen) / run_once(&ctx, tokens, depth, n_prompt, n_gen);
+        double peak = n_prompt ? kernels_fma_peak_gflops() : 0.0;
+        double secs = run_once(&ctx, tokens, depth, n_prompt, n_gen), ts = (n_prompt + n_gen) / secs;
         sum += ts;
         sum2 += ts * ts;
         if (bw > 0.0) {
             bw_sum += bw;
             frac_sum += r->bytes_per_token * ts / (bw * 1e9);
+        }
+        if (peak > 0.0) {
+            gf_sum += flops / secs / 1e9;
+            peak_sum += peak;
+            ff_sum += flops / secs / 1e9 / peak;
         }
     }
     context_free(&ctx);
@@ -208,6 +238,9 @@ static int run_test(const Model *m, const BenchOptions *o, int n_prompt, int n_g
     r->sd = o->reps > 1 ? sqrt(fmax(0.0, (sum2 - sum * sum / o->reps) / (o->reps - 1))) : 0.0;
     r->bw_gbs = bw_sum / o->reps;
     r->bw_fraction = frac_sum / o->reps;
+    r->gflops = gf_sum / o->reps;
+    r->peak_gflops = peak_sum / o->reps;
+    r->flops_fraction = ff_sum / o->reps;
     return 0;
 }
 
@@ -233,10 +266,10 @@ int bench_run(const Model *m, const BenchOptions *o, FILE *out, PosencError *err
                      "%d threads, kernels %s\n", model_name(m), m->config.family.name,
                 size / 1e6, params / 1e6, weight_type(m), o->pe_label, kv, threads,
                 kernels_path_name());
-        fprintf(out, "| %-14s | %18s | %10s | %9s | %7s |\n", "test", "tok/s", "MB/token", "read GB/s",
-                "of bw");
-        fprintf(out, "| %-14s | %18s | %10s | %9s | %7s |\n", "--------------", "-----------------:",
-                "---------:", "--------:", "------:");
+        fprintf(out, "| %-14s | %18s | %10s | %9s | %7s | %7s | %7s |\n", "test", "tok/s", "MB/token",
+                "read GB/s", "of bw", "GFLOP/s", "of peak");
+        fprintf(out, "| %-14s | %18s | %10s | %9s | %7s | %7s | %7s |\n", "--------------",
+                "-----------------:", "---------:", "--------:", "------:", "------:", "------:");
     }
     int failed = 0, n_tests = o->n_pp + o->n_tg;
     for (int i = 0; i < n_tests * o->n_depth && !failed; i++) {
@@ -250,20 +283,26 @@ int bench_run(const Model *m, const BenchOptions *o, FILE *out, PosencError *err
                          "\"kernels\": \"%s\", "
                          "\"threads\": %d, \"test\": \"%s\", \"n_prompt\": %d, \"n_gen\": %d, \"n_depth\": %d, "
                          "\"reps\": %d, \"tok_s\": %.3f, \"tok_s_sd\": %.3f, "
-                         "\"bytes_per_token\": %.0f, \"read_bw_gbs\": %.2f, \"bw_fraction\": %.4f}\n",
+                         "\"bytes_per_token\": %.0f, \"read_bw_gbs\": %.2f, \"bw_fraction\": %.4f, "
+                         "\"gflops\": %.6g, \"fma_peak_gflops\": %.6g, \"flops_fraction\": %.6g}\n",
                     model_name(m), m->config.family.name, size, params, weight_type(m),
                     o->pe_label, kv, kernels_path_name(), threads, r.name, r.n_prompt, r.n_gen, r.depth, o->reps,
                     r.mean, r.sd,
-                    r.bytes_per_token, r.bw_gbs, r.bw_fraction);
+                    r.bytes_per_token, r.bw_gbs, r.bw_fraction, r.gflops, r.peak_gflops,
+                    r.flops_fraction);
         } else {
-            char ts[32], bw[16] = "", frac[16] = "";
+            char ts[32], bw[16] = "", frac[16] = "", gf[16] = "", gfrac[16] = "";
             snprintf(ts, sizeof ts, "%.2f ± %.2f", r.mean, r.sd);
             if (r.bw_gbs > 0.0) {
                 snprintf(bw, sizeof bw, "%.1f", r.bw_gbs);
                 snprintf(frac, sizeof frac, "%.1f%%", 100.0 * r.bw_fraction);
             }
-            fprintf(out, "| %-14s | %18s | %10.2f | %9s | %7s |\n", r.name, ts, r.bytes_per_token / 1e6,
-                    bw, frac);
+            if (r.peak_gflops > 0.0) {
+                snprintf(gf, sizeof gf, "%.0f", r.gflops);
+                snprintf(gfrac, sizeof gfrac, "%.1f%%", 100.0 * r.flops_fraction);
+            }
+            fprintf(out, "| %-14s | %18s | %10.2f | %9s | %7s | %7s | %7s |\n", r.name, ts,
+                    r.bytes_per_token / 1e6, bw, frac, gf, gfrac);
         }
         fflush(out);
     }

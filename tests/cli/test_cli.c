@@ -282,11 +282,26 @@ START_TEST(bench_reports_every_test) {
         ck_assert_double_gt(bytes, 1.0e6);
         ck_assert_double_lt(bytes, 1.2e6);
         ck_assert_double_gt(frac, 0.0);
+        ck_assert_msg(tests_json_number(obj, "gflops") == 0.0, "decode has no GFLOP/s: %s", obj);
         ck_assert_ptr_nonnull(strstr(obj, "\"weight_type\": \"f32\""));
         ck_assert_msg(!isnan(tests_json_number(obj, "threads")), "%s", obj);
         ck_assert_msg(!isnan(tests_json_number(obj, "tok_s_sd")), "%s", obj);
         line = eol;
     }
+    tests_run_free(&r);
+
+    /* Prefill's GFLOP/s: stories260K (dim 64, 5 layers, 8 heads, 4 kv
+     * heads, hidden 172, vocab 512) has 45,312 weights per layer in its
+     * matrices and 32,768 in the head, and 64 tokens see 64 * 65 / 2 cells
+     * of 64 query elements: 2 * 64 * 5 * 45312 + 2 * 32768 + 4 * 5 * 64 *
+     * 2080 = 31,727,616 flops, which GFLOP/s over tok/s must give back. */
+    const char *pp[] = {model_path, "-m", "bench", "--pp", "64", "--tg", "0", "-r", "1", "--json", NULL};
+    r = tests_run_engine_ok(pp);
+    double gflops = tests_json_number(r.out, "gflops"), peak = tests_json_number(r.out, "fma_peak_gflops");
+    double flops = gflops * 1e9 * 64 / tests_json_number(r.out, "tok_s");
+    ck_assert_msg(fabs(flops / 31727616.0 - 1.0) < 0.01, "%.0f flops in %s", flops, r.out);
+    ck_assert_msg(peak > 0.0 && fabs(tests_json_number(r.out, "flops_fraction") / (gflops / peak) - 1.0) < 0.01,
+                  "%s", r.out);
     tests_run_free(&r);
 
     const char *none[] = {model_path, "-m", "bench", "--pp", "0", "--tg", "0", NULL};
