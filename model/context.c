@@ -39,10 +39,9 @@ static int state_buffers(ForwardState *s, const ModelConfig *c, const ContextSiz
     b[k++] = (StateBuffer){&s->xb, n, dim > q_dim ? dim : q_dim, "activations"};
     b[k++] = (StateBuffer){&s->xb2, n, dim, "activations"};
     b[k++] = (StateBuffer){&s->q, n, q_dim, "queries"};
-    if (z->kv_type != TENSOR_F32) { /* new keys and values before rounding to the cache */
-        b[k++] = (StateBuffer){&s->k, n, kv_dim, "keys"};
-        b[k++] = (StateBuffer){&s->v, n, kv_dim, "values"};
-    }
+    /* new keys and values, before kv_cache_store puts them in their heads' cells */
+    b[k++] = (StateBuffer){&s->k, n, kv_dim, "keys"};
+    b[k++] = (StateBuffer){&s->v, n, kv_dim, "values"};
     b[k++] = (StateBuffer){&s->hb, n, hidden, "the feed-forward buffers"};
     b[k++] = (StateBuffer){&s->hb2, n, hidden, "the feed-forward buffers"};
     b[k++] = (StateBuffer){&s->att, (size_t)omp_get_max_threads() * ATT_TILE, (size_t)z->n_ctx,
@@ -110,7 +109,7 @@ int context_build_sized(Context *ctx, const Model *m, const PeParams *pe, const 
                             size->max_tokens, size->logit_rows, size->n_ctx);
     ctx->model = m;
     if (model_build_scheme(m, pe, &ctx->pe, err)) return -1;
-    if (kv_cache_build(&ctx->cache, c->n_layers, model_kv_dim(c), size->n_ctx, size->kv_type,
+    if (kv_cache_build(&ctx->cache, c->n_layers, model_kv_dim(c), model_head_size(c), size->n_ctx, size->kv_type,
                        err) ||
         forward_state_build(&ctx->state, c, size, err)) {
         context_free(ctx);

@@ -54,14 +54,13 @@ static void attend_tile(const Context *ctx, int layer, int head, int t0, int nt,
     const KVCache *kv = &ctx->cache;
     const ForwardState *s = &ctx->state;
     const PeOps *ops = pe_ops(&ctx->pe);
-    int hs = model_head_size(c), kv_dim = model_kv_dim(c);
-    size_t kv_off = tensor_row_bytes(kv->type, (size_t)(head / (c->n_heads / c->n_kv_heads) * hs));
+    int hs = model_head_size(c), kv_head = head / (c->n_heads / c->n_kv_heads);
     int cells = first + t0 + nt;
     float scale = ctx->pe.attn_scale, root = sqrtf((float)hs);
     size_t q_dim = (size_t)model_q_dim(c);
     const float *q = s->q + (size_t)t0 * q_dim + (size_t)head * hs;
-    dot_rows(att, (size_t)kv->n_ctx, q, q_dim, kv->type,
-             (const char *)kv_cache_key(kv, layer, 0) + kv_off, (size_t)kv_dim, nt, cells, hs);
+    dot_rows(att, (size_t)kv->n_ctx, q, q_dim, kv->type, kv_cache_head_keys(kv, layer, kv_head), (size_t)hs,
+             nt, cells, hs);
     for (int t = 0; t < nt; t++) {
         float *row = att + (size_t)t * kv->n_ctx;
         int pos_q = pos0 + t0 + t;
@@ -72,15 +71,14 @@ static void attend_tile(const Context *ctx, int layer, int head, int t0, int nt,
         if (ctx->observe_attention)
             ctx->observe_attention(ctx->observer_user, layer, head, pos_q, row, cells);
     }
-    mix_rows(s->xb + (size_t)t0 * q_dim + (size_t)head * hs, q_dim, att,
-             (size_t)kv->n_ctx, kv->type, (const char *)kv_cache_value(kv, layer, 0) + kv_off,
-             (size_t)kv_dim, nt, cells, hs);
+    mix_rows(s->xb + (size_t)t0 * q_dim + (size_t)head * hs, q_dim, att, (size_t)kv->n_ctx, kv->type,
+             kv_cache_head_values(kv, layer, kv_head), (size_t)hs, nt, cells, hs);
 }
 
 /* Attention over the chunk, whose cells start at `first`, into s->xb2 (the
- * caller adds it to the residual).  Keys and values are computed in f32: in
- * the state's k and v when the cache holds another type (kv_cache_store
- * rounds them into the cells), else straight in the cells. */
+ * caller adds it to the residual).  Keys and values are computed in f32 in
+ * the state's k and v, rows of kv_dim; kv_cache_store puts each head's part
+ * in that head's cells, rounded to the cache's type. */
 static void attention_block(Context *ctx, int l, int first, int n, int pos0) {
     const ModelConfig *c = &ctx->model->config;
     const LayerWeights *w = &ctx->model->weights.layers[l];
@@ -88,8 +86,7 @@ static void attention_block(Context *ctx, int l, int first, int n, int pos0) {
     KVCache *kv = &ctx->cache;
     const PeOps *ops = pe_ops(&ctx->pe);
     int kv_dim = model_kv_dim(c), q_dim = model_q_dim(c);
-    float *kc = s->k ? s->k : kv_cache_key(kv, l, first);
-    float *vc = s->v ? s->v : kv_cache_value(kv, l, first);
+    float *kc = s->k, *vc = s->v;
 
     norm_rows(c, s->xb, s->x, w->attn_norm, w->attn_norm_b, n);
     float *qkv[] = {s->q, kc, vc};

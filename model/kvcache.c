@@ -16,11 +16,13 @@ static int kv_type_known(TensorType t) {
     return 0;
 }
 
-int kv_cache_build(KVCache *kv, int n_layers, int kv_dim, int n_ctx, TensorType type,
+int kv_cache_build(KVCache *kv, int n_layers, int kv_dim, int head_size, int n_ctx, TensorType type,
                    PosencError *err) {
     memset(kv, 0, sizeof *kv);
     if (!kv_type_known(type))
         return posenc_error(err, "KV cache type must be f32 or f16 (got %s)", tensor_type_name(type));
+    if (head_size <= 0 || kv_dim % head_size)
+        return posenc_error(err, "KV cache rows of %d are not whole heads of %d", kv_dim, head_size);
     size_t n;
     if (n_ctx <= 0 || !size_mul3(&n, (size_t)n_layers, (size_t)n_ctx, (size_t)kv_dim) ||
         !size_mul(&n, n, tensor_row_bytes(type, 1)))
@@ -38,6 +40,7 @@ int kv_cache_build(KVCache *kv, int n_layers, int kv_dim, int n_ctx, TensorType 
     }
     kv->n_layers = n_layers;
     kv->kv_dim = kv_dim;
+    kv->head_size = head_size;
     kv->n_ctx = n_ctx;
     kv->type = type;
     return 0;
@@ -70,31 +73,51 @@ int kv_cache_append(KVCache *kv, const int *tokens, int n, int pos0) {
     return first;
 }
 
-/* Rows computed in the cells themselves (an f32 cache) need no copy. */
-static void store_rows(const KVCache *kv, void *cells, const float *rows, size_t n) {
-    if (cells == rows) return;
-    if (kv->type == TENSOR_F16) convert_to_f16(cells, rows, n);
-    else memcpy(cells, rows, n * sizeof(float));
+static size_t head_row_bytes(const KVCache *kv) { return tensor_row_bytes(kv->type, (size_t)kv->head_size); }
+
+/* Rows (n, kv_dim) into cells [first, first+n) of every head of a layer's
+ * keys or values (base: the layer's first head). */
+static void store_rows(const KVCache *kv, char *base, const float *rows, int first, int n) {
+    size_t hs = (size_t)kv->head_size, row = head_row_bytes(kv);
+    for (int h = 0; h < kv->kv_dim / kv->head_size; h++)
+        for (int t = 0; t < n; t++) {
+            char *cell = base + ((size_t)h * kv->n_ctx + (size_t)(first + t)) * row;
+            const float *src = rows + (size_t)t * kv->kv_dim + (size_t)h * hs;
+            if (kv->type == TENSOR_F16) convert_to_f16((uint16_t *)cell, src, hs);
+            else memcpy(cell, src, hs * sizeof(float));
+        }
+}
+
+static void load_rows(const KVCache *kv, const char *base, float *rows, int first, int n) {
+    size_t hs = (size_t)kv->head_size, row = head_row_bytes(kv);
+    for (int h = 0; h < kv->kv_dim / kv->head_size; h++)
+        for (int t = 0; t < n; t++)
+            convert_to_f32(rows + (size_t)t * kv->kv_dim + (size_t)h * hs,
+                           base + ((size_t)h * kv->n_ctx + (size_t)(first + t)) * row, kv->type, hs);
 }
 
 void kv_cache_store(KVCache *kv, int layer, int first, int n, const float *k, const float *v) {
-    size_t count = (size_t)n * kv->kv_dim;
-    store_rows(kv, kv_cache_key(kv, layer, first), k, count);
-    if (v) store_rows(kv, kv_cache_value(kv, layer, first), v, count);
+    store_rows(kv, kv_cache_head_keys(kv, layer, 0), k, first, n);
+    if (v) store_rows(kv, kv_cache_head_values(kv, layer, 0), v, first, n);
 }
 
 void kv_cache_load_keys(const KVCache *kv, int layer, int first, int n, float *k) {
-    const void *cells = kv_cache_key(kv, layer, first);
-    if (cells != k) convert_to_f32(k, cells, kv->type, (size_t)n * kv->kv_dim);
+    load_rows(kv, kv_cache_head_keys(kv, layer, 0), k, first, n);
+}
+
+void kv_cache_load_values(const KVCache *kv, int layer, int first, int n, float *v) {
+    load_rows(kv, kv_cache_head_values(kv, layer, 0), v, first, n);
 }
 
 void kv_cache_remove(KVCache *kv, int first, int count) {
     int tail = kv->n_used - first - count;
-    size_t row = kv_cache_row_bytes(kv);
-    for (int l = 0; l < kv->n_layers; l++) {
-        memmove(kv_cache_key(kv, l, first), kv_cache_key(kv, l, first + count), (size_t)tail * row);
-        memmove(kv_cache_value(kv, l, first), kv_cache_value(kv, l, first + count), (size_t)tail * row);
-    }
+    size_t row = head_row_bytes(kv);
+    for (int l = 0; l < kv->n_layers; l++)
+        for (int h = 0; h < kv->kv_dim / kv->head_size; h++) {
+            char *k = kv_cache_head_keys(kv, l, h), *v = kv_cache_head_values(kv, l, h);
+            memmove(k + (size_t)first * row, k + (size_t)(first + count) * row, (size_t)tail * row);
+            memmove(v + (size_t)first * row, v + (size_t)(first + count) * row, (size_t)tail * row);
+        }
     memmove(kv->token + first, kv->token + first + count, (size_t)tail * sizeof(int));
     for (int i = 0; i < tail; i++) kv->pos[first + i] = kv->pos[first + count + i] - count;
     kv->n_used -= count;

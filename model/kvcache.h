@@ -5,7 +5,11 @@
  * as the stored positions and the rotation of the keys agree.
  *
  * Keys and values are f32 or f16 (half the memory and bandwidth: each
- * element rounded to 11 significant bits, ~2.4e-4 relative). */
+ * element rounded to 11 significant bits, ~2.4e-4 relative).  They are
+ * stored head by head: one KV head's cells lie end to end, so attention,
+ * which reads one head at a time, streams them instead of picking
+ * head_size elements out of every kv_dim (measured on the 110M shape at
+ * 4096 cells: see README, "The cache's layout"). */
 #ifndef POSENC_KVCACHE_H
 #define POSENC_KVCACHE_H
 #include "base/tensor.h"
@@ -13,16 +17,17 @@
 
 typedef struct {
     int n_layers, kv_dim;
+    int head_size;   /* kv_dim / head_size KV heads */
     int n_ctx;       /* cells */
     int n_used;      /* cells 0..n_used-1 are occupied */
     TensorType type; /* TENSOR_F32 or TENSOR_F16 */
-    void *key;       /* (layer, n_ctx, kv_dim) of type */
-    void *value;     /* (layer, n_ctx, kv_dim) of type */
+    void *key;       /* (layer, kv_dim / head_size, n_ctx, head_size) of type */
+    void *value;     /* (layer, kv_dim / head_size, n_ctx, head_size) of type */
     int *pos;        /* (n_ctx) position of each occupied cell */
     int *token;      /* (n_ctx) token of each occupied cell, for recomputation */
 } KVCache;
 
-int kv_cache_build(KVCache *kv, int n_layers, int kv_dim, int n_ctx, TensorType type,
+int kv_cache_build(KVCache *kv, int n_layers, int kv_dim, int head_size, int n_ctx, TensorType type,
                    PosencError *err);
 void kv_cache_free(KVCache *kv);
 /* Bytes kv_cache_build allocates for these sizes; SIZE_MAX on overflow. */
@@ -35,14 +40,14 @@ void kv_cache_clear(KVCache *kv);
  * for attention to mask by. */
 int kv_cache_append(KVCache *kv, const int *tokens, int n, int pos0);
 /* Stores the keys and values of cells [first, first+n) for one layer from
- * f32 rows (n, kv_dim), rounded to the cache's type.  Rows that already are
- * the cells (computed in place in an f32 cache) are left as they are.
- * v NULL stores keys only (a shift re-rotating them). */
+ * f32 rows (n, kv_dim), rounded to the cache's type, each head's part in
+ * that head's cells.  v NULL stores keys only (a shift re-rotating them). */
 void kv_cache_store(KVCache *kv, int layer, int first, int n, const float *k, const float *v);
-/* The keys of cells [first, first+n) of one layer as f32 rows (n, kv_dim)
- * (nothing to do when k already is those cells, in an f32 cache): with
- * kv_cache_store, what changing cached keys needs whatever the type. */
+/* The keys (values) of cells [first, first+n) of one layer as f32 rows
+ * (n, kv_dim): with kv_cache_store, what changing cached keys needs
+ * whatever the type. */
 void kv_cache_load_keys(const KVCache *kv, int layer, int first, int n, float *k);
+void kv_cache_load_values(const KVCache *kv, int layer, int first, int n, float *v);
 /* Removes cells [first, first+count) and moves the later cells down, their
  * positions lowered by `count` so that positions stay contiguous.  Keys
  * are moved as they are: re-rotating them is the caller's business. */
@@ -52,13 +57,15 @@ void kv_cache_format_positions(const KVCache *kv, char *buf, size_t n);
 /* "f32" | "f16" to the cache type; -1 for anything else. */
 int kv_cache_type_from_name(const char *name, TensorType *out);
 
-static inline size_t kv_cache_row_bytes(const KVCache *kv) {
-    return tensor_row_bytes(kv->type, (size_t)kv->kv_dim);
+/* The (n_ctx, head_size) keys or values of one KV head of one layer. */
+static inline size_t kv_cache_head_offset(const KVCache *kv, int layer, int head) {
+    size_t heads = (size_t)(kv->kv_dim / kv->head_size);
+    return ((size_t)layer * heads + (size_t)head) * kv->n_ctx * tensor_row_bytes(kv->type, (size_t)kv->head_size);
 }
-static inline void *kv_cache_key(const KVCache *kv, int layer, int cell) {
-    return (char *)kv->key + ((size_t)layer * kv->n_ctx + cell) * kv_cache_row_bytes(kv);
+static inline void *kv_cache_head_keys(const KVCache *kv, int layer, int head) {
+    return (char *)kv->key + kv_cache_head_offset(kv, layer, head);
 }
-static inline void *kv_cache_value(const KVCache *kv, int layer, int cell) {
-    return (char *)kv->value + ((size_t)layer * kv->n_ctx + cell) * kv_cache_row_bytes(kv);
+static inline void *kv_cache_head_values(const KVCache *kv, int layer, int head) {
+    return (char *)kv->value + kv_cache_head_offset(kv, layer, head);
 }
 #endif

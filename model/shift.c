@@ -4,16 +4,16 @@
 #include <string.h>
 
 /* Moves the keys of cells [first, first + count) by delta positions
- * through the scheme's rerotate hook, one cell at a time: an f32 cache in
- * place, an f16 one through the forward pass's k scratch (each shift adds
- * one f16 rounding, as writing it did). */
+ * through the scheme's rerotate hook, one cell at a time through the
+ * forward pass's k scratch (an f16 cache: each shift adds one f16
+ * rounding, as writing it did; an f32 one keeps every bit the hook gives). */
 static void rerotate_keys(Context *ctx, int first, int count, int delta) {
     KVCache *kv = &ctx->cache;
     const PeOps *scheme = pe_ops(&ctx->pe);
     int n_kv_heads = ctx->model->config.n_kv_heads;
     for (int l = 0; l < kv->n_layers; l++)
         for (int c = first; c < first + count; c++) {
-            float *k = kv->type == TENSOR_F32 ? kv_cache_key(kv, l, c) : ctx->state.k;
+            float *k = ctx->state.k;
             kv_cache_load_keys(kv, l, c, 1, k);
             scheme->rerotate(&ctx->pe, k, n_kv_heads, delta);
             kv_cache_store(kv, l, c, 1, k, NULL);

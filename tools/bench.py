@@ -5,12 +5,15 @@
              [--shapes stories15M,stories110M] [--types f32,f16,bf16,q8_0,q4_0,q4_k_m]
              [--llama2c PATH] [--llamacpp-bench PATH] [--llamacpp-ppl PATH]
              [--ppl-text FILE] [--ppl-chunks N] [--tokenizer PATH]
+             [--depths 1024,4096] [--depth-shape stories110M]
 
 Writes the models with tools/random_model.py (kept in DIR between runs;
 the block-quantized types, e.g. q4_0 and the q4_k_m mix, with
 tools/quantize.py from the f32 GGUF),
-measures posenc's `-m bench` (pp512, tg128) on each shape and weight type,
-and, in the same run on the same files, the peers whose paths are given:
+measures posenc's `-m bench` (pp512, tg128) on each shape and weight type
+(prefill's share of the probed FMA peak, decode's of the probed bandwidth),
+then the same tests at each of --depths cached tokens on --depth-shape
+(f32 weights, f16 cache), and, in the same run on the same files, the peers whose paths are given:
 llama2.c's run (decode of the f32 .bin), llama.cpp's llama-bench (the same
 GGUF files) and llama-perplexity (-m ppl against it on the first shape's
 f32 GGUF, same context and chunks).  One table; ratios are posenc / peer,
@@ -43,20 +46,33 @@ def run(cmd, **kw):
     return p
 
 
-def posenc_bench(a, model):
-    """{test: (tok/s, fraction of the bandwidth probed beside it)}"""
-    p = run([a.run, model, "-m", "bench", "--pp", "512", "--tg", "128", "-r", "1",
-             "--threads", str(a.threads), "--json"])
-    return {r["test"]: (r["tok_s"], r["bw_fraction"]) for r in map(json.loads, p.stdout.splitlines()) if r}
+def posenc_bench(a, model, depths=None):
+    """{test: (tok/s, fraction of the bandwidth (tg) or FMA peak (pp) probed beside it)}"""
+    cmd = [a.run, model, "-m", "bench", "--pp", "512", "--tg", "128", "-r", "1",
+           "--threads", str(a.threads), "--json"]
+    if depths:
+        cmd += ["--depth", ",".join(map(str, [0] + depths)), "--kv-type", "f16"]
+    p = run(cmd)
+    return {r["test"]: (r["tok_s"], r["bw_fraction"] if r["n_gen"] else r["flops_fraction"])
+            for r in map(json.loads, p.stdout.splitlines()) if r}
 
 
-def llamacpp_bench(a, model):
-    p = run([a.llamacpp_bench, "-m", model, "-p", "512", "-n", "128", "-t", str(a.threads),
-             "-r", "1", "-o", "jsonl"])
+def llamacpp_has_depth(a):
+    p = subprocess.run([a.llamacpp_bench, "--help"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return "--n-depth" in p.stdout
+
+
+def llamacpp_bench(a, model, depths=None):
+    cmd = [a.llamacpp_bench, "-m", model, "-p", "512", "-n", "128", "-t", str(a.threads), "-r", "1", "-o", "jsonl"]
+    if depths:
+        cmd += ["-d", ",".join(map(str, [0] + depths)), "-ctk", "f16", "-ctv", "f16"]
+    p = run(cmd)
     out = {}
     for line in p.stdout.splitlines():
         r = json.loads(line)
         test = "pp%d" % r["n_prompt"] if r["n_prompt"] else "tg%d" % r["n_gen"]
+        if r.get("n_depth"):
+            test += " @ d%d" % r["n_depth"]
         out[test] = r["avg_ts"]
     return out
 
@@ -115,6 +131,8 @@ def main(argv):
     ap.add_argument("--llamacpp-ppl")
     ap.add_argument("--ppl-text")
     ap.add_argument("--ppl-chunks", type=int, default=64)
+    ap.add_argument("--depths", default="1024,4096", help="cached tokens for the depth table ('' : none)")
+    ap.add_argument("--depth-shape", default="stories110M")
     a = ap.parse_args(argv)
     shapes, types = a.shapes.split(","), a.types.split(",")
     written = [t for t in types if t in WRITTEN_BY_CONVERT]
@@ -137,7 +155,7 @@ def main(argv):
                              ("llama.cpp (%s)" % a.llamacpp_bench, a.llamacpp_bench)) if on]
     print("# posenc %s, %d threads, %d rounds (engines take turns; ratio = median of per-round ratios); compared with: %s" %
           (a.run, a.threads, a.reps, ", ".join(peers) if peers else "no peers (set LLAMA2C, LLAMACPP_BENCH)"))
-    print("| model | weights | test | posenc tok/s | of bw | llama2.c tok/s | ratio | llama.cpp tok/s | ratio |")
+    print("| model | weights | test | posenc tok/s | of bw / peak | llama2.c tok/s | ratio | llama.cpp tok/s | ratio |")
     print("|---|---|---|---:|---:|---:|---:|---:|---:|")
     for shape in shapes:
         for t in types:
@@ -151,14 +169,37 @@ def main(argv):
             res = rounds(a, engines)
             for test in ("pp512", "tg128"):
                 mine = [r[test][0] for r in res["posenc"]]
-                bw = "%.0f%%" % (100 * statistics.mean(r[test][1] for r in res["posenc"])) \
-                    if test.startswith("tg") else ""
+                bw = "%.0f%%" % (100 * statistics.mean(r[test][1] for r in res["posenc"]))
                 l2c = [r[test] for r in res.get("llama2.c", []) if test in r]
                 lcpp = [r[test] for r in res.get("llama.cpp", [])]
                 print("| %s | %s | %s | %s | %s | %s | %s | %s | %s |" %
                       (shape, t, test, fmt(mine), bw, fmt(l2c), ratio(mine, l2c),
                        fmt(lcpp), ratio(mine, lcpp)))
             sys.stdout.flush()
+    depths = [int(d) for d in a.depths.split(",") if d]
+    if depths and a.depth_shape in shapes:
+        gguf = os.path.join(a.models, "%s-f32.gguf" % a.depth_shape)
+        engines = {"posenc": lambda: posenc_bench(a, gguf, depths)}
+        peer_depth = a.llamacpp_bench and llamacpp_has_depth(a)
+        if peer_depth:
+            engines["llama.cpp"] = lambda: llamacpp_bench(a, gguf, depths)
+        res = rounds(a, engines)
+        print("\n%s, f32 weights, f16 KV cache, after N cached tokens%s" %
+              (a.depth_shape, "" if peer_depth or not a.llamacpp_bench else
+               " (this llama-bench has no -d: no peer column)"))
+        print("| test | posenc tok/s | of bw / peak | of depth 0 | llama.cpp tok/s | ratio |")
+        print("|---|---:|---:|---:|---:|---:|")
+        for base in ("pp512", "tg128"):
+            zero = [r[base][0] for r in res["posenc"]]
+            for d in depths:
+                test = "%s @ d%d" % (base, d)
+                mine = [r[test][0] for r in res["posenc"]]
+                frac = "%.0f%%" % (100 * statistics.mean(r[test][1] for r in res["posenc"]))
+                lcpp = [r[test] for r in res.get("llama.cpp", []) if test in r]
+                print("| %s | %s | %s | %.0f%% | %s | %s |" %
+                      (test, fmt(mine), frac, 100 * statistics.median(m / z for m, z in zip(mine, zero)),
+                       fmt(lcpp), ratio(mine, lcpp)))
+        sys.stdout.flush()
     if a.ppl_text:
         gguf = os.path.join(a.models, "%s-f32.gguf" % shapes[0])
         ctx, chunks = "256", str(a.ppl_chunks)
