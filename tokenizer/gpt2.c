@@ -48,9 +48,9 @@ int gpt2_init(Tokenizer *t, const TokenizerSpec *spec, PosencError *err) {
     static const int user_and_control[7] = {[TOKEN_USER_DEFINED] = 1, [TOKEN_CONTROL] = 1};
     piece_trie_build(&t->added_trie, t, user_only);
     piece_trie_build(&t->special_trie, t, user_and_control);
-    for (int b = 0; b < 256; b++) { /* the byte's symbol, or its <0xXX> piece (HF_BPE) */
+    for (int b = 0; b < 256; b++) { /* the byte's symbol, or its <0xXX> piece (HF_BPE/UNIGRAM) */
         char buf[8];
-        int n = t->kind == TOKENIZER_HF_BPE ? snprintf(buf, sizeof buf, "<0x%02X>", b)
+        int n = t->kind != TOKENIZER_GPT2 ? snprintf(buf, sizeof buf, "<0x%02X>", b)
                                             : utf8_encode(gpt2_byte_char((unsigned char)b), buf);
         t->byte_ids[b] = tokenizer_lookup(t, buf, (size_t)n);
     }
@@ -196,6 +196,8 @@ static int encode_chars(const Tokenizer *t, const char *text, size_t n, IntBuf *
 static int encode_section(const Tokenizer *t, const char *text, size_t start, size_t end,
                           IntBuf *out, TokScratch *s, PosencError *err) {
     if (t->kind == TOKENIZER_HF_BPE) return encode_chars(t, text + start, end - start, out, s, err);
+    if (t->kind == TOKENIZER_HF_UNIGRAM)
+        return hf_unigram_encode(t, text + start, end - start, start == 0, out, s, err);
     if (t->nfc) {
         text = nfc_normalize(text + start, end - start, &end, &s->nfc, &s->cps);
         start = 0;

@@ -6,8 +6,9 @@
  *   GPT-2 vocab.json+merges  byte-level BPE with GPT-2's pre-tokenizer
  *   HF tokenizer.json        byte-level BPE with the Llama 3 / Qwen2 / DeepSeek-V3 /
  *                            GPT-2 pre-tokenizers, NFC, added tokens; or BPE over
- *                            characters with byte fallback (Gemma): the ids of
- *                            Hugging Face tokenizers
+ *                            characters with byte fallback (Gemma); Unigram with
+ *                            the charsmap normalizer and Metaspace (T5 style): the
+ *                            ids of Hugging Face tokenizers
  * Every reader fills a TokenizerSpec (plain arrays) and calls tokenizer_build,
  * so another container (GGUF's tokenizer.ggml.*) only has to fill the spec. */
 #ifndef POSENC_TOKENIZER_H
@@ -26,7 +27,13 @@ typedef enum {
     TOKENIZER_GPT2,        /* byte-level BPE */
     TOKENIZER_HF_BPE,      /* tokenizer.json BPE over characters with byte fallback,
                               spaces as U+2581 (Gemma) */
+    TOKENIZER_HF_UNIGRAM,  /* tokenizer.json Unigram (SentencePiece converted by Hugging
+                              Face: T5, ALBERT, XLNet, mBART, XLM-R): charsmap normalizer,
+                              Metaspace pre-tokenizer, Viterbi per pre-token */
 } TokenizerKind;
+
+/* Metaspace's prepend_scheme: when a U+2581 goes in front of a section of text. */
+typedef enum { METASPACE_NEVER, METASPACE_ALWAYS, METASPACE_FIRST } MetaspacePrepend;
 
 /* The pre-tokenizer of a byte-level BPE vocabulary (tokenizer/pretok.c),
  * named in GGUF files by tokenizer.ggml.pre as llama.cpp names it. */
@@ -79,6 +86,11 @@ typedef struct {
                                     (Llama 2's Strip decoder) */
     int leftmost_merges;         /* merge the leftmost best-ranked pair at a time (Hugging
                                     Face), not every occurrence of it per pass (encoder.py) */
+    /* TOKENIZER_HF_UNIGRAM (also charsmap, byte_fallback, strip_leading_space) */
+    int strip_right;             /* the Strip normalizer: trailing whitespace goes */
+    const char *space_run;       /* Replace " {2,}" by this text; NULL: no such step */
+    MetaspacePrepend metaspace_prepend;
+    int metaspace_split;         /* Metaspace's split: each U+2581 starts a pre-token */
 } TokenizerSpec;
 
 /* Byte-wise trie over a set of pieces (unigram lattice, user-defined
@@ -134,6 +146,11 @@ typedef struct {
      * matched in text, control pieces too under parse_special */
     PretokKind pretok;
     int ignore_merges, leftmost_merges, nfc, fuse_unk, prepend_space, strip_leading_space;
+    /* HF_UNIGRAM: see TokenizerSpec */
+    int strip_right, metaspace_split;
+    char space_run[8];           /* "" when no Replace " {2,}" step */
+    int has_space_run;
+    MetaspacePrepend metaspace_prepend;
     PieceTrie added_trie;        /* user-defined pieces */
     PieceTrie special_trie;      /* user-defined and control pieces */
     int parse_special;           /* tokenizer_set_parse_special */

@@ -557,8 +557,8 @@ START_TEST(tokenizer_json_files) {
     tokenizer_free(&t);
     tests_remove_dir(dir);
     /* what posenc does not implement, and broken files: one line naming the file */
-    hf_error(HF_ADDED, "null", HF_BYTELEVEL, "{\"type\": \"Unigram\", \"vocab\": []}", NULL,
-             "model type 'Unigram' is not supported");
+    hf_error(HF_ADDED, "null", HF_BYTELEVEL, "{\"type\": \"WordPiece\", \"vocab\": {}}", NULL,
+             "model type 'WordPiece' is not supported (BPE and Unigram only)");
     hf_error(HF_ADDED, "{\"type\": \"NFD\"}", HF_BYTELEVEL, HF_MODEL, NULL, "normalizer 'NFD'");
     hf_error(HF_ADDED, "null", "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", "
              "\"pattern\": {\"Regex\": \"\\\\d+\"}, \"behavior\": \"Isolated\", \"invert\": false}, "
@@ -597,6 +597,128 @@ START_TEST(tokenizer_json_files) {
 }
 END_TEST
 
+/* A Unigram tokenizer.json in a fresh directory: the pipeline of a
+ * SentencePiece conversion, its parts replaceable. */
+#define UNI_NORM "{\"type\": \"Sequence\", \"normalizers\": [{\"type\": \"Strip\", \"strip_left\": false, " \
+                 "\"strip_right\": true}, {\"type\": \"Replace\", \"pattern\": {\"Regex\": \" {2,}\"}, " \
+                 "\"content\": \"\\u2581\"}]}"
+#define UNI_META(scheme, split) "{\"type\": \"Metaspace\", \"replacement\": \"\\u2581\", " \
+                                "\"prepend_scheme\": \"" scheme "\", \"split\": " split "}"
+/* <unk> ▁a a b ▁ ab ▁a▁b, then the added <x> */
+#define UNI_VOCAB "[[\"<unk>\", 0], [\"\\u2581a\", -1], [\"a\", -2], [\"b\", -3], [\"\\u2581\", -4], " \
+                  "[\"ab\", -1.5], [\"\\u2581a\\u2581b\", -0.5]]"
+#define UNI_MODEL "{\"type\": \"Unigram\", \"unk_id\": 0, \"vocab\": " UNI_VOCAB "}"
+#define UNI_ADDED "[{\"id\": 7, \"content\": \"<x>\", \"special\": false, \"normalized\": false}]"
+
+static const char *unigram_dir(const char *normalizer, const char *pre, const char *decoder,
+                               const char *model) {
+    const char *dir = fresh_dir();
+    char path[128], doc[4096];
+    snprintf(doc, sizeof doc, "{\"added_tokens\": " UNI_ADDED ", \"normalizer\": %s, "
+             "\"pre_tokenizer\": %s, \"decoder\": %s, \"model\": %s}", normalizer, pre, decoder, model);
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    tests_write_file(path, doc, strlen(doc));
+    return dir;
+}
+
+/* Loads the file of those parts and encodes text to want[0..n). */
+static void unigram_ok(const char *normalizer, const char *scheme_split, const char *text,
+                       const int *want, int n) {
+    const char *dir = unigram_dir(normalizer, scheme_split, scheme_split, UNI_MODEL);
+    Tokenizer t;
+    tests_load_tokenizer(&t, dir, 0);
+    ck_assert_int_eq(t.kind, TOKENIZER_HF_UNIGRAM);
+    encode_ok(&t, text, want, n);
+    tokenizer_free(&t);
+    tests_remove_dir(dir);
+}
+
+static void unigram_error(const char *normalizer, const char *pre, const char *decoder,
+                          const char *model, const char *msg) {
+    const char *dir = unigram_dir(normalizer, pre, decoder, model);
+    Tokenizer t;
+    PosencError err;
+    ck_assert_msg(tokenizer_load(&t, dir, 0, &err) == -1, "loaded, wanted '%s'", msg);
+    ck_assert_msg(strstr(err.msg, dir) && strstr(err.msg, msg) && !strchr(err.msg, '\n'),
+                  "want '%s', got '%s'", msg, err.msg);
+    tests_remove_dir(dir);
+}
+
+/* Hugging Face's Unigram pipeline by hand (the parity suite checks it on
+ * real text): each setting changes the ids as the library's would, so
+ * each case is also the control of the others. */
+START_TEST(tokenizer_json_unigram) {
+    const char *always = UNI_META("always", "true");
+    /* Viterbi: ▁a+b (-4) beats ▁+ab (-5.5); split keeps ▁a▁b (-0.5) out */
+    unigram_ok(UNI_NORM, always, "ab", (int[]){1, 3}, 2);
+    unigram_ok(UNI_NORM, always, "a b", (int[]){1, 4, 3}, 3);
+    unigram_ok(UNI_NORM, UNI_META("always", "false"), "a b", (int[]){6}, 1);
+    /* the prefix: before every section, the first only, or never */
+    unigram_ok(UNI_NORM, always, "a<x>b", (int[]){1, 7, 4, 3}, 4);
+    unigram_ok(UNI_NORM, UNI_META("first", "true"), "a<x>b", (int[]){1, 7, 3}, 3);
+    unigram_ok(UNI_NORM, UNI_META("never", "true"), "a<x>b", (int[]){2, 7, 3}, 3);
+    unigram_ok(UNI_NORM, UNI_META("first", "true"), "<x>b", (int[]){7, 3}, 2);
+    /* older files: add_prefix_space instead of prepend_scheme */
+    const char *old = "{\"type\": \"Metaspace\", \"replacement\": \"\\u2581\", \"add_prefix_space\": false}";
+    unigram_ok(UNI_NORM, old, "a", (int[]){2}, 1);
+    /* Strip right, then runs of spaces as one U+2581; without them, each space is one */
+    unigram_ok(UNI_NORM, always, "a   b  ", (int[]){1, 4, 3}, 3);
+    unigram_ok("null", always, "a   b  ", (int[]){1, 4, 4, 4, 3, 4, 4}, 7);
+    unigram_ok("{\"type\": \"Replace\", \"pattern\": {\"Regex\": \" {2,}\"}, \"content\": \" \"}", always,
+               "  a", (int[]){1}, 1);
+    /* unknown characters: one <unk> per run */
+    unigram_ok(UNI_NORM, always, "acc b", (int[]){1, 0, 4, 3}, 4);
+    /* the decoder: U+2581 as spaces, the first one dropped (not under "never") */
+    const char *dir = unigram_dir(UNI_NORM, always, always, UNI_MODEL);
+    Tokenizer t;
+    tests_load_tokenizer(&t, dir, 0);
+    size_t len;
+    char *text = tokenizer_decode_text(&t, (int[]){1, 7, 4, 3, 0}, 5, &len);
+    ck_assert_str_eq(text, "a<x> b<unk>");
+    free(text);
+    tokenizer_free(&t);
+    tests_remove_dir(dir);
+    /* refusals: one line naming the file */
+    const char *norm = UNI_NORM;
+    unigram_error(norm, always, always, "{\"type\": \"Unigram\", \"unk_id\": 0, \"vocab\": [[\"a\"]]}",
+                  "Unigram vocab entry 0 is not [piece, finite score]");
+    unigram_error(norm, always, always, "{\"type\": \"Unigram\", \"unk_id\": 0, \"vocab\": [[\"a\", \"x\"]]}",
+                  "Unigram vocab entry 0 is not");
+    unigram_error(norm, always, always, "{\"type\": \"Unigram\", \"unk_id\": 0, \"vocab\": [[\"a\", 1], 2]}",
+                  "Unigram vocab entry 1 is not");
+    unigram_error(norm, always, always, "{\"type\": \"Unigram\", \"unk_id\": 0, \"vocab\": {\"a\": 0}}",
+                  "the Unigram vocab is not a non-empty array");
+    unigram_error(norm, always, always, "{\"type\": \"Unigram\", \"unk_id\": 7, \"vocab\": " UNI_VOCAB "}",
+                  "unk_id is missing or not an id of the vocab (0..6)");
+    unigram_error(norm, always, always, "{\"type\": \"Unigram\", \"vocab\": " UNI_VOCAB "}",
+                  "unk_id is missing");
+    unigram_error(norm, always, always, "{\"type\": \"Unigram\", \"unk_id\": 0.5, \"vocab\": " UNI_VOCAB "}",
+                  "unk_id is missing");
+    unigram_error("{\"type\": \"Precompiled\", \"precompiled_charsmap\": \"@@@@\"}", always, always,
+                  UNI_MODEL, "precompiled_charsmap is not base64");
+    unigram_error("{\"type\": \"Precompiled\", \"precompiled_charsmap\": \"AAA\"}", always, always,
+                  UNI_MODEL, "precompiled_charsmap is not base64");
+    unigram_error("{\"type\": \"Precompiled\", \"precompiled_charsmap\": \"A===\"}", always, always,
+                  UNI_MODEL, "precompiled_charsmap is not base64");
+    /* a trie size of 16 bytes in a blob of 8 */
+    unigram_error("{\"type\": \"Precompiled\", \"precompiled_charsmap\": \"EAAAAAAAAAA=\"}", always,
+                  always, UNI_MODEL, "precompiled_charsmap) are broken");
+    unigram_error("{\"type\": \"Lowercase\"}", always, always, UNI_MODEL,
+                  "Unigram normalizer step 'Lowercase' is not supported");
+    unigram_error("{\"type\": \"Sequence\", \"normalizers\": [{\"type\": \"Replace\", \"pattern\": "
+                  "{\"Regex\": \" {2,}\"}, \"content\": \" \"}, {\"type\": \"Strip\", \"strip_left\": "
+                  "false, \"strip_right\": true}]}", always, always, UNI_MODEL,
+                  "step 'Strip' is not supported");
+    unigram_error(norm, "{\"type\": \"Metaspace\", \"replacement\": \"_\"}", always, UNI_MODEL,
+                  "Unigram pre_tokenizer must be Metaspace with replacement U+2581");
+    unigram_error(norm, UNI_META("sometimes", "true"), always, UNI_MODEL,
+                  "prepend_scheme is not always, first or never");
+    unigram_error(norm, always, UNI_META("never", "true"), UNI_MODEL,
+                  "the Metaspace decoder's prepend_scheme differs");
+    unigram_error(norm, always, "{\"type\": \"ByteLevel\"}", UNI_MODEL, "Unigram decoder must be Metaspace");
+}
+END_TEST
+
 START_TEST(missing_files) {
     Tokenizer t;
     PosencError err;
@@ -629,6 +751,7 @@ int main(void) {
     tcase_add_test(bad, malformed_gpt2_files);
     tcase_add_test(bad, missing_files);
     tcase_add_test(bad, tokenizer_json_files);
+    tcase_add_test(bad, tokenizer_json_unigram);
     suite_add_tcase(s, bad);
     return tests_run_suite(s);
 }

@@ -842,6 +842,58 @@ START_TEST(hf_controls) {
 }
 END_TEST
 
+/* ---- Unigram tokenizer.json ------------------------------------------------ */
+/* No npm package ships a Unigram tokenizer.json, so tools/spm_to_hf_json.py
+ * writes the one transformers' SpmConverter makes of the shared unigram
+ * .model, into a directory under build/ (`fallback`: "off" as SpmConverter
+ * writes it, "model" with the .model's byte fallback as its Llama/Gemma
+ * subclasses do).  Returns the directory (static storage). */
+static const char *unigram_json(const char *fallback) {
+    static char dir[2][64];
+    char *d = dir[fallback[0] == 'm'];
+    snprintf(d, sizeof dir[0], "build/tests-unigram-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(d));
+    const char *model = tests_model_path(models, "spm/tinystories-unigram-1k.model");
+    TestsRun r = tests_run_python_ok(
+        (const char *[]){"tools/spm_to_hf_json.py", model, d, "--byte-fallback", fallback, NULL});
+    tests_run_free(&r);
+    return d;
+}
+
+/* As SpmConverter writes it: ids and decodes of every line against the
+ * JavaScript reference (which has no Unigram byte fallback: hence "off"). */
+START_TEST(hf_unigram) {
+    const char *modules = need_corpus() ? tests_npm_modules("tokenizer.json parity") : NULL;
+    if (!modules || !tests_python_available("Unigram tokenizer.json parity")) return;
+    const char *dir = unigram_json("off");
+    hf_parity_ref("spm unigram (SpmConverter)", dir, dir);
+    tests_remove_dir(dir);
+}
+END_TEST
+
+/* With the .model's byte fallback: the ids spm_encode gives for the same
+ * .model, on every line of the shared texts. */
+START_TEST(hf_unigram_spm) {
+    if (!need_corpus() || !tests_python_available("Unigram tokenizer.json parity")) return;
+    const char *dir = unigram_json("model");
+    Tokenizer t;
+    tests_load_tokenizer(&t, dir, 0);
+    Text text = {0};
+    const char *input_path = corpus_path(1, &text);
+    char flag[1100];
+    snprintf(flag, sizeof flag, "--model=%s", tests_model_path(models, "spm/tinystories-unigram-1k.model"));
+    size_t ref_n;
+    char *ref = run_reference("spm_encode", (const char *[]){flag, "--output_format=id", NULL},
+                              input_path, &ref_n);
+    compare("spm unigram tokenizer.json (byte fallback) against spm_encode", &t, text.v, text.n,
+            ref, ref_n, format_ids);
+    free(ref);
+    free(text.v);
+    tokenizer_free(&t);
+    tests_remove_dir(dir);
+}
+END_TEST
+
 /* llama.cpp's vocabulary tests (tests/fixtures/llama_cpp_vocab): every text
  * of vocab-tests.inp through a GGUF that tools/convert.py wrote (with its
  * tokenizer.ggml.pre), against the ids the Python library gave. */
@@ -976,6 +1028,8 @@ int main(void) {
     tcase_add_test(tc, hf_pretok_starcoder);
     tcase_add_test(tc, hf_pretok_bloom);
     tcase_add_test(tc, hf_controls);
+    tcase_add_test(tc, hf_unigram);
+    tcase_add_test(tc, hf_unigram_spm);
     tcase_add_test(tc, llama_cpp_vocab_tests);
     tcase_add_test(tc, llama2c_heap_equals_rescan);
     suite_add_tcase(s, tc);
