@@ -509,10 +509,9 @@ static char *hf_reference(const char *dir, const char *input_path, const char *f
  * what the normalizer changed).  With --special that is the same text but
  * where a Prepend normalizer (Llama 2) puts a U+2581 after each special
  * token: there the reference decodes the --special ids too. */
-static void hf_parity_ref(const char *package, const char *dir, const char *ref_dir) {
+static void hf_parity_lines(const char *package, const char *dir, const char *ref_dir,
+                            const Text *text, const char *input_path) {
     char what[256];
-    Text text = {0};
-    const char *input_path = hf_corpus(&text);
     Tokenizer t;
     tests_load_tokenizer(&t, dir, 0);
     size_t norm_n;
@@ -521,18 +520,26 @@ static void hf_parity_ref(const char *package, const char *dir, const char *ref_
         ck_assert_int_eq(tokenizer_set_parse_special(&t, special), 0);
         size_t ref_n;
         char *ref = hf_reference(ref_dir, input_path, special ? "--special" : NULL, &ref_n);
-        if (special && t.prepend_space) {
+        /* sections between special tokens are normalized alone: Llama 2's Prepend
+         * and the Unigram pipeline's Strip make other text of them */
+        if (special && (t.prepend_space || t.kind == TOKENIZER_HF_UNIGRAM)) {
             free(norm);
             norm = hf_reference2(ref_dir, input_path, "--decoded", "--special", &norm_n);
         }
         snprintf(what, sizeof what, "%s tokenizer.json encode%s", package, special ? " --special" : "");
-        compare(what, &t, text.v, text.n, ref, ref_n, format_ids);
+        compare(what, &t, text->v, text->n, ref, ref_n, format_ids);
         snprintf(what, sizeof what, "%s round trip%s", package, special ? " --special" : "");
         compare(what, &t, ref, ref_n, norm, norm_n, format_decoded);
         free(ref);
     }
     free(norm);
     tokenizer_free(&t);
+}
+
+static void hf_parity_ref(const char *package, const char *dir, const char *ref_dir) {
+    Text text = {0};
+    const char *input_path = hf_corpus(&text);
+    hf_parity_lines(package, dir, ref_dir, &text, input_path);
     free(text.v);
 }
 
@@ -843,6 +850,8 @@ START_TEST(hf_controls) {
 END_TEST
 
 /* ---- Unigram tokenizer.json ------------------------------------------------ */
+#define UNIGRAM_MODEL "spm/tinystories-unigram-1k.model"
+
 /* No npm package ships a Unigram tokenizer.json, so tools/spm_to_hf_json.py
  * writes the one transformers' SpmConverter makes of the shared unigram
  * .model, into a directory under build/ (`fallback`: "off" as SpmConverter
@@ -853,40 +862,127 @@ static const char *unigram_json(const char *fallback) {
     char *d = dir[fallback[0] == 'm'];
     snprintf(d, sizeof dir[0], "build/tests-unigram-XXXXXX");
     ck_assert_ptr_nonnull(mkdtemp(d));
-    const char *model = tests_model_path(models, "spm/tinystories-unigram-1k.model");
+    const char *model = tests_model_path(models, UNIGRAM_MODEL);
     TestsRun r = tests_run_python_ok(
         (const char *[]){"tools/spm_to_hf_json.py", model, d, "--byte-fallback", fallback, NULL});
     tests_run_free(&r);
     return d;
 }
 
-/* As SpmConverter writes it: ids and decodes of every line against the
- * JavaScript reference (which has no Unigram byte fallback: hence "off"). */
+/* As SpmConverter writes it: ids and decodes against the JavaScript reference
+ * (which has no Unigram byte fallback: hence "off").  The port stands in
+ * for the charsmap with its own rules and NFKC (e.g. ZWJ becomes a space),
+ * so the lines where that gives other text than the charsmap
+ * (spm_normalize, the library's own normalizer) are left to hf_unigram_spm. */
 START_TEST(hf_unigram) {
     const char *modules = need_corpus() ? tests_npm_modules("tokenizer.json parity") : NULL;
     if (!modules || !tests_python_available("Unigram tokenizer.json parity")) return;
     const char *dir = unigram_json("off");
-    hf_parity_ref("spm unigram (SpmConverter)", dir, dir);
+    Text all = {0}, text = {0};
+    const char *all_path = hf_corpus(&all);
+    size_t js_n, spm_n;
+    char *js = hf_reference(dir, all_path, "--precompiled", &js_n);
+    char flag[1100];
+    snprintf(flag, sizeof flag, "--model=%s", tests_model_path(models, UNIGRAM_MODEL));
+    char *spm = run_reference("spm_normalize", (const char *[]){flag, "--remove_extra_whitespaces=false", NULL},
+                              all_path, &spm_n);
+    Lines in = {all.v, all.v + all.n}, a = {js, js + js_n}, b = {spm, spm + spm_n};
+    const char *line, *x, *y;
+    size_t n, xn, yn;
+    long kept = 0, left = 0;
+    while (next_line(&in, &line, &n)) {
+        ck_assert(next_line(&a, &x, &xn) && next_line(&b, &y, &yn));
+        if (xn == yn && memcmp(x, y, xn) == 0) {
+            text_add(&text, line, n);
+            text_add(&text, "\n", 1);
+            kept++;
+        } else {
+            left++;
+        }
+    }
+    printf("spm unigram (SpmConverter): %ld lines where the JavaScript port normalizes otherwise "
+           "than the charsmap, %ld compared\n", left, kept);
+    ck_assert_msg(left < kept / 100, "the port and the charsmap disagree on %ld lines", left);
+    hf_parity_lines("spm unigram (SpmConverter)", dir, dir, &text,
+                    tests_write_temp(text.v, text.n, ".txt"));
+    free(js);
+    free(spm);
+    free(all.v);
+    free(text.v);
     tests_remove_dir(dir);
 }
 END_TEST
 
+/* Whether `line` holds the text of a piece that is not normal (control,
+ * unknown, byte): Hugging Face's lattice has every piece, SentencePiece's
+ * only normal ones, so "<s>" in text is one id there and three here. */
+static int spells_other_piece(const Tokenizer *t, const char *line, size_t n) {
+    for (int id = 0; id < t->vocab_size; id++)
+        if (t->types[id] != TOKEN_NORMAL && memmem(line, n, t->pieces[id], (size_t)t->piece_lens[id]))
+            return 1;
+    return 0;
+}
+
+/* t's ids for `line` equal (1) or differ from (0) spm_encode's. */
+static int same_as_spm(const Tokenizer *t, const char *line) {
+    const char *path = tests_write_temp(line, strlen(line), ".txt");
+    char flag[1100];
+    snprintf(flag, sizeof flag, "--model=%s", tests_model_path(models, UNIGRAM_MODEL));
+    size_t ref_n;
+    char *ref = run_reference("spm_encode", (const char *[]){flag, "--output_format=id", NULL}, path, &ref_n);
+    Text got = {0};
+    format_ids(t, line, strlen(line), &got);
+    int same = ref_n == got.n + 1 && memcmp(ref, got.v, got.n) == 0;
+    free(ref);
+    free(got.v);
+    return same;
+}
+
 /* With the .model's byte fallback: the ids spm_encode gives for the same
- * .model, on every line of the shared texts. */
+ * .model, on every line of the shared texts and the adversarial set (NUL
+ * bytes and invalid UTF-8 too) but those that spell a control, unknown or
+ * byte piece.  Controls: without the charsmap, fullwidth letters; without
+ * byte fallback, an emoji; with the prefix only before the first section,
+ * text after a user-defined piece: each gives other ids than spm_encode. */
 START_TEST(hf_unigram_spm) {
     if (!need_corpus() || !tests_python_available("Unigram tokenizer.json parity")) return;
     const char *dir = unigram_json("model");
     Tokenizer t;
     tests_load_tokenizer(&t, dir, 0);
+    Lines in = {corpus.v, corpus.v + corpus.n};
     Text text = {0};
-    const char *input_path = corpus_path(1, &text);
+    const char *line;
+    size_t n;
+    long left = 0;
+    while (next_line(&in, &line, &n)) {
+        if (spells_other_piece(&t, line, n)) {
+            left++;
+            continue;
+        }
+        text_add(&text, line, n);
+        text_add(&text, "\n", 1);
+    }
+    printf("spm unigram tokenizer.json: %ld lines spell a control, unknown or byte piece\n", left);
+    ck_assert_int_lt(left, 10);
+    const char *input_path = tests_write_temp(text.v, text.n, ".txt");
     char flag[1100];
-    snprintf(flag, sizeof flag, "--model=%s", tests_model_path(models, "spm/tinystories-unigram-1k.model"));
+    snprintf(flag, sizeof flag, "--model=%s", tests_model_path(models, UNIGRAM_MODEL));
     size_t ref_n;
     char *ref = run_reference("spm_encode", (const char *[]){flag, "--output_format=id", NULL},
                               input_path, &ref_n);
     compare("spm unigram tokenizer.json (byte fallback) against spm_encode", &t, text.v, text.n,
             ref, ref_n, format_ids);
+    const char *nfkc = "\xEF\xBD\x86\xEF\xBD\x95\xEF\xBD\x8C\xEF\xBD\x8C \xE2\x91\xA0"; /* ｆｕｌｌ ① */
+    ck_assert(same_as_spm(&t, nfkc));
+    size_t units = t.n_charsmap_units;
+    t.n_charsmap_units = 0;
+    ck_assert_msg(!same_as_spm(&t, nfkc), "no charsmap, same ids");
+    t.n_charsmap_units = units;
+    const char *emoji = "a \xF0\x9F\x98\x80 b";
+    ck_assert(same_as_spm(&t, emoji));
+    t.byte_fallback = 0;
+    ck_assert_msg(!same_as_spm(&t, emoji), "no byte fallback, same ids");
+    t.byte_fallback = 1;
     free(ref);
     free(text.v);
     tokenizer_free(&t);
