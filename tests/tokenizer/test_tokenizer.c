@@ -716,6 +716,18 @@ START_TEST(tokenizer_json_unigram) {
     unigram_error(norm, always, UNI_META("never", "true"), UNI_MODEL,
                   "the Metaspace decoder's prepend_scheme differs");
     unigram_error(norm, always, "{\"type\": \"ByteLevel\"}", UNI_MODEL, "Unigram decoder must be Metaspace");
+    /* tools/convert.py: what a SentencePiece (t5) vocabulary cannot say */
+    if (!tests_python_available("convert.py Unigram refusals")) return;
+    const char *first = UNI_META("first", "true");
+    dir = unigram_dir(norm, first, first, UNI_MODEL);
+    tests_expect_convert_error((const char *[]){dir, "/tmp/posenc-never-written.gguf", "--vocab-only", NULL},
+                               "SentencePiece has no \"first\"");
+    tests_remove_dir(dir);
+    dir = unigram_dir("{\"type\": \"Strip\", \"strip_left\": false, \"strip_right\": true}", always,
+                      always, UNI_MODEL);
+    tests_expect_convert_error((const char *[]){dir, "/tmp/posenc-never-written.gguf", "--vocab-only", NULL},
+                               "has no SentencePiece equivalent");
+    tests_remove_dir(dir);
 }
 END_TEST
 

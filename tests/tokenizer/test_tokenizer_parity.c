@@ -941,9 +941,10 @@ static int same_as_spm(const Tokenizer *t, const char *line) {
 /* With the .model's byte fallback: the ids spm_encode gives for the same
  * .model, on every line of the shared texts and the adversarial set (NUL
  * bytes and invalid UTF-8 too) but those that spell a control, unknown or
- * byte piece.  Controls: without the charsmap, fullwidth letters; without
- * byte fallback, an emoji; with the prefix only before the first section,
- * text after a user-defined piece: each gives other ids than spm_encode. */
+ * byte piece; and the same through the GGUF tools/convert.py writes of the
+ * tokenizer.json (llama.cpp's t5 vocabulary).  Controls: without the
+ * charsmap, fullwidth letters; without byte fallback, an emoji: each gives
+ * other ids than spm_encode. */
 START_TEST(hf_unigram_spm) {
     if (!need_corpus() || !tests_python_available("Unigram tokenizer.json parity")) return;
     const char *dir = unigram_json("model");
@@ -972,6 +973,14 @@ START_TEST(hf_unigram_spm) {
                               input_path, &ref_n);
     compare("spm unigram tokenizer.json (byte fallback) against spm_encode", &t, text.v, text.n,
             ref, ref_n, format_ids);
+    const char *gguf = tests_convert(".", dir, (const char *[]){"--vocab-only", NULL});
+    ck_assert_ptr_nonnull(gguf);
+    Tokenizer g;
+    tests_load_tokenizer(&g, gguf, 0);
+    ck_assert_int_eq(g.kind, TOKENIZER_SPM_UNIGRAM);
+    compare("spm unigram tokenizer.json as GGUF t5 against spm_encode", &g, text.v, text.n, ref,
+            ref_n, format_ids);
+    tokenizer_free(&g);
     const char *nfkc = "\xEF\xBD\x86\xEF\xBD\x95\xEF\xBD\x8C\xEF\xBD\x8C \xE2\x91\xA0"; /* ｆｕｌｌ ① */
     ck_assert(same_as_spm(&t, nfkc));
     size_t units = t.n_charsmap_units;
