@@ -5,7 +5,7 @@
  * Metaspace (SentencePiece conversions).  What the file asks for and posenc
  * does not implement is refused by name, never approximated: another model
  * type, a normalizer that changes text otherwise, added tokens with
- * lstrip/rstrip/single_word, an unknown pattern. */
+ * single_word (or normalized after a normalizer), an unknown pattern. */
 #include "tokenizer/tokenizer_impl.h"
 
 #include <float.h>
@@ -169,6 +169,7 @@ typedef struct {
     const char **pieces;
     uint32_t *lens;
     uint8_t *types;
+    uint8_t *flags; /* ADDED_* of added tokens; NULL when none has any */
     int n;
 } Vocab;
 
@@ -198,10 +199,16 @@ static int add_tokens(Vocab *v, const JsonValue *added, int normalizes, PosencEr
         int id = (int)json_get(a, "id")->number;
         if (!content || content->type != JSON_STRING || content->len == 0)
             return posenc_error(err, "added token %d has no content", id);
-        if (json_get_bool(a, "lstrip", 0) || json_get_bool(a, "rstrip", 0) ||
-            json_get_bool(a, "single_word", 0))
-            return posenc_error(err, "added token '%s': lstrip, rstrip and single_word are not "
-                                     "supported", posenc_escape(content->string).s);
+        int lstrip, rstrip, single_word;
+        if (bool_field(a, "lstrip", 0, &lstrip, err) || bool_field(a, "rstrip", 0, &rstrip, err) ||
+            bool_field(a, "single_word", 0, &single_word, err))
+            return -1;
+        /* the JavaScript reference ignores single_word: nothing to check posenc against */
+        if (single_word)
+            return posenc_error(err, "added token '%s': single_word is not supported",
+                                posenc_escape(content->string).s);
+        if ((lstrip || rstrip) && !v->flags) v->flags = callocCheck((size_t)n, 1, "the added tokens' flags");
+        if (v->flags) v->flags[id] = (uint8_t)((lstrip ? ADDED_LSTRIP : 0) | (rstrip ? ADDED_RSTRIP : 0));
         if (v->pieces[id] && (v->lens[id] != content->len ||
                               memcmp(v->pieces[id], content->string, content->len) != 0))
             return posenc_error(err, "id %d is '%s' in the model and added token '%s'", id,
@@ -382,12 +389,14 @@ static int build_unigram(Tokenizer *t, const JsonValue *root, PosencError *err) 
         spec.piece_lens = v.lens;
         spec.scores = scores;
         spec.types = v.types;
+        spec.added_flags = v.flags;
         spec.strip_leading_space = spec.metaspace_prepend != METASPACE_NEVER;
         rc = tokenizer_build(t, &spec, err);
     }
     free(v.pieces);
     free(v.lens);
     free(v.types);
+    free(v.flags);
     free(scores);
     free(charsmap);
     return rc;
@@ -439,7 +448,8 @@ static int build(Tokenizer *t, const JsonValue *root, PosencError *err) {
                               .byte_fallback = byte_fallback, .fuse_unk = fuse_unk,
                               .prepend_space = prepend, .strip_leading_space = strip,
                               .n_pieces = v.n, .pieces = v.pieces,
-                              .piece_lens = v.lens, .types = v.types, .n_merges = (int)merges->len,
+                              .piece_lens = v.lens, .types = v.types, .added_flags = v.flags,
+                              .n_merges = (int)merges->len,
                               .merges = texts, .bos_id = -1, .eos_id = -1, .pretok = pretok,
                               .ignore_merges = ignore_merges, .nfc = nfc,
                               .leftmost_merges = 1};
@@ -448,6 +458,7 @@ static int build(Tokenizer *t, const JsonValue *root, PosencError *err) {
     free(v.pieces);
     free(v.lens);
     free(v.types);
+    free(v.flags);
     free(pool.v);
     free(offs);
     free(texts);

@@ -190,6 +190,10 @@ int tokenizer_build(Tokenizer *t, const TokenizerSpec *spec, PosencError *err) {
                 rc = posenc_error(err, "piece %zu has unknown type %d", i, t->types[i]);
         }
     }
+    if (rc == 0 && spec->added_flags) {
+        t->added_flags = mallocCheck(n, "the added tokens' flags");
+        memcpy(t->added_flags, spec->added_flags, n);
+    }
     t->bos_id = spec->bos_id;
     t->eos_id = spec->eos_id;
     for (int b = 0; b < 256; b++) t->byte_ids[b] = -1;
@@ -212,6 +216,7 @@ void tokenizer_free(Tokenizer *t) {
     free(t->piece_lens);
     free(t->scores);
     free(t->types);
+    free(t->added_flags);
     free(t->hash);
     free(t->surface_pool);
     free(t->surface_off);

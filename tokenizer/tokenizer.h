@@ -58,6 +58,10 @@ typedef enum {
     TOKEN_BYTE = 6,         /* <0xXX> byte fallback */
 } TokenType;
 
+/* How an added token takes the whitespace beside it (tokenizer.json's
+ * lstrip / rstrip): the whitespace becomes part of the token. */
+enum { ADDED_LSTRIP = 1, ADDED_RSTRIP = 2 };
+
 /* Everything a tokenizer is made of.  Borrowed: tokenizer_build copies it. */
 typedef struct {
     TokenizerKind kind;
@@ -66,6 +70,7 @@ typedef struct {
     const uint32_t *piece_lens;  /* (n_pieces) byte lengths, or NULL: NUL-terminated */
     const float *scores;         /* (n_pieces) merge priority / log-prob, or NULL: 0 */
     const uint8_t *types;        /* (n_pieces) TokenType, or NULL: all TOKEN_NORMAL */
+    const uint8_t *added_flags;  /* (n_pieces) ADDED_* bits of added pieces, or NULL: none */
     int n_merges;
     const char *const *merges;   /* (n_merges) "left right" in rank order (GPT-2) */
     const uint8_t *charsmap;     /* SentencePiece precompiled_charsmap, or NULL */
@@ -117,6 +122,7 @@ typedef struct {
     int *piece_lens;      /* (vocab_size) their byte lengths */
     float *scores;        /* (vocab_size) */
     uint8_t *types;       /* (vocab_size) TokenType */
+    uint8_t *added_flags; /* (vocab_size) ADDED_* bits, or NULL when no piece has any */
     int bos_id, eos_id;   /* -1 when the vocabulary has none */
     int unk_id;           /* -1 when none (llama2.c, GPT-2) */
     int max_piece_len;

@@ -417,6 +417,16 @@ def _unigram_settings(path, j):
     return scheme == "always", bool(kinds), charsmap
 
 
+def check_added_tokens(path, added):
+    """Added tokens that take whitespace or match whole words only: GGUF has
+    no key for that (llama.cpp sets such attributes by token name)."""
+    for a in added:
+        for key in ("lstrip", "rstrip", "single_word"):
+            if a.get(key):
+                fail("%s: added token %r has %s, which a GGUF vocabulary cannot say"
+                     % (path, a.get("content"), key))
+
+
 def read_hf_unigram(path, j):
     """A Unigram tokenizer.json (a SentencePiece conversion) as llama.cpp's
     t5 vocabulary: pieces and scores, the unknown piece, added tokens as
@@ -436,6 +446,7 @@ def read_hf_unigram(path, j):
     types = [gguf.TOKEN_BYTE if byte_fallback and _BYTE_PIECE.match(p.encode("utf-8"))
              else gguf.TOKEN_NORMAL for p in tokens]
     types[unk] = gguf.TOKEN_UNKNOWN
+    check_added_tokens(path, j.get("added_tokens") or [])
     for a in j.get("added_tokens") or []:
         if a["id"] >= len(tokens) or tokens[a["id"]] != a["content"]:
             fail("%s: added token %r is not the model's piece %d" % (path, a["content"], a["id"]))
@@ -473,6 +484,7 @@ def read_hf_tokenizer(path):
         fail("%s: normalizer %r is not supported (none or NFC only)" % (path, norm.get("type")))
     vocab = model.get("vocab") or {}
     added = j.get("added_tokens") or []
+    check_added_tokens(path, added)
     n = max([i for i in vocab.values()] + [a["id"] for a in added], default=-1) + 1
     tokens, types = [None] * n, [gguf.TOKEN_NORMAL] * n
     for tok, i in vocab.items():

