@@ -382,7 +382,9 @@ static int build_unigram(Tokenizer *t, const JsonValue *root, PosencError *err) 
     }
     for (int i = 0; rc == 0 && spec.byte_fallback && i < n_model; i++)
         if (v.types[i] == TOKEN_NORMAL && byte_piece_value(v.pieces[i]) >= 0) v.types[i] = TOKEN_BYTE;
+    int unk_added = TOKEN_NORMAL; /* the type the added tokens gave the unknown piece (T5's) */
     if (rc == 0) {
+        unk_added = v.types[(int)unk->number];
         v.types[(int)unk->number] = TOKEN_UNKNOWN;
         spec.n_pieces = v.n;
         spec.pieces = v.pieces;
@@ -392,6 +394,16 @@ static int build_unigram(Tokenizer *t, const JsonValue *root, PosencError *err) 
         spec.added_flags = v.flags;
         spec.strip_leading_space = spec.metaspace_prepend != METASPACE_NEVER;
         rc = tokenizer_build(t, &spec, err);
+    }
+    if (rc == 0 && unk_added != TOKEN_NORMAL) { /* it still splits the text as an added token */
+        static const int special[7] = {[TOKEN_USER_DEFINED] = 1, [TOKEN_CONTROL] = 1, [TOKEN_UNKNOWN] = 1};
+        static const int user[7] = {[TOKEN_USER_DEFINED] = 1, [TOKEN_UNKNOWN] = 1};
+        piece_trie_free(&t->special_trie);
+        piece_trie_build(&t->special_trie, t, special);
+        if (unk_added == TOKEN_USER_DEFINED) {
+            piece_trie_free(&t->added_trie);
+            piece_trie_build(&t->added_trie, t, user);
+        }
     }
     free(v.pieces);
     free(v.lens);

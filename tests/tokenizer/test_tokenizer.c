@@ -680,6 +680,20 @@ START_TEST(tokenizer_json_unigram) {
     free(text);
     tokenizer_free(&t);
     tests_remove_dir(dir);
+    /* <unk> as a special added token too (T5's files): under --special it splits the text */
+    dir = fresh_dir();
+    char path[128], doc[2048];
+    snprintf(doc, sizeof doc, "{\"added_tokens\": [{\"id\": 0, \"content\": \"<unk>\", \"special\": true, "
+             "\"normalized\": false}], \"normalizer\": " UNI_NORM ", \"pre_tokenizer\": %s, \"decoder\": %s, "
+             "\"model\": " UNI_MODEL "}", always, always);
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    tests_write_file(path, doc, strlen(doc));
+    tests_load_tokenizer(&t, dir, 0);
+    encode_ok(&t, "a<unk>b", (int[]){1, 0, 3}, 3); /* text: the lattice's <unk> piece */
+    ck_assert_int_eq(tokenizer_set_parse_special(&t, 1), 0);
+    encode_ok(&t, "a<unk>b", (int[]){1, 0, 4, 3}, 4);
+    tokenizer_free(&t);
+    tests_remove_dir(dir);
     /* refusals: one line naming the file */
     const char *norm = UNI_NORM;
     unigram_error(norm, always, always, "{\"type\": \"Unigram\", \"unk_id\": 0, \"vocab\": [[\"a\"]]}",
