@@ -640,14 +640,15 @@ def hf_json_seeds(models, corpus):
 def unigram_json_seeds(models, corpus):
     """SpmConverter's tokenizer.json of the shared unigram .model (its first
     pieces, its byte pieces, its charsmap cut: whole it slows the fuzzer),
-    with each Metaspace setting, added tokens that strip; then broken ones:
+    with each Metaspace setting, a normal piece made an added token that
+    strips; then broken ones:
     vocab entries of the wrong shape, unk_id out of range, bad base64, a
     truncated charsmap."""
     import base64
     import spm_proto
     import spm_to_hf_json
     m = spm_proto.read_model(os.path.join(models, "spm/tinystories-unigram-1k.model"))
-    m.pieces = [p for i, p in enumerate(m.pieces) if i < 60 or p[0].startswith(b"<0x")]
+    m.pieces = m.pieces[:320]   # <unk> <s> </s>, the 256 byte pieces, 61 normal ones
     m.charsmap = cut_charsmap(m.charsmap, 256, 1024)
     for k, (scheme, split) in enumerate((("always", True), ("first", True), ("never", False))):
         doc = spm_to_hf_json.convert(m, k != 1)
@@ -657,7 +658,7 @@ def unigram_json_seeds(models, corpus):
             del doc["pre_tokenizer"]["prepend_scheme"], doc["decoder"]["prepend_scheme"]
             doc["pre_tokenizer"]["add_prefix_space"] = doc["decoder"]["add_prefix_space"] = False
             doc["normalizer"]["normalizers"][2]["content"] = " "
-        doc["added_tokens"].append({"id": len(m.pieces) - 1, "content": m.pieces[-1][0].decode(),
+        doc["added_tokens"].append({"id": 300, "content": m.pieces[300][0].decode(),
                                     "special": False, "normalized": False, "lstrip": k == 0,
                                     "rstrip": True})
         text = json.dumps(doc, ensure_ascii=k == 0).encode()
