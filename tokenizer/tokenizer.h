@@ -182,9 +182,11 @@ void tokenizer_free(Tokenizer *t);
 
 /* Encodes len bytes of text (any bytes: invalid UTF-8 is handled as the
  * reference library does, see README).  ids must hold len + 3 entries (BOS,
- * dummy prefix, EOS).  Only a SentencePiece normalizer can produce more ids
- * than that (NFKC expansions, U+FFFD for invalid bytes under byte fallback):
- * such text returns an error instead; tokenizer_encode_alloc has no bound.
+ * dummy prefix, EOS).  Only a SentencePiece normalizer (a .model's, or a
+ * Unigram tokenizer.json's charsmap and its U+2581 before each section
+ * between added tokens) can produce more ids than that (NFKC expansions,
+ * U+FFFD for invalid bytes under byte fallback): such text returns an error
+ * instead; tokenizer_encode_alloc has no bound.
  * *n_ids receives the count.  Returns 0 or -1 + err, which names t->source. */
 int tokenizer_encode(const Tokenizer *t, const char *text, size_t len, int add_bos, int add_eos,
                      int *ids, int *n_ids, PosencError *err);
