@@ -1,7 +1,7 @@
 /* A Hugging Face tokenizer.json and its tokenizer_config.json (the two files
  * of one input split at FUZZ_SPLIT; "{}" when there is no second part), read
- * as -z tokenizer.json reads them: the JSON reader, the model, pre-tokenizer and
- * added-token checks; then text encoded and decoded with special tokens off
+ * as -z tokenizer.json reads them: the JSON reader, the model, normalizer
+ * (the Unigram charsmap's base64 too), pre-tokenizer and added-token checks; then text encoded and decoded with special tokens off
  * and on. */
 #include "fuzz/fuzz.h"
 
@@ -18,8 +18,9 @@ int fuzz_hf_json(const uint8_t *data, size_t size) {
         fuzz_check_error(&err);
         return 0;
     }
-    /* byte-level BPE, or the character-level BPE with byte fallback of Gemma 3 */
-    FUZZ_ASSERT(t.kind == TOKENIZER_GPT2 || t.kind == TOKENIZER_HF_BPE);
+    /* byte-level BPE, the character-level BPE with byte fallback of Gemma 3, or Unigram */
+    FUZZ_ASSERT(t.kind == TOKENIZER_GPT2 || t.kind == TOKENIZER_HF_BPE ||
+                t.kind == TOKENIZER_HF_UNIGRAM);
     fuzz_tokenizer_texts(&t, json, njson);
     FUZZ_ASSERT(tokenizer_set_parse_special(&t, 1) == 0);
     fuzz_tokenizer_texts(&t, json, njson);

@@ -48,9 +48,9 @@ int gpt2_init(Tokenizer *t, const TokenizerSpec *spec, PosencError *err) {
     static const int user_and_control[7] = {[TOKEN_USER_DEFINED] = 1, [TOKEN_CONTROL] = 1};
     piece_trie_build(&t->added_trie, t, user_only);
     piece_trie_build(&t->special_trie, t, user_and_control);
-    for (int b = 0; b < 256; b++) { /* the byte's symbol, or its <0xXX> piece (HF_BPE) */
+    for (int b = 0; b < 256; b++) { /* the byte's symbol, or its <0xXX> piece (HF_BPE/UNIGRAM) */
         char buf[8];
-        int n = t->kind == TOKENIZER_HF_BPE ? snprintf(buf, sizeof buf, "<0x%02X>", b)
+        int n = t->kind != TOKENIZER_GPT2 ? snprintf(buf, sizeof buf, "<0x%02X>", b)
                                             : utf8_encode(gpt2_byte_char((unsigned char)b), buf);
         t->byte_ids[b] = tokenizer_lookup(t, buf, (size_t)n);
     }
@@ -196,6 +196,8 @@ static int encode_chars(const Tokenizer *t, const char *text, size_t n, IntBuf *
 static int encode_section(const Tokenizer *t, const char *text, size_t start, size_t end,
                           IntBuf *out, TokScratch *s, PosencError *err) {
     if (t->kind == TOKENIZER_HF_BPE) return encode_chars(t, text + start, end - start, out, s, err);
+    if (t->kind == TOKENIZER_HF_UNIGRAM)
+        return hf_unigram_encode(t, text + start, end - start, start == 0, out, s, err);
     if (t->nfc) {
         text = nfc_normalize(text + start, end - start, &end, &s->nfc, &s->cps);
         start = 0;
@@ -210,9 +212,30 @@ static int encode_section(const Tokenizer *t, const char *text, size_t start, si
     return 0;
 }
 
+/* Where the run of White_Space characters that ends at s[end] starts, no
+ * earlier than `lo` (an lstrip token takes it). */
+static size_t space_run_start(const char *s, size_t lo, size_t end) {
+    while (end > lo) {
+        size_t c = end - 1, clen;
+        while (c > lo && ((unsigned char)s[c] & 0xC0) == 0x80 && end - c < 4) c--;
+        if (utf8_class(s + c, end - c, &clen) != UCLASS_SPACE || c + clen != end) break;
+        end = c;
+    }
+    return end;
+}
+
+/* Where the run of White_Space characters that starts at s[start] ends
+ * (an rstrip token takes it). */
+static size_t space_run_end(const char *s, size_t start, size_t len) {
+    size_t clen;
+    while (start < len && utf8_class(s + start, len - start, &clen) == UCLASS_SPACE) start += clen;
+    return start;
+}
+
 /* Added pieces split the text first (the longest at the leftmost place
- * where one starts, as Hugging Face's added-token splitter does); the
- * pattern never sees them, and the text on either side is split alone. */
+ * where one starts, as Hugging Face's added-token splitter does), taking
+ * the whitespace beside them when they lstrip/rstrip; the pattern never
+ * sees them, and the text on either side is split alone. */
 int gpt2_encode(const Tokenizer *t, const char *text, size_t len, IntBuf *out, TokScratch *s,
                 PosencError *err) {
     if (len >= INT32_MAX) return posenc_error(err, "text too long to encode");
@@ -221,9 +244,12 @@ int gpt2_encode(const Tokenizer *t, const char *text, size_t len, IntBuf *out, T
     for (size_t i = 0; added->n_nodes && i < len; i++) {
         size_t m = piece_trie_longest(added, text + i, len - i);
         if (m == 0) continue;
-        if (section < i && encode_section(t, text, section, i, out, s, err)) return -1;
-        intbuf_push(out, tokenizer_lookup(t, text + i, m));
-        section = i + m;
+        int id = tokenizer_lookup(t, text + i, m), flags = t->added_flags ? t->added_flags[id] : 0;
+        size_t start = flags & ADDED_LSTRIP ? space_run_start(text, section, i) : i;
+        size_t stop = flags & ADDED_RSTRIP ? space_run_end(text, i + m, len) : i + m;
+        if (section < start && encode_section(t, text, section, start, out, s, err)) return -1;
+        intbuf_push(out, id);
+        section = stop;
         i = section - 1;
     }
     return section < len ? encode_section(t, text, section, len, out, s, err) : 0;

@@ -1,11 +1,15 @@
 /* Reads a Hugging Face tokenizer.json (and tokenizer_config.json beside it)
  * into a TokenizerSpec: the byte-level BPE model, its pre-tokenizer
- * recognised by its Split patterns (pretok.c), and added_tokens.  What the
- * file asks for and posenc does not implement is refused by name, never
- * approximated: another model type, byte fallback, a normalizer that changes
- * text, added tokens with lstrip/rstrip/single_word, an unknown pattern. */
+ * recognised by its Split patterns (pretok.c), and added_tokens; BPE with
+ * byte fallback (Gemma, Llama 2); Unigram with the Precompiled charsmap and
+ * Metaspace (SentencePiece conversions).  What the file asks for and posenc
+ * does not implement is refused by name, never approximated: another model
+ * type, a normalizer that changes text otherwise, added tokens with
+ * single_word (or normalized after a normalizer), an unknown pattern. */
 #include "tokenizer/tokenizer_impl.h"
 
+#include <float.h>
+#include <math.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -89,7 +93,7 @@ static int find_pretokenizer(const JsonValue *p, PretokKind *kind, PosencError *
 static int check_model(const JsonValue *m, int *byte_fallback, PosencError *err) {
     const char *type = json_get_string(m, "type");
     if (!type || strcmp(type, "BPE") != 0)
-        return posenc_error(err, "model type '%s' is not supported (BPE only)",
+        return posenc_error(err, "model type '%s' is not supported (BPE and Unigram only)",
                             posenc_escape(type ? type : "?").s);
     if (bool_field(m, "byte_fallback", 0, byte_fallback, err)) return -1;
     if (!is_null(json_get(m, "dropout")) || !empty_string(m, "continuing_subword_prefix") ||
@@ -165,6 +169,7 @@ typedef struct {
     const char **pieces;
     uint32_t *lens;
     uint8_t *types;
+    uint8_t *flags; /* ADDED_* of added tokens; NULL when none has any */
     int n;
 } Vocab;
 
@@ -194,10 +199,16 @@ static int add_tokens(Vocab *v, const JsonValue *added, int normalizes, PosencEr
         int id = (int)json_get(a, "id")->number;
         if (!content || content->type != JSON_STRING || content->len == 0)
             return posenc_error(err, "added token %d has no content", id);
-        if (json_get_bool(a, "lstrip", 0) || json_get_bool(a, "rstrip", 0) ||
-            json_get_bool(a, "single_word", 0))
-            return posenc_error(err, "added token '%s': lstrip, rstrip and single_word are not "
-                                     "supported", posenc_escape(content->string).s);
+        int lstrip, rstrip, single_word;
+        if (bool_field(a, "lstrip", 0, &lstrip, err) || bool_field(a, "rstrip", 0, &rstrip, err) ||
+            bool_field(a, "single_word", 0, &single_word, err))
+            return -1;
+        /* the JavaScript reference ignores single_word: nothing to check posenc against */
+        if (single_word)
+            return posenc_error(err, "added token '%s': single_word is not supported",
+                                posenc_escape(content->string).s);
+        if ((lstrip || rstrip) && !v->flags) v->flags = callocCheck((size_t)n, 1, "the added tokens' flags");
+        if (v->flags) v->flags[id] = (uint8_t)((lstrip ? ADDED_LSTRIP : 0) | (rstrip ? ADDED_RSTRIP : 0));
         if (v->pieces[id] && (v->lens[id] != content->len ||
                               memcmp(v->pieces[id], content->string, content->len) != 0))
             return posenc_error(err, "id %d is '%s' in the model and added token '%s'", id,
@@ -238,12 +249,178 @@ static char *read_json(const char *path, JsonDoc *doc, PosencError *err) {
     return rc ? NULL : (char *)path;
 }
 
+/* Standard base64 (with its padding) -> malloc'd bytes, or NULL. */
+static uint8_t *base64_decode(const char *s, size_t n, size_t *out_n) {
+    static const char alphabet[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    if (n % 4) return NULL;
+    uint8_t *out = mallocCheck(n / 4 * 3 + 1, "the normalizer's rules");
+    size_t k = 0;
+    for (size_t i = 0; i < n; i += 4) {
+        uint32_t v = 0;
+        int pad = 0;
+        for (int j = 0; j < 4; j++) {
+            const char *c = s[i + j] ? memchr(alphabet, s[i + j], 64) : NULL;
+            if (s[i + j] == '=' && i + 4 == n && j >= 2 && (j == 3 || s[i + 3] == '=')) pad++;
+            else if (!c || pad) {
+                free(out);
+                return NULL;
+            }
+            v = v << 6 | (uint32_t)(c ? c - alphabet : 0);
+        }
+        for (int j = 0; j < 3 - pad; j++) out[k++] = (uint8_t)(v >> (16 - 8 * j));
+    }
+    *out_n = k;
+    return out;
+}
+
+/* The normalizer of a SentencePiece conversion: Precompiled, Strip on the
+ * right, Replace of the Regex " {2,}" by ' ' or U+2581, each optional, in
+ * that order, alone or in a Sequence. */
+static int unigram_normalizer(const JsonValue *n, TokenizerSpec *spec, uint8_t **charsmap,
+                              PosencError *err) {
+    const JsonValue *list = json_get(n, "normalizers");
+    int sequence = is_type(n, "Sequence") && list && list->type == JSON_ARRAY;
+    uint32_t count = is_null(n) ? 0 : sequence ? list->len : 1;
+    int stage = 0; /* the steps seen must come in the pipeline's order */
+    for (uint32_t k = 0; k < count; k++) {
+        const JsonValue *step = sequence ? &list->items[k] : n;
+        const char *type = json_get_string(step, "type");
+        const JsonValue *map = json_get(step, "precompiled_charsmap");
+        if (stage < 1 && is_type(step, "Precompiled")) {
+            if (!map || map->type != JSON_STRING ||
+                !(*charsmap = base64_decode(map->string, map->len, &spec->charsmap_size)))
+                return posenc_error(err, "precompiled_charsmap is not base64");
+            spec->charsmap = *charsmap;
+            stage = 1;
+        } else if (stage < 2 && is_type(step, "Strip") &&
+                   json_get_bool(step, "strip_left", 1) == 0 && json_get_bool(step, "strip_right", 0) == 1) {
+            spec->strip_right = 1;
+            stage = 2;
+        } else if (stage < 3 && is_type(step, "Replace") &&
+                   json_is_string(json_get(json_get(step, "pattern"), "Regex"), " {2,}") &&
+                   (json_is_string(json_get(step, "content"), " ") ||
+                    json_is_string(json_get(step, "content"), "\xE2\x96\x81"))) {
+            spec->space_run = json_get_string(step, "content");
+            stage = 3;
+        } else {
+            return posenc_error(err, "Unigram normalizer step '%s' is not supported (Precompiled, "
+                                     "Strip right, Replace \" {2,}\" by ' ' or U+2581, in that order)",
+                                posenc_escape(type ? type : "?").s);
+        }
+    }
+    return 0;
+}
+
+/* Metaspace with U+2581 as the pre-tokenizer and the same as the decoder:
+ * prepend_scheme always/first/never (older files: add_prefix_space), split. */
+static int metaspace_settings(const JsonValue *m, const char *what, MetaspacePrepend *prepend,
+                              int *split, PosencError *err) {
+    if (!is_type(m, "Metaspace") || !json_is_string(json_get(m, "replacement"), "\xE2\x96\x81"))
+        return posenc_error(err, "Unigram %s must be Metaspace with replacement U+2581", what);
+    const JsonValue *scheme = json_get(m, "prepend_scheme");
+    int add_prefix;
+    if (bool_field(m, "add_prefix_space", 1, &add_prefix, err) || bool_field(m, "split", 1, split, err))
+        return -1;
+    if (is_null(scheme)) *prepend = add_prefix ? METASPACE_ALWAYS : METASPACE_NEVER;
+    else if (json_is_string(scheme, "always")) *prepend = METASPACE_ALWAYS;
+    else if (json_is_string(scheme, "first")) *prepend = METASPACE_FIRST;
+    else if (json_is_string(scheme, "never")) *prepend = METASPACE_NEVER;
+    else return posenc_error(err, "Metaspace prepend_scheme is not always, first or never");
+    return 0;
+}
+
+/* model.vocab as [[piece, score], ...] -> pieces and float scores. */
+static int unigram_vocab(const JsonValue *vocab, Vocab *v, float **scores, PosencError *err) {
+    if (!vocab || vocab->type != JSON_ARRAY || vocab->len == 0 || vocab->len >= INT32_MAX)
+        return posenc_error(err, "the Unigram vocab is not a non-empty array");
+    v->n = (int)vocab->len;
+    v->pieces = mallocCheck(vocab->len * sizeof(char *), "the vocabulary");
+    v->lens = mallocCheck(vocab->len * sizeof(uint32_t), "the vocabulary");
+    *scores = mallocCheck(vocab->len * sizeof(float), "the piece scores");
+    for (uint32_t i = 0; i < vocab->len; i++) {
+        const JsonValue *e = &vocab->items[i];
+        if (e->type != JSON_ARRAY || e->len != 2 || e->items[0].type != JSON_STRING ||
+            e->items[1].type != JSON_NUMBER || !(fabs(e->items[1].number) <= FLT_MAX))
+            return posenc_error(err, "Unigram vocab entry %u is not [piece, finite score]", i);
+        v->pieces[i] = e->items[0].string;
+        v->lens[i] = e->items[0].len;
+        (*scores)[i] = (float)e->items[1].number;
+    }
+    return 0;
+}
+
+/* A Unigram model (SentencePiece converted by Hugging Face): ids of the
+ * library for its normalizer, Metaspace and Viterbi (TOKENIZER_HF_UNIGRAM). */
+static int build_unigram(Tokenizer *t, const JsonValue *root, PosencError *err) {
+    const JsonValue *model = json_get(root, "model"), *unk = json_get(model, "unk_id");
+    TokenizerSpec spec = {.kind = TOKENIZER_HF_UNIGRAM, .bos_id = -1, .eos_id = -1};
+    MetaspacePrepend dec_prepend;
+    int dec_split;
+    Vocab v = {0};
+    float *scores = NULL;
+    uint8_t *charsmap = NULL;
+    int rc = bool_field(model, "byte_fallback", 0, &spec.byte_fallback, err);
+    if (rc == 0) rc = unigram_normalizer(json_get(root, "normalizer"), &spec, &charsmap, err);
+    if (rc == 0) rc = metaspace_settings(json_get(root, "pre_tokenizer"), "pre_tokenizer",
+                                         &spec.metaspace_prepend, &spec.metaspace_split, err);
+    if (rc == 0) rc = metaspace_settings(json_get(root, "decoder"), "decoder", &dec_prepend,
+                                         &dec_split, err);
+    if (rc == 0 && dec_prepend != spec.metaspace_prepend)
+        rc = posenc_error(err, "the Metaspace decoder's prepend_scheme differs from the "
+                               "pre_tokenizer's");
+    if (rc == 0) rc = unigram_vocab(json_get(model, "vocab"), &v, &scores, err);
+    if (rc == 0 && (!unk || unk->type != JSON_NUMBER || unk->number < 0 || unk->number >= v.n ||
+                    unk->number != (double)(int)unk->number))
+        rc = posenc_error(err, "unk_id is missing or not an id of the vocab (0..%d)", v.n - 1);
+    int n_model = v.n;
+    if (rc == 0) rc = add_tokens(&v, json_get(root, "added_tokens"), 1, err);
+    if (rc == 0 && v.n > n_model) {
+        scores = realloc(scores, (size_t)v.n * sizeof(float));
+        if (!scores) posenc_out_of_memory((size_t)v.n, sizeof(float), "the piece scores");
+        for (int i = n_model; i < v.n; i++) scores[i] = 0.0f;
+    }
+    for (int i = 0; rc == 0 && spec.byte_fallback && i < n_model; i++)
+        if (v.types[i] == TOKEN_NORMAL && byte_piece_value(v.pieces[i]) >= 0) v.types[i] = TOKEN_BYTE;
+    int unk_added = TOKEN_NORMAL; /* the type the added tokens gave the unknown piece (T5's) */
+    if (rc == 0) {
+        unk_added = v.types[(int)unk->number];
+        v.types[(int)unk->number] = TOKEN_UNKNOWN;
+        spec.n_pieces = v.n;
+        spec.pieces = v.pieces;
+        spec.piece_lens = v.lens;
+        spec.scores = scores;
+        spec.types = v.types;
+        spec.added_flags = v.flags;
+        spec.strip_leading_space = spec.metaspace_prepend != METASPACE_NEVER;
+        rc = tokenizer_build(t, &spec, err);
+    }
+    if (rc == 0 && unk_added != TOKEN_NORMAL) { /* it still splits the text as an added token */
+        static const int special[7] = {[TOKEN_USER_DEFINED] = 1, [TOKEN_CONTROL] = 1, [TOKEN_UNKNOWN] = 1};
+        static const int user[7] = {[TOKEN_USER_DEFINED] = 1, [TOKEN_UNKNOWN] = 1};
+        piece_trie_free(&t->special_trie);
+        piece_trie_build(&t->special_trie, t, special);
+        if (unk_added == TOKEN_USER_DEFINED) {
+            piece_trie_free(&t->added_trie);
+            piece_trie_build(&t->added_trie, t, user);
+        }
+    }
+    free(v.pieces);
+    free(v.lens);
+    free(v.types);
+    free(v.flags);
+    free(scores);
+    free(charsmap);
+    return rc;
+}
+
 static int build(Tokenizer *t, const JsonValue *root, PosencError *err) {
     const JsonValue *model = json_get(root, "model");
     PretokKind pretok = PRETOK_GPT2;
     int nfc = 0, byte_fallback = 0, fuse_unk = 0, prepend = 0, strip = 0;
     const JsonValue *dec = json_get(root, "decoder");
     if (!model) return posenc_error(err, "no \"model\"");
+    if (json_is_string(json_get(model, "type"), "Unigram")) return build_unigram(t, root, err);
     if (check_model(model, &byte_fallback, err) ||
         bool_field(model, "fuse_unk", 0, &fuse_unk, err))
         return -1;
@@ -283,7 +460,8 @@ static int build(Tokenizer *t, const JsonValue *root, PosencError *err) {
                               .byte_fallback = byte_fallback, .fuse_unk = fuse_unk,
                               .prepend_space = prepend, .strip_leading_space = strip,
                               .n_pieces = v.n, .pieces = v.pieces,
-                              .piece_lens = v.lens, .types = v.types, .n_merges = (int)merges->len,
+                              .piece_lens = v.lens, .types = v.types, .added_flags = v.flags,
+                              .n_merges = (int)merges->len,
                               .merges = texts, .bos_id = -1, .eos_id = -1, .pretok = pretok,
                               .ignore_merges = ignore_merges, .nfc = nfc,
                               .leftmost_merges = 1};
@@ -292,6 +470,7 @@ static int build(Tokenizer *t, const JsonValue *root, PosencError *err) {
     free(v.pieces);
     free(v.lens);
     free(v.types);
+    free(v.flags);
     free(pool.v);
     free(offs);
     free(texts);

@@ -79,9 +79,11 @@ int spm_init(Tokenizer *t, const TokenizerSpec *spec, PosencError *err) {
     t->byte_fallback = spec->byte_fallback;
     t->min_score = FLT_MAX;
     t->max_score = FLT_MIN; /* sic: the library's initial maximum */
+    int hf = t->kind == TOKENIZER_HF_UNIGRAM;
     for (int id = 0; id < t->vocab_size; id++) {
         const char *p = t->pieces[id];
         if (!*p) return posenc_error(err, "piece %d is empty", id);
+        if (hf && t->scores[id] < t->min_score) t->min_score = t->scores[id]; /* of every piece */
         switch (t->types[id]) {
         case TOKEN_UNKNOWN:
             if (t->unk_id >= 0)
@@ -111,9 +113,19 @@ int spm_init(Tokenizer *t, const TokenizerSpec *spec, PosencError *err) {
     if (load_charsmap(t, spec->charsmap, spec->charsmap_size, err)) return -1;
     static const int user_only[7] = {[TOKEN_USER_DEFINED] = 1};
     static const int lattice[7] = {[TOKEN_NORMAL] = 1, [TOKEN_USER_DEFINED] = 1};
-    piece_trie_build(&t->user_trie, t, user_only);
-    if (t->kind == TOKENIZER_SPM_UNIGRAM) {
-        piece_trie_build(&t->unigram_trie, t, lattice);
+    /* Hugging Face's lattice holds every piece (added ones are split off before) */
+    static const int every[7] = {1, 1, 1, 1, 1, 1, 1};
+    if (!hf) piece_trie_build(&t->user_trie, t, user_only);
+    t->strip_right = spec->strip_right;
+    t->has_space_run = spec->space_run != NULL;
+    if (spec->space_run && strlen(spec->space_run) >= sizeof t->space_run)
+        return posenc_error(err, "the replacement of space runs is too long");
+    if (spec->space_run) strcpy(t->space_run, spec->space_run);
+    t->metaspace_prepend = spec->metaspace_prepend;
+    t->metaspace_split = spec->metaspace_split;
+    t->strip_leading_space = spec->strip_leading_space;
+    if (t->kind == TOKENIZER_SPM_UNIGRAM || hf) {
+        piece_trie_build(&t->unigram_trie, t, hf ? every : lattice);
         if (t->unigram_trie.n_nodes == 0)
             return posenc_error(err, "the unigram model has no normal pieces");
     }
@@ -127,6 +139,22 @@ void spm_free(Tokenizer *t) {
     piece_trie_free(&t->unigram_trie);
 }
 
+/* Unknown pieces become their byte pieces (byte fallback), a run of them
+ * one unknown id otherwise. */
+void spm_spans_to_ids(const Tokenizer *t, const char *norm, const IntBuf *spans, IntBuf *out) {
+    int prev_unk = 0;
+    for (size_t i = 0; i < spans->n; i += 3) {
+        int start = spans->v[i], n = spans->v[i + 1], id = spans->v[i + 2];
+        int unk = t->types[id] == TOKEN_UNKNOWN;
+        if (unk && t->byte_fallback) {
+            for (int k = 0; k < n; k++) intbuf_push(out, t->byte_ids[(unsigned char)norm[start + k]]);
+        } else if (!(unk && prev_unk)) {
+            intbuf_push(out, id);
+        }
+        prev_unk = unk;
+    }
+}
+
 int spm_encode(const Tokenizer *t, const char *text, size_t len, IntBuf *out, TokScratch *s,
                PosencError *err) {
     spm_normalize(t, text, len, &s->norm);
@@ -135,17 +163,6 @@ int spm_encode(const Tokenizer *t, const char *text, size_t len, IntBuf *out, To
     if (s->norm.n == 0) return 0;
     if (t->kind == TOKENIZER_SPM_BPE) spm_bpe_encode(t, s->norm.v, s->norm.n, s);
     else spm_unigram_encode(t, s->norm.v, s->norm.n, s);
-    int prev_unk = 0;
-    for (size_t i = 0; i < s->spans.n; i += 3) {
-        int start = s->spans.v[i], n = s->spans.v[i + 1], id = s->spans.v[i + 2];
-        int unk = t->types[id] == TOKEN_UNKNOWN;
-        if (unk && t->byte_fallback) {
-            for (int k = 0; k < n; k++)
-                intbuf_push(out, t->byte_ids[(unsigned char)s->norm.v[start + k]]);
-        } else if (!(unk && prev_unk)) { /* a run of unknowns is one <unk> */
-            intbuf_push(out, id);
-        }
-        prev_unk = unk;
-    }
+    spm_spans_to_ids(t, s->norm.v, &s->spans, out);
     return 0;
 }

@@ -64,6 +64,18 @@ int byte_piece_value(const char *p) {
     return (int)((hi - hex) * 16 + (lo - hex));
 }
 
+/* tokenizer.json vocabularies that are not byte-level: their decoders keep
+ * the text of control and unknown pieces. */
+static int keeps_piece_text(const Tokenizer *t) {
+    return t->kind == TOKENIZER_HF_BPE || t->kind == TOKENIZER_HF_UNIGRAM;
+}
+
+/* The vocabularies whose added pieces split the text before the model
+ * (gpt2_encode), control pieces too under parse_special. */
+static int splits_added(const Tokenizer *t) {
+    return t->kind == TOKENIZER_GPT2 || keeps_piece_text(t);
+}
+
 /* Appends the text token `id` stands for mid-sentence to `pool`. */
 static void append_surface(const Tokenizer *t, int id, const char *unk_surface, CharBuf *pool) {
     const char *p = t->pieces[id];
@@ -80,10 +92,11 @@ static void append_surface(const Tokenizer *t, int id, const char *unk_surface, 
     case TOKENIZER_SPM_BPE:
     case TOKENIZER_SPM_UNIGRAM:
     case TOKENIZER_HF_BPE: /* as SentencePiece, but control and unknown pieces are their text */
-        if (t->types[id] == TOKEN_CONTROL && t->kind != TOKENIZER_HF_BPE) break;
-        if (t->types[id] == TOKEN_UNKNOWN && t->kind != TOKENIZER_HF_BPE) {
+    case TOKENIZER_HF_UNIGRAM: /* and byte pieces too (its Metaspace decoder has no ByteFallback) */
+        if (t->types[id] == TOKEN_CONTROL && !keeps_piece_text(t)) break;
+        if (t->types[id] == TOKEN_UNKNOWN && !keeps_piece_text(t)) {
             charbuf_append(pool, unk_surface, strlen(unk_surface));
-        } else if (t->types[id] == TOKEN_BYTE) {
+        } else if (t->types[id] == TOKEN_BYTE && t->kind != TOKENIZER_HF_UNIGRAM) {
             char b = (char)byte;
             charbuf_append(pool, &b, 1);
         } else {
@@ -177,14 +190,18 @@ int tokenizer_build(Tokenizer *t, const TokenizerSpec *spec, PosencError *err) {
                 rc = posenc_error(err, "piece %zu has unknown type %d", i, t->types[i]);
         }
     }
+    if (rc == 0 && spec->added_flags) {
+        t->added_flags = mallocCheck(n, "the added tokens' flags");
+        memcpy(t->added_flags, spec->added_flags, n);
+    }
     t->bos_id = spec->bos_id;
     t->eos_id = spec->eos_id;
     for (int b = 0; b < 256; b++) t->byte_ids[b] = -1;
     if (rc == 0) rc = build_hash(t, err);
-    if (rc == 0 && (t->kind == TOKENIZER_SPM_BPE || t->kind == TOKENIZER_SPM_UNIGRAM))
+    if (rc == 0 && (t->kind == TOKENIZER_SPM_BPE || t->kind == TOKENIZER_SPM_UNIGRAM ||
+                    t->kind == TOKENIZER_HF_UNIGRAM))
         rc = spm_init(t, spec, err);
-    if (rc == 0 && (t->kind == TOKENIZER_GPT2 || t->kind == TOKENIZER_HF_BPE))
-        rc = gpt2_init(t, spec, err);
+    if (rc == 0 && splits_added(t)) rc = gpt2_init(t, spec, err);
     if (rc) {
         tokenizer_free(t);
         return -1;
@@ -199,6 +216,7 @@ void tokenizer_free(Tokenizer *t) {
     free(t->piece_lens);
     free(t->scores);
     free(t->types);
+    free(t->added_flags);
     free(t->hash);
     free(t->surface_pool);
     free(t->surface_off);
@@ -279,7 +297,7 @@ int tokenizer_load(Tokenizer *t, const char *path, int expected_vocab, PosencErr
 }
 
 int tokenizer_set_parse_special(Tokenizer *t, int on) {
-    if (t->kind != TOKENIZER_GPT2 && t->kind != TOKENIZER_HF_BPE) return -1;
+    if (!splits_added(t)) return -1;
     t->parse_special = on != 0;
     return 0;
 }
@@ -297,7 +315,7 @@ int tokenizer_ends_turn(const Tokenizer *t, int id) {
 }
 
 int tokenizer_is_eog(const Tokenizer *t, int id) {
-    return (t->kind == TOKENIZER_GPT2 || t->kind == TOKENIZER_HF_BPE) && tokenizer_ends_turn(t, id);
+    return splits_added(t) && tokenizer_ends_turn(t, id);
 }
 
 /* SentencePiece drops the ▁ a piece starts with at the start of text when
@@ -325,7 +343,7 @@ const char *tokenizer_decode(const Tokenizer *t, int prev, int token, size_t *le
         drop = prev == t->bos_id && t->pieces[token][0] == ' ';
     else if (t->kind == TOKENIZER_SPM_BPE || t->kind == TOKENIZER_SPM_UNIGRAM)
         drop = (prev < 0 || prev == t->bos_id) && spm_drops_space(t, token);
-    else if (t->kind == TOKENIZER_HF_BPE && t->strip_leading_space)
+    else if (keeps_piece_text(t) && t->strip_leading_space)
         drop = (prev < 0 || prev == t->bos_id) && t->surface_pool[t->surface_off[token]] == ' ';
     return surface(t, token, drop, len);
 }
@@ -356,8 +374,9 @@ char *tokenizer_decode_text(const Tokenizer *t, const int *ids, int n, size_t *l
         size_t k;
         const char *s;
         if (!byte_runs || (!spm && t->types[id] != TOKEN_BYTE)) {
-            /* HF_BPE's Strip applies once, to the whole text, below */
-            s = t->kind == TOKENIZER_HF_BPE ? surface(t, id, 0, &k) : tokenizer_decode(t, prev, id, &k);
+            /* HF_BPE's Strip (HF_UNIGRAM's Metaspace: the first token's) applies
+             * once, to the whole text, below */
+            s = keeps_piece_text(t) ? surface(t, id, 0, &k) : tokenizer_decode(t, prev, id, &k);
             charbuf_append(&out, s, k);
             prev = id;
             continue;
@@ -405,7 +424,7 @@ static int encode_into(const Tokenizer *t, const char *text, size_t len, int add
     out->n = 0;
     if (add_bos && t->bos_id >= 0) intbuf_push(out, t->bos_id);
     int rc = t->kind == TOKENIZER_LLAMA2C ? llama2c_encode(t, text, len, out, s, err)
-             : t->kind == TOKENIZER_GPT2 || t->kind == TOKENIZER_HF_BPE
+             : splits_added(t)
                  ? gpt2_encode(t, text, len, out, s, err)
                                           : spm_encode(t, text, len, out, s, err);
     if (rc) return posenc_error_prefix(err, t->source);

