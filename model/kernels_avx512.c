@@ -623,7 +623,7 @@ static void gemm_q8(float *out, size_t ldo, const QuantUnit *w, int rows, const 
 }
 #define GEMM_Q8 gemm_q8
 #else
-#define GEMM_Q8 NULL /* without VNNI, f32 panels are faster */
+#define GEMM_Q8 NULL /* no VNNI: prefill keeps f32 panels (kernels_int8_prefill) */
 #endif
 
 #define QUANT_AVX256 /* kernels_quant.h's 256-bit kernels, on quant_dot4 */
