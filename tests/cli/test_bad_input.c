@@ -470,12 +470,15 @@ START_TEST(inspect_states_peak_memory) {
         ck_assert_msg(mem, "%s", r.out);
         double kv = 2 * n_ctx * kv_dim * (f16 ? 2 : 4) + 2 * n_ctx * 4; /* + positions, tokens */
         double chunk = 512, panels = 65536 * 4 * threads + 16 + 4      /* matmul, 16 columns: Q8 */
-                                     + 16 + 4 + 2 * 2;                  /* and Q8_K activations */
-        double gen = chunk * (4 * dim + 2 * hidden + (f16 ? 2 * kv_dim : 0)) * 4 /* activations */
+                                     + 16 + 4 + 2 * 2                   /* and Q8_K activations */
+                                     + 512 * 16 + 512 * 1 * 4           /* int8 prefill: 512 tokens' Q8 and */
+                                     + threads * 32 * 16;               /* sums of 16 (no whole block of 32: */
+                                                                        /* no scales), a 32-row unit each */
+        double gen = chunk * (4 * dim + 2 * hidden + 2 * kv_dim) * 4   /* activations, new keys, values */
                      + threads * 4 * n_ctx * 4                          /* attention scores */
                      + vocab * 4 + panels;                              /* one row of logits */
-        double ppl = gen - chunk * (4 * dim + 2 * hidden + (f16 ? 2 * kv_dim : 0)) * 4 - vocab * 4 +
-                     n_ctx * (4 * dim + 2 * hidden + (f16 ? 2 * kv_dim : 0)) * 4 + n_ctx * vocab * 4;
+        double ppl = gen - chunk * (4 * dim + 2 * hidden + 2 * kv_dim) * 4 - vocab * 4 +
+                     n_ctx * (4 * dim + 2 * hidden + 2 * kv_dim) * 4 + n_ctx * vocab * 4;
         ck_assert_double_eq(tests_json_number(mem, "weights_bytes"), (double)file_bytes);
         ck_assert_double_eq(tests_json_number(mem, "kv_cache_bytes"), kv);
         const char *g = strstr(mem, "\"generate\""), *p = strstr(mem, "\"ppl\"");
