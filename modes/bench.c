@@ -96,14 +96,22 @@ static double tensor_bytes(const Tensor *t) {
     return (double)tensor_row_bytes(t->type, (size_t)t->cols) * t->rows;
 }
 
+/* Layer l's matrices (a gate only in gated families): their count, into ts. */
+#define LAYER_MATRICES 7
+static int layer_matrices(const LayerWeights *lw, const Tensor *ts[LAYER_MATRICES]) {
+    const Tensor *all[LAYER_MATRICES] = {&lw->wq, &lw->wk, &lw->wv, &lw->wo, &lw->w_gate, &lw->w_up, &lw->w_down};
+    int n = 0;
+    for (int i = 0; i < LAYER_MATRICES; i++)
+        if (all[i]->data) ts[n++] = all[i];
+    return n;
+}
+
 double bench_weight_bytes_per_token(const Model *m) {
     const ModelWeights *w = &m->weights;
     double b = tensor_bytes(&w->output) + tensor_bytes(&w->token_embd) / w->token_embd.rows;
     for (int l = 0; l < m->config.n_layers; l++) {
-        const LayerWeights *lw = &w->layers[l];
-        b += tensor_bytes(&lw->wq) + tensor_bytes(&lw->wk) + tensor_bytes(&lw->wv) +
-             tensor_bytes(&lw->wo) + tensor_bytes(&lw->w_up) + tensor_bytes(&lw->w_down);
-        if (lw->w_gate.data) b += tensor_bytes(&lw->w_gate);
+        const Tensor *ts[LAYER_MATRICES];
+        for (int i = 0, n = layer_matrices(&w->layers[l], ts); i < n; i++) b += tensor_bytes(ts[i]);
     }
     return b;
 }
@@ -117,13 +125,11 @@ static double model_bytes(const Model *m, double *params) {
         p += (double)w->output.rows * w->output.cols;
     }
     for (int l = 0; l < m->config.n_layers; l++) {
-        const LayerWeights *lw = &w->layers[l];
-        const Tensor *ts[] = {&lw->wq, &lw->wk, &lw->wv, &lw->wo, &lw->w_gate, &lw->w_up, &lw->w_down};
-        for (int i = 0; i < 7; i++)
-            if (ts[i]->data) {
-                b += tensor_bytes(ts[i]);
-                p += (double)ts[i]->rows * ts[i]->cols;
-            }
+        const Tensor *ts[LAYER_MATRICES];
+        for (int i = 0, n = layer_matrices(&w->layers[l], ts); i < n; i++) {
+            b += tensor_bytes(ts[i]);
+            p += (double)ts[i]->rows * ts[i]->cols;
+        }
     }
     *params = p;
     return b;
@@ -139,10 +145,9 @@ static double prefill_flops(const Model *m, int n, int depth) {
     const ModelConfig *c = &m->config;
     double layer_params = 0.0;
     for (int l = 0; l < c->n_layers; l++) {
-        const LayerWeights *lw = &w->layers[l];
-        const Tensor *ts[] = {&lw->wq, &lw->wk, &lw->wv, &lw->wo, &lw->w_gate, &lw->w_up, &lw->w_down};
-        for (int i = 0; i < 7; i++)
-            if (ts[i]->data) layer_params += (double)ts[i]->rows * ts[i]->cols;
+        const Tensor *ts[LAYER_MATRICES];
+        for (int i = 0, count = layer_matrices(&w->layers[l], ts); i < count; i++)
+            layer_params += (double)ts[i]->rows * ts[i]->cols;
     }
     double cells = (double)n * depth + (double)n * (n + 1) / 2.0; /* sum over queries of cells seen */
     return 2.0 * n * layer_params + 2.0 * (double)w->output.rows * w->output.cols +
