@@ -68,7 +68,7 @@ const void *tensor_row(const Tensor *t, int row) {
 }
 
 Tensor tensor_rows(const Tensor *t, int first, int n) {
-    Tensor r = {t->type, tensor_row(t, first), n, t->cols};
+    Tensor r = {t->type, tensor_row(t, first), n, t->cols, NULL}; /* a packed copy is per matrix */
     return r;
 }
 

@@ -33,6 +33,7 @@ typedef struct {
     TensorType type;
     const void *data;
     int rows, cols;
+    const void *packed; /* a copy laid out for decode (model/kernels.h), or NULL */
 } Tensor;
 
 /* Any ggml type id: "f32", "q4_0", ..., or "unknown", so that a refused

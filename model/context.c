@@ -126,7 +126,8 @@ static size_t sat_add(size_t a, size_t b) {
 ContextMemory context_memory(const Model *m, const ContextSize *size) {
     const ModelConfig *c = &m->config;
     ContextMemory mem = {
-        .weights = sat_add(m->gguf ? m->gguf->map.size : m->file.size, m->owned_bytes),
+        .weights = sat_add(sat_add(m->gguf ? m->gguf->map.size : m->file.size, m->owned_bytes),
+                           m->packed_bytes),
         .kv_cache = kv_cache_bytes(c->n_layers, model_kv_dim(c), size->n_ctx, size->kv_type),
         .scratch = matmul_scratch_bytes(matmul_width(c)),
     };

@@ -98,6 +98,7 @@ static size_t panel_floats(int max_cols) {
 /* Q8 activations: one int8 per column and one scale per 32; as Q8_K, one
  * int8 per column, one scale per 256 and one int16 sum per 16. */
 static size_t xd_floats(int max_cols) { return (size_t)(max_cols / QK + 1); }
+static size_t xsum_count(int max_cols) { return (size_t)(max_cols / QK + 1); }
 static size_t kd_floats(int max_cols) { return (size_t)(max_cols / QK_K + 1); }
 static size_t ksum_count(int max_cols) { return (size_t)(max_cols / 16 + 1); }
 
@@ -119,6 +120,7 @@ size_t matmul_scratch_bytes(int max_cols) {
     return (panel_floats(max_cols) * sizeof(float) + unit_bytes(max_cols)) *
                (size_t)omp_get_max_threads() +
            2 * (size_t)max_cols + (xd_floats(max_cols) + kd_floats(max_cols)) * sizeof(float) +
+           xsum_count(max_cols) * sizeof(int32_t) +
            ksum_count(max_cols) * sizeof(int16_t) + acts_bytes(max_cols);
 }
 
@@ -130,6 +132,7 @@ int matmul_scratch_build(MatmulScratch *s, int max_cols, PosencError *err) {
     s->panel = malloc(s->panel_floats * sizeof(float) * (size_t)s->n_threads);
     s->xq = malloc((size_t)max_cols);
     s->xd = malloc(xd_floats(max_cols) * sizeof(float));
+    s->xsum = malloc(xsum_count(max_cols) * sizeof(int32_t));
     s->kq = malloc((size_t)max_cols);
     s->kd = malloc(kd_floats(max_cols) * sizeof(float));
     s->ksum = malloc(ksum_count(max_cols) * sizeof(int16_t));
@@ -137,7 +140,7 @@ int matmul_scratch_build(MatmulScratch *s, int max_cols, PosencError *err) {
     s->acts_data = malloc(acts_bytes(max_cols));
     s->units = calloc((size_t)s->n_threads, sizeof *s->units);
     s->units_data = malloc(unit_bytes(max_cols) * (size_t)s->n_threads);
-    if (!s->panel || !s->xq || !s->xd || !s->kq || !s->kd || !s->ksum || !s->acts || !s->acts_data || !s->units ||
+    if (!s->panel || !s->xq || !s->xd || !s->xsum || !s->kq || !s->kd || !s->ksum || !s->acts || !s->acts_data || !s->units ||
         !s->units_data) {
         matmul_scratch_free(s);
         return posenc_error_oom(err, s->panel_floats * (size_t)s->n_threads, sizeof(float),
@@ -161,6 +164,7 @@ void matmul_scratch_free(MatmulScratch *s) {
     free(s->panel);
     free(s->xq);
     free(s->xd);
+    free(s->xsum);
     free(s->kq);
     free(s->kd);
     free(s->ksum);
@@ -178,15 +182,20 @@ static int n_threads_for(const MatmulScratch *s, size_t macs) {
 }
 
 /* Block-quantized weights are dotted with activations quantized to Q8
- * blocks (s->xq, s->xd) or, the K-quants, to Q8_K super-blocks (s->kq,
- * s->kd, s->ksum); the others with the f32 activations. */
+ * blocks (s->xq, s->xd, s->xsum) or, the K-quants, to Q8_K super-blocks
+ * (s->kq, s->kd, s->ksum), on their packed copy when they have one (r0 is
+ * a multiple of PACK_ROWS); the others with the f32 activations. */
 static void gemv_rows(float *out, const float *x, const Tensor *w, int r0, int r1,
                       const MatmulScratch *s) {
     const TypeKernels *tk = &kp()->type[w->type];
     int k = w->cols;
     const void *rows = tensor_row(w, r0);
     size_t row_bytes = tensor_row_bytes(w->type, (size_t)k);
-    if (tk->dot_q8)
+    if (w->packed && tk->dot_packed) {
+        DecodeActs a = {s->xq, s->xd, s->xsum, s->kq, s->kd, s->ksum};
+        tk->dot_packed(out + r0, &a, (const char *)w->packed + (size_t)(r0 / PACK_ROWS) * pack_group_bytes(w->type, k),
+                       r1 - r0, k);
+    } else if (tk->dot_q8)
         tk->dot_q8(out + r0, s->xq, s->xd, rows, row_bytes, r1 - r0, k);
     else if (tk->dot_q8k)
         tk->dot_q8k(out + r0, s->kq, s->kd, s->ksum, rows, row_bytes, r1 - r0, k);
@@ -206,7 +215,14 @@ static void gemv(float *const *outs, const float *x, const Tensor *const *ws, in
         q8 |= kp()->type[ws[i]->type].dot_q8 != NULL;
         q8k |= kp()->type[ws[i]->type].dot_q8k != NULL;
     }
-    if (q8) kp()->quantize_q8(s->xq, s->xd, x, ws[0]->cols);
+    if (q8) {
+        kp()->quantize_q8(s->xq, s->xd, x, ws[0]->cols);
+        for (int b = 0; b < ws[0]->cols / QK; b++) {
+            int32_t sum = 0;
+            for (int i = 0; i < QK; i++) sum += s->xq[QK * b + i];
+            s->xsum[b] = sum;
+        }
+    }
     if (q8k) quantize_q8k(s->kq, s->kd, s->ksum, x, ws[0]->cols);
     int nt = n_threads_for(s, (size_t)total * GEMV_ROW_STEP * ws[0]->cols);
     #pragma omp parallel num_threads(nt)
@@ -294,6 +310,23 @@ static void gemm_quant(float *const *outs, const float *x, const Tensor *const *
                 p->gemm_q8(outs[i] + (size_t)t0 * w->rows + r0, (size_t)w->rows, u, rows, a, 0, tokens);
             }
         }
+    }
+}
+
+size_t kernels_packed_bytes(const Tensor *w) {
+    size_t group = pack_group_bytes(w->type, w->cols);
+    if (!kp()->type[w->type].dot_packed || !group) return 0;
+    size_t groups = ((size_t)w->rows + PACK_ROWS - 1) / PACK_ROWS;
+    return groups > SIZE_MAX / group ? SIZE_MAX : groups * group;
+}
+
+void kernels_pack(void *dst, const Tensor *w) {
+    size_t group = pack_group_bytes(w->type, w->cols), row_bytes = tensor_row_bytes(w->type, (size_t)w->cols);
+    int groups = (w->rows + PACK_ROWS - 1) / PACK_ROWS;
+    #pragma omp parallel for schedule(static) if (groups > 64)
+    for (int g = 0; g < groups; g++) {
+        int r0 = g * PACK_ROWS, n = w->rows - r0 < PACK_ROWS ? w->rows - r0 : PACK_ROWS;
+        pack_group(w->type, (char *)dst + (size_t)g * group, tensor_row(w, r0), row_bytes, n, w->cols);
     }
 }
 

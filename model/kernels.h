@@ -30,6 +30,7 @@ typedef struct {
     float *panel;        /* (n_threads, panel_floats) weight rows converted to f32 */
     int8_t *xq;          /* (max_cols) one token's activations as Q8 */
     float *xd;           /* (max_cols / 32) their scales */
+    int32_t *xsum;       /* (max_cols / 32) the sum of each block's quants */
     int8_t *kq;          /* (max_cols) the same as Q8_K, for the K-quants */
     float *kd;           /* (max_cols / 256) their scales */
     int16_t *ksum;       /* (max_cols / 16) sums of each 16 */
@@ -60,6 +61,13 @@ void matmul(float *out, const float *x, const Tensor *w, int n, MatmulScratch *s
 #define MATMUL_MANY_MAX 3
 void matmul_many(float *const *outs, const float *x, const Tensor *const *ws, int count, int n,
                  MatmulScratch *s);
+
+/* Decode's packed copy of a block-quantized matrix (kernels_impl.h): the
+ * bytes it takes (SIZE_MAX if they overflow), 0 when the kernel path in
+ * use has no packed kernel for w's type; kernels_pack writes it into dst
+ * (64-byte aligned), which matmul then reads through w->packed. */
+size_t kernels_packed_bytes(const Tensor *w);
+void kernels_pack(void *dst, const Tensor *w);
 
 /* Single-threaded pieces of attention, for callers that parallelize over
  * heads themselves.  w and v are f32 or f16 (the KV cache's types).

@@ -626,6 +626,131 @@ static void gemm_q8(float *out, size_t ldo, const QuantUnit *w, int rows, const 
 #define GEMM_Q8 NULL /* no VNNI: prefill keeps f32 panels (kernels_int8_prefill) */
 #endif
 
+/* ---- decode on packed rows (kernels_impl.h) ------------------------------------ */
+
+INLINE __m512i dpbusd_acc(__m512i acc, __m512i u, __m512i x) {
+#ifdef __AVX512VNNI__
+    return _mm512_dpbusd_epi32(acc, u, x);
+#else
+    return _mm512_add_epi32(acc, dot4_u8(u, x));
+#endif
+}
+INLINE __m512i broadcast4(const int8_t *x) {
+    int32_t v;
+    memcpy(&v, x, 4);
+    return _mm512_set1_epi32(v);
+}
+/* The 16 rows' sums of u * x over each half of a block of 32: the low
+ * nibbles (weights 0-15) in *lo, the high ones in *hi; a Q6_K block ORs
+ * its top two bits in (qh, else NULL). */
+INLINE void packed_block(__m512i *lo, __m512i *hi, const uint8_t qs[4][64], const uint8_t qh[2][64],
+                         const int8_t *x) {
+    const __m512i low = _mm512_set1_epi8(0xF), top = _mm512_set1_epi8(0x30);
+    __m512i a = _mm512_setzero_si512(), b = _mm512_setzero_si512(), h0, h1;
+    if (qh) h0 = _mm512_loadu_si512(qh[0]), h1 = _mm512_loadu_si512(qh[1]);
+#pragma GCC unroll 4
+    for (int s = 0; s < 4; s++) {
+        __m512i v = _mm512_loadu_si512(qs[s]);
+        __m512i u0 = _mm512_and_si512(v, low), u1 = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
+        if (qh) { /* bits 2s, 2s + 1 of each byte to bits 4, 5 (16-bit shifts: the mask drops what crosses) */
+            __m512i t0 = s < 3 ? _mm512_slli_epi16(h0, 4 - 2 * s) : _mm512_srli_epi16(h0, 2);
+            __m512i t1 = s < 3 ? _mm512_slli_epi16(h1, 4 - 2 * s) : _mm512_srli_epi16(h1, 2);
+            u0 = _mm512_or_si512(u0, _mm512_and_si512(t0, top));
+            u1 = _mm512_or_si512(u1, _mm512_and_si512(t1, top));
+        }
+        a = dpbusd_acc(a, u0, broadcast4(x + 4 * s));
+        b = dpbusd_acc(b, u1, broadcast4(x + 16 + 4 * s));
+    }
+    *lo = a, *hi = b;
+}
+/* Decode's packed rows are one stream (kernels_impl.h); the hardware
+ * prefetcher alone left one-thread Q4_0 decode at 343 tok/s (110M shape),
+ * a group's rows prefetched at its start (stream_prefetch) at 311, and
+ * each block's bytes asked for STREAM_AHEAD further on as it is read: 386. */
+INLINE void pack_prefetch(const void *at, size_t bytes) {
+    const char *ahead = (const char *)at + STREAM_AHEAD;
+    for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(ahead + o);
+}
+INLINE __m512 packed_half16(const uint8_t d[PACK_ROWS][2]) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)d));
+}
+INLINE void packed_store(float *out, __m512 v, int rows) {
+    _mm512_mask_storeu_ps(out, rows >= 16 ? 0xFFFF : (__mmask16)((1u << rows) - 1), v);
+}
+
+static void packed_q4_0(float *out, const DecodeActs *x, const void *w, int m, int k) {
+    const PackQ4_0 *p = w;
+    int nb = k / QK;
+    for (int g = 0; g < m; g += PACK_ROWS, p += nb) {
+        __m512 acc = _mm512_setzero_ps();
+        for (int b = 0; b < nb; b++) {
+            __m512i lo, hi;
+            pack_prefetch(p + b, sizeof *p);
+            packed_block(&lo, &hi, p[b].qs, NULL, x->q + QK * b);
+            __m512i dot = _mm512_sub_epi32(_mm512_add_epi32(lo, hi), _mm512_set1_epi32(8 * x->sum[b]));
+            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot),
+                                  _mm512_mul_ps(packed_half16(p[b].d), _mm512_set1_ps(x->d[b])), acc);
+        }
+        packed_store(out + g, acc, m - g);
+    }
+}
+
+static void packed_q4_k(float *out, const DecodeActs *x, const void *w, int m, int k) {
+    const PackQ4_K *p = w;
+    int nb = k / QK_K;
+    for (int g = 0; g < m; g += PACK_ROWS, p += nb) {
+        __m512 acc = _mm512_setzero_ps();
+        for (int b = 0; b < nb; b++) {
+            const int8_t *xq = x->kq + QK_K * b;
+            const int16_t *ks = x->ksum + QK_K / 16 * b;
+            __m512i dot = _mm512_setzero_si512(), mins = _mm512_setzero_si512();
+            for (int j = 0; j < QK_K / 32; j++) {
+                __m512i lo, hi;
+                pack_prefetch((const char *)(p + b) + j * sizeof *p / 8, sizeof *p / 8);
+                packed_block(&lo, &hi, p[b].qs[j], NULL, xq + 32 * j);
+                __m512i sc = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p[b].sc[j]));
+                __m512i mn = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p[b].mn[j]));
+                dot = _mm512_add_epi32(dot, _mm512_mullo_epi32(_mm512_add_epi32(lo, hi), sc));
+                mins = _mm512_add_epi32(mins, _mm512_mullo_epi32(mn, _mm512_set1_epi32(ks[2 * j] + ks[2 * j + 1])));
+            }
+            __m512 xd = _mm512_set1_ps(x->kd[b]);
+            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(packed_half16(p[b].d), xd), acc);
+            acc = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mins), _mm512_mul_ps(packed_half16(p[b].dmin), xd), acc);
+        }
+        packed_store(out + g, acc, m - g);
+    }
+}
+
+static void packed_q6_k(float *out, const DecodeActs *x, const void *w, int m, int k) {
+    const PackQ6_K *p = w;
+    int nb = k / QK_K;
+    for (int g = 0; g < m; g += PACK_ROWS, p += nb) {
+        __m512 acc = _mm512_setzero_ps();
+        for (int b = 0; b < nb; b++) {
+            const int8_t *xq = x->kq + QK_K * b;
+            const int16_t *ks = x->ksum + QK_K / 16 * b;
+            __m512i dot = _mm512_setzero_si512();
+            for (int j = 0; j < QK_K / 32; j++) {
+                __m512i lo, hi;
+                pack_prefetch((const char *)(p + b) + j * sizeof *p / 8, sizeof *p / 8);
+                packed_block(&lo, &hi, p[b].ql[j], p[b].qh[j], xq + 32 * j);
+                lo = _mm512_sub_epi32(lo, _mm512_set1_epi32(32 * ks[2 * j]));
+                hi = _mm512_sub_epi32(hi, _mm512_set1_epi32(32 * ks[2 * j + 1]));
+                __m128i sc = _mm_loadu_si128((const __m128i *)p[b].sc[2 * j]);
+                __m128i sc1 = _mm_loadu_si128((const __m128i *)p[b].sc[2 * j + 1]);
+                dot = _mm512_add_epi32(dot, _mm512_mullo_epi32(lo, _mm512_cvtepi8_epi32(sc)));
+                dot = _mm512_add_epi32(dot, _mm512_mullo_epi32(hi, _mm512_cvtepi8_epi32(sc1)));
+            }
+            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot),
+                                  _mm512_mul_ps(packed_half16(p[b].d), _mm512_set1_ps(x->kd[b])), acc);
+        }
+        packed_store(out + g, acc, m - g);
+    }
+}
+#define QUANT_PACKED_Q4_0 packed_q4_0
+#define QUANT_PACKED_Q4_K packed_q4_k
+#define QUANT_PACKED_Q6_K packed_q6_k
+
 #define QUANT_AVX256 /* kernels_quant.h's 256-bit kernels, on quant_dot4 */
 #define QUANT_DOT_Q4_0 dot_q4_0_pairs
 #include "model/kernels_quant.h"

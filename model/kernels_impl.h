@@ -21,6 +21,8 @@
 
 #include "base/tensor.h"
 
+typedef struct DecodeActs DecodeActs; /* below */
+
 /* The kernels of one type on one path; NULL where the type has none. */
 typedef struct {
     /* out[t*ldo + r] = x[t*ldx + 0..k) . w[r*ldw + 0..k) for t < n, r < m,
@@ -37,6 +39,10 @@ typedef struct {
      * xq, one scale xd per 256, int16 sums xsum of each 16): the K-quants. */
     void (*dot_q8k)(float *out, const int8_t *xq, const float *xd, const int16_t *xsum,
                     const void *w, size_t row_bytes, int m, int k);
+    /* out[r] = x . w[r] for r < m on rows packed for decode (PackQ4_0 ...
+     * below), w the group of row 0; the integer sums are dot_q8's or
+     * dot_q8k's, only the float steps may round differently. */
+    void (*dot_packed)(float *out, const DecodeActs *x, const void *w, int m, int k);
     /* out[t*ldo + 0..hs) = sum over c < cells of p[t*ldp + c] * v[c*ldv + 0..hs),
      * terms added in order of c: attention's weighted sum of cached values. */
     void (*mix)(float *out, size_t ldo, const float *p, size_t ldp, const void *v, size_t ldv,
@@ -74,6 +80,63 @@ typedef struct QuantActs {
     float *d;        /* (tokens, k / 32) */
     int32_t *sum;    /* (tokens, k / 16) */
 } QuantActs;
+
+/* Decode's packed weights (kernels_pack.c).  A block-quantized row read
+ * block by block costs more instructions to unpack than its bytes take to
+ * arrive, and every row ends in a horizontal sum.  So the matrices of the
+ * types below are copied once at load time into groups of PACK_ROWS rows
+ * interleaved as prefill's units are: each 64-byte vector holds 4
+ * consecutive quants of each of the 16 rows, and one VNNI dpbusd advances
+ * all 16 rows by 4 weights against 4 broadcast activations; a group's 16
+ * sums come out as one vector.  The quants stay in their bits, so the
+ * copy is the file's size (Q4_K's scales, unpacked to bytes, add 3%).
+ *
+ * Quants are unsigned (Q4_0 0..15 centred on 8, Q4_K 0..15, Q6_K 0..63
+ * centred on 32).  In vector s (< 4) of a block of 32 weights, byte
+ * 4r + i holds weight 4s + i of row r in its low nibble and weight
+ * 16 + 4s + i in its high nibble; Q6_K's top two bits are in qh, vector
+ * [j][h] holding in byte 4r + i, bits 2s and 2s + 1, those of weight
+ * 32j + 16h + 4s + i.  Rows past the matrix's end are zero. */
+#define PACK_ROWS 16
+typedef struct {
+    uint8_t d[PACK_ROWS][2];          /* f16 scale of each row */
+    uint8_t qs[4][64];
+} PackQ4_0;                           /* 16 rows by one block of 32 */
+typedef struct {
+    uint8_t d[PACK_ROWS][2], dmin[PACK_ROWS][2];
+    uint8_t sc[QK_K / 32][PACK_ROWS]; /* 6-bit scale and min of each sub-block of 32 */
+    uint8_t mn[QK_K / 32][PACK_ROWS];
+    uint8_t qs[QK_K / 32][4][64];
+} PackQ4_K;                           /* 16 rows by one super-block */
+typedef struct {
+    uint8_t d[PACK_ROWS][2];
+    int8_t sc[QK_K / 16][PACK_ROWS];  /* scale of each sub-block of 16 */
+    uint8_t ql[QK_K / 32][4][64];     /* the low 4 bits, as Q4_K's qs */
+    uint8_t qh[QK_K / 32][2][64];
+} PackQ6_K;
+
+/* Bytes of one group of PACK_ROWS rows of `cols` weights packed, 0 when
+ * type t has no packed form; pack_group packs rows [0, n_rows) of a
+ * matrix (n_rows <= PACK_ROWS, rows row_bytes apart) into one. */
+size_t pack_group_bytes(TensorType t, int cols);
+void pack_group(TensorType t, void *dst, const void *rows, size_t row_bytes, int n_rows, int cols);
+
+/* One token's activations as decode's integer kernels take them: Q8
+ * blocks of 32 and each block's sum of quants, and Q8_K super-blocks. */
+struct DecodeActs {
+    const int8_t *q;
+    const float *d;
+    const int32_t *sum;   /* (k / 32) */
+    const int8_t *kq;
+    const float *kd;
+    const int16_t *ksum;  /* (k / 16) */
+};
+
+/* The portable packed kernels (kernels_pack.c): the reference the SIMD
+ * ones are tested against. */
+void pack_dot_q4_0(float *out, const DecodeActs *x, const void *w, int m, int k);
+void pack_dot_q4_k(float *out, const DecodeActs *x, const void *w, int m, int k);
+void pack_dot_q6_k(float *out, const DecodeActs *x, const void *w, int m, int k);
 
 typedef struct {
     const char *name;

@@ -103,6 +103,9 @@ static inline int32_t quant_idot(const int8_t *q, const int8_t *x, const int32_t
     }
     return dot;
 }
+#define QUANT_PACKED_Q4_0 pack_dot_q4_0 /* the reference kernels (kernels_pack.c) */
+#define QUANT_PACKED_Q4_K pack_dot_q4_k
+#define QUANT_PACKED_Q6_K pack_dot_q6_k
 #include "model/kernels_quant.h"
 
 /* Prefill's integer product (kernels_impl.h), one output at a time: each

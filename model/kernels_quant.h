@@ -255,15 +255,29 @@ QUANT_DOT_Q8K(q5_k, BlockQ5_K)
 QUANT_DOT_Q8K(q6_k, BlockQ6_K)
 
 /* Their entries in the path's table (a path may bring its own Q4_0,
- * QUANT_DOT_Q4_0, defined before it includes this file). */
+ * QUANT_DOT_Q4_0, and kernels on packed rows, QUANT_PACKED_Q4_0,
+ * QUANT_PACKED_Q4_K, QUANT_PACKED_Q6_K (kernels_impl.h), defined before it
+ * includes this file; a path without them reads the rows as the file has them). */
+#ifndef QUANT_PACKED_Q4_0
+#define QUANT_PACKED_Q4_0 NULL
+#endif
+#ifndef QUANT_PACKED_Q4_K
+#define QUANT_PACKED_Q4_K NULL
+#endif
+#ifndef QUANT_PACKED_Q6_K
+#define QUANT_PACKED_Q6_K NULL
+#endif
 #define KERNEL_QUANT_TYPES                                                                        \
-    [TENSOR_Q4_0] = {.dot_q8 = QUANT_DOT_Q4_0, .to_f32 = quant_q4_0_to_f32},                     \
+    [TENSOR_Q4_0] = {.dot_q8 = QUANT_DOT_Q4_0, .dot_packed = QUANT_PACKED_Q4_0,                  \
+                     .to_f32 = quant_q4_0_to_f32},                                               \
     [TENSOR_Q4_1] = {.dot_q8 = dot_q4_1, .to_f32 = quant_q4_1_to_f32},                           \
     [TENSOR_Q5_0] = {.dot_q8 = dot_q5_0, .to_f32 = quant_q5_0_to_f32},                           \
     [TENSOR_Q5_1] = {.dot_q8 = dot_q5_1, .to_f32 = quant_q5_1_to_f32},                           \
     [TENSOR_Q2_K] = {.dot_q8k = dot_q2_k, .to_f32 = quant_q2_k_to_f32},                          \
     [TENSOR_Q3_K] = {.dot_q8k = dot_q3_k, .to_f32 = quant_q3_k_to_f32},                          \
-    [TENSOR_Q4_K] = {.dot_q8k = dot_q4_k, .to_f32 = quant_q4_k_to_f32},                          \
+    [TENSOR_Q4_K] = {.dot_q8k = dot_q4_k, .dot_packed = QUANT_PACKED_Q4_K,                       \
+                     .to_f32 = quant_q4_k_to_f32},                                               \
     [TENSOR_Q5_K] = {.dot_q8k = dot_q5_k, .to_f32 = quant_q5_k_to_f32},                          \
-    [TENSOR_Q6_K] = {.dot_q8k = dot_q6_k, .to_f32 = quant_q6_k_to_f32}
+    [TENSOR_Q6_K] = {.dot_q8k = dot_q6_k, .dot_packed = QUANT_PACKED_Q6_K,                       \
+                     .to_f32 = quant_q6_k_to_f32}
 #endif

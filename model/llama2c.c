@@ -21,7 +21,7 @@ static const float *take(Cursor *c, size_t rows, size_t cols) {
 }
 
 static Tensor take_matrix(Cursor *c, int rows, int cols) {
-    Tensor t = {TENSOR_F32, take(c, (size_t)rows, (size_t)cols), rows, cols};
+    Tensor t = {TENSOR_F32, take(c, (size_t)rows, (size_t)cols), rows, cols, NULL};
     return t;
 }
 

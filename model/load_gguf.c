@@ -103,7 +103,7 @@ static const GgufTensor *get(Loader *l, const char *name, int rows, int cols) {
 static int take_matrix(Loader *l, Tensor *out, const char *name, int rows, int cols) {
     const GgufTensor *t = get(l, name, rows, cols);
     if (!t) return -1;
-    *out = (Tensor){t->type, t->data, rows, cols};
+    *out = (Tensor){t->type, t->data, rows, cols, NULL};
     return 0;
 }
 

@@ -1,7 +1,10 @@
 #include "model/model.h"
 
+#include "model/kernels.h"
+
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 /* Bounds well above any model this engine targets; they exist so that a
  * corrupt header fails here instead of in a multi-terabyte malloc. */
@@ -39,18 +42,81 @@ int model_config_validate(const ModelConfig *c, const char *path, PosencError *e
     return 0;
 }
 
+/* Every matrix decode multiplies with, for model_pack. */
+static int matrices(Model *m, Tensor **out) {
+    int n = 0;
+    for (int l = 0; l < m->config.n_layers; l++) {
+        LayerWeights *w = &m->weights.layers[l];
+        Tensor *all[] = {&w->wq, &w->wk, &w->wv, &w->wo, &w->w_gate, &w->w_up, &w->w_down};
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+            if (all[i]->data) out[n++] = all[i];
+    }
+    out[n++] = &m->weights.output;
+    return n;
+}
+
+#define PACK_ALIGN 64
+
+/* The matrices whose type the kernel path in use packs (kernels.h) are
+ * copied once into one buffer; the mapped rows stay for prefill and
+ * embedding lookups (the token embeddings are read by row, never packed). */
+static int model_pack(Model *m, const char *path, PosencError *err) {
+    Tensor **list = malloc(((size_t)m->config.n_layers * 7 + 1) * sizeof *list);
+    if (!list) return posenc_error_oom(err, (size_t)m->config.n_layers * 7 + 1, sizeof *list, "the matrix list");
+    int n = matrices(m, list);
+    size_t total = 0;
+    for (int i = 0; i < n; i++) {
+        size_t b = kernels_packed_bytes(list[i]);
+        if (b > SIZE_MAX - PACK_ALIGN || !size_add(&total, total, (b + PACK_ALIGN - 1) / PACK_ALIGN * PACK_ALIGN)) {
+            free(list);
+            return posenc_error(err, "%s: the packed copies of its matrices overflow size_t", path);
+        }
+    }
+    if (total) {
+        /* in 2 MB pages where the system gives them: decode streams the
+         * whole copy per token, and 4 KB pages cost a TLB miss each 4 KB */
+        size_t huge = (size_t)2 << 20;
+        if (total <= SIZE_MAX - huge) total = (total + huge - 1) / huge * huge;
+        m->packed = aligned_alloc(huge, total);
+#ifdef MADV_HUGEPAGE
+        if (m->packed) madvise(m->packed, total, MADV_HUGEPAGE);
+#endif
+        if (!m->packed) {
+            free(list);
+            return posenc_error_oom(err, total, 1, "decode's packed copies of the matrices");
+        }
+        m->packed_bytes = total;
+        char *at = m->packed;
+        for (int i = 0; i < n; i++) {
+            size_t b = kernels_packed_bytes(list[i]);
+            if (!b) continue;
+            kernels_pack(at, list[i]);
+            list[i]->packed = at;
+            at += (b + PACK_ALIGN - 1) / PACK_ALIGN * PACK_ALIGN;
+        }
+    }
+    free(list);
+    return 0;
+}
+
 int model_load(Model *m, const char *path, PosencError *err) {
     memset(m, 0, sizeof *m);
     MappedFile probe;
     if (mapped_file_open(&probe, path, err)) return -1;
     int is_gguf = probe.size >= 4 && memcmp(probe.data, "GGUF", 4) == 0;
     mapped_file_close(&probe);
-    return is_gguf ? model_load_gguf(m, path, err) : model_load_llama2c(m, path, err);
+    if (is_gguf ? model_load_gguf(m, path, err) : model_load_llama2c(m, path, err)) return -1;
+    if (model_pack(m, path, err)) {
+        model_free(m);
+        return -1;
+    }
+    return 0;
 }
 
 void model_free(Model *m) {
     free(m->weights.layers);
     free(m->owned);
+    free(m->packed);
     mapped_file_close(&m->file);
     if (m->gguf) gguf_close(m->gguf);
     free(m->gguf);

@@ -60,6 +60,8 @@ typedef struct {
                                kept for its tokenizer.ggml.* vocabulary; NULL for .bin */
     void *owned;            /* buffers converted at load time, freed with the model */
     size_t owned_bytes;
+    void *packed;           /* decode's packed copies of the matrices (kernels_pack) */
+    size_t packed_bytes;
     char path[512];
 } Model;
 

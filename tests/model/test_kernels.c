@@ -123,7 +123,7 @@ static Tensor random_tensor(TensorType type, int rows, int cols, float **ref) {
         random_blocks(type, data, n / tensor_block_size(type));
     *ref = malloc(n * sizeof(float));
     tensor_dequantize(type, data, *ref, n);
-    return (Tensor){type, data, rows, cols};
+    return (Tensor){type, data, rows, cols, NULL};
 }
 
 /* sum |x_i w_i| for the bound. */
@@ -367,6 +367,76 @@ START_TEST(quant_decode_matches_portable) {
             }
             free(got);
         }
+        kernels_use("portable");
+        free(want);
+        free(mt);
+        free(wref);
+        free((void *)w.data);
+    }
+    free(x);
+}
+END_TEST
+
+/* Decode on packed rows (kernels_impl.h: Q4_0, Q4_K, Q6_K copied into
+ * groups of 16 interleaved rows at load time): on every path that packs
+ * the type, the same integer sums as the portable path on the rows as the
+ * file has them, so within the float-rounding bound of
+ * quant_decode_matches_portable; the same bits at 1 and 2 threads (the
+ * threads split at group boundaries); 45 rows leave a partial group.
+ * Control: each row's result is outside the bound around the next row's
+ * (a quant or scale packed into the wrong row or lane fails). */
+START_TEST(packed_decode_matches_rows) {
+    static const TensorType TYPES[] = {TENSOR_Q4_0, TENSOR_Q4_K, TENSOR_Q6_K};
+    const char *paths[] = {"portable", "avx2", "avx512"};
+    int rows = 45;
+    float *x = random_floats(256 * 3);
+    for (int i = 64; i < 96; i++) x[i] = 0.0f; /* an all-zero block: scale 0 */
+    for (size_t ty = 0; ty < sizeof TYPES / sizeof TYPES[0]; ty++) {
+        TensorType type = TYPES[ty];
+        int cols = tensor_block_size(type) == QK_K ? 256 * 3 : 32 * 23;
+        float *wref, *mt = malloc((size_t)rows * cols * sizeof(float));
+        Tensor w = random_tensor(type, rows, cols, &wref);
+        min_terms(type, w.data, mt, (size_t)rows * cols);
+        kernels_use("portable");
+        float *want = run_matmul(&w, x, 1, 1);
+        int packs = 0, controls = 0, control_fails = 0;
+        for (int p = 0; p < 3; p++) {
+            if (!have(paths[p]) || !kernels_packed_bytes(&w)) continue;
+            packs++;
+            size_t bytes = kernels_packed_bytes(&w);
+            ck_assert_uint_eq(bytes, (size_t)(rows + 15) / 16 * 16 * tensor_row_bytes(type, (size_t)cols) +
+                                         (type == TENSOR_Q4_K ? (size_t)3 * (cols / 256) * 64 : 0));
+            void *packed = aligned_alloc(64, (bytes + 63) / 64 * 64);
+            kernels_pack(packed, &w);
+            Tensor wp = w;
+            wp.packed = packed;
+            float *got = run_matmul(&wp, x, 1, 1), *got2 = run_matmul(&wp, x, 1, 2);
+            ck_assert_msg(memcmp(got, got2, (size_t)rows * sizeof(float)) == 0, "%s %s: 1 vs 2 threads", paths[p],
+                          tensor_type_name(type));
+            for (int r = 0; r < rows; r++) {
+                double mag = 0.0, mag_next = 0.0;
+                for (int i = 0; i < cols; i++) {
+                    mag += fabs((double)x[i]) * (fabs(wref[(size_t)r * cols + i]) + mt[(size_t)r * cols + i]);
+                    if (r + 1 < rows)
+                        mag_next += fabs((double)x[i]) *
+                                    (fabs(wref[(size_t)(r + 1) * cols + i]) + mt[(size_t)(r + 1) * cols + i]);
+                }
+                ck_assert_msg(fabs(got[r] - want[r]) <= 4 * cols * U * mag * 1.02, "%s %s row %d: %.9g vs %.9g",
+                              paths[p], tensor_type_name(type), r, (double)got[r], (double)want[r]);
+                if (r + 1 < rows) {
+                    controls++;
+                    control_fails += fabs(got[r] - want[r + 1]) > 4 * cols * U * mag_next * 1.02;
+                }
+            }
+            free(got);
+            free(got2);
+            free(packed);
+        }
+        printf("packed %s: %d paths, %d of %d rows outside the bound of the next row\n", tensor_type_name(type),
+               packs, control_fails, controls);
+        ck_assert_msg(packs >= 1, "%s: no path packs it", tensor_type_name(type));
+        ck_assert_msg(control_fails > controls * 9 / 10, "%s: only %d of %d rows outside the next row's bound",
+                      tensor_type_name(type), control_fails, controls);
         kernels_use("portable");
         free(want);
         free(mt);
@@ -882,6 +952,7 @@ int main(void) {
     tcase_add_test(tc, dot_rows_independent_of_tiling);
     tcase_add_test(tc, matmul_paths_threads_and_chunks);
     tcase_add_test(tc, quant_decode_matches_portable);
+    tcase_add_test(tc, packed_decode_matches_rows);
     tcase_add_test(tc, quant_prefill_matches_portable);
     tcase_add_test(tc, mix_rows_within_bound);
     tcase_add_test(tc, conversions_exact);

@@ -1,0 +1,150 @@
+/* Decode's packed weights (kernels_impl.h): the layouts, written from
+ * base's unpacking (the definition of the file's types), and the portable
+ * kernels on them, the reference for the SIMD ones. */
+#include <string.h>
+
+#include "model/kernels_impl.h"
+
+size_t pack_group_bytes(TensorType t, int cols) {
+    switch (t) {
+    case TENSOR_Q4_0: return (size_t)(cols / QK) * sizeof(PackQ4_0);
+    case TENSOR_Q4_K: return (size_t)(cols / QK_K) * sizeof(PackQ4_K);
+    case TENSOR_Q6_K: return (size_t)(cols / QK_K) * sizeof(PackQ6_K);
+    default: return 0;
+    }
+}
+
+/* 32 unsigned quants of row r into vectors qs[0..4): weights 0-15 in the
+ * low nibbles, 16-31 in the high ones (only their low 4 bits). */
+static void put_nibbles(uint8_t qs[4][64], int r, const uint8_t *u) {
+    for (int s = 0; s < 4; s++)
+        for (int i = 0; i < 4; i++)
+            qs[s][4 * r + i] = (uint8_t)((u[4 * s + i] & 0xF) | (u[16 + 4 * s + i] & 0xF) << 4);
+}
+
+static void pack_row(TensorType t, void *dst, const uint8_t *row, int r, int cols) {
+    uint8_t u[QK_K];
+    if (t == TENSOR_Q4_0) {
+        PackQ4_0 *p = dst;
+        QuantBlock qb;
+        for (int b = 0; b < cols / QK; b++, row += sizeof(BlockQ4_0)) {
+            quant_unpack_q4_0(row, &qb);
+            for (int j = 0; j < QK; j++) u[j] = (uint8_t)(qb.q[j] + 8);
+            memcpy(p[b].d[r], row, 2);
+            put_nibbles(p[b].qs, r, u);
+        }
+        return;
+    }
+    QuantSuperBlock sb;
+    for (int b = 0; b < cols / QK_K; b++, row += tensor_block_bytes(t)) {
+        if (t == TENSOR_Q4_K) {
+            PackQ4_K *p = (PackQ4_K *)dst + b;
+            quant_unpack_q4_k(row, &sb);
+            memcpy(p->d[r], ((const BlockQ4_K *)row)->d, 2);
+            memcpy(p->dmin[r], ((const BlockQ4_K *)row)->dmin, 2);
+            for (int j = 0; j < QK_K / 32; j++) {
+                p->sc[j][r] = (uint8_t)sb.sc[j];
+                p->mn[j][r] = (uint8_t)sb.mn[j];
+                for (int l = 0; l < 32; l++) u[l] = (uint8_t)sb.q[32 * j + l];
+                put_nibbles(p->qs[j], r, u);
+            }
+        } else { /* Q6_K */
+            PackQ6_K *p = (PackQ6_K *)dst + b;
+            quant_unpack_q6_k(row, &sb);
+            memcpy(p->d[r], ((const BlockQ6_K *)row)->d, 2);
+            for (int s = 0; s < QK_K / 16; s++) p->sc[s][r] = (int8_t)sb.sc[s];
+            for (int j = 0; j < QK_K / 32; j++) {
+                for (int l = 0; l < 32; l++) u[l] = (uint8_t)(sb.q[32 * j + l] + 32);
+                put_nibbles(p->ql[j], r, u);
+                for (int h = 0; h < 2; h++)
+                    for (int i = 0; i < 4; i++) {
+                        uint8_t bits = 0;
+                        for (int s = 0; s < 4; s++) bits |= (uint8_t)((u[16 * h + 4 * s + i] >> 4) << (2 * s));
+                        p->qh[j][h][4 * r + i] = bits;
+                    }
+            }
+        }
+    }
+}
+
+void pack_group(TensorType t, void *dst, const void *rows, size_t row_bytes, int n_rows, int cols) {
+    memset(dst, 0, pack_group_bytes(t, cols));
+    for (int r = 0; r < n_rows; r++) pack_row(t, dst, (const uint8_t *)rows + (size_t)r * row_bytes, r, cols);
+}
+
+/* ---- the portable kernels ------------------------------------------------------------ */
+
+/* Quant i (< 32) of row r in a block's four nibble vectors. */
+static int nibble(const uint8_t qs[4][64], int r, int i) {
+    uint8_t byte = qs[(i % 16) / 4][4 * r + i % 4];
+    return i < 16 ? byte & 0xF : byte >> 4;
+}
+
+/* sum over the block of u * x for row r. */
+static int32_t block_dot(const uint8_t qs[4][64], int r, const int8_t *x) {
+    int32_t s = 0;
+    for (int i = 0; i < QK; i++) s += nibble(qs, r, i) * x[i];
+    return s;
+}
+
+static int rows_in(int m, int g) { return m - g < PACK_ROWS ? m - g : PACK_ROWS; }
+
+void pack_dot_q4_0(float *out, const DecodeActs *x, const void *w, int m, int k) {
+    const PackQ4_0 *p = w;
+    for (int g = 0; g < m; g += PACK_ROWS, p += k / QK)
+        for (int r = 0; r < rows_in(m, g); r++) {
+            float acc = 0.0f;
+            for (int b = 0; b < k / QK; b++) {
+                int32_t dot = block_dot(p[b].qs, r, x->q + QK * b) - 8 * x->sum[b];
+                acc += (float)dot * (quant_half(p[b].d[r]) * x->d[b]);
+            }
+            out[g + r] = acc;
+        }
+}
+
+/* One sub-block's or two halves' sums of x from Q8_K's sums of each 16. */
+static int32_t ksum32(const int16_t *ksum, int j) { return ksum[2 * j] + ksum[2 * j + 1]; }
+
+void pack_dot_q4_k(float *out, const DecodeActs *x, const void *w, int m, int k) {
+    const PackQ4_K *p = w;
+    for (int g = 0; g < m; g += PACK_ROWS, p += k / QK_K)
+        for (int r = 0; r < rows_in(m, g); r++) {
+            float acc = 0.0f;
+            for (int b = 0; b < k / QK_K; b++) {
+                const int8_t *xq = x->kq + QK_K * b;
+                const int16_t *ks = x->ksum + QK_K / 16 * b;
+                int32_t dot = 0, mins = 0;
+                for (int j = 0; j < QK_K / 32; j++) {
+                    dot += p[b].sc[j][r] * block_dot(p[b].qs[j], r, xq + 32 * j);
+                    mins += p[b].mn[j][r] * ksum32(ks, j);
+                }
+                acc += quant_half(p[b].d[r]) * x->kd[b] * (float)dot -
+                       quant_half(p[b].dmin[r]) * x->kd[b] * (float)mins;
+            }
+            out[g + r] = acc;
+        }
+}
+
+void pack_dot_q6_k(float *out, const DecodeActs *x, const void *w, int m, int k) {
+    const PackQ6_K *p = w;
+    for (int g = 0; g < m; g += PACK_ROWS, p += k / QK_K)
+        for (int r = 0; r < rows_in(m, g); r++) {
+            float acc = 0.0f;
+            for (int b = 0; b < k / QK_K; b++) {
+                const int8_t *xq = x->kq + QK_K * b;
+                const int16_t *ks = x->ksum + QK_K / 16 * b;
+                int32_t dot = 0;
+                for (int j = 0; j < QK_K / 32; j++)
+                    for (int h = 0; h < 2; h++) {
+                        int32_t s = 0;
+                        for (int i = 16 * h; i < 16 * h + 16; i++) {
+                            int hi = p[b].qh[j][h][4 * r + i % 4] >> (2 * ((i % 16) / 4)) & 3;
+                            s += (nibble(p[b].ql[j], r, i) | hi << 4) * xq[32 * j + i];
+                        }
+                        dot += p[b].sc[2 * j + h][r] * (s - 32 * ks[2 * j + h]);
+                    }
+                acc += quant_half(p[b].d[r]) * x->kd[b] * (float)dot;
+            }
+            out[g + r] = acc;
+        }
+}
