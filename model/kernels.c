@@ -306,7 +306,12 @@ static void gemm_quant(float *const *outs, const float *x, const Tensor *const *
                 while (j >= (ws[i]->rows + UNIT_ROWS - 1) / UNIT_ROWS) j -= (ws[i++]->rows + UNIT_ROWS - 1) / UNIT_ROWS;
                 const Tensor *w = ws[i];
                 int r0 = j * UNIT_ROWS, rows = w->rows - r0 < UNIT_ROWS ? w->rows - r0 : UNIT_ROWS;
-                quant_unit_fill(u, w->type, tensor_row(w, r0), tensor_row_bytes(w->type, (size_t)k), rows, k);
+                if (w->packed) /* the mapped rows then stay untouched after load */
+                    quant_unit_fill_packed(u, w->type,
+                                           (const char *)w->packed + (size_t)(r0 / PACK_ROWS) * pack_group_bytes(w->type, k),
+                                           rows, k);
+                else
+                    quant_unit_fill(u, w->type, tensor_row(w, r0), tensor_row_bytes(w->type, (size_t)k), rows, k);
                 p->gemm_q8(outs[i] + (size_t)t0 * w->rows + r0, (size_t)w->rows, u, rows, a, 0, tokens);
             }
         }

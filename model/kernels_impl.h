@@ -178,6 +178,11 @@ void quantize_q8k(int8_t *q, float *d, int16_t *sum, const float *x, int k);
  * wide), n_rows <= UNIT_ROWS, into u (padded with zero rows; u's arrays
  * hold k / 32 blocks) (kernels_quant.c). */
 void quant_unit_fill(QuantUnit *u, TensorType t, const void *rows, size_t row_bytes, int n_rows, int k);
+/* The same from the packed copy (kernels_pack.c): `groups` the packed
+ * group of the unit's first row; the unit is the same bytes and floats. */
+void quant_unit_fill_packed(QuantUnit *u, TensorType t, const void *groups, int n_rows, int k);
+/* A unit's nb, off, has_min and split for type t and width k. */
+void quant_unit_kind(QuantUnit *u, TensorType t, int k);
 /* QuantActs.sum of one token: the sums of each 16 of its k quants. */
 void quant_acts_sums(int32_t *sum, const int8_t *q, int k);
 /* The block-quantized types' conversions to f32 (kernels_quant.c), the

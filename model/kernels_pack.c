@@ -72,6 +72,63 @@ void pack_group(TensorType t, void *dst, const void *rows, size_t row_bytes, int
     for (int r = 0; r < n_rows; r++) pack_row(t, dst, (const uint8_t *)rows + (size_t)r * row_bytes, r, cols);
 }
 
+/* ---- prefill's units from packed rows -------------------------------------------------- */
+
+/* One 64-byte nibble vector (and Q6_K's top bits) into unit vectors s and
+ * s + 4: the byte positions are the same in both layouts (4r + i). */
+static void unit_vectors(uint8_t *dst, const uint8_t *qs, const uint8_t *qh, int s) {
+    for (int i = 0; i < 64; i++) {
+        int top0 = qh ? (qh[i] >> (2 * s) & 3) << 4 : 0, top1 = qh ? (qh[64 + i] >> (2 * s) & 3) << 4 : 0;
+        dst[64 * s + i] = (uint8_t)((qs[i] & 0xF) | top0);
+        dst[64 * (s + 4) + i] = (uint8_t)((qs[i] >> 4) | top1);
+    }
+}
+
+/* Block b of row group g of the unit from packed group p; the scales as
+ * unit_row computes them from the file's rows, so the unit is the same. */
+static void unit_block(QuantUnit *u, TensorType t, const void *p, int b, int g) {
+    uint8_t *dst = u->q + (size_t)(b * 2 + g) * 8 * 64;
+    float *d = u->d + (size_t)(b * 2 + g) * 2 * 16, *m = u->m + (size_t)(b * 2 + g) * 2 * 16;
+    if (t == TENSOR_Q4_0) {
+        const PackQ4_0 *q = (const PackQ4_0 *)p + b;
+        for (int s = 0; s < 4; s++) unit_vectors(dst, q->qs[s], NULL, s);
+        for (int r = 0; r < PACK_ROWS; r++)
+            d[r] = d[16 + r] = quant_half(q->d[r]), m[r] = m[16 + r] = 0.0f;
+    } else if (t == TENSOR_Q4_K) {
+        const PackQ4_K *q = (const PackQ4_K *)p + b / 8;
+        int j = b % 8;
+        for (int s = 0; s < 4; s++) unit_vectors(dst, q->qs[j][s], NULL, s);
+        for (int r = 0; r < PACK_ROWS; r++) {
+            d[r] = d[16 + r] = quant_half(q->d[r]) * (float)q->sc[j][r];
+            m[r] = m[16 + r] = -(quant_half(q->dmin[r]) * (float)q->mn[j][r]);
+        }
+    } else {
+        const PackQ6_K *q = (const PackQ6_K *)p + b / 8;
+        int j = b % 8;
+        for (int s = 0; s < 4; s++) unit_vectors(dst, q->ql[j][s], q->qh[j][0], s);
+        for (int r = 0; r < PACK_ROWS; r++)
+            for (int h = 0; h < 2; h++) {
+                d[16 * h + r] = quant_half(q->d[r]) * (float)q->sc[2 * j + h][r];
+                m[16 * h + r] = -0.0f; /* unit_row's -(dmin * mn), both 0 */
+            }
+    }
+}
+
+void quant_unit_fill_packed(QuantUnit *u, TensorType t, const void *groups, int n_rows, int k) {
+    quant_unit_kind(u, t, k);
+    size_t group = pack_group_bytes(t, k);
+    for (int g = 0; g < UNIT_ROWS / PACK_ROWS; g++)
+        for (int b = 0; b < u->nb; b++) {
+            if (g * PACK_ROWS < n_rows) {
+                unit_block(u, t, (const char *)groups + g * group, b, g);
+                continue;
+            }
+            memset(u->q + (size_t)(b * 2 + g) * 8 * 64, 0, 8 * 64);
+            memset(u->d + (size_t)(b * 2 + g) * 2 * 16, 0, 2 * 16 * sizeof(float));
+            memset(u->m + (size_t)(b * 2 + g) * 2 * 16, 0, 2 * 16 * sizeof(float));
+        }
+}
+
 /* ---- the portable kernels ------------------------------------------------------------ */
 
 /* Quant i (< 32) of row r in a block's four nibble vectors. */

@@ -38,7 +38,8 @@ TO_F32(q6_k)
 
 /* ---- prefill's units (kernels_impl.h) ------------------------------------------------ */
 
-static void unit_kind(QuantUnit *u, TensorType t) {
+void quant_unit_kind(QuantUnit *u, TensorType t, int k) {
+    u->nb = k / QK;
     u->off = t == TENSOR_Q8_0 ? 128 : t == TENSOR_Q4_0 ? 8 : t == TENSOR_Q5_0 ? 16
            : t == TENSOR_Q3_K ? 4 : t == TENSOR_Q6_K ? 32 : 0;
     u->has_min = t == TENSOR_Q4_1 || t == TENSOR_Q5_1 || t == TENSOR_Q2_K || t == TENSOR_Q4_K ||
@@ -104,8 +105,7 @@ static void unit_row(QuantUnit *u, TensorType t, const uint8_t *row, int r, int 
 }
 
 void quant_unit_fill(QuantUnit *u, TensorType t, const void *rows, size_t row_bytes, int n_rows, int k) {
-    u->nb = k / QK;
-    unit_kind(u, t);
+    quant_unit_kind(u, t, k);
     static const int8_t zero[QK];
     static const float none[2];
     for (int r = 0; r < UNIT_ROWS; r++) {

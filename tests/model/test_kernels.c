@@ -383,13 +383,15 @@ END_TEST
  * file has them, so within the float-rounding bound of
  * quant_decode_matches_portable; the same bits at 1 and 2 threads (the
  * threads split at group boundaries); 45 rows leave a partial group.
+ * Prefill, whose units are then filled from the packed copy, gives the
+ * same bits as from the file's rows.
  * Control: each row's result is outside the bound around the next row's
  * (a quant or scale packed into the wrong row or lane fails). */
 START_TEST(packed_decode_matches_rows) {
     static const TensorType TYPES[] = {TENSOR_Q4_0, TENSOR_Q4_K, TENSOR_Q6_K};
     const char *paths[] = {"portable", "avx2", "avx512"};
     int rows = 45;
-    float *x = random_floats(256 * 3);
+    float *x = random_floats(256 * 3), *x3 = random_floats(256 * 3 * 3);
     for (int i = 64; i < 96; i++) x[i] = 0.0f; /* an all-zero block: scale 0 */
     for (size_t ty = 0; ty < sizeof TYPES / sizeof TYPES[0]; ty++) {
         TensorType type = TYPES[ty];
@@ -428,6 +430,13 @@ START_TEST(packed_decode_matches_rows) {
                     control_fails += fabs(got[r] - want[r + 1]) > 4 * cols * U * mag_next * 1.02;
                 }
             }
+            if (kernels_int8_prefill()) { /* prefill's units filled from the packed copy: the same bits */
+                float *pre = run_matmul(&w, x3, 3, 2), *pre_packed = run_matmul(&wp, x3, 3, 2);
+                ck_assert_msg(memcmp(pre, pre_packed, (size_t)3 * rows * sizeof(float)) == 0,
+                              "%s %s: prefill from the packed copy differs", paths[p], tensor_type_name(type));
+                free(pre);
+                free(pre_packed);
+            }
             free(got);
             free(got2);
             free(packed);
@@ -444,6 +453,7 @@ START_TEST(packed_decode_matches_rows) {
         free((void *)w.data);
     }
     free(x);
+    free(x3);
 }
 END_TEST
 
