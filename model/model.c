@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 /* Bounds well above any model this engine targets; they exist so that a
  * corrupt header fails here instead of in a multi-terabyte malloc. */
@@ -57,6 +58,18 @@ static int matrices(Model *m, Tensor **out) {
 
 #define PACK_ALIGN 64
 
+/* A packed matrix's mapped rows are not read again (prefill and decode
+ * read the copy; a tied output's rows are read back, one per embedding
+ * lookup): their whole pages leave the process (the mapping is read-only,
+ * so a later read faults them back in from the file). */
+static void release_pages(const Tensor *t) {
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), start = (uintptr_t)t->data;
+    uintptr_t end = start + (uintptr_t)t->rows * tensor_row_bytes(t->type, (size_t)t->cols);
+    start = (start + page - 1) / page * page;
+    end = end / page * page;
+    if (end > start) madvise((void *)start, end - start, MADV_DONTNEED);
+}
+
 /* The matrices whose type the kernel path in use packs (kernels.h) are
  * copied once into one buffer; the mapped rows stay for prefill and
  * embedding lookups (the token embeddings are read by row, never packed). */
@@ -92,6 +105,7 @@ static int model_pack(Model *m, const char *path, PosencError *err) {
             if (!b) continue;
             kernels_pack(at, list[i]);
             list[i]->packed = at;
+            release_pages(list[i]);
             at += (b + PACK_ALIGN - 1) / PACK_ALIGN * PACK_ALIGN;
         }
     }
