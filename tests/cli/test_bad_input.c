@@ -469,7 +469,7 @@ START_TEST(inspect_states_peak_memory) {
         const char *mem = strstr(r.out, "\"memory\"");
         ck_assert_msg(mem, "%s", r.out);
         double kv = 2 * n_ctx * kv_dim * (f16 ? 2 : 4) + 2 * n_ctx * 4; /* + positions, tokens */
-        double chunk = 512, panels = 65536 * 4 * threads + 16 + 4      /* matmul, 16 columns: Q8 */
+        double chunk = 512, panels = 65536 * 4 * threads + 16 + 4 + 4  /* matmul, 16 columns: Q8, sums */
                                      + 16 + 4 + 2 * 2                   /* and Q8_K activations */
                                      + 512 * 16 + 512 * 1 * 4           /* int8 prefill: 512 tokens' Q8 and */
                                      + threads * 32 * 16;               /* sums of 16 (no whole block of 32: */
