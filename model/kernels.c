@@ -36,6 +36,12 @@ const char *kernels_path_name(void) { return kp()->name; }
 
 int kernels_int8_prefill(void) { return kp()->gemm_q8 != NULL; }
 
+/* AMX needs the kernel's leave to use its tile state (once per process);
+ * without it prefill keeps the f32 panels. */
+static int amx_bf16(void) { return kp()->gemm_bf16 && kernels_amx_ready(); }
+
+int kernels_bf16_activations(void) { return amx_bf16(); }
+
 #define FMA_PEAK_PASSES 3
 
 double kernels_fma_peak_gflops(void) {
@@ -112,6 +118,8 @@ static size_t acts_sum_bytes(int max_cols) { return (size_t)QUANT_TOKENS * (max_
 static size_t acts_bytes(int max_cols) {
     return acts_scale_bytes(max_cols) + acts_sum_bytes(max_cols) + (size_t)QUANT_TOKENS * max_cols;
 }
+/* QUANT_TOKENS tokens rounded to BF16 in AMX's tiles (gemm_amx). */
+static size_t xbf_bytes(int max_cols) { return (size_t)QUANT_TOKENS * max_cols * sizeof(uint16_t); }
 static size_t unit_bytes(int max_cols) {
     return (size_t)UNIT_ROWS * max_cols + 2 * (size_t)(max_cols / QK) * 64 * sizeof(float);
 }
@@ -121,7 +129,7 @@ size_t matmul_scratch_bytes(int max_cols) {
                (size_t)omp_get_max_threads() +
            2 * (size_t)max_cols + (xd_floats(max_cols) + kd_floats(max_cols)) * sizeof(float) +
            xsum_count(max_cols) * sizeof(int32_t) +
-           ksum_count(max_cols) * sizeof(int16_t) + acts_bytes(max_cols);
+           ksum_count(max_cols) * sizeof(int16_t) + acts_bytes(max_cols) + xbf_bytes(max_cols);
 }
 
 int matmul_scratch_build(MatmulScratch *s, int max_cols, PosencError *err) {
@@ -138,9 +146,10 @@ int matmul_scratch_build(MatmulScratch *s, int max_cols, PosencError *err) {
     s->ksum = malloc(ksum_count(max_cols) * sizeof(int16_t));
     s->acts = malloc(sizeof *s->acts);
     s->acts_data = malloc(acts_bytes(max_cols));
+    s->xbf = malloc(xbf_bytes(max_cols));
     s->units = calloc((size_t)s->n_threads, sizeof *s->units);
     s->units_data = malloc(unit_bytes(max_cols) * (size_t)s->n_threads);
-    if (!s->panel || !s->xq || !s->xd || !s->xsum || !s->kq || !s->kd || !s->ksum || !s->acts || !s->acts_data || !s->units ||
+    if (!s->panel || !s->xq || !s->xd || !s->xsum || !s->kq || !s->kd || !s->ksum || !s->acts || !s->acts_data || !s->xbf || !s->units ||
         !s->units_data) {
         matmul_scratch_free(s);
         return posenc_error_oom(err, s->panel_floats * (size_t)s->n_threads, sizeof(float),
@@ -170,6 +179,7 @@ void matmul_scratch_free(MatmulScratch *s) {
     free(s->ksum);
     free(s->acts);
     free(s->acts_data);
+    free(s->xbf);
     free(s->units);
     free(s->units_data);
     memset(s, 0, sizeof *s);
@@ -276,6 +286,35 @@ static void gemm(float *out, const float *x, const Tensor *w, int n, MatmulScrat
     }
 }
 
+/* BF16 weights on AMX (kernels_amx.c): per QUANT_TOKENS tokens, the
+ * activations are rounded to BF16 into the tiles' layout once (in
+ * parallel), then each thread multiplies blocks of 32 rows, read in place,
+ * with every token; rows past a multiple of 16 go through the thread's
+ * panel, zero-padded. */
+#define AMX_ROWS 32
+static void gemm_amx(float *out, const float *x, const Tensor *w, int n, MatmulScratch *s) {
+    const KernelPath *p = kp();
+    int rows = w->rows, k = w->cols, blocks = (rows + AMX_ROWS - 1) / AMX_ROWS;
+    for (int t0 = 0; t0 < n; t0 += QUANT_TOKENS) {
+        int tokens = n - t0 < QUANT_TOKENS ? n - t0 : QUANT_TOKENS;
+        int nt = n_threads_for(s, (size_t)rows * k * tokens);
+        #pragma omp parallel num_threads(nt)
+        {
+            int th = omp_get_thread_num(), ths = omp_get_num_threads();
+            p->bf16_tiles(s->xbf, x + (size_t)t0 * k, tokens, k, tokens * th / ths / 16 * 16,
+                          th + 1 == ths ? tokens : tokens * (th + 1) / ths / 16 * 16);
+            #pragma omp barrier
+            uint16_t *pad = (uint16_t *)(s->panel + (size_t)th * s->panel_floats);
+            #pragma omp for schedule(dynamic, 1)
+            for (int b = 0; b < blocks; b++) {
+                int r0 = b * AMX_ROWS, r1 = r0 + AMX_ROWS < rows ? r0 + AMX_ROWS : rows;
+                p->gemm_bf16(out + (size_t)t0 * rows, (size_t)rows, s->xbf, w->data, (size_t)k, r0, r1, tokens, k,
+                             pad);
+            }
+        }
+    }
+}
+
 /* Block-quantized weights on a path with an int8 product: per QUANT_TOKENS
  * tokens, the activations are quantized once (in parallel), then every
  * unit of UNIT_ROWS rows of every matrix is filled once, by the thread that
@@ -357,6 +396,8 @@ void matmul_many(float *const *outs, const float *x, const Tensor *const *ws, in
         if (kp()->gemm_q8 && quantized(ws[i]) && nq < MATMUL_MANY_MAX) {
             q_outs[nq] = outs[i];
             q_ws[nq++] = ws[i];
+        } else if (ws[i]->type == TENSOR_BF16 && ws[i]->cols % 32 == 0 && amx_bf16()) {
+            gemm_amx(outs[i], x, ws[i], n, s);
         } else {
             gemm(outs[i], x, ws[i], n, s);
         }

@@ -38,6 +38,7 @@ typedef struct {
     struct QuantActs *acts;   /* one chunk's activations */
     struct QuantUnit *units;  /* (n_threads) a unit of weight rows per thread */
     char *acts_data, *units_data; /* the memory behind them */
+    uint16_t *xbf;       /* (512, max_cols) activations rounded to BF16 (BF16 weights on AMX) */
 } MatmulScratch;
 
 int matmul_scratch_build(MatmulScratch *s, int max_cols, PosencError *err);
@@ -119,6 +120,10 @@ const char *kernels_path_name(void);
 /* 1 if the path in use prefills block-quantized weights with int8
  * activations (portable, and AVX-512 with VNNI), 0 if with f32 panels. */
 int kernels_int8_prefill(void);
+/* 1 if prefill multiplies BF16 weights with activations rounded to BF16
+ * on AMX tiles (the AVX-512 path where the CPU and kernel allow AMX; k a
+ * multiple of 32); 0 if in f32.  Decode always keeps f32 activations. */
+int kernels_bf16_activations(void);
 /* The f32 multiply-add peak of the path in use at omp_get_max_threads()
  * threads, GFLOP/s (a multiply-add is 2 flops): the best of a few ~20 ms
  * passes, as the bandwidth probe takes the best of its passes. */

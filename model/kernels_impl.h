@@ -152,6 +152,16 @@ typedef struct {
     void (*quantize_q8)(int8_t *q, float *d, const float *x, int k);
     /* f32 to f16 (round to nearest even), for the f16 KV cache. */
     void (*to_f16)(uint16_t *dst, const float *src, size_t n);
+    /* Prefill of BF16 weights on AMX tiles (kernels_amx.c), NULL where the
+     * path has none: bf16_tiles rounds tokens [0, n) of x (n <= 512, k a
+     * multiple of 32) to BF16 in the tiles' pair layout (tokens padded with
+     * zeros to a multiple of 16); gemm_bf16 then gives
+     * out[t*ldo + r] = x_t . w_r for rows [r0, r1) (w's rows ldw elements
+     * apart) and every token, with `pad` 16 * k elements of the calling
+     * thread's own. */
+    void (*bf16_tiles)(uint16_t *dst, const float *x, int n, int k, int t0, int t1);
+    void (*gemm_bf16)(float *out, size_t ldo, const uint16_t *tiles, const uint16_t *w, size_t ldw, int r0,
+                      int r1, int n, int k, uint16_t *pad);
     void (*softmax)(float *x, int n);
     float (*sum_exp)(const float *x, int n, float *max);
     void (*swiglu)(float *h, const float *g, int n);
@@ -161,6 +171,14 @@ typedef struct {
      * flops done (kernels_fma_peak_gflops). */
     double (*fma_peak)(long rounds);
 } KernelPath;
+
+/* 1 once the kernel lets this process use AMX's tile data (asked once),
+ * 0 if it refuses or the build has no AMX kernels (kernels_amx.c). */
+int kernels_amx_ready(void);
+/* The AVX-512 path's BF16 prefill on AMX, in builds that target it. */
+void amx_bf16_tiles(uint16_t *dst, const float *x, int n, int k, int t0, int t1);
+void amx_gemm_bf16(float *out, size_t ldo, const uint16_t *tiles, const uint16_t *w, size_t ldw, int r0, int r1,
+                   int n, int k, uint16_t *pad);
 
 /* The paths compiled into this build; NULL when the compiler does not
  * target the instruction set (see the Makefile's PORTABLE). */

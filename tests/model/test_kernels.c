@@ -126,6 +126,15 @@ static Tensor random_tensor(TensorType type, int rows, int cols, float **ref) {
     return (Tensor){type, data, rows, cols, NULL};
 }
 
+/* f to BF16 and back, rounding to nearest even (finite f). */
+static float bf16_round(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    u = (u + 0x7FFF + (u >> 16 & 1)) & 0xFFFF0000u;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
 /* sum |x_i w_i| for the bound. */
 static double abs_dot(const float *x, const float *w, int k) {
     double s = 0.0;
@@ -257,7 +266,10 @@ static double q8_decode_bound(const float *xr, const float *wr, const float *mt,
  * several weight panels and token panels (the block-quantized types run
  * fewer tokens; on a path with int8 prefill their prefill is held to the
  * int8 bound with blocks of 32, else to the f32 one: the f32 GEMM on
- * panels their exact to_f32 fills).  Control: each decoded row is farther
+ * panels their exact to_f32 fills; BF16 weights prefilled on AMX are
+ * held to the f32 bound around the exact product with the activations
+ * rounded to BF16, as AMX takes them, and their decode, in f32, to the
+ * f32 bound).  Control: each decoded row (and each AMX row) is farther
  * than its bound from the next row's exact product. */
 START_TEST(matmul_paths_threads_and_chunks) {
     static const TensorType TYPES[] = {TENSOR_F32,  TENSOR_F16,  TENSOR_BF16, TENSOR_Q8_0, TENSOR_Q4_0,
@@ -265,7 +277,8 @@ START_TEST(matmul_paths_threads_and_chunks) {
                                        TENSOR_Q4_K, TENSOR_Q5_K, TENSOR_Q6_K};
     const char *paths[] = {"portable", "avx2", "avx512"};
     int rows = 300, max_cols = 4096 + 256;
-    float *xs = random_floats((size_t)150 * max_cols);
+    float *xs = random_floats((size_t)150 * max_cols), *xb = malloc((size_t)150 * max_cols * sizeof(float));
+    for (size_t i = 0; i < (size_t)150 * max_cols; i++) xb[i] = bf16_round(xs[i]);
     for (size_t ty = 0; ty < sizeof TYPES / sizeof TYPES[0]; ty++) {
         TensorType type = TYPES[ty];
         int qk = (int)tensor_block_size(type), blocked = qk > 1;
@@ -281,7 +294,7 @@ START_TEST(matmul_paths_threads_and_chunks) {
             float *a = run_matmul(&w, x, n, 1), *b = run_matmul(&w, x, n, 2);
             ck_assert_msg(memcmp(a, b, (size_t)n * rows * sizeof(float)) == 0, "%s %s: 1 vs 2 threads",
                           paths[p], tensor_type_name(type));
-            int control_fails = 0, controls = 0;
+            int control_fails = 0, controls = 0, bh_rows = 0, bh_beyond = 0;
             for (int t = 0; t < n; t += 7) {
                 float *one1 = run_matmul(&w, x + (size_t)t * cols, 1, 1);
                 float *one2 = run_matmul(&w, x + (size_t)t * cols, 1, 2);
@@ -295,8 +308,27 @@ START_TEST(matmul_paths_threads_and_chunks) {
                     double bound_p = blocked && kernels_int8_prefill()
                                          ? q8_decode_bound(xr, wr, mt + (size_t)r * cols, cols, QK)
                                          : cols * U * mag;
+                    /* BF16 weights on AMX: activations rounded to BF16, so the
+                     * float sums' bound around the exact product with those */
+                    int bh = type == TENSOR_BF16 && kernels_bf16_activations();
+                    if (bh) {
+                        want = exact_dot(xb + (size_t)t * cols, wr, cols);
+                        bound_p = cols * U * abs_dot(xb + (size_t)t * cols, wr, cols);
+                    }
+                    if (bh && r + 1 < rows) { /* control: outside that bound around the next row's */
+                        const float *wn = wref + (size_t)(r + 1) * cols;
+                        bh_rows++;
+                        bh_beyond += fabs(got_p - exact_dot(xb + (size_t)t * cols, wn, cols)) >
+                                     cols * U * abs_dot(xb + (size_t)t * cols, wn, cols);
+                    }
                     ck_assert_msg(fabs(got_p - want) <= bound_p, "%s %s prefill t=%d r=%d: %g vs %g (bound %g)",
                                   paths[p], tensor_type_name(type), t, r, got_p, want, bound_p);
+                    if (bh) { /* decode keeps f32 activations */
+                        want = exact_dot(xr, wr, cols);
+                        ck_assert_msg(fabs(got_d - want) <= cols * U * mag, "%s bf16 decode t=%d r=%d: %g vs %g",
+                                      paths[p], t, r, got_d, want);
+                        continue;
+                    }
                     if (!blocked) {
                         ck_assert_msg(got_p == got_d, "%s %s t=%d r=%d: prefill %.9g, decode %.9g", paths[p],
                                       tensor_type_name(type), t, r, got_p, got_d);
@@ -319,6 +351,11 @@ START_TEST(matmul_paths_threads_and_chunks) {
             if (blocked && p == 0)
                 printf("decode %s: %d of %d rows outside the bound of the next row\n",
                        tensor_type_name(type), control_fails, controls);
+            if (bh_rows)
+                printf("%s bf16 with bf16 activations: %d of %d rows outside the bound of the next row\n",
+                       paths[p], bh_beyond, bh_rows);
+            ck_assert_msg(bh_beyond >= bh_rows * 9 / 10, "%s bf16: only %d of %d rows outside the next row's bound",
+                          paths[p], bh_beyond, bh_rows);
             ck_assert_msg(!blocked || control_fails > controls / 2,
                           "%s %s: only %d of %d decoded rows are outside the bound of the next row",
                           paths[p], tensor_type_name(type), control_fails, controls);
@@ -331,6 +368,46 @@ START_TEST(matmul_paths_threads_and_chunks) {
     }
     kernels_use("portable");
     free(xs);
+    free(xb);
+}
+END_TEST
+
+/* BF16 prefill on AMX past one chunk of activations (512 tokens): each
+ * output is the same bits whether its tokens come in one call or in two
+ * (split mid-group), and within the f32 bound of the exact product with
+ * the activations rounded to BF16; 45 rows leave a partial block of 16. */
+START_TEST(amx_bf16_chunks) {
+    kernels_use("avx512");
+    if (!have("avx512") || !kernels_bf16_activations()) {
+        printf("amx_bf16_chunks: no AMX here, nothing to check\n");
+        kernels_use("portable");
+        return;
+    }
+    int rows = 45, cols = 256, n = 600, split = 517;
+    float *wref, *x = random_floats((size_t)n * cols);
+    Tensor w = random_tensor(TENSOR_BF16, rows, cols, &wref);
+    float *all = run_matmul(&w, x, n, 2), *first = run_matmul(&w, x, split, 1),
+          *rest = run_matmul(&w, x + (size_t)split * cols, n - split, 2);
+    ck_assert(memcmp(all, first, (size_t)split * rows * sizeof(float)) == 0);
+    ck_assert(memcmp(all + (size_t)split * rows, rest, (size_t)(n - split) * rows * sizeof(float)) == 0);
+    float *xb = malloc((size_t)cols * sizeof(float));
+    for (int t = 0; t < n; t += 13) {
+        for (int i = 0; i < cols; i++) xb[i] = bf16_round(x[(size_t)t * cols + i]);
+        for (int r = 0; r < rows; r++) {
+            const float *wr = wref + (size_t)r * cols;
+            double want = exact_dot(xb, wr, cols), got = all[(size_t)t * rows + r];
+            ck_assert_msg(fabs(got - want) <= cols * U * abs_dot(xb, wr, cols), "t=%d r=%d: %.9g vs %.9g", t, r,
+                          got, want);
+        }
+    }
+    kernels_use("portable");
+    free(xb);
+    free(all);
+    free(first);
+    free(rest);
+    free(wref);
+    free(x);
+    free((void *)w.data);
 }
 END_TEST
 
@@ -963,6 +1040,7 @@ int main(void) {
     tcase_add_test(tc, matmul_paths_threads_and_chunks);
     tcase_add_test(tc, quant_decode_matches_portable);
     tcase_add_test(tc, packed_decode_matches_rows);
+    tcase_add_test(tc, amx_bf16_chunks);
     tcase_add_test(tc, quant_prefill_matches_portable);
     tcase_add_test(tc, mix_rows_within_bound);
     tcase_add_test(tc, conversions_exact);

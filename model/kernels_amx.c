@@ -1,0 +1,141 @@
+/* Prefill of BF16 weights on AMX tiles (KernelPath.bf16_tiles, gemm_bf16),
+ * in builds that target AMX-BF16 (the AVX-512 path's table points here).
+ *
+ * One TDPBF16PS multiplies a 16 x 32 BF16 tile by a 32 x 16 one into 16 x
+ * 16 f32 sums: 8192 multiply-adds, against 32 per cycle for two f32 FMA
+ * units (and AVX512-BF16's dpbf16ps, which runs on one port here, is no
+ * faster than f32).  The weights are the A tiles, 16 rows by 32 weights
+ * read in place from the mapped rows; the activations, rounded to BF16
+ * once per chunk, are the B tiles, which AMX wants in pairs: row p of a
+ * tile holds, for each of 16 tokens, weights 2p and 2p + 1 of its 32.  So
+ * C = W x^T, 16 rows by 16 tokens, transposed into out on the way out.
+ *
+ * The products of BF16 pairs are exact in f32; the sums round (and
+ * denormals flush to zero), in an order of the hardware's, so prefill is
+ * not the same bits as decode, which keeps f32 activations: test_kernels
+ * bounds both against the exact product. */
+#include "model/kernels_impl.h"
+
+#if defined(__AMX_TILE__) && defined(__AMX_BF16__) && defined(__AVX512BF16__) && defined(__linux__)
+#include <immintrin.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define ARCH_REQ_XCOMP_PERM 0x1023
+#define XFEATURE_XTILEDATA 18
+
+int kernels_amx_ready(void) {
+    static int state; /* 0 unknown, 1 yes, -1 no */
+    if (!state) state = syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0 ? 1 : -1;
+    return state == 1;
+}
+
+/* Tile (g, c): tokens 16g.. by weights 32c..; TILE elements each. */
+#define TILE 512
+
+void amx_bf16_tiles(uint16_t *dst, const float *x, int n, int k, int t0, int t1) {
+    int chunks = k / 32;
+    /* pair p of a token's 32 weights goes to row p of the tile, at the token's column */
+    const __m512i rows = _mm512_setr_epi32(0, 16, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176, 192, 208, 224, 240);
+    int end = t1 == n ? (n + 15) / 16 * 16 : t1;
+    for (int t = t0; t < end; t++) {
+        uint16_t *tiles = dst + (size_t)(t / 16) * chunks * TILE + (t % 16) * 2;
+        for (int c = 0; c < chunks; c++) {
+            __m512i pairs = _mm512_setzero_si512();
+            if (t < n) {
+                const float *src = x + (size_t)t * k + 32 * c;
+                pairs = (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(src + 16), _mm512_loadu_ps(src));
+            }
+            _mm512_i32scatter_epi32(tiles + (size_t)c * TILE, rows, pairs, 4);
+        }
+    }
+}
+
+typedef struct {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} TileConfig;
+
+/* C tiles 0-3 (rows block i, tokens group j: tile 2i + j), A tiles 4-5,
+ * B tiles 6-7; every tile 16 rows of 64 bytes. */
+static void configure(void) {
+    TileConfig cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    for (int i = 0; i < 8; i++) cfg.colsb[i] = 64, cfg.rows[i] = 16;
+    _tile_loadconfig(&cfg);
+}
+
+/* 16 x 16 sums (rows by tokens) into out (tokens by rows), the valid part. */
+static void store_c(float *out, size_t ldo, const float *c, int nr, int nt) {
+    for (int t = 0; t < nt; t++)
+        for (int r = 0; r < nr; r++) out[(size_t)t * ldo + r] = c[r * 16 + t];
+}
+
+#define DP(C, A, B) _tile_dpbf16ps(C, A, B)
+
+void amx_gemm_bf16(float *out, size_t ldo, const uint16_t *tiles, const uint16_t *w, size_t ldw, int r0, int r1,
+                   int n, int k, uint16_t *pad) {
+    configure();
+    int chunks = k / 32, groups = (n + 15) / 16;
+    float c[4][256];
+    for (int r = r0; r < r1; r += 32) {
+        /* a block of 16 rows is read in place if whole, else from pad with zero rows */
+        const uint16_t *a[2];
+        int nr[2];
+        for (int i = 0; i < 2; i++) {
+            int first = r + 16 * i;
+            nr[i] = r1 - first < 16 ? (r1 - first > 0 ? r1 - first : 0) : 16;
+            a[i] = w + (size_t)first * ldw;
+            if (nr[i] > 0 && nr[i] < 16) {
+                memset(pad, 0, (size_t)16 * k * sizeof *pad);
+                for (int q = 0; q < nr[i]; q++) memcpy(pad + (size_t)q * k, a[i] + (size_t)q * ldw, (size_t)k * 2);
+                a[i] = pad;
+            }
+        }
+        size_t lda[2] = {a[0] == pad ? (size_t)k * 2 : ldw * 2, a[1] == pad ? (size_t)k * 2 : ldw * 2};
+        for (int g = 0; g < groups; g += 2) {
+            int two = g + 1 < groups, rows2 = nr[1] > 0;
+            const uint16_t *b0 = tiles + (size_t)g * chunks * TILE, *b1 = b0 + (size_t)chunks * TILE;
+            _tile_zero(0);
+            _tile_zero(1);
+            _tile_zero(2);
+            _tile_zero(3);
+            for (int ch = 0; ch < chunks; ch++) {
+                _tile_loadd(4, a[0] + 32 * ch, lda[0]);
+                _tile_loadd(6, b0 + (size_t)ch * TILE, 64);
+                DP(0, 4, 6);
+                if (two) {
+                    _tile_loadd(7, b1 + (size_t)ch * TILE, 64);
+                    DP(1, 4, 7);
+                }
+                if (rows2) {
+                    _tile_loadd(5, a[1] + 32 * ch, lda[1]);
+                    DP(2, 5, 6);
+                    if (two) DP(3, 5, 7);
+                }
+            }
+            int nt0 = n - 16 * g < 16 ? n - 16 * g : 16, nt1 = two ? (n - 16 * (g + 1) < 16 ? n - 16 * (g + 1) : 16) : 0;
+            _tile_stored(0, c[0], 64);
+            store_c(out + (size_t)(16 * g) * ldo + r, ldo, c[0], nr[0], nt0);
+            if (two) {
+                _tile_stored(1, c[1], 64);
+                store_c(out + (size_t)(16 * (g + 1)) * ldo + r, ldo, c[1], nr[0], nt1);
+            }
+            if (rows2) {
+                _tile_stored(2, c[2], 64);
+                store_c(out + (size_t)(16 * g) * ldo + r + 16, ldo, c[2], nr[1], nt0);
+                if (two) {
+                    _tile_stored(3, c[3], 64);
+                    store_c(out + (size_t)(16 * (g + 1)) * ldo + r + 16, ldo, c[3], nr[1], nt1);
+                }
+            }
+        }
+    }
+    _tile_release();
+}
+#else
+int kernels_amx_ready(void) { return 0; }
+#endif
