@@ -144,6 +144,16 @@ INLINE void dot_stream(float *out, const float *x, const char *w, size_t wrow, i
     }
 }
 
+/* Decode's attention reads a head's cells in one pass, keys and then
+ * values, with little work per byte; asking for each cell's bytes 2 KB
+ * ahead took tg64 at depth 4096 (110M shape, f16 cache, 2 threads) from
+ * 37.5 to 40.8 tok/s (1 to 3 KB ahead alike, 8 KB 39.5). */
+#define KV_AHEAD 2048
+INLINE void kv_prefetch(const char *at, size_t bytes) { /* an integer address, as stream_prefetch */
+    uintptr_t p = (uintptr_t)at + KV_AHEAD;
+    for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch((const void *)(p + o));
+}
+
 /* Rows in groups of 8, each group held in L1 while it meets the tokens 3
  * at a time (24 accumulators; each token vector read from L2 feeds 8
  * multiply-adds: one-thread f32 pp512 at the 110M shape went from 582
@@ -170,6 +180,7 @@ INLINE void dot_any(float *out, size_t ldo, const float *x, size_t ldx, const vo
     for (int r = 0; r < m;) {
         int left = m - r;
         if (nv == 1) {
+            kv_prefetch(wb + r * wrow, 16 * wrow);
             dot_tile(o + r, ldo, xt, ldx, wb + r * wrow, wrow, k, type, 16, 1, left < 16 ? left : 16, 1);
             r += 16;
         } else if (nv == 2) {
@@ -197,6 +208,7 @@ INLINE void mix_tile(float *out, size_t ldo, const float *p, size_t ldp, const c
     size_t es = tensor_row_bytes(type, 1);
     for (int c = 0; c < cells; c++) {
         const char *vc = v + (size_t)c * vrow;
+        if (NT == 1) kv_prefetch(vc, vrow);
         __m512 vv[4];
 #pragma GCC unroll 4
         for (int j = 0; j < NV; j++)
