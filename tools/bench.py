@@ -5,7 +5,7 @@
              [--shapes stories15M,stories110M] [--types f32,f16,bf16,q8_0,q4_0,q4_k_m]
              [--llama2c PATH] [--llamacpp-bench PATH] [--llamacpp-ppl PATH]
              [--ppl-text FILE] [--ppl-chunks N] [--tokenizer PATH]
-             [--depths 1024,4096] [--depth-shape stories110M]
+             [--depths 1024,4096] [--depth-shape stories110M] [--llamacpp-batched PATH]
 
 Writes the models with tools/random_model.py (kept in DIR between runs;
 the block-quantized types, e.g. q4_0 and the q4_k_m mix, with
@@ -13,7 +13,9 @@ tools/quantize.py from the f32 GGUF),
 measures posenc's `-m bench` (pp512, tg128) on each shape and weight type
 (prefill's share of the probed FMA peak, decode's of the probed bandwidth),
 then the same tests at each of --depths cached tokens on --depth-shape
-(f32 weights, f16 cache), and, in the same run on the same files, the peers whose paths are given:
+(f32 weights, f16 cache: llama-bench -d beside it when it has -d, else
+llama-batched-bench's decode after a prompt of that many tokens, --llamacpp-batched),
+and, in the same run on the same files, the peers whose paths are given:
 llama2.c's run (decode of the f32 .bin), llama.cpp's llama-bench (the same
 GGUF files) and llama-perplexity (-m ppl against it on the first shape's
 f32 GGUF, same context and chunks).  One table; ratios are posenc / peer,
@@ -77,6 +79,19 @@ def llamacpp_bench(a, model, depths=None):
     return out
 
 
+def llamacpp_batched(a, model, depths):
+    """Decode after a prompt of d tokens (its S_TG), for a llama-bench without -d:
+    {"tg128 @ dD": tok/s}."""
+    cmd = [a.llamacpp_batched, "-m", model, "-c", str(max(depths) + 192), "-b", "2048", "-ub", "512",
+           "-npp", ",".join(map(str, depths)), "-ntg", "128", "-npl", "1", "-t", str(a.threads)]
+    out = {}
+    for line in run(cmd).stdout.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 10 and cells[0].isdigit():
+            out["tg%s @ d%s" % (cells[1], cells[0])] = float(cells[7])
+    return out
+
+
 def llama2c_decode(a, binpath, tok):
     """llama2.c prints "achieved tok/s" over the steps after the first."""
     env = dict(os.environ, OMP_NUM_THREADS=str(a.threads))
@@ -133,6 +148,7 @@ def main(argv):
     ap.add_argument("--ppl-chunks", type=int, default=64)
     ap.add_argument("--depths", default="1024,4096", help="cached tokens for the depth table ('' : none)")
     ap.add_argument("--depth-shape", default="stories110M")
+    ap.add_argument("--llamacpp-batched", help="llama-batched-bench, for decode at depth without llama-bench -d")
     a = ap.parse_args(argv)
     shapes, types = a.shapes.split(","), a.types.split(",")
     written = [t for t in types if t in WRITTEN_BY_CONVERT]
@@ -183,9 +199,13 @@ def main(argv):
         peer_depth = a.llamacpp_bench and llamacpp_has_depth(a)
         if peer_depth:
             engines["llama.cpp"] = lambda: llamacpp_bench(a, gguf, depths)
+        elif a.llamacpp_batched:
+            engines["llama.cpp"] = lambda: llamacpp_batched(a, gguf, depths)
         res = rounds(a, engines)
         print("\n%s, f32 weights, f16 KV cache, after N cached tokens%s" %
-              (a.depth_shape, "" if peer_depth or not a.llamacpp_bench else
+              (a.depth_shape, "" if peer_depth or not (a.llamacpp_bench or a.llamacpp_batched) else
+               " (llama.cpp: llama-batched-bench's decode after a prompt of N tokens; its prefill"
+               " starts from an empty cache, so no peer for pp at depth)" if a.llamacpp_batched else
                " (this llama-bench has no -d: no peer column)"))
         print("| test | posenc tok/s | of bw / peak | of depth 0 | llama.cpp tok/s | ratio |")
         print("|---|---:|---:|---:|---:|---:|")
