@@ -126,6 +126,11 @@ void posenc_out_of_memory(size_t count, size_t size, const char *what) {
     exit(EXIT_FAILURE);
 }
 
+void *malloc_lines(size_t n) {
+    if (n > SIZE_MAX - 64) return NULL;
+    return aligned_alloc(64, (n + 63) / 64 * 64 + (n ? 0 : 64));
+}
+
 void *mallocCheck(size_t n, const char *what) {
     void *p = malloc(n ? n : 1);
     if (!p) posenc_out_of_memory(1, n, what);

@@ -32,6 +32,11 @@ int posenc_error_oom(PosencError *err, size_t count, size_t size, const char *wh
 __attribute__((noreturn)) void posenc_out_of_memory(size_t count, size_t size, const char *what);
 void *mallocCheck(size_t n, const char *what);
 void *callocCheck(size_t count, size_t size, const char *what);
+/* n bytes (rounded up to whole lines) starting on a 64-byte cache line, or
+ * NULL; freed with free().  The kernels' 64-byte loads of rows that are a
+ * multiple of 16 floats then never straddle two lines, as they do in
+ * malloc's large blocks, which start 16 bytes into a page. */
+void *malloc_lines(size_t n);
 
 /* Decodes one strictly valid UTF-8 sequence of s[0..n) (no overlongs,
  * surrogates or values past U+10FFFF): returns its length and sets *cp, or

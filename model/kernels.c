@@ -137,18 +137,18 @@ int matmul_scratch_build(MatmulScratch *s, int max_cols, PosencError *err) {
     s->n_threads = omp_get_max_threads();
     s->max_cols = max_cols;
     s->panel_floats = panel_floats(max_cols);
-    s->panel = malloc(s->panel_floats * sizeof(float) * (size_t)s->n_threads);
-    s->xq = malloc((size_t)max_cols);
+    s->panel = malloc_lines(s->panel_floats * sizeof(float) * (size_t)s->n_threads);
+    s->xq = malloc_lines((size_t)max_cols);
     s->xd = malloc(xd_floats(max_cols) * sizeof(float));
     s->xsum = malloc(xsum_count(max_cols) * sizeof(int32_t));
-    s->kq = malloc((size_t)max_cols);
+    s->kq = malloc_lines((size_t)max_cols);
     s->kd = malloc(kd_floats(max_cols) * sizeof(float));
     s->ksum = malloc(ksum_count(max_cols) * sizeof(int16_t));
     s->acts = malloc(sizeof *s->acts);
-    s->acts_data = malloc(acts_bytes(max_cols));
-    s->xbf = malloc(xbf_bytes(max_cols));
+    s->acts_data = malloc_lines(acts_bytes(max_cols));
+    s->xbf = malloc_lines(xbf_bytes(max_cols));
     s->units = calloc((size_t)s->n_threads, sizeof *s->units);
-    s->units_data = malloc(unit_bytes(max_cols) * (size_t)s->n_threads);
+    s->units_data = malloc_lines(unit_bytes(max_cols) * (size_t)s->n_threads);
     if (!s->panel || !s->xq || !s->xd || !s->xsum || !s->kq || !s->kd || !s->ksum || !s->acts || !s->acts_data || !s->xbf || !s->units ||
         !s->units_data) {
         matmul_scratch_free(s);

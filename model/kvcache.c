@@ -28,8 +28,8 @@ int kv_cache_build(KVCache *kv, int n_layers, int kv_dim, int head_size, int n_c
         !size_mul(&n, n, tensor_row_bytes(type, 1)))
         return posenc_error(err, "KV cache of %d cells x %d layers x %d dims is too large",
                             n_ctx, n_layers, kv_dim);
-    kv->key = malloc(n);
-    kv->value = malloc(n);
+    kv->key = malloc_lines(n);
+    kv->value = malloc_lines(n);
     kv->pos = malloc((size_t)n_ctx * sizeof(int));
     kv->token = malloc((size_t)n_ctx * sizeof(int));
     if (!kv->key || !kv->value || !kv->pos || !kv->token) {
