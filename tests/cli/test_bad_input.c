@@ -472,8 +472,9 @@ START_TEST(inspect_states_peak_memory) {
         double chunk = 512, panels = 65536 * 4 * threads + 16 + 4 + 4  /* matmul, 16 columns: Q8, sums */
                                      + 16 + 4 + 2 * 2                   /* and Q8_K activations */
                                      + 512 * 16 + 512 * 1 * 4           /* int8 prefill: 512 tokens' Q8 and */
-                                     + threads * 32 * 16;               /* sums of 16 (no whole block of 32: */
+                                     + threads * 32 * 16                /* sums of 16 (no whole block of 32: */
                                                                         /* no scales), a 32-row unit each */
+                                     + 512 * 16 * 2;                    /* 512 tokens as BF16 (AMX prefill) */
         double gen = chunk * (4 * dim + 2 * hidden + 2 * kv_dim) * 4   /* activations, new keys, values */
                      + threads * 4 * n_ctx * 4                          /* attention scores */
                      + vocab * 4 + panels;                              /* one row of logits */
