@@ -718,58 +718,49 @@ static void packed_q4_0(float *out, const DecodeActs *x, const void *w, int m, i
     }
 }
 
-static void packed_q4_k(float *out, const DecodeActs *x, const void *w, int m, int k) {
-    const PackQ4_K *p = w;
-    int nb = k / QK_K;
-    for (int g = 0; g < m; g += PACK_ROWS, p += nb) {
-        __m512 acc = _mm512_setzero_ps();
-        for (int b = 0; b < nb; b++) {
-            const int8_t *xq = x->kq + QK_K * b;
-            const int16_t *ks = x->ksum + QK_K / 16 * b;
-            __m512i dot = _mm512_setzero_si512(), mins = _mm512_setzero_si512();
-            for (int j = 0; j < QK_K / 32; j++) {
-                __m512i lo, hi;
-                pack_prefetch((const char *)(p + b) + j * sizeof *p / 8, sizeof *p / 8);
-                packed_block(&lo, &hi, p[b].qs[j], NULL, xq + 32 * j);
-                __m512i sc = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p[b].sc[j]));
-                __m512i mn = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p[b].mn[j]));
-                dot = _mm512_add_epi32(dot, _mm512_mullo_epi32(_mm512_add_epi32(lo, hi), sc));
-                mins = _mm512_add_epi32(mins, _mm512_mullo_epi32(mn, _mm512_set1_epi32(ks[2 * j] + ks[2 * j + 1])));
-            }
-            __m512 xd = _mm512_set1_ps(x->kd[b]);
-            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(packed_half16(p[b].d), xd), acc);
-            acc = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mins), _mm512_mul_ps(packed_half16(p[b].dmin), xd), acc);
+/* One super-block of 16 packed K-quant rows against Q8_K activations
+ * (xq, their sums of 16 ks, scale kd): Q4_K's scales and mins per 32
+ * weights, or Q6_K's (six) scales per 16 around the centre 32. */
+INLINE __m512 packed_superblock(const void *blk, int six, const int8_t *xq, const int16_t *ks, float kd) {
+    __m512i dot = _mm512_setzero_si512(), mins = _mm512_setzero_si512();
+    const PackQ4_K *q4 = blk;
+    const PackQ6_K *q6 = blk;
+    size_t eighth = (six ? sizeof *q6 : sizeof *q4) / 8;
+    for (int j = 0; j < QK_K / 32; j++) {
+        __m512i lo, hi;
+        pack_prefetch((const char *)blk + j * eighth, eighth);
+        packed_block(&lo, &hi, six ? q6->ql[j] : q4->qs[j], six ? q6->qh[j] : NULL, xq + 32 * j);
+        if (six) {
+            lo = _mm512_sub_epi32(lo, _mm512_set1_epi32(32 * ks[2 * j]));
+            hi = _mm512_sub_epi32(hi, _mm512_set1_epi32(32 * ks[2 * j + 1]));
+            dot = _mm512_add_epi32(dot, _mm512_mullo_epi32(lo, _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)q6->sc[2 * j]))));
+            dot = _mm512_add_epi32(dot, _mm512_mullo_epi32(hi, _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)q6->sc[2 * j + 1]))));
+        } else {
+            __m512i sc = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)q4->sc[j]));
+            __m512i mn = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)q4->mn[j]));
+            dot = _mm512_add_epi32(dot, _mm512_mullo_epi32(_mm512_add_epi32(lo, hi), sc));
+            mins = _mm512_add_epi32(mins, _mm512_mullo_epi32(mn, _mm512_set1_epi32(ks[2 * j] + ks[2 * j + 1])));
         }
-        packed_store(out + g, acc, m - g);
     }
+    __m512 xd = _mm512_set1_ps(kd);
+    __m512 r = _mm512_mul_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(packed_half16(six ? q6->d : q4->d), xd));
+    return six ? r : _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mins), _mm512_mul_ps(packed_half16(q4->dmin), xd), r);
 }
 
-static void packed_q6_k(float *out, const DecodeActs *x, const void *w, int m, int k) {
-    const PackQ6_K *p = w;
+INLINE void packed_k(float *out, const DecodeActs *x, const void *w, int m, int k, int six) {
+    size_t bytes = six ? sizeof(PackQ6_K) : sizeof(PackQ4_K);
     int nb = k / QK_K;
-    for (int g = 0; g < m; g += PACK_ROWS, p += nb) {
+    const char *p = w;
+    for (int g = 0; g < m; g += PACK_ROWS, p += (size_t)nb * bytes) {
         __m512 acc = _mm512_setzero_ps();
-        for (int b = 0; b < nb; b++) {
-            const int8_t *xq = x->kq + QK_K * b;
-            const int16_t *ks = x->ksum + QK_K / 16 * b;
-            __m512i dot = _mm512_setzero_si512();
-            for (int j = 0; j < QK_K / 32; j++) {
-                __m512i lo, hi;
-                pack_prefetch((const char *)(p + b) + j * sizeof *p / 8, sizeof *p / 8);
-                packed_block(&lo, &hi, p[b].ql[j], p[b].qh[j], xq + 32 * j);
-                lo = _mm512_sub_epi32(lo, _mm512_set1_epi32(32 * ks[2 * j]));
-                hi = _mm512_sub_epi32(hi, _mm512_set1_epi32(32 * ks[2 * j + 1]));
-                __m128i sc = _mm_loadu_si128((const __m128i *)p[b].sc[2 * j]);
-                __m128i sc1 = _mm_loadu_si128((const __m128i *)p[b].sc[2 * j + 1]);
-                dot = _mm512_add_epi32(dot, _mm512_mullo_epi32(lo, _mm512_cvtepi8_epi32(sc)));
-                dot = _mm512_add_epi32(dot, _mm512_mullo_epi32(hi, _mm512_cvtepi8_epi32(sc1)));
-            }
-            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot),
-                                  _mm512_mul_ps(packed_half16(p[b].d), _mm512_set1_ps(x->kd[b])), acc);
-        }
+        for (int b = 0; b < nb; b++)
+            acc = _mm512_add_ps(acc, packed_superblock(p + (size_t)b * bytes, six, x->kq + QK_K * b,
+                                                       x->ksum + QK_K / 16 * b, x->kd[b]));
         packed_store(out + g, acc, m - g);
     }
 }
+static void packed_q4_k(float *out, const DecodeActs *x, const void *w, int m, int k) { packed_k(out, x, w, m, k, 0); }
+static void packed_q6_k(float *out, const DecodeActs *x, const void *w, int m, int k) { packed_k(out, x, w, m, k, 1); }
 #define QUANT_PACKED_Q4_0 packed_q4_0
 #define QUANT_PACKED_Q4_K packed_q4_k
 #define QUANT_PACKED_Q6_K packed_q6_k

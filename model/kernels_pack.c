@@ -159,49 +159,49 @@ void pack_dot_q4_0(float *out, const DecodeActs *x, const void *w, int m, int k)
         }
 }
 
-/* One sub-block's or two halves' sums of x from Q8_K's sums of each 16. */
-static int32_t ksum32(const int16_t *ksum, int j) { return ksum[2 * j] + ksum[2 * j + 1]; }
-
-void pack_dot_q4_k(float *out, const DecodeActs *x, const void *w, int m, int k) {
-    const PackQ4_K *p = w;
-    for (int g = 0; g < m; g += PACK_ROWS, p += k / QK_K)
+/* Rows of packed super-blocks, sb giving row r's share of one. */
+typedef float SuperblockDot(const void *blk, int r, const int8_t *xq, const int16_t *ks, float kd);
+static void pack_dot_k(float *out, const DecodeActs *x, const void *w, size_t bytes, int m, int k,
+                       SuperblockDot *sb) {
+    const char *p = w;
+    for (int g = 0; g < m; g += PACK_ROWS, p += (size_t)(k / QK_K) * bytes)
         for (int r = 0; r < rows_in(m, g); r++) {
             float acc = 0.0f;
-            for (int b = 0; b < k / QK_K; b++) {
-                const int8_t *xq = x->kq + QK_K * b;
-                const int16_t *ks = x->ksum + QK_K / 16 * b;
-                int32_t dot = 0, mins = 0;
-                for (int j = 0; j < QK_K / 32; j++) {
-                    dot += p[b].sc[j][r] * block_dot(p[b].qs[j], r, xq + 32 * j);
-                    mins += p[b].mn[j][r] * ksum32(ks, j);
-                }
-                acc += quant_half(p[b].d[r]) * x->kd[b] * (float)dot -
-                       quant_half(p[b].dmin[r]) * x->kd[b] * (float)mins;
-            }
+            for (int b = 0; b < k / QK_K; b++)
+                acc += sb(p + (size_t)b * bytes, r, x->kq + QK_K * b, x->ksum + QK_K / 16 * b, x->kd[b]);
             out[g + r] = acc;
         }
 }
 
-void pack_dot_q6_k(float *out, const DecodeActs *x, const void *w, int m, int k) {
-    const PackQ6_K *p = w;
-    for (int g = 0; g < m; g += PACK_ROWS, p += k / QK_K)
-        for (int r = 0; r < rows_in(m, g); r++) {
-            float acc = 0.0f;
-            for (int b = 0; b < k / QK_K; b++) {
-                const int8_t *xq = x->kq + QK_K * b;
-                const int16_t *ks = x->ksum + QK_K / 16 * b;
-                int32_t dot = 0;
-                for (int j = 0; j < QK_K / 32; j++)
-                    for (int h = 0; h < 2; h++) {
-                        int32_t s = 0;
-                        for (int i = 16 * h; i < 16 * h + 16; i++) {
-                            int hi = p[b].qh[j][h][4 * r + i % 4] >> (2 * ((i % 16) / 4)) & 3;
-                            s += (nibble(p[b].ql[j], r, i) | hi << 4) * xq[32 * j + i];
-                        }
-                        dot += p[b].sc[2 * j + h][r] * (s - 32 * ks[2 * j + h]);
-                    }
-                acc += quant_half(p[b].d[r]) * x->kd[b] * (float)dot;
+static float superblock_q4_k(const void *blk, int r, const int8_t *xq, const int16_t *ks, float kd) {
+    const PackQ4_K *p = blk;
+    int32_t dot = 0, mins = 0;
+    for (int j = 0; j < QK_K / 32; j++) {
+        dot += p->sc[j][r] * block_dot(p->qs[j], r, xq + 32 * j);
+        mins += p->mn[j][r] * (ks[2 * j] + ks[2 * j + 1]);
+    }
+    return quant_half(p->d[r]) * kd * (float)dot - quant_half(p->dmin[r]) * kd * (float)mins;
+}
+
+static float superblock_q6_k(const void *blk, int r, const int8_t *xq, const int16_t *ks, float kd) {
+    const PackQ6_K *p = blk;
+    int32_t dot = 0;
+    for (int j = 0; j < QK_K / 32; j++)
+        for (int h = 0; h < 2; h++) {
+            int32_t s = 0;
+            for (int i = 16 * h; i < 16 * h + 16; i++) {
+                int hi = p->qh[j][h][4 * r + i % 4] >> (2 * ((i % 16) / 4)) & 3;
+                s += (nibble(p->ql[j], r, i) | hi << 4) * xq[32 * j + i];
             }
-            out[g + r] = acc;
+            dot += p->sc[2 * j + h][r] * (s - 32 * ks[2 * j + h]);
         }
+    return quant_half(p->d[r]) * kd * (float)dot;
+}
+
+void pack_dot_q4_k(float *out, const DecodeActs *x, const void *w, int m, int k) {
+    pack_dot_k(out, x, w, sizeof(PackQ4_K), m, k, superblock_q4_k);
+}
+
+void pack_dot_q6_k(float *out, const DecodeActs *x, const void *w, int m, int k) {
+    pack_dot_k(out, x, w, sizeof(PackQ6_K), m, k, superblock_q6_k);
 }

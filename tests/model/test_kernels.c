@@ -135,6 +135,15 @@ static float bf16_round(float f) {
     return f;
 }
 
+/* sum |x_i| (|w_i| + min term_i) over row r: a quantized row's magnitude,
+ * for the bounds of the float steps on its integer sums. */
+static double quant_mag(const float *x, const float *wref, const float *mt, int r, int cols) {
+    double mag = 0.0;
+    for (int i = 0; i < cols; i++)
+        mag += fabs((double)x[i]) * (fabs(wref[(size_t)r * cols + i]) + mt[(size_t)r * cols + i]);
+    return mag;
+}
+
 /* sum |x_i w_i| for the bound. */
 static double abs_dot(const float *x, const float *w, int k) {
     double s = 0.0;
@@ -436,9 +445,7 @@ START_TEST(quant_decode_matches_portable) {
             if (!have(SIMD[p])) continue;
             float *got = run_matmul(&w, x, 1, 2);
             for (int r = 0; r < rows; r++) {
-                double mag = 0.0;
-                for (int i = 0; i < cols; i++)
-                    mag += fabs((double)x[i]) * (fabs(wref[(size_t)r * cols + i]) + mt[(size_t)r * cols + i]);
+                double mag = quant_mag(x, wref, mt, r, cols);
                 ck_assert_msg(fabs(got[r] - want[r]) <= 4 * cols * U * mag * 1.02, "%s %s row %d: %.9g vs %.9g",
                               SIMD[p], tensor_type_name(TYPES[ty]), r, (double)got[r], (double)want[r]);
             }
@@ -493,13 +500,7 @@ START_TEST(packed_decode_matches_rows) {
             ck_assert_msg(memcmp(got, got2, (size_t)rows * sizeof(float)) == 0, "%s %s: 1 vs 2 threads", paths[p],
                           tensor_type_name(type));
             for (int r = 0; r < rows; r++) {
-                double mag = 0.0, mag_next = 0.0;
-                for (int i = 0; i < cols; i++) {
-                    mag += fabs((double)x[i]) * (fabs(wref[(size_t)r * cols + i]) + mt[(size_t)r * cols + i]);
-                    if (r + 1 < rows)
-                        mag_next += fabs((double)x[i]) *
-                                    (fabs(wref[(size_t)(r + 1) * cols + i]) + mt[(size_t)(r + 1) * cols + i]);
-                }
+                double mag = quant_mag(x, wref, mt, r, cols), mag_next = r + 1 < rows ? quant_mag(x, wref, mt, r + 1, cols) : 0.0;
                 ck_assert_msg(fabs(got[r] - want[r]) <= 4 * cols * U * mag * 1.02, "%s %s row %d: %.9g vs %.9g",
                               paths[p], tensor_type_name(type), r, (double)got[r], (double)want[r]);
                 if (r + 1 < rows) {
@@ -566,13 +567,8 @@ START_TEST(quant_prefill_matches_portable) {
                 const float *xt = x + (size_t)t * cols;
                 float *dec = tensor_block_size(type) == QK ? run_matmul(&w, xt, 1, 1) : NULL;
                 for (int r = 0; r < rows; r++) {
-                    double mag = 0.0, mag_next = 0.0;
-                    for (int i = 0; i < cols; i++) {
-                        mag += fabs((double)xt[i]) * (fabs(wref[(size_t)r * cols + i]) + mt[(size_t)r * cols + i]);
-                        if (r + 1 < rows)
-                            mag_next += fabs((double)xt[i]) *
-                                        (fabs(wref[(size_t)(r + 1) * cols + i]) + mt[(size_t)(r + 1) * cols + i]);
-                    }
+                    double mag = quant_mag(xt, wref, mt, r, cols),
+                           mag_next = r + 1 < rows ? quant_mag(xt, wref, mt, r + 1, cols) : 0.0;
                     double bound = 4 * cols * U * mag * 1.02, g = got[(size_t)t * rows + r];
                     ck_assert_msg(fabs(g - want[(size_t)t * rows + r]) <= bound, "%s %s t=%d row %d: %.9g vs %.9g",
                                   paths[p], tensor_type_name(type), t, r, g, (double)want[(size_t)t * rows + r]);
