@@ -46,7 +46,7 @@ static int state_buffers(ForwardState *s, const ModelConfig *c, const ContextSiz
     b[k++] = (StateBuffer){&s->v, n, kv_dim, "values"};
     b[k++] = (StateBuffer){&s->hb, n, hidden, "the feed-forward buffers"};
     b[k++] = (StateBuffer){&s->hb2, n, hidden, "the feed-forward buffers"};
-    b[k++] = (StateBuffer){&s->att, (size_t)omp_get_max_threads() * ATT_TILE, (size_t)z->n_ctx,
+    b[k++] = (StateBuffer){&s->att, (size_t)omp_get_max_threads() * att_tile_rows(z->n_ctx), (size_t)z->n_ctx,
                            "attention scores"};
     b[k++] = (StateBuffer){&s->logits, (size_t)z->logit_rows, (size_t)c->vocab_size, "logits"};
     return k;

@@ -9,8 +9,15 @@
 #include "positional/pe.h"
 
 /* Query rows per attention work item: a tile reads each cached key and
- * value once for all of them. */
-#define ATT_TILE 4
+ * value once for all of them, so more rows read the cache fewer times;
+ * their scores take rows x n_ctx floats per thread, so the rows are as
+ * many as fit ATT_SCORES floats, at least 1 and at most ATT_TILE. */
+#define ATT_TILE 16
+#define ATT_SCORES (1 << 20)
+static inline int att_tile_rows(int n_ctx) {
+    int rows = ATT_SCORES / (n_ctx > 0 ? n_ctx : 1);
+    return rows < 1 ? 1 : rows > ATT_TILE ? ATT_TILE : rows;
+}
 
 typedef struct {
     int max_tokens;     /* largest chunk one forward call accepts */
@@ -21,7 +28,7 @@ typedef struct {
     float *k, *v;       /* (max_tokens, kv_dim) new keys and values before a cache of another
                            type than f32 rounds them; NULL when they go straight in the cells */
     float *hb, *hb2;    /* (max_tokens, hidden_dim) */
-    float *att;         /* (att_rows, ATT_TILE, n_ctx) attention scores, one tile per thread */
+    float *att;         /* (threads, att_tile_rows(n_ctx), n_ctx) attention scores, a tile per thread */
     int att_rows;
     float *logits;      /* (logit_rows, vocab_size) */
     MatmulScratch mm;

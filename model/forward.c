@@ -47,7 +47,7 @@ static void clamp(float *x, size_t n, float limit) {
  * Every row is computed as it would be alone (decode): cells past a
  * query's own are masked to -inf, weigh exactly 0 after the softmax and
  * add exactly nothing to the values' sum.  `att` is this thread's
- * (ATT_TILE, n_ctx) scratch. */
+ * (att_tile_rows(n_ctx), n_ctx) scratch. */
 static void attend_tile(const Context *ctx, int layer, int head, int t0, int nt, int first, int pos0,
                         float *att) {
     const ModelConfig *c = &ctx->model->config;
@@ -108,13 +108,13 @@ static void attention_block(Context *ctx, int l, int first, int n, int pos0) {
     kv_cache_store(kv, l, first, n, kc, vc);
 
     /* Later tiles see more cells: dynamic scheduling evens the load. */
-    int tiles = (n + ATT_TILE - 1) / ATT_TILE, n_cells = first + n;
+    int rows = att_tile_rows(kv->n_ctx), tiles = (n + rows - 1) / rows, n_cells = first + n;
     #pragma omp parallel for schedule(dynamic, 1) \
         if ((size_t)n * q_dim * n_cells >= PARALLEL_MIN_MACS)
     for (int it = 0; it < tiles * c->n_heads; it++) {
-        int h = it % c->n_heads, t0 = it / c->n_heads * ATT_TILE;
-        float *att = s->att + (size_t)omp_get_thread_num() * ATT_TILE * kv->n_ctx;
-        attend_tile(ctx, l, h, t0, n - t0 < ATT_TILE ? n - t0 : ATT_TILE, first, pos0, att);
+        int h = it % c->n_heads, t0 = it / c->n_heads * rows;
+        float *att = s->att + (size_t)omp_get_thread_num() * rows * kv->n_ctx;
+        attend_tile(ctx, l, h, t0, n - t0 < rows ? n - t0 : rows, first, pos0, att);
     }
     matmul(s->xb2, s->xb, &w->wo, n, &s->mm);
     add_bias(s->xb2, w->bo, n, c->dim);
