@@ -135,6 +135,25 @@ static float bf16_round(float f) {
     return f;
 }
 
+/* The next-row control of a quantized case: most rows' results must lie
+ * outside the bound around the next row's (a quant or scale in the wrong
+ * row or lane puts them inside). */
+static void next_row_control(const char *what, TensorType type, int fails, int controls) {
+    printf("%s %s: %d of %d rows outside the bound of the next row\n", what, tensor_type_name(type), fails,
+           controls);
+    ck_assert_msg(fails > controls * 9 / 10, "%s %s: only %d of %d rows outside the next row's bound", what,
+                  tensor_type_name(type), fails, controls);
+}
+
+/* A quantized case's tensor, reference weights and min terms; back to
+ * the portable path. */
+static void free_quant_case(Tensor *w, float *wref, float *mt) {
+    kernels_use("portable");
+    free(mt);
+    free(wref);
+    free((void *)w->data);
+}
+
 /* sum |x_i| (|w_i| + min term_i) over row r: a quantized row's magnitude,
  * for the bounds of the float steps on its integer sums. */
 static double quant_mag(const float *x, const float *wref, const float *mt, int r, int cols) {
@@ -519,16 +538,10 @@ START_TEST(packed_decode_matches_rows) {
             free(got2);
             free(packed);
         }
-        printf("packed %s: %d paths, %d of %d rows outside the bound of the next row\n", tensor_type_name(type),
-               packs, control_fails, controls);
         ck_assert_msg(packs >= 1, "%s: no path packs it", tensor_type_name(type));
-        ck_assert_msg(control_fails > controls * 9 / 10, "%s: only %d of %d rows outside the next row's bound",
-                      tensor_type_name(type), control_fails, controls);
-        kernels_use("portable");
+        next_row_control("packed", type, control_fails, controls);
         free(want);
-        free(mt);
-        free(wref);
-        free((void *)w.data);
+        free_quant_case(&w, wref, mt);
     }
     free(x);
     free(x3);
@@ -593,15 +606,9 @@ START_TEST(quant_prefill_matches_portable) {
             free(first);
             free(rest);
         }
-        printf("prefill %s: %d of %d rows outside the bound of the next row\n", tensor_type_name(type),
-               control_fails, controls);
-        ck_assert_msg(control_fails > controls * 9 / 10, "%s: only %d of %d rows outside the next row's bound",
-                      tensor_type_name(type), control_fails, controls);
-        kernels_use("portable");
+        next_row_control("prefill", type, control_fails, controls);
         free(want);
-        free(mt);
-        free(wref);
-        free((void *)w.data);
+        free_quant_case(&w, wref, mt);
     }
     free(x);
 }
