@@ -61,10 +61,13 @@ static int matrices(Model *m, Tensor **out) {
 /* A packed matrix's mapped rows are not read again (prefill and decode
  * read the copy; a tied output's rows are read back, one per embedding
  * lookup): their whole pages leave the process (the mapping is read-only,
- * so a later read faults them back in from the file). */
-static void release_pages(const Tensor *t) {
+ * so a later read faults them back in from the file).  Only rows inside
+ * the file's mapping: anonymous memory would come back as zeros. */
+static void release_pages(const Model *m, const Tensor *t) {
+    const MappedFile *f = m->gguf ? &m->gguf->map : &m->file;
     uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), start = (uintptr_t)t->data;
     uintptr_t end = start + (uintptr_t)t->rows * tensor_row_bytes(t->type, (size_t)t->cols);
+    if (!f->data || start < (uintptr_t)f->data || end > (uintptr_t)f->data + f->size) return;
     start = (start + page - 1) / page * page;
     end = end / page * page;
     if (end > start) madvise((void *)start, end - start, MADV_DONTNEED);
@@ -105,7 +108,7 @@ static int model_pack(Model *m, const char *path, PosencError *err) {
             if (!b) continue;
             kernels_pack(at, list[i]);
             list[i]->packed = at;
-            release_pages(list[i]);
+            release_pages(m, list[i]);
             at += (b + PACK_ALIGN - 1) / PACK_ALIGN * PACK_ALIGN;
         }
     }
