@@ -149,10 +149,6 @@ INLINE void dot_stream(float *out, const float *x, const char *w, size_t wrow, i
  * ahead took tg64 at depth 4096 (110M shape, f16 cache, 2 threads) from
  * 37.5 to 40.8 tok/s (1 to 3 KB ahead alike, 8 KB 39.5). */
 #define KV_AHEAD 2048
-INLINE void kv_prefetch(const char *at, size_t bytes) { /* an integer address, as stream_prefetch */
-    uintptr_t p = (uintptr_t)at + KV_AHEAD;
-    for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch((const void *)(p + o));
-}
 
 /* Rows in groups of 8, each group held in L1 while it meets the tokens 3
  * at a time (24 accumulators; each token vector read from L2 feeds 8
@@ -180,7 +176,7 @@ INLINE void dot_any(float *out, size_t ldo, const float *x, size_t ldx, const vo
     for (int r = 0; r < m;) {
         int left = m - r;
         if (nv == 1) {
-            kv_prefetch(wb + r * wrow, 16 * wrow);
+            prefetch_ahead(wb + r * wrow, 16 * wrow, KV_AHEAD);
             dot_tile(o + r, ldo, xt, ldx, wb + r * wrow, wrow, k, type, 16, 1, left < 16 ? left : 16, 1);
             r += 16;
         } else if (nv == 2) {
@@ -208,7 +204,7 @@ INLINE void mix_tile(float *out, size_t ldo, const float *p, size_t ldp, const c
     size_t es = tensor_row_bytes(type, 1);
     for (int c = 0; c < cells; c++) {
         const char *vc = v + (size_t)c * vrow;
-        if (NT == 1) kv_prefetch(vc, vrow);
+        if (NT == 1) prefetch_ahead(vc, vrow, KV_AHEAD);
         __m512 vv[4];
 #pragma GCC unroll 4
         for (int j = 0; j < NV; j++)
@@ -686,14 +682,6 @@ INLINE void packed_block(__m512i *lo, __m512i *hi, const uint8_t qs[4][64], cons
     }
     *lo = a, *hi = b;
 }
-/* Decode's packed rows are one stream (kernels_impl.h); the hardware
- * prefetcher alone left one-thread Q4_0 decode at 343 tok/s (110M shape),
- * a group's rows prefetched at its start (stream_prefetch) at 311, and
- * each block's bytes asked for STREAM_AHEAD further on as it is read: 386. */
-INLINE void pack_prefetch(const void *at, size_t bytes) {
-    const char *ahead = (const char *)at + STREAM_AHEAD;
-    for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(ahead + o);
-}
 INLINE __m512 packed_half16(const uint8_t d[PACK_ROWS][2]) {
     return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)d));
 }
@@ -701,6 +689,11 @@ INLINE void packed_store(float *out, __m512 v, int rows) {
     _mm512_mask_storeu_ps(out, rows >= 16 ? 0xFFFF : (__mmask16)((1u << rows) - 1), v);
 }
 
+/* Decode's packed rows are one stream (kernels_impl.h), and each block's
+ * (or eighth of a super-block's) bytes are asked for STREAM_AHEAD further
+ * on as it is read: the hardware prefetcher alone left one-thread Q4_0
+ * decode at 343 tok/s (110M shape), a group's rows prefetched at its
+ * start at 311, this 386. */
 static void packed_q4_0(float *out, const DecodeActs *x, const void *w, int m, int k) {
     const PackQ4_0 *p = w;
     int nb = k / QK;
@@ -708,7 +701,7 @@ static void packed_q4_0(float *out, const DecodeActs *x, const void *w, int m, i
         __m512 acc = _mm512_setzero_ps();
         for (int b = 0; b < nb; b++) {
             __m512i lo, hi;
-            pack_prefetch(p + b, sizeof *p);
+            stream_prefetch(p + b, sizeof *p);
             packed_block(&lo, &hi, p[b].qs, NULL, x->q + QK * b);
             __m512i dot = _mm512_sub_epi32(_mm512_add_epi32(lo, hi), _mm512_set1_epi32(8 * x->sum[b]));
             acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot),
@@ -728,7 +721,7 @@ INLINE __m512 packed_superblock(const void *blk, int six, const int8_t *xq, cons
     size_t eighth = (six ? sizeof *q6 : sizeof *q4) / 8;
     for (int j = 0; j < QK_K / 32; j++) {
         __m512i lo, hi;
-        pack_prefetch((const char *)blk + j * eighth, eighth);
+        stream_prefetch((const char *)blk + j * eighth, eighth);
         packed_block(&lo, &hi, six ? q6->ql[j] : q4->qs[j], six ? q6->qh[j] : NULL, xq + 32 * j);
         if (six) {
             lo = _mm512_sub_epi32(lo, _mm512_set1_epi32(32 * ks[2 * j]));

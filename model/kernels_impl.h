@@ -224,9 +224,12 @@ void quant_q6_k_to_f32(float *dst, const void *src, size_t n);
  * for the bytes STREAM_AHEAD further on: prefetches never fault, and the
  * address is formed as an integer so it may pass the mapping's end. */
 #define STREAM_AHEAD 4096
+static inline void prefetch_ahead(const void *at, size_t bytes, size_t ahead) {
+    uintptr_t p = (uintptr_t)at + ahead;
+    for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch((const void *)(p + o));
+}
 static inline void stream_prefetch(const void *row, size_t row_bytes) {
-    uintptr_t p = (uintptr_t)row + STREAM_AHEAD;
-    for (size_t o = 0; o < row_bytes; o += 64) __builtin_prefetch((const void *)(p + o));
+    prefetch_ahead(row, row_bytes, STREAM_AHEAD);
 }
 
 /* A path's row functions for one type: its inline dot_any, mix_any and
