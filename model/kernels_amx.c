@@ -16,7 +16,7 @@
  * bounds both against the exact product. */
 #include "model/kernels_impl.h"
 
-#if defined(__AMX_TILE__) && defined(__AMX_BF16__) && defined(__AVX512BF16__) && defined(__linux__)
+#ifdef KERNELS_AMX
 #include <immintrin.h>
 #include <string.h>
 #include <sys/syscall.h>

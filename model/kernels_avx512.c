@@ -789,7 +789,7 @@ static const KernelPath path = {
         [TENSOR_Q8_0] = {.dot_q8 = dot_q8_0, .to_f32 = q8_0_to_f32},
         KERNEL_QUANT_TYPES,
     },
-#if defined(__AMX_TILE__) && defined(__AMX_BF16__) && defined(__AVX512BF16__) && defined(__linux__)
+#ifdef KERNELS_AMX
     .bf16_tiles = amx_bf16_tiles, .gemm_bf16 = amx_gemm_bf16, /* kernels_amx.c */
 #endif
     .gemm_q8 = GEMM_Q8, .quantize_q8 = quantize_q8, .to_f16 = to_f16, .softmax = softmax,

@@ -175,7 +175,12 @@ typedef struct {
 /* 1 once the kernel lets this process use AMX's tile data (asked once),
  * 0 if it refuses or the build has no AMX kernels (kernels_amx.c). */
 int kernels_amx_ready(void);
-/* The AVX-512 path's BF16 prefill on AMX, in builds that target it. */
+/* The AVX-512 path's BF16 prefill on AMX, in builds that target it
+ * (KERNELS_AMX: kernels_amx.c defines these and the path's table points at
+ * them). */
+#if defined(__AMX_TILE__) && defined(__AMX_BF16__) && defined(__AVX512BF16__) && defined(__linux__)
+#define KERNELS_AMX 1
+#endif
 void amx_bf16_tiles(uint16_t *dst, const float *x, int n, int k, int t0, int t1);
 void amx_gemm_bf16(float *out, size_t ldo, const uint16_t *tiles, const uint16_t *w, size_t ldw, int r0, int r1,
                    int n, int k, uint16_t *pad);
