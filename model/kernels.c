@@ -191,6 +191,13 @@ static int n_threads_for(const MatmulScratch *s, size_t macs) {
     return t < s->n_threads ? t : s->n_threads;
 }
 
+/* Whether decode reads w's packed copy on the path in use; the group that
+ * holds row r0 (a multiple of PACK_ROWS). */
+static int packed(const Tensor *w) { return w->packed && kp()->type[w->type].dot_packed; }
+static const void *packed_group(const Tensor *w, int r0) {
+    return (const char *)w->packed + (size_t)(r0 / PACK_ROWS) * pack_group_bytes(w->type, w->cols);
+}
+
 /* Block-quantized weights are dotted with activations quantized to Q8
  * blocks (s->xq, s->xd, s->xsum) or, the K-quants, to Q8_K super-blocks
  * (s->kq, s->kd, s->ksum), on their packed copy when they have one (r0 is
@@ -201,10 +208,9 @@ static void gemv_rows(float *out, const float *x, const Tensor *w, int r0, int r
     int k = w->cols;
     const void *rows = tensor_row(w, r0);
     size_t row_bytes = tensor_row_bytes(w->type, (size_t)k);
-    if (w->packed && tk->dot_packed) {
+    if (packed(w)) {
         DecodeActs a = {s->xq, s->xd, s->xsum, s->kq, s->kd, s->ksum};
-        tk->dot_packed(out + r0, &a, (const char *)w->packed + (size_t)(r0 / PACK_ROWS) * pack_group_bytes(w->type, k),
-                       r1 - r0, k);
+        tk->dot_packed(out + r0, &a, packed_group(w, r0), r1 - r0, k);
     } else if (tk->dot_q8)
         tk->dot_q8(out + r0, s->xq, s->xd, rows, row_bytes, r1 - r0, k);
     else if (tk->dot_q8k)
@@ -220,19 +226,14 @@ static void gemv(float *const *outs, const float *x, const Tensor *const *ws, in
                  MatmulScratch *s) {
     int total = 0;
     for (int i = 0; i < count; i++) total += (ws[i]->rows + GEMV_ROW_STEP - 1) / GEMV_ROW_STEP;
-    int q8 = 0, q8k = 0;
+    int q8 = 0, q8k = 0, q8_packed = 0;
     for (int i = 0; i < count; i++) {
         q8 |= kp()->type[ws[i]->type].dot_q8 != NULL;
         q8k |= kp()->type[ws[i]->type].dot_q8k != NULL;
+        q8_packed |= kp()->type[ws[i]->type].dot_q8 && packed(ws[i]);
     }
-    if (q8) {
-        kp()->quantize_q8(s->xq, s->xd, x, ws[0]->cols);
-        for (int b = 0; b < ws[0]->cols / QK; b++) {
-            int32_t sum = 0;
-            for (int i = 0; i < QK; i++) sum += s->xq[QK * b + i];
-            s->xsum[b] = sum;
-        }
-    }
+    if (q8) kp()->quantize_q8(s->xq, s->xd, x, ws[0]->cols);
+    if (q8_packed) quant_sums(s->xsum, s->xq, ws[0]->cols, QK); /* the packed Q4_0 kernel's centre term */
     if (q8k) quantize_q8k(s->kq, s->kd, s->ksum, x, ws[0]->cols);
     int nt = n_threads_for(s, (size_t)total * GEMV_ROW_STEP * ws[0]->cols);
     #pragma omp parallel num_threads(nt)
@@ -336,7 +337,7 @@ static void gemm_quant(float *const *outs, const float *x, const Tensor *const *
             #pragma omp for schedule(static)
             for (int t = 0; t < tokens; t++) {
                 p->quantize_q8(a->q + (size_t)t * k, a->d + (size_t)t * (k / QK), x + (size_t)(t0 + t) * k, k);
-                quant_acts_sums(a->sum + (size_t)t * (k / 16), a->q + (size_t)t * k, k);
+                quant_sums(a->sum + (size_t)t * (k / 16), a->q + (size_t)t * k, k, 16);
             }
             QuantUnit *u = &s->units[omp_get_thread_num()];
             #pragma omp for schedule(dynamic, 1)
@@ -346,9 +347,7 @@ static void gemm_quant(float *const *outs, const float *x, const Tensor *const *
                 const Tensor *w = ws[i];
                 int r0 = j * UNIT_ROWS, rows = w->rows - r0 < UNIT_ROWS ? w->rows - r0 : UNIT_ROWS;
                 if (w->packed) /* the mapped rows then stay untouched after load */
-                    quant_unit_fill_packed(u, w->type,
-                                           (const char *)w->packed + (size_t)(r0 / PACK_ROWS) * pack_group_bytes(w->type, k),
-                                           rows, k);
+                    quant_unit_fill_packed(u, w->type, packed_group(w, r0), rows, k);
                 else
                     quant_unit_fill(u, w->type, tensor_row(w, r0), tensor_row_bytes(w->type, (size_t)k), rows, k);
                 p->gemm_q8(outs[i] + (size_t)t0 * w->rows + r0, (size_t)w->rows, u, rows, a, 0, tokens);

@@ -206,8 +206,9 @@ void quant_unit_fill(QuantUnit *u, TensorType t, const void *rows, size_t row_by
 void quant_unit_fill_packed(QuantUnit *u, TensorType t, const void *groups, int n_rows, int k);
 /* A unit's nb, off, has_min and split for type t and width k. */
 void quant_unit_kind(QuantUnit *u, TensorType t, int k);
-/* QuantActs.sum of one token: the sums of each 16 of its k quants. */
-void quant_acts_sums(int32_t *sum, const int8_t *q, int k);
+/* The sums of each `width` of k quants: QuantActs.sum of one token (16),
+ * decode's DecodeActs.sum (32) (kernels_quant.c). */
+void quant_sums(int32_t *sum, const int8_t *q, int k, int width);
 /* The block-quantized types' conversions to f32 (kernels_quant.c), the
  * same on every path; their dot products are each path's instance of
  * kernels_quant.h. */

@@ -116,10 +116,10 @@ void quant_unit_fill(QuantUnit *u, TensorType t, const void *rows, size_t row_by
     }
 }
 
-void quant_acts_sums(int32_t *sum, const int8_t *q, int k) {
-    for (int s = 0; s < k / 16; s++, q += 16) {
+void quant_sums(int32_t *sum, const int8_t *q, int k, int width) {
+    for (int s = 0; s < k / width; s++, q += width) {
         int32_t acc = 0;
-        for (int i = 0; i < 16; i++) acc += q[i];
+        for (int i = 0; i < width; i++) acc += q[i];
         sum[s] = acc;
     }
 }
