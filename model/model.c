@@ -47,16 +47,20 @@ int model_config_validate(const ModelConfig *c, const char *path, PosencError *e
 static int matrices(Model *m, Tensor **out) {
     int n = 0;
     for (int l = 0; l < m->config.n_layers; l++) {
-        LayerWeights *w = &m->weights.layers[l];
-        Tensor *all[] = {&w->wq, &w->wk, &w->wv, &w->wo, &w->w_gate, &w->w_up, &w->w_down};
-        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        Tensor *all[LAYER_MATRICES] = LAYER_MATRIX_LIST(&m->weights.layers[l]);
+        for (int i = 0; i < LAYER_MATRICES; i++)
             if (all[i]->data) out[n++] = all[i];
     }
     out[n++] = &m->weights.output;
     return n;
 }
 
-#define PACK_ALIGN 64
+/* Bytes t's packed copy takes in model_pack's buffer (0: not packed),
+ * whole 64-byte lines; SIZE_MAX when that overflows. */
+static size_t packed_slot(const Tensor *t) {
+    size_t b = kernels_packed_bytes(t);
+    return b > SIZE_MAX - 64 ? SIZE_MAX : (b + 63) / 64 * 64;
+}
 
 /* A packed matrix's mapped rows are not read again (prefill and decode
  * read the copy; a tied output's rows are read back, one per embedding
@@ -74,16 +78,18 @@ static void release_pages(const Model *m, const Tensor *t) {
 }
 
 /* The matrices whose type the kernel path in use packs (kernels.h) are
- * copied once into one buffer; the mapped rows stay for prefill and
- * embedding lookups (the token embeddings are read by row, never packed). */
+ * copied once into one buffer, which decode and prefill then read; their
+ * mapped pages are released (the token embeddings, read by row, are
+ * never packed, and a tied output's rows stay readable). */
 static int model_pack(Model *m, const char *path, PosencError *err) {
-    Tensor **list = malloc(((size_t)m->config.n_layers * 7 + 1) * sizeof *list);
-    if (!list) return posenc_error_oom(err, (size_t)m->config.n_layers * 7 + 1, sizeof *list, "the matrix list");
+    size_t count = (size_t)m->config.n_layers * LAYER_MATRICES + 1;
+    Tensor **list = malloc(count * sizeof *list);
+    if (!list) return posenc_error_oom(err, count, sizeof *list, "the matrix list");
     int n = matrices(m, list);
     size_t total = 0;
     for (int i = 0; i < n; i++) {
-        size_t b = kernels_packed_bytes(list[i]);
-        if (b > SIZE_MAX - PACK_ALIGN || !size_add(&total, total, (b + PACK_ALIGN - 1) / PACK_ALIGN * PACK_ALIGN)) {
+        size_t slot = packed_slot(list[i]);
+        if (slot == SIZE_MAX || !size_add(&total, total, slot)) {
             free(list);
             return posenc_error(err, "%s: the packed copies of its matrices overflow size_t", path);
         }
@@ -104,12 +110,12 @@ static int model_pack(Model *m, const char *path, PosencError *err) {
         m->packed_bytes = total;
         char *at = m->packed;
         for (int i = 0; i < n; i++) {
-            size_t b = kernels_packed_bytes(list[i]);
-            if (!b) continue;
+            size_t slot = packed_slot(list[i]);
+            if (!slot) continue;
             kernels_pack(at, list[i]);
             list[i]->packed = at;
             release_pages(m, list[i]);
-            at += (b + PACK_ALIGN - 1) / PACK_ALIGN * PACK_ALIGN;
+            at += slot;
         }
     }
     free(list);

@@ -41,6 +41,11 @@ typedef struct {
     const float *b_down;                  /* (dim) */
 } LayerWeights;
 
+/* A layer's matrices, as an initializer of an array of LAYER_MATRICES
+ * (const) Tensor pointers; w_gate has no data outside gated families. */
+#define LAYER_MATRICES 7
+#define LAYER_MATRIX_LIST(lw) {&(lw)->wq, &(lw)->wk, &(lw)->wv, &(lw)->wo, &(lw)->w_gate, &(lw)->w_up, &(lw)->w_down}
+
 typedef struct {
     Tensor token_embd;                     /* (vocab_size, dim) */
     const float *embd_norm, *embd_norm_b;  /* (dim) family.embed_norm only */

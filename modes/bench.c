@@ -97,9 +97,8 @@ static double tensor_bytes(const Tensor *t) {
 }
 
 /* Layer l's matrices (a gate only in gated families): their count, into ts. */
-#define LAYER_MATRICES 7
 static int layer_matrices(const LayerWeights *lw, const Tensor *ts[LAYER_MATRICES]) {
-    const Tensor *all[LAYER_MATRICES] = {&lw->wq, &lw->wk, &lw->wv, &lw->wo, &lw->w_gate, &lw->w_up, &lw->w_down};
+    const Tensor *all[LAYER_MATRICES] = LAYER_MATRIX_LIST(lw);
     int n = 0;
     for (int i = 0; i < LAYER_MATRICES; i++)
         if (all[i]->data) ts[n++] = all[i];
