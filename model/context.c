@@ -46,8 +46,8 @@ static int state_buffers(ForwardState *s, const ModelConfig *c, const ContextSiz
     b[k++] = (StateBuffer){&s->v, n, kv_dim, "values"};
     b[k++] = (StateBuffer){&s->hb, n, hidden, "the feed-forward buffers"};
     b[k++] = (StateBuffer){&s->hb2, n, hidden, "the feed-forward buffers"};
-    b[k++] = (StateBuffer){&s->att, (size_t)omp_get_max_threads() * att_tile_rows(z->n_ctx), (size_t)z->n_ctx,
-                           "attention scores"};
+    b[k++] = (StateBuffer){&s->att, (size_t)omp_get_max_threads() * ATT_TILE,
+                           (size_t)ATT_BLOCK + (size_t)c->head_size, "attention scores"};
     b[k++] = (StateBuffer){&s->logits, (size_t)z->logit_rows, (size_t)c->vocab_size, "logits"};
     return k;
 }
@@ -63,7 +63,6 @@ static int forward_state_build(ForwardState *s, const ModelConfig *c, const Cont
     memset(s, 0, sizeof *s);
     s->max_tokens = z->max_tokens;
     s->logit_rows = z->logit_rows;
-    s->att_rows = omp_get_max_threads();
     StateBuffer b[MAX_STATE_BUFFERS];
     int n = state_buffers(s, c, z, b);
     for (int i = 0; i < n; i++)
@@ -145,7 +144,22 @@ ContextMemory context_memory(const Model *m, const ContextSize *size) {
     return mem;
 }
 
+int context_observe_attention(Context *ctx, AttentionObserver fn, void *user, PosencError *err) {
+    free(ctx->observer_rows);
+    ctx->observer_rows = NULL;
+    ctx->observe_attention = NULL;
+    ctx->observer_user = NULL;
+    if (!fn) return 0;
+    if (!(ctx->observer_rows = alloc_matrix((size_t)omp_get_max_threads() * ATT_TILE, (size_t)ctx->cache.n_ctx,
+                                            "the observed attention rows", err)))
+        return -1;
+    ctx->observe_attention = fn;
+    ctx->observer_user = user;
+    return 0;
+}
+
 void context_free(Context *ctx) {
+    free(ctx->observer_rows);
     pe_free(&ctx->pe);
     kv_cache_free(&ctx->cache);
     forward_state_free(&ctx->state);

@@ -9,15 +9,11 @@
 #include "positional/pe.h"
 
 /* Query rows per attention work item: a tile reads each cached key and
- * value once for all of them, so more rows read the cache fewer times;
- * their scores take rows x n_ctx floats per thread, so the rows are as
- * many as fit ATT_SCORES floats, at least 1 and at most ATT_TILE. */
+ * value once for all of them.  The cells are taken ATT_BLOCK at a time
+ * with an online softmax (forward.c), so a tile's scores are (ATT_TILE,
+ * ATT_BLOCK) floats whatever the context's length. */
 #define ATT_TILE 16
-#define ATT_SCORES (1 << 20)
-static inline int att_tile_rows(int n_ctx) {
-    int rows = ATT_SCORES / (n_ctx > 0 ? n_ctx : 1);
-    return rows < 1 ? 1 : rows > ATT_TILE ? ATT_TILE : rows;
-}
+#define ATT_BLOCK 256
 
 typedef struct {
     int max_tokens;     /* largest chunk one forward call accepts */
@@ -28,8 +24,8 @@ typedef struct {
     float *k, *v;       /* (max_tokens, kv_dim) new keys and values before a cache of another
                            type than f32 rounds them; NULL when they go straight in the cells */
     float *hb, *hb2;    /* (max_tokens, hidden_dim) */
-    float *att;         /* (threads, att_tile_rows(n_ctx), n_ctx) attention scores, a tile per thread */
-    int att_rows;
+    float *att;         /* (threads, ATT_TILE, ATT_BLOCK + head_size) a tile's scores of one block
+                           of cells and their weighted values, per thread */
     float *logits;      /* (logit_rows, vocab_size) */
     MatmulScratch mm;
 } ForwardState;
@@ -48,7 +44,14 @@ typedef struct {
     ForwardState state;
     AttentionObserver observe_attention; /* NULL (the default): never called */
     void *observer_user;
+    float *observer_rows; /* (threads, ATT_TILE, n_ctx): whole softmax rows for the observer */
 } Context;
+
+/* Calls fn(user, ...) with every softmax row of the following forward
+ * passes (fn NULL: stops).  Attention then scores each row over all its
+ * cells at once, as the observer sees it, in (threads, ATT_TILE, n_ctx)
+ * floats allocated here: 0, or -1 + err when they do not fit. */
+int context_observe_attention(Context *ctx, AttentionObserver fn, void *user, PosencError *err);
 
 /* Prompts are prefilled in chunks of at most this many tokens: the GEMM
  * has long amortized each weight read by then (pp512 is the benchmark's

@@ -4,6 +4,7 @@
  * stores each cell's position and attention masks by position. */
 #include <math.h>
 #include <omp.h>
+#include <string.h>
 
 #include "model/context.h"
 #include "model/kernels.h"
@@ -43,36 +44,94 @@ static void clamp(float *x, size_t n, float limit) {
     for (size_t i = 0; i < n; i++) x[i] = x[i] > limit ? limit : x[i] < -limit ? -limit : x[i];
 }
 
-/* Query rows [t0, t0 + nt) of one head against the cells they may see.
- * Every row is computed as it would be alone (decode): cells past a
- * query's own are masked to -inf, weigh exactly 0 after the softmax and
- * add exactly nothing to the values' sum.  `att` is this thread's
- * (att_tile_rows(n_ctx), n_ctx) scratch. */
+/* Scores of query rows [t0, t0 + nt) of one head against cells [c0,
+ * c0 + nb), into rows ld apart: q . k scaled, -inf where the cell is not
+ * visible, plus the scheme's bias. */
+static void block_scores(const Context *ctx, int layer, int head, int t0, int nt, int pos0, int c0, int nb,
+                         float *sc, size_t ld) {
+    const ModelConfig *c = &ctx->model->config;
+    const KVCache *kv = &ctx->cache;
+    const PeOps *ops = pe_ops(&ctx->pe);
+    int hs = model_head_size(c), kv_head = head / (c->n_heads / c->n_kv_heads);
+    float scale = ctx->pe.attn_scale, root = sqrtf((float)hs);
+    size_t q_dim = (size_t)model_q_dim(c), es = tensor_row_bytes(kv->type, 1);
+    const float *q = ctx->state.q + (size_t)t0 * q_dim + (size_t)head * hs;
+    const char *keys = (const char *)kv_cache_head_keys(kv, layer, kv_head) + (size_t)c0 * hs * es;
+    dot_rows(sc, ld, q, q_dim, kv->type, keys, (size_t)hs, nt, nb, hs);
+    for (int t = 0; t < nt; t++) {
+        float *row = sc + (size_t)t * ld;
+        int pos_q = pos0 + t0 + t;
+        for (int cell = 0; cell < nb; cell++)
+            row[cell] = !visible(c, pos_q, kv->pos[c0 + cell]) ? -INFINITY : row[cell] / root * scale;
+        if (ops->bias) ops->bias(&ctx->pe, head, pos_q, kv->pos + c0, row, nb);
+    }
+}
+
+/* Under an observer: each row's softmax over all its cells at once, which
+ * the observer sees, then the weighted sum of the values. */
+static void attend_observed(const Context *ctx, int layer, int head, int t0, int nt, int first, int pos0,
+                            float *rows) {
+    const ModelConfig *c = &ctx->model->config;
+    const KVCache *kv = &ctx->cache;
+    int hs = model_head_size(c), cells = first + t0 + nt, kv_head = head / (c->n_heads / c->n_kv_heads);
+    size_t q_dim = (size_t)model_q_dim(c);
+    block_scores(ctx, layer, head, t0, nt, pos0, 0, cells, rows, (size_t)kv->n_ctx);
+    for (int t = 0; t < nt; t++) {
+        float *row = rows + (size_t)t * kv->n_ctx;
+        softmax(row, cells);
+        ctx->observe_attention(ctx->observer_user, layer, head, pos0 + t0 + t, row, cells);
+    }
+    mix_rows(ctx->state.xb + (size_t)t0 * q_dim + (size_t)head * hs, q_dim, rows, (size_t)kv->n_ctx, kv->type,
+             kv_cache_head_values(kv, layer, kv_head), (size_t)hs, nt, cells, hs);
+}
+
+/* Query rows [t0, t0 + nt) of one head against the cells they may see,
+ * ATT_BLOCK cells at a time with an online softmax: per row a running
+ * maximum m, sum l of e^(score - m) and weighted sum of values o; a block
+ * whose maximum passes m rescales l and o by e^(m_old - m_new).  Every row
+ * is computed as it would be alone (decode), in blocks that start at cell
+ * 0 whatever the tile: cells past a query's own are -inf, give e^.. = 0,
+ * add exactly nothing to l or o, and a block with nothing visible leaves
+ * the row as it was.  `att` is this thread's (ATT_TILE, ATT_BLOCK + hs). */
 static void attend_tile(const Context *ctx, int layer, int head, int t0, int nt, int first, int pos0,
                         float *att) {
     const ModelConfig *c = &ctx->model->config;
     const KVCache *kv = &ctx->cache;
-    const ForwardState *s = &ctx->state;
-    const PeOps *ops = pe_ops(&ctx->pe);
-    int hs = model_head_size(c), kv_head = head / (c->n_heads / c->n_kv_heads);
-    int cells = first + t0 + nt;
-    float scale = ctx->pe.attn_scale, root = sqrtf((float)hs);
-    size_t q_dim = (size_t)model_q_dim(c);
-    const float *q = s->q + (size_t)t0 * q_dim + (size_t)head * hs;
-    dot_rows(att, (size_t)kv->n_ctx, q, q_dim, kv->type, kv_cache_head_keys(kv, layer, kv_head), (size_t)hs,
-             nt, cells, hs);
+    int hs = model_head_size(c), cells = first + t0 + nt, kv_head = head / (c->n_heads / c->n_kv_heads);
+    size_t q_dim = (size_t)model_q_dim(c), es = tensor_row_bytes(kv->type, 1);
+    float *sc = att, *part = att + (size_t)ATT_TILE * ATT_BLOCK, *out = ctx->state.xb + (size_t)t0 * q_dim + (size_t)head * hs;
+    float m[ATT_TILE], l[ATT_TILE], rescale[ATT_TILE];
     for (int t = 0; t < nt; t++) {
-        float *row = att + (size_t)t * kv->n_ctx;
-        int pos_q = pos0 + t0 + t;
-        for (int cell = 0; cell < cells; cell++)
-            row[cell] = !visible(c, pos_q, kv->pos[cell]) ? -INFINITY : row[cell] / root * scale;
-        if (ops->bias) ops->bias(&ctx->pe, head, pos_q, kv->pos, row, cells);
-        softmax(row, cells);
-        if (ctx->observe_attention)
-            ctx->observe_attention(ctx->observer_user, layer, head, pos_q, row, cells);
+        m[t] = -INFINITY, l[t] = 0.0f;
+        memset(out + (size_t)t * q_dim, 0, (size_t)hs * sizeof(float));
     }
-    mix_rows(s->xb + (size_t)t0 * q_dim + (size_t)head * hs, q_dim, att, (size_t)kv->n_ctx, kv->type,
-             kv_cache_head_values(kv, layer, kv_head), (size_t)hs, nt, cells, hs);
+    const char *values = kv_cache_head_values(kv, layer, kv_head);
+    for (int c0 = 0; c0 < cells; c0 += ATT_BLOCK) {
+        int nb = cells - c0 < ATT_BLOCK ? cells - c0 : ATT_BLOCK;
+        block_scores(ctx, layer, head, t0, nt, pos0, c0, nb, sc, ATT_BLOCK);
+        for (int t = 0; t < nt; t++) {
+            float *row = sc + (size_t)t * ATT_BLOCK, top = -INFINITY;
+            for (int i = 0; i < nb; i++) top = row[i] > top ? row[i] : top;
+            rescale[t] = 1.0f;
+            if (top == -INFINITY) { /* nothing visible: weights 0 */
+                memset(row, 0, (size_t)nb * sizeof(float));
+                continue;
+            }
+            float mn = top > m[t] ? top : m[t];
+            rescale[t] = expf(m[t] - mn); /* 0 before the first visible cell, 1 while m holds */
+            l[t] = l[t] * rescale[t] + exp_sum(row, nb, mn);
+            m[t] = mn;
+        }
+        mix_rows(part, (size_t)hs, sc, ATT_BLOCK, kv->type, values + (size_t)c0 * hs * es, (size_t)hs, nt, nb, hs);
+        for (int t = 0; t < nt; t++) {
+            float *o = out + (size_t)t * q_dim;
+            for (int i = 0; i < hs; i++) o[i] = o[i] * rescale[t] + part[(size_t)t * hs + i];
+        }
+    }
+    for (int t = 0; t < nt; t++) {
+        float *o = out + (size_t)t * q_dim;
+        for (int i = 0; i < hs; i++) o[i] /= l[t];
+    }
 }
 
 /* Attention over the chunk, whose cells start at `first`, into s->xb2 (the
@@ -108,13 +167,17 @@ static void attention_block(Context *ctx, int l, int first, int n, int pos0) {
     kv_cache_store(kv, l, first, n, kc, vc);
 
     /* Later tiles see more cells: dynamic scheduling evens the load. */
-    int rows = att_tile_rows(kv->n_ctx), tiles = (n + rows - 1) / rows, n_cells = first + n;
+    int tiles = (n + ATT_TILE - 1) / ATT_TILE, n_cells = first + n, hs = model_head_size(c);
     #pragma omp parallel for schedule(dynamic, 1) \
         if ((size_t)n * q_dim * n_cells >= PARALLEL_MIN_MACS)
     for (int it = 0; it < tiles * c->n_heads; it++) {
-        int h = it % c->n_heads, t0 = it / c->n_heads * rows;
-        float *att = s->att + (size_t)omp_get_thread_num() * rows * kv->n_ctx;
-        attend_tile(ctx, l, h, t0, n - t0 < rows ? n - t0 : rows, first, pos0, att);
+        int h = it % c->n_heads, t0 = it / c->n_heads * ATT_TILE, nt = n - t0 < ATT_TILE ? n - t0 : ATT_TILE;
+        int th = omp_get_thread_num();
+        if (ctx->observe_attention)
+            attend_observed(ctx, l, h, t0, nt, first, pos0,
+                            ctx->observer_rows + (size_t)th * ATT_TILE * kv->n_ctx);
+        else
+            attend_tile(ctx, l, h, t0, nt, first, pos0, s->att + (size_t)th * ATT_TILE * (ATT_BLOCK + hs));
     }
     matmul(s->xb2, s->xb, &w->wo, n, &s->mm);
     add_bias(s->xb2, w->bo, n, c->dim);

@@ -450,6 +450,8 @@ void softmax(float *x, int n) { kp()->softmax(x, n); }
 
 float sum_exp(const float *x, int n, float *max) { return kp()->sum_exp(x, n, max); }
 
+float exp_sum(float *x, int n, float max) { return kp()->exp_sum(x, n, max); }
+
 void swiglu(float *h, const float *g, int n) { kp()->swiglu(h, g, n); }
 
 void gelu(float *h, int n) { kp()->gelu(h, n); }

@@ -94,6 +94,9 @@ void softmax(float *x, int n);
  * its log is that close absolutely whatever the logits' magnitude: -m ppl's
  * NLL is (m - x_target) + log(sum), ~10 us per 32000-token vocabulary. */
 float sum_exp(const float *x, int n, float *max);
+/* x[i] = e^(x[i] - max) in place, returning their sum: one block of
+ * attention's online softmax (max at least every x[i]; -inf gives 0). */
+float exp_sum(float *x, int n, float max);
 /* h (n) = silu(h) * g: SwiGLU's gate. */
 void swiglu(float *h, const float *g, int n);
 /* GELU, tanh approximation (GPT-2's "gelu_new"). */

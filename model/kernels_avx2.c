@@ -319,17 +319,10 @@ INLINE __m256 exp8(__m256 x) {
     return _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), live);
 }
 
-static void softmax(float *x, int n) {
-    __m256 vmax = _mm256_set1_ps(-INFINITY);
+static float exp_sum(float *x, int n, float max) {
+    __m256 vm = _mm256_set1_ps(max), sum = _mm256_setzero_ps();
     int i = 0;
-    for (; i + 8 <= n; i += 8) vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(x + i));
-    float mx = -INFINITY;
-    float lanes[8];
-    _mm256_storeu_ps(lanes, vmax);
-    for (int l = 0; l < 8; l++) mx = lanes[l] > mx ? lanes[l] : mx;
-    for (int j = i; j < n; j++) mx = x[j] > mx ? x[j] : mx;
-    __m256 vm = _mm256_set1_ps(mx), sum = _mm256_setzero_ps();
-    for (i = 0; i + 8 <= n; i += 8) {
+    for (; i + 8 <= n; i += 8) {
         __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
         _mm256_storeu_ps(x + i, e);
         sum = _mm256_add_ps(sum, e);
@@ -340,7 +333,19 @@ static void softmax(float *x, int n) {
         _mm256_maskstore_ps(x + i, m, e);
         sum = _mm256_add_ps(sum, e);
     }
-    __m256 vs = _mm256_set1_ps(hsum8(sum));
+    return hsum8(sum);
+}
+
+static void softmax(float *x, int n) {
+    __m256 vmax = _mm256_set1_ps(-INFINITY);
+    int i = 0;
+    for (; i + 8 <= n; i += 8) vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(x + i));
+    float mx = -INFINITY;
+    float lanes[8];
+    _mm256_storeu_ps(lanes, vmax);
+    for (int l = 0; l < 8; l++) mx = lanes[l] > mx ? lanes[l] : mx;
+    for (int j = i; j < n; j++) mx = x[j] > mx ? x[j] : mx;
+    __m256 vs = _mm256_set1_ps(exp_sum(x, n, mx));
     for (i = 0; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_div_ps(_mm256_loadu_ps(x + i), vs));
     for (; i < n; i++) x[i] /= _mm256_cvtss_f32(vs);
 }
@@ -434,7 +439,7 @@ static const KernelPath path = {
         [TENSOR_Q8_0] = {.dot_q8 = dot_q8_0, .to_f32 = q8_0_to_f32},
         KERNEL_QUANT_TYPES,
     },
-    .quantize_q8 = quantize_q8, .to_f16 = to_f16, .softmax = softmax, .sum_exp = sum_exp,
+    .quantize_q8 = quantize_q8, .to_f16 = to_f16, .softmax = softmax, .sum_exp = sum_exp, .exp_sum = exp_sum,
     .swiglu = swiglu, .gelu = gelu, .fma_peak = fma_peak,
 };
 const KernelPath *const kernels_avx2 = &path;

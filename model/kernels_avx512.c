@@ -422,25 +422,30 @@ INLINE __m512 exp16(__m512 x) {
     return _mm512_maskz_scalef_ps(live, p, n);
 }
 
+static float exp_sum(float *x, int n, float max) {
+    __m512 mx = _mm512_set1_ps(max), sum = _mm512_setzero_ps();
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i), mx));
+        _mm512_storeu_ps(x + i, e);
+        sum = _mm512_add_ps(sum, e);
+    }
+    if (i < n) {
+        __mmask16 tail = (__mmask16)((1u << (n - i)) - 1);
+        __m512 e = _mm512_maskz_mov_ps(tail, exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(tail, x + i), mx)));
+        _mm512_mask_storeu_ps(x + i, tail, e);
+        sum = _mm512_add_ps(sum, e);
+    }
+    return hsum16(sum);
+}
+
 static void softmax(float *x, int n) {
     __m512 vmax = _mm512_set1_ps(-INFINITY);
     int i = 0;
     for (; i + 16 <= n; i += 16) vmax = _mm512_max_ps(vmax, _mm512_loadu_ps(x + i));
     __mmask16 tail = (__mmask16)((1u << (n - i)) - 1);
     if (i < n) vmax = _mm512_mask_max_ps(vmax, tail, vmax, _mm512_maskz_loadu_ps(tail, x + i));
-    __m512 mx = _mm512_set1_ps(_mm512_reduce_max_ps(vmax));
-    __m512 sum = _mm512_setzero_ps();
-    for (i = 0; i + 16 <= n; i += 16) {
-        __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i), mx));
-        _mm512_storeu_ps(x + i, e);
-        sum = _mm512_add_ps(sum, e);
-    }
-    if (i < n) {
-        __m512 e = _mm512_maskz_mov_ps(tail, exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(tail, x + i), mx)));
-        _mm512_mask_storeu_ps(x + i, tail, e);
-        sum = _mm512_add_ps(sum, e);
-    }
-    __m512 vs = _mm512_set1_ps(hsum16(sum));
+    __m512 vs = _mm512_set1_ps(exp_sum(x, n, _mm512_reduce_max_ps(vmax)));
     for (i = 0; i + 16 <= n; i += 16) _mm512_storeu_ps(x + i, _mm512_div_ps(_mm512_loadu_ps(x + i), vs));
     if (i < n) _mm512_mask_storeu_ps(x + i, tail, _mm512_div_ps(_mm512_maskz_loadu_ps(tail, x + i), vs));
 }
@@ -793,7 +798,7 @@ static const KernelPath path = {
     .bf16_tiles = amx_bf16_tiles, .gemm_bf16 = amx_gemm_bf16, /* kernels_amx.c */
 #endif
     .gemm_q8 = GEMM_Q8, .quantize_q8 = quantize_q8, .to_f16 = to_f16, .softmax = softmax,
-    .sum_exp = sum_exp, .swiglu = swiglu, .gelu = gelu, .fma_peak = fma_peak,
+    .sum_exp = sum_exp, .exp_sum = exp_sum, .swiglu = swiglu, .gelu = gelu, .fma_peak = fma_peak,
 };
 const KernelPath *const kernels_avx512 = &path;
 #else

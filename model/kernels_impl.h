@@ -164,6 +164,9 @@ typedef struct {
                       int r1, int n, int k, uint16_t *pad);
     void (*softmax)(float *x, int n);
     float (*sum_exp)(const float *x, int n, float *max);
+    /* x[i] = e^(x[i] - max) in place; returns their sum (lane-strided
+     * partials, then the path's tree). */
+    float (*exp_sum)(float *x, int n, float max);
     void (*swiglu)(float *h, const float *g, int n);
     void (*gelu)(float *h, int n);
     /* `rounds` rounds of multiply-adds on as many independent registers

@@ -151,16 +151,20 @@ static void to_f16(uint16_t *dst, const float *src, size_t n) {
     for (size_t i = 0; i < n; i++) dst[i] = fp32_to_fp16(src[i]);
 }
 
-static void softmax(float *x, int n) {
-    float max = x[0];
-    for (int i = 1; i < n; i++)
-        if (x[i] > max) max = x[i];
+static float exp_sum(float *x, int n, float max) {
     float s[LANES] = {0};
     for (int i = 0; i < n; i++) {
         x[i] = expf(x[i] - max);
         s[i % LANES] += x[i];
     }
-    float sum = reduce_lanes(s);
+    return reduce_lanes(s);
+}
+
+static void softmax(float *x, int n) {
+    float max = x[0];
+    for (int i = 1; i < n; i++)
+        if (x[i] > max) max = x[i];
+    float sum = exp_sum(x, n, max);
     for (int i = 0; i < n; i++) x[i] /= sum;
 }
 
@@ -213,5 +217,5 @@ const KernelPath kernels_portable = {
         KERNEL_QUANT_TYPES,
     },
     .gemm_q8 = gemm_q8, .quantize_q8 = quantize_q8, .to_f16 = to_f16, .softmax = softmax,
-    .sum_exp = sum_exp, .swiglu = swiglu, .gelu = gelu, .fma_peak = fma_peak,
+    .sum_exp = sum_exp, .exp_sum = exp_sum, .swiglu = swiglu, .gelu = gelu, .fma_peak = fma_peak,
 };

@@ -46,12 +46,10 @@ int attention_view_build(AttentionView *v, Context *ctx, const int *ids, int n, 
     v->mass = callocCheck((size_t)c->n_layers * c->n_heads * n, sizeof(double),
                           "the mass by distance");
     v->entropy = callocCheck((size_t)c->n_layers * c->n_heads, sizeof(double), "the entropies");
-    ctx->observe_attention = record_row;
-    ctx->observer_user = v;
-    int rc = context_check_tokens(ctx, ids, n, 0, err);
+    int rc = context_observe_attention(ctx, record_row, v, err);
+    if (!rc) rc = context_check_tokens(ctx, ids, n, 0, err);
     if (!rc) rc = context_check_logits(ctx, context_prefill(ctx, ids, n, 0), 1, n - 1, err);
-    ctx->observe_attention = NULL;
-    ctx->observer_user = NULL;
+    context_observe_attention(ctx, NULL, NULL, err);
     if (rc) {
         attention_view_free(v);
         return -1;

@@ -426,9 +426,9 @@ static const char *huge_context_gguf(void) {
 
 /* Generation used to allocate context_length x vocab floats of logits
  * (512 GB here) and as many rows of activations; now one row of logits and
- * chunks of 512.  What remains of 2^22 cells is the KV cache (288 MB) and
- * the attention scores (32 MB at 2 threads: one query row each at this
- * context, att_tile_rows).  Under a 1 GiB address
+ * chunks of 512.  What remains of 2^22 cells is the KV cache (288 MB);
+ * attention takes its cells 256 at a time (34 KB of scores at 2
+ * threads, whatever the context).  Under a 1 GiB address
  * space it generates; the limit binds (control): 256 MiB is too little. */
 START_TEST(huge_context_generates_in_bounded_memory) {
     if (!models) return;
@@ -477,7 +477,8 @@ START_TEST(inspect_states_peak_memory) {
                                                                         /* no scales), a 32-row unit each */
                                      + 512 * 16 * 2;                    /* 512 tokens as BF16 (AMX prefill) */
         double gen = chunk * (4 * dim + 2 * hidden + 2 * kv_dim) * 4   /* activations, new keys, values */
-                     + threads * 1 * n_ctx * 4                          /* attention scores, 1 row */
+                     + threads * 16 * (256 + 8) * 4                     /* attention: 16 queries' scores of */
+                                                                        /* 256 cells and values (head 8) */
                      + vocab * 4 + panels;                              /* one row of logits */
         double ppl = gen - chunk * (4 * dim + 2 * hidden + 2 * kv_dim) * 4 - vocab * 4 +
                      n_ctx * (4 * dim + 2 * hidden + 2 * kv_dim) * 4 + n_ctx * vocab * 4;
