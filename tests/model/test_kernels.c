@@ -772,6 +772,48 @@ START_TEST(sum_exp_within_bound) {
 }
 END_TEST
 
+/* exp_sum, one block of attention's online softmax: each e^(x - m) within
+ * a few ulp of the exact exponential of the float x - m (the paths' exp:
+ * 2 ulp), the sum within the float sum's bound
+ * of the exact one, -inf exactly 0, and masked cells appended change
+ * neither the values nor the sum's bits (decode = prefill).  Control: a
+ * maximum off by 1e-3 puts the sum outside the bound. */
+START_TEST(exp_sum_within_bound) {
+    const char *paths[] = {"portable", "avx2", "avx512"};
+    enum { N = 700 };
+    float x[N + 40], y[N + 40];
+    for (int i = 0; i < N; i++) x[i] = 8.0f * frand();
+    x[5] = -INFINITY;
+    for (int p = 0; p < 3; p++) {
+        if (!have(paths[p])) continue;
+        for (int n = 1; n <= N; n = n * 2 + 3) {
+            float m = 9.0f; /* a running maximum above the block's */
+            double want = 0.0;
+            /* of the float difference, as the kernels take it */
+            for (int i = 0; i < n; i++) want += exp((double)(float)(x[i] - m));
+            memcpy(y, x, (size_t)n * sizeof(float));
+            double got = exp_sum(y, n, m);
+            for (int i = 0; i < n; i++) {
+                double e = exp((double)(float)(x[i] - m));
+                ck_assert_msg(fabs(y[i] - e) <= 4 * U * e, "%s n=%d i=%d: %.9g vs %.9g", paths[p], n, i, y[i], e);
+            }
+            ck_assert_msg(fabs(got - want) <= (n + 8) * U * want, "%s n=%d: %.9g vs %.9g", paths[p], n, got, want);
+            float z[N + 40];
+            memcpy(z, x, (size_t)n * sizeof(float));
+            for (int i = n; i < n + 37; i++) z[i] = -INFINITY;
+            float sum_masked = exp_sum(z, n + 37, m);
+            ck_assert_msg(sum_masked == (float)got && memcmp(z, y, (size_t)n * sizeof(float)) == 0,
+                          "%s n=%d: masked cells changed the block", paths[p], n);
+            for (int i = n; i < n + 37; i++) ck_assert(z[i] == 0.0f);
+            memcpy(y, x, (size_t)n * sizeof(float));
+            double off = exp_sum(y, n, m + 1e-3f); /* control: a maximum off by 1e-3 */
+            ck_assert_msg(fabs(off - want) > (n + 8) * U * want, "%s n=%d: control within the bound", paths[p], n);
+        }
+    }
+    kernels_use("portable");
+}
+END_TEST
+
 /* Attention masks cells with -inf: they must weigh exactly 0, and a row
  * with masked cells appended must give the same bits as the row alone. */
 START_TEST(softmax_masked_cells_exact) {
@@ -1050,6 +1092,7 @@ int main(void) {
     tcase_add_test(tc, activations_match_portable);
     tcase_add_test(tc, softmax_masked_cells_exact);
     tcase_add_test(tc, sum_exp_within_bound);
+    tcase_add_test(tc, exp_sum_within_bound);
     tcase_add_test(tc, dispatch_covers_every_loaded_type);
     tcase_add_test(tc, kv_cache_append_store_load);
     suite_add_tcase(s, tc);
