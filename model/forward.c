@@ -110,22 +110,20 @@ static void attend_tile(const Context *ctx, int layer, int head, int t0, int nt,
         int nb = cells - c0 < ATT_BLOCK ? cells - c0 : ATT_BLOCK;
         block_scores(ctx, layer, head, t0, nt, pos0, c0, nb, sc, ATT_BLOCK);
         for (int t = 0; t < nt; t++) {
-            float *row = sc + (size_t)t * ATT_BLOCK, top = -INFINITY;
-            for (int i = 0; i < nb; i++) top = row[i] > top ? row[i] : top;
-            rescale[t] = 1.0f;
-            if (top == -INFINITY) { /* nothing visible: weights 0 */
-                memset(row, 0, (size_t)nb * sizeof(float));
-                continue;
-            }
-            float mn = top > m[t] ? top : m[t];
-            rescale[t] = expf(m[t] - mn); /* 0 before the first visible cell, 1 while m holds */
-            l[t] = l[t] * rescale[t] + exp_sum(row, nb, mn);
+            float mn = m[t], sum = exp_sum_running(sc + (size_t)t * ATT_BLOCK, nb, &mn);
+            /* 0 before the first visible cell, 1 while the maximum holds */
+            rescale[t] = mn == -INFINITY ? 1.0f : expf(m[t] - mn);
+            l[t] = l[t] * rescale[t] + sum;
             m[t] = mn;
         }
         mix_rows(part, (size_t)hs, sc, ATT_BLOCK, kv->type, values + (size_t)c0 * hs * es, (size_t)hs, nt, nb, hs);
         for (int t = 0; t < nt; t++) {
             float *o = out + (size_t)t * q_dim;
-            for (int i = 0; i < hs; i++) o[i] = o[i] * rescale[t] + part[(size_t)t * hs + i];
+            const float *p = part + (size_t)t * hs;
+            if (rescale[t] == 1.0f)
+                for (int i = 0; i < hs; i++) o[i] += p[i];
+            else
+                for (int i = 0; i < hs; i++) o[i] = o[i] * rescale[t] + p[i];
         }
     }
     for (int t = 0; t < nt; t++) {

@@ -452,6 +452,16 @@ float sum_exp(const float *x, int n, float *max) { return kp()->sum_exp(x, n, ma
 
 float exp_sum(float *x, int n, float max) { return kp()->exp_sum(x, n, max); }
 
+float exp_sum_running(float *x, int n, float *max) {
+    float top = kp()->max_of(x, n);
+    if (top > *max) *max = top;
+    if (*max == -INFINITY) { /* nothing visible yet: weights 0 */
+        memset(x, 0, (size_t)n * sizeof(float));
+        return 0.0f;
+    }
+    return kp()->exp_sum(x, n, *max);
+}
+
 void swiglu(float *h, const float *g, int n) { kp()->swiglu(h, g, n); }
 
 void gelu(float *h, int n) { kp()->gelu(h, n); }

@@ -97,6 +97,10 @@ float sum_exp(const float *x, int n, float *max);
 /* x[i] = e^(x[i] - max) in place, returning their sum: one block of
  * attention's online softmax (max at least every x[i]; -inf gives 0). */
 float exp_sum(float *x, int n, float max);
+/* The same against the running maximum *max, first raised to the block's
+ * own maximum if that is larger; with no maximum yet (all -inf) the block
+ * becomes zeros and the sum 0. */
+float exp_sum_running(float *x, int n, float *max);
 /* h (n) = silu(h) * g: SwiGLU's gate. */
 void swiglu(float *h, const float *g, int n);
 /* GELU, tanh approximation (GPT-2's "gelu_new"). */

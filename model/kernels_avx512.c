@@ -439,6 +439,17 @@ static float exp_sum(float *x, int n, float max) {
     return hsum16(sum);
 }
 
+static float max_of(const float *x, int n) {
+    __m512 vmax = _mm512_set1_ps(-INFINITY);
+    int i = 0;
+    for (; i + 16 <= n; i += 16) vmax = _mm512_max_ps(vmax, _mm512_loadu_ps(x + i));
+    if (i < n) {
+        __mmask16 tail = (__mmask16)((1u << (n - i)) - 1);
+        vmax = _mm512_mask_max_ps(vmax, tail, vmax, _mm512_maskz_loadu_ps(tail, x + i));
+    }
+    return _mm512_reduce_max_ps(vmax);
+}
+
 static void softmax(float *x, int n) {
     __m512 vmax = _mm512_set1_ps(-INFINITY);
     int i = 0;
@@ -798,7 +809,7 @@ static const KernelPath path = {
     .bf16_tiles = amx_bf16_tiles, .gemm_bf16 = amx_gemm_bf16, /* kernels_amx.c */
 #endif
     .gemm_q8 = GEMM_Q8, .quantize_q8 = quantize_q8, .to_f16 = to_f16, .softmax = softmax,
-    .sum_exp = sum_exp, .exp_sum = exp_sum, .swiglu = swiglu, .gelu = gelu, .fma_peak = fma_peak,
+    .sum_exp = sum_exp, .exp_sum = exp_sum, .max_of = max_of, .swiglu = swiglu, .gelu = gelu, .fma_peak = fma_peak,
 };
 const KernelPath *const kernels_avx512 = &path;
 #else

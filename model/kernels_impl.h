@@ -167,6 +167,8 @@ typedef struct {
     /* x[i] = e^(x[i] - max) in place; returns their sum (lane-strided
      * partials, then the path's tree). */
     float (*exp_sum)(float *x, int n, float max);
+    /* max over x[0..n), -inf for none */
+    float (*max_of)(const float *x, int n);
     void (*swiglu)(float *h, const float *g, int n);
     void (*gelu)(float *h, int n);
     /* `rounds` rounds of multiply-adds on as many independent registers

@@ -151,6 +151,12 @@ static void to_f16(uint16_t *dst, const float *src, size_t n) {
     for (size_t i = 0; i < n; i++) dst[i] = fp32_to_fp16(src[i]);
 }
 
+static float max_of(const float *x, int n) {
+    float m = -INFINITY;
+    for (int i = 0; i < n; i++) m = x[i] > m ? x[i] : m;
+    return m;
+}
+
 static float exp_sum(float *x, int n, float max) {
     float s[LANES] = {0};
     for (int i = 0; i < n; i++) {
@@ -217,5 +223,5 @@ const KernelPath kernels_portable = {
         KERNEL_QUANT_TYPES,
     },
     .gemm_q8 = gemm_q8, .quantize_q8 = quantize_q8, .to_f16 = to_f16, .softmax = softmax,
-    .sum_exp = sum_exp, .exp_sum = exp_sum, .swiglu = swiglu, .gelu = gelu, .fma_peak = fma_peak,
+    .sum_exp = sum_exp, .exp_sum = exp_sum, .max_of = max_of, .swiglu = swiglu, .gelu = gelu, .fma_peak = fma_peak,
 };
