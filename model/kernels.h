@@ -51,7 +51,9 @@ void matmul_scratch_free(MatmulScratch *s);
  * a matrix-vector kernel; block-quantized weights (Q8_0, Q4_0 ... Q6_K)
  * then quantize x to int8 blocks (Q8_K super-blocks for the K-quants) and
  * use integer dot products.  n > 1 runs a cache-blocked matrix-matrix
- * kernel: on f32 copies of L2-sized weight panels for f32/f16/bf16, and
+ * kernel: on the packed copy of f32 weights where the path packs them
+ * (each output then decode's chain of multiply-adds, so the same bits),
+ * else on f32 copies of L2-sized weight panels for f32/f16/bf16, and
  * for block-quantized weights either the same (kernels_int8_prefill() 0)
  * or, with x quantized to Q8 blocks of 32, integer products on units of
  * 32 rows unpacked to bytes (kernels_impl.h): with VNNI, 2.8x the f32 panels at the 110M shape. */
@@ -63,7 +65,7 @@ void matmul(float *out, const float *x, const Tensor *w, int n, MatmulScratch *s
 void matmul_many(float *const *outs, const float *x, const Tensor *const *ws, int count, int n,
                  MatmulScratch *s);
 
-/* Decode's packed copy of a block-quantized matrix (kernels_impl.h): the
+/* The packed copy of a Q4_0/Q4_K/Q6_K or F32 matrix (kernels_impl.h): the
  * bytes it takes (SIZE_MAX if they overflow), 0 when the kernel path in
  * use has no packed kernel for w's type; kernels_pack writes it into dst
  * (64-byte aligned), which matmul then reads through w->packed. */

@@ -727,6 +727,90 @@ static void packed_q4_0(float *out, const DecodeActs *x, const void *w, int m, i
     }
 }
 
+/* Packed F32 (kernels_impl.h): every output is one lane's chain of
+ * multiply-adds over columns 0..k-1, from 0.  Decode runs four groups at
+ * once, four chains in flight and four ascending streams. */
+static void packed_f32(float *out, const DecodeActs *x, const void *w, int m, int k) {
+    const float *p = w, *xv = x->x;
+    size_t group = (size_t)k * PACK_ROWS;
+    int groups = (m + PACK_ROWS - 1) / PACK_ROWS, g = 0;
+    for (; g + 4 <= groups; g += 4) {
+        const float *q = p + (size_t)g * group;
+        __m512 acc[4];
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; i++) acc[i] = _mm512_setzero_ps();
+        for (int c = 0; c < k; c++) {
+            __m512 xc = _mm512_set1_ps(xv[c]);
+#pragma GCC unroll 4
+            for (int i = 0; i < 4; i++)
+                acc[i] = _mm512_fmadd_ps(_mm512_loadu_ps(q + (size_t)i * group + (size_t)c * PACK_ROWS), xc, acc[i]);
+        }
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; i++) packed_store(out + (g + i) * PACK_ROWS, acc[i], m - (g + i) * PACK_ROWS);
+    }
+    for (; g < groups; g++) {
+        const float *q = p + (size_t)g * group;
+        __m512 acc = _mm512_setzero_ps();
+        for (int c = 0; c < k; c++) acc = _mm512_fmadd_ps(_mm512_loadu_ps(q + (size_t)c * PACK_ROWS), _mm512_set1_ps(xv[c]), acc);
+        packed_store(out + g * PACK_ROWS, acc, m - g * PACK_ROWS);
+    }
+}
+
+/* Prefill on packed F32: tiles of 8 groups (128 rows) by 3 tokens, 24
+ * accumulators, each column a vector load of 16 rows per group and one
+ * broadcast per token.  Columns are taken PACKED_COLS at a time (8 groups
+ * x 64 columns = 32 KB, in L1 while the tokens pass), the partial sums
+ * held in out between blocks: each lane goes on with its chain, so every
+ * output has decode's bits.  Missing groups and tokens repeat the last
+ * valid one and are not stored; rows past m are masked. */
+#define PACKED_COLS 64
+INLINE void packed_f32_tile(float *out, size_t ldo, const float *x, size_t ldx, const float *w, size_t group,
+                            int c0, int c1, int ng, int nt, int m) {
+    const float *wg[8], *xt[3];
+    float *og[3][8];
+    __mmask16 mask[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) {
+        int gi = i < ng ? i : ng - 1, rows = m - PACK_ROWS * gi;
+        wg[i] = w + (size_t)gi * group;
+        mask[i] = rows >= PACK_ROWS ? 0xFFFF : (__mmask16)((1u << rows) - 1);
+#pragma GCC unroll 3
+        for (int j = 0; j < 3; j++) og[j][i] = out + (size_t)(j < nt ? j : nt - 1) * ldo + (size_t)gi * PACK_ROWS;
+    }
+#pragma GCC unroll 3
+    for (int j = 0; j < 3; j++) xt[j] = x + (size_t)(j < nt ? j : nt - 1) * ldx;
+    __m512 acc[3][8];
+#pragma GCC unroll 3
+    for (int j = 0; j < 3; j++)
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; i++) acc[j][i] = c0 ? _mm512_maskz_loadu_ps(mask[i], og[j][i]) : _mm512_setzero_ps();
+    for (int c = c0; c < c1; c++) {
+        __m512 b0 = _mm512_set1_ps(xt[0][c]), b1 = _mm512_set1_ps(xt[1][c]), b2 = _mm512_set1_ps(xt[2][c]);
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; i++) {
+            __m512 v = _mm512_loadu_ps(wg[i] + (size_t)c * PACK_ROWS);
+            acc[0][i] = _mm512_fmadd_ps(v, b0, acc[0][i]);
+            acc[1][i] = _mm512_fmadd_ps(v, b1, acc[1][i]);
+            acc[2][i] = _mm512_fmadd_ps(v, b2, acc[2][i]);
+        }
+    }
+    for (int j = 0; j < nt; j++)
+        for (int i = 0; i < ng; i++) _mm512_mask_storeu_ps(og[j][i], mask[i], acc[j][i]);
+}
+
+static void gemm_packed_f32(float *out, size_t ldo, const float *x, size_t ldx, const void *w, int n, int m,
+                            int k) {
+    size_t group = (size_t)k * PACK_ROWS;
+    int groups = (m + PACK_ROWS - 1) / PACK_ROWS;
+    for (int g0 = 0; g0 < groups; g0 += 8)
+        for (int c0 = 0; c0 < k; c0 += PACKED_COLS)
+            for (int t = 0; t < n; t += 3)
+                packed_f32_tile(out + (size_t)t * ldo + (size_t)g0 * PACK_ROWS, ldo, x + (size_t)t * ldx, ldx,
+                                (const float *)w + (size_t)g0 * group, group, c0,
+                                k - c0 < PACKED_COLS ? k : c0 + PACKED_COLS, groups - g0 < 8 ? groups - g0 : 8,
+                                n - t < 3 ? n - t : 3, m - g0 * PACK_ROWS);
+}
+
 /* One super-block of 16 packed K-quant rows against Q8_K activations
  * (xq, their sums of 16 ks, scale kd): Q4_K's scales and mins per 32
  * weights, or Q6_K's (six) scales per 16 around the centre 32. */
@@ -799,7 +883,8 @@ static double fma_peak(long rounds) {
 static const KernelPath path = {
     .name = "avx512",
     .type = {
-        [TENSOR_F32] = {.dot = dot_f32, .mix = mix_f32, .to_f32 = kernel_copy_f32},
+        [TENSOR_F32] = {.dot = dot_f32, .dot_packed = packed_f32, .gemm_packed = gemm_packed_f32, .mix = mix_f32,
+                        .to_f32 = kernel_copy_f32},
         [TENSOR_F16] = {.dot = dot_f16, .mix = mix_f16, .to_f32 = f16_to_f32},
         [TENSOR_BF16] = {.dot = dot_bf16, .to_f32 = bf16_to_f32},
         [TENSOR_Q8_0] = {.dot_q8 = dot_q8_0, .to_f32 = q8_0_to_f32},

@@ -43,6 +43,11 @@ typedef struct {
      * below), w the group of row 0; the integer sums are dot_q8's or
      * dot_q8k's, only the float steps may round differently. */
     void (*dot_packed)(float *out, const DecodeActs *x, const void *w, int m, int k);
+    /* out[t*ldo + r] for t < n, r < m on packed rows, with f32 activations
+     * x (rows ldx apart): prefill of a type whose packed decode also takes
+     * f32 activations (F32), each output the same bits as dot_packed's. */
+    void (*gemm_packed)(float *out, size_t ldo, const float *x, size_t ldx, const void *w, int n, int m,
+                        int k);
     /* out[t*ldo + 0..hs) = sum over c < cells of p[t*ldp + c] * v[c*ldv + 0..hs),
      * terms added in order of c: attention's weighted sum of cached values. */
     void (*mix)(float *out, size_t ldo, const float *p, size_t ldp, const void *v, size_t ldv,
@@ -96,7 +101,15 @@ typedef struct QuantActs {
  * 4r + i holds weight 4s + i of row r in its low nibble and weight
  * 16 + 4s + i in its high nibble; Q6_K's top two bits are in qh, vector
  * [j][h] holding in byte 4r + i, bits 2s and 2s + 1, those of weight
- * 32j + 16h + 4s + i.  Rows past the matrix's end are zero. */
+ * 32j + 16h + 4s + i.  Rows past the matrix's end are zero.
+ *
+ * F32 matrices are packed too, for prefill: a group is (cols, 16) floats,
+ * column c of its 16 rows in one vector.  Prefill's tile then multiplies
+ * a vector of 16 rows by one broadcast activation, with no horizontal
+ * sum per output (read row by row, every output of every token ended in
+ * one, and the tile's loads left the f32 GEMM at ~70% of the FMA peak).
+ * Each output is one lane's chain of multiply-adds over columns 0..k-1,
+ * in decode and in prefill alike, so the two give the same bits. */
 #define PACK_ROWS 16
 typedef struct {
     uint8_t d[PACK_ROWS][2];          /* f16 scale of each row */
@@ -130,6 +143,7 @@ struct DecodeActs {
     const int8_t *kq;
     const float *kd;
     const int16_t *ksum;  /* (k / 16) */
+    const float *x;       /* (k) the activations themselves: packed F32 */
 };
 
 /* The portable packed kernels (kernels_pack.c): the reference the SIMD

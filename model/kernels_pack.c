@@ -10,6 +10,7 @@ size_t pack_group_bytes(TensorType t, int cols) {
     case TENSOR_Q4_0: return (size_t)(cols / QK) * sizeof(PackQ4_0);
     case TENSOR_Q4_K: return (size_t)(cols / QK_K) * sizeof(PackQ4_K);
     case TENSOR_Q6_K: return (size_t)(cols / QK_K) * sizeof(PackQ6_K);
+    case TENSOR_F32: return (size_t)cols * PACK_ROWS * sizeof(float);
     default: return 0;
     }
 }
@@ -24,6 +25,11 @@ static void put_nibbles(uint8_t qs[4][64], int r, const uint8_t *u) {
 
 static void pack_row(TensorType t, void *dst, const uint8_t *row, int r, int cols) {
     uint8_t u[QK_K];
+    if (t == TENSOR_F32) {
+        float *p = dst;
+        for (int c = 0; c < cols; c++) memcpy(p + (size_t)c * PACK_ROWS + r, row + (size_t)c * sizeof(float), sizeof(float));
+        return;
+    }
     if (t == TENSOR_Q4_0) {
         PackQ4_0 *p = dst;
         QuantBlock qb;

@@ -548,6 +548,87 @@ START_TEST(packed_decode_matches_rows) {
 }
 END_TEST
 
+/* Packed F32 rows (kernels_impl.h: groups of 16 rows, a column of the
+ * 16 per vector): on every path that packs them, each output is one chain
+ * of multiply-adds in column order, so decode and prefill give the same
+ * bits, at 1 and 2 threads and however the tokens are split, and each is
+ * within the f32 bound of the exact product.  Shapes leave a partial
+ * group (45 and 300 rows), a partial tile of 8 groups and of 3 tokens, a
+ * partial column block (300, 1100 columns) and several panels of rows and
+ * tokens (100 tokens).  Controls: each decoded row is outside the bound
+ * around the next row's exact product; and the rows read unpacked (the
+ * lane-tree kernels) differ in their bits from the packed chains, which
+ * the bit-for-bit checks would catch were prefill to read them. */
+START_TEST(packed_f32_decode_equals_prefill) {
+    static const int SHAPES[][2] = {{45, 300}, {300, 1100}};
+    const char *paths[] = {"portable", "avx2", "avx512"};
+    int n = 100, split = 37;
+    float *x = random_floats((size_t)n * 1100);
+    for (int sh = 0; sh < 2; sh++) {
+        int rows = SHAPES[sh][0], cols = SHAPES[sh][1];
+        float *wref;
+        Tensor w = random_tensor(TENSOR_F32, rows, cols, &wref);
+        int packs = 0, controls = 0, control_fails = 0, outputs = 0, tree_differs = 0;
+        for (int p = 0; p < 3; p++) {
+            if (!have(paths[p]) || !kernels_packed_bytes(&w)) continue;
+            packs++;
+            size_t bytes = kernels_packed_bytes(&w);
+            ck_assert_uint_eq(bytes, (size_t)(rows + 15) / 16 * 16 * cols * sizeof(float));
+            void *packed = aligned_alloc(64, (bytes + 63) / 64 * 64);
+            kernels_pack(packed, &w);
+            Tensor wp = w;
+            wp.packed = packed;
+            float *pre = run_matmul(&wp, x, n, 2), *pre1 = run_matmul(&wp, x, n, 1);
+            float *rest = run_matmul(&wp, x + (size_t)split * cols, n - split, 2), *tree = run_matmul(&w, x, n, 2);
+            ck_assert_msg(memcmp(pre, pre1, (size_t)n * rows * sizeof(float)) == 0, "%s %dx%d: prefill 1 vs 2 threads",
+                          paths[p], rows, cols);
+            ck_assert_msg(memcmp(pre + (size_t)split * rows, rest, (size_t)(n - split) * rows * sizeof(float)) == 0,
+                          "%s %dx%d: prefill split at token %d differs", paths[p], rows, cols, split);
+            for (int t = 0; t < n; t += 7) {
+                const float *xt = x + (size_t)t * cols;
+                float *dec = run_matmul(&wp, xt, 1, 1), *dec2 = run_matmul(&wp, xt, 1, 2);
+                ck_assert_msg(memcmp(dec, dec2, (size_t)rows * sizeof(float)) == 0, "%s %dx%d: decode 1 vs 2 threads",
+                              paths[p], rows, cols);
+                for (int r = 0; r < rows; r++) {
+                    const float *wr = wref + (size_t)r * cols;
+                    double bound = cols * U * abs_dot(xt, wr, cols);
+                    ck_assert_msg(dec[r] == pre[(size_t)t * rows + r], "%s %dx%d t=%d r=%d: decode %.9g, prefill %.9g",
+                                  paths[p], rows, cols, t, r, (double)dec[r], (double)pre[(size_t)t * rows + r]);
+                    ck_assert_msg(fabs(dec[r] - exact_dot(xt, wr, cols)) <= bound, "%s %dx%d t=%d r=%d: %.9g vs %.9g",
+                                  paths[p], rows, cols, t, r, (double)dec[r], exact_dot(xt, wr, cols));
+                    outputs++;
+                    tree_differs += tree[(size_t)t * rows + r] != dec[r];
+                    if (r + 1 < rows) {
+                        controls++;
+                        control_fails += fabs(dec[r] - exact_dot(xt, wr + cols, cols)) >
+                                         cols * U * abs_dot(xt, wr + cols, cols);
+                    }
+                }
+                free(dec);
+                free(dec2);
+            }
+            free(pre);
+            free(pre1);
+            free(rest);
+            free(tree);
+            free(packed);
+        }
+        ck_assert_msg(packs >= 1 || kernels_use("avx512") != 0, "f32: the AVX-512 path does not pack it");
+        if (packs) {
+            next_row_control("packed", TENSOR_F32, control_fails, controls);
+            printf("packed f32 %dx%d: %d of %d outputs of the unpacked rows differ in their bits\n", rows, cols,
+                   tree_differs, outputs);
+            ck_assert_msg(tree_differs > outputs / 4, "f32 %dx%d: the unpacked rows give the packed bits (%d differ)",
+                          rows, cols, tree_differs);
+        }
+        kernels_use("portable");
+        free(wref);
+        free((void *)w.data);
+    }
+    free(x);
+}
+END_TEST
+
 /* Block-quantized prefill (int8 units, kernels_impl.h): on every path that
  * has it, the integer sums are exact, so the paths differ only in the f32
  * scaling of each half block, bounded as in quant_decode_matches_portable;
@@ -1085,6 +1166,7 @@ int main(void) {
     tcase_add_test(tc, matmul_paths_threads_and_chunks);
     tcase_add_test(tc, quant_decode_matches_portable);
     tcase_add_test(tc, packed_decode_matches_rows);
+    tcase_add_test(tc, packed_f32_decode_equals_prefill);
     tcase_add_test(tc, amx_bf16_chunks);
     tcase_add_test(tc, quant_prefill_matches_portable);
     tcase_add_test(tc, mix_rows_within_bound);
