@@ -25,11 +25,6 @@ static void put_nibbles(uint8_t qs[4][64], int r, const uint8_t *u) {
 
 static void pack_row(TensorType t, void *dst, const uint8_t *row, int r, int cols) {
     uint8_t u[QK_K];
-    if (t == TENSOR_F32) {
-        float *p = dst;
-        for (int c = 0; c < cols; c++) memcpy(p + (size_t)c * PACK_ROWS + r, row + (size_t)c * sizeof(float), sizeof(float));
-        return;
-    }
     if (t == TENSOR_Q4_0) {
         PackQ4_0 *p = dst;
         QuantBlock qb;
@@ -75,6 +70,15 @@ static void pack_row(TensorType t, void *dst, const uint8_t *row, int r, int col
 
 void pack_group(TensorType t, void *dst, const void *rows, size_t row_bytes, int n_rows, int cols) {
     memset(dst, 0, pack_group_bytes(t, cols));
+    if (t == TENSOR_F32) { /* column by column, so that the copy is written in order */
+        float *p = dst;
+        const char *r0 = rows;
+        for (int c = 0; c < cols; c++)
+            for (int r = 0; r < n_rows; r++)
+                memcpy(p + (size_t)c * PACK_ROWS + r, r0 + (size_t)r * row_bytes + (size_t)c * sizeof(float),
+                       sizeof(float));
+        return;
+    }
     for (int r = 0; r < n_rows; r++) pack_row(t, dst, (const uint8_t *)rows + (size_t)r * row_bytes, r, cols);
 }
 

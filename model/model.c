@@ -81,6 +81,7 @@ static void release_pages(const Model *m, const Tensor *t) {
  * copied once into one buffer, which decode and prefill then read; their
  * mapped pages are released (the token embeddings, read by row, are
  * never packed, and a tied output's rows stay readable). */
+#define PACK_SLAB_ROWS 4096 /* a multiple of every packed group's rows */
 static int model_pack(Model *m, const char *path, PosencError *err) {
     size_t count = (size_t)m->config.n_layers * LAYER_MATRICES + 1;
     Tensor **list = malloc(count * sizeof *list);
@@ -112,9 +113,19 @@ static int model_pack(Model *m, const char *path, PosencError *err) {
         for (int i = 0; i < n; i++) {
             size_t slot = packed_slot(list[i]);
             if (!slot) continue;
-            kernels_pack(at, list[i]);
+            /* slab by slab, each slab's mapped pages released once it is
+             * packed, so that the process never holds much of both (whole,
+             * the 110M f32 output matrix peaked 98 MB higher) */
+            for (int r0 = 0; r0 < list[i]->rows; r0 += PACK_SLAB_ROWS) {
+                Tensor done = *list[i], slab = *list[i];
+                done.rows = r0;
+                slab.data = tensor_row(list[i], r0);
+                slab.rows = list[i]->rows - r0 < PACK_SLAB_ROWS ? list[i]->rows - r0 : PACK_SLAB_ROWS;
+                kernels_pack(at + (r0 ? kernels_packed_bytes(&done) : 0), &slab);
+                release_pages(m, &slab);
+            }
+            release_pages(m, list[i]); /* the pages across slab boundaries */
             list[i]->packed = at;
-            release_pages(m, list[i]);
             at += slot;
         }
     }
