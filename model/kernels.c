@@ -289,12 +289,12 @@ static void gemm(float *out, const float *x, const Tensor *w, int n, MatmulScrat
 
 /* Packed F32 rows (kernels_impl.h): work items of PACKED_PANEL_ROWS rows
  * by PACKED_PANEL_TOKENS tokens, whose weights (384 KB at k = 768) and
- * activations stay in a core's L2 while the kernel walks them in
- * L1-sized column blocks.  One thread at the 110M shape, pp512's three
- * GEMMs, 48 tokens against 96 and 192: 79% of the FMA peak against 77%
- * and 75% at k = 768, 73% against 70% and 68% at k = 2048. */
+ * activations stay in a core's L2.  Two threads at the 110M shape, pp512's
+ * three GEMMs (k = 768 with 768 and 2048 rows, k = 2048): 128 x 24 90%,
+ * 89%, 86% of the FMA peak; 128 x 48 90, 87, 85; 64 x 24 88, 86, 87;
+ * 256 x 24 91, 87, 79; 128 x 12 81, 87, 86. */
 #define PACKED_PANEL_ROWS 128
-#define PACKED_PANEL_TOKENS 48
+#define PACKED_PANEL_TOKENS 24
 static void gemm_packed(float *out, const float *x, const Tensor *w, int n, MatmulScratch *s) {
     int rows = w->rows, k = w->cols;
     int n_rp = (rows + PACKED_PANEL_ROWS - 1) / PACKED_PANEL_ROWS;
