@@ -421,11 +421,21 @@ static JinjaValue arithmetic(Renderer *r, int op, JinjaValue a, JinjaValue b, in
         return jv_string(buf.data, buf.len);
     }
     if (op == OP_MUL && a.type == JV_STRING && b.type == JV_INT) {
-        if (b.as.integer > 0 && a.as.str.len > 0 && (unsigned long long)b.as.integer > (size_t)JINJA_MAX_OUTPUT / a.as.str.len)
+        /* '' * n and s * 0 are empty whatever n: the fuzzer's '' * 3 ** 22 * 3
+         * used to append nothing 94 G times */
+        size_t len = a.as.str.len, n = b.as.integer > 0 && len > 0 ? (size_t)b.as.integer : 0;
+        if (n > (size_t)JINJA_MAX_OUTPUT / (len ? len : 1))
             jinja_fail(r->arena, line, "string repetition longer than %d MB", JINJA_MAX_OUTPUT >> 20);
         JinjaBuffer buf = {0};
         jinja_buffer_append(r->arena, &buf, "", 0);
-        for (long long i = 0; i < b.as.integer; i++) jinja_buffer_append(r->arena, &buf, a.as.str.s, a.as.str.len);
+        if (n) jinja_buffer_append(r->arena, &buf, a.as.str.s, len);
+        /* doubling, from the copies already made (an arena block outlives a
+         * move of the buffer): the work is the result's length */
+        for (size_t done = n ? 1 : 0; done < n;) {
+            size_t more = n - done < done ? n - done : done;
+            jinja_buffer_append(r->arena, &buf, buf.data, more * len);
+            done += more;
+        }
         return jv_string(buf.data, buf.len);
     }
     if (!is_number(a) || !is_number(b) || a.type == JV_BOOL || b.type == JV_BOOL)

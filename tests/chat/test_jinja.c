@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/json.h"
 #include "chat/chat_template.h"
@@ -381,6 +382,25 @@ START_TEST(test_limits) {
         free(nested);
     }
     expect_refusal("{{ 'x' * 1000000000 }}", "string repetition longer than 64 MB");
+    /* the campaign's '' * 3 ** 22 * 3 appended nothing 94 G times (more than
+     * 300 s under the sanitizers, f817278); an empty string repeated is
+     * empty at once, and the repetitions here take well under 2 s */
+    size_t len;
+    char *empty_times = tests_read_file("tests/fixtures/fuzz/jinja/empty-string-times-3e10", &len);
+    ck_assert(empty_times);
+    PosencError err;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    char *out = render_bytes(empty_times, len, &err);
+    ck_assert_msg(out && strcmp(out, "c") == 0, "%s", out ? out : err.msg);
+    free(out);
+    free(empty_times);
+    expect_render("{{ 'ab' * 3 }}|{{ 'ab' * 0 }}|{{ 'ab' * -2 }}|{{ '' * 5 }}|{{ 'abc' * 5 }}",
+                  "ababab||||abcabcabcabcabc");
+    expect_render("{{ ('x' * 50000000) | length }}", "50000000");
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double took = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    ck_assert_msg(took < 2.0, "repetitions took %.1f s", took);
     expect_refusal("{% set s = 'y' * 1000000 %}{% for i in range(100) %}{{ s }}{% endfor %}",
                    "output exceeds 64 MB");
     expect_refusal("{% macro f(n) %}{{ f(n) }}{% endmacro %}{{ f(1) }}", "nested more than 200 deep");
