@@ -41,12 +41,6 @@ static void embed_tokens(Context *ctx, const int *tokens, int n, int pos0) {
         norm_rows(c, ctx->state.x, ctx->state.x, w->embd_norm, w->embd_norm_b, n);
 }
 
-/* Whether a query at pos_q sees the key at pos_k: not a later one, nor one
- * that has left the sliding window. */
-static int visible(const ModelConfig *c, int pos_q, int pos_k) {
-    return pos_k <= pos_q && pos_k >= model_window_first(c, pos_q);
-}
-
 static void clamp(float *x, size_t n, float limit) {
     for (size_t i = 0; i < n; i++) x[i] = x[i] > limit ? limit : x[i] < -limit ? -limit : x[i];
 }
@@ -65,12 +59,16 @@ static void block_scores(const Context *ctx, int layer, int head, int t0, int nt
     const float *q = ctx->state.q + (size_t)t0 * q_dim + (size_t)head * hs;
     const char *keys = (const char *)kv_cache_head_keys(kv, layer, kv_head) + (size_t)c0 * hs * es;
     dot_rows(sc, ld, q, q_dim, kv->type, keys, (size_t)hs, nt, nb, hs);
+    const int *pos = kv->pos + c0;
     for (int t = 0; t < nt; t++) {
         float *row = sc + (size_t)t * ld;
-        int pos_q = pos0 + t0 + t;
+        /* a query sees no later key, nor one that has left the sliding
+         * window (the bounds out of the loop, which then vectorizes: the
+         * cell by cell test was 3% of f32 pp512 at the 110M shape) */
+        int pos_q = pos0 + t0 + t, first = model_window_first(c, pos_q);
         for (int cell = 0; cell < nb; cell++)
-            row[cell] = !visible(c, pos_q, kv->pos[c0 + cell]) ? -INFINITY : row[cell] / root * scale;
-        if (ops->bias) ops->bias(&ctx->pe, head, pos_q, kv->pos + c0, row, nb);
+            row[cell] = pos[cell] <= pos_q && pos[cell] >= first ? row[cell] / root * scale : -INFINITY;
+        if (ops->bias) ops->bias(&ctx->pe, head, pos_q, pos, row, nb);
     }
 }
 
