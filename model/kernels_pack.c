@@ -1,6 +1,7 @@
-/* Decode's packed weights (kernels_impl.h): the layouts, written from
- * base's unpacking (the definition of the file's types), and the portable
- * kernels on them, the reference for the SIMD ones. */
+/* Packed weights (kernels_impl.h): the layouts, written from base's
+ * unpacking (the definition of the file's types), and the portable
+ * kernels on the block-quantized ones, the reference for the SIMD ones
+ * (packed F32 is checked against the exact product instead). */
 #include <string.h>
 
 #include "model/kernels_impl.h"
