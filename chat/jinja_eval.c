@@ -423,9 +423,10 @@ static JinjaValue arithmetic(Renderer *r, int op, JinjaValue a, JinjaValue b, in
     if (op == OP_MUL && a.type == JV_STRING && b.type == JV_INT) {
         /* '' * n and s * 0 are empty whatever n: the fuzzer's '' * 3 ** 22 * 3
          * used to append nothing 94 G times */
-        size_t len = a.as.str.len, n = b.as.integer > 0 && len > 0 ? (size_t)b.as.integer : 0;
-        if (n > (size_t)JINJA_MAX_OUTPUT / (len ? len : 1))
+        size_t len = a.as.str.len;
+        if (b.as.integer > 0 && len > 0 && (unsigned long long)b.as.integer > (size_t)JINJA_MAX_OUTPUT / len)
             jinja_fail(r->arena, line, "string repetition longer than %d MB", JINJA_MAX_OUTPUT >> 20);
+        size_t n = b.as.integer > 0 && len > 0 ? (size_t)b.as.integer : 0;
         JinjaBuffer buf = {0};
         jinja_buffer_append(r->arena, &buf, "", 0);
         if (n) jinja_buffer_append(r->arena, &buf, a.as.str.s, len);

@@ -553,18 +553,18 @@ END_TEST
  * of multiply-adds in column order, so decode and prefill give the same
  * bits, at 1 and 2 threads and however the tokens are split, and each is
  * within the f32 bound of the exact product.  Shapes leave a partial
- * group (45 and 300 rows), a partial tile of 8 groups and of 3 tokens, a
- * partial column block (300, 1100 columns) and several panels of rows and
- * tokens (100 tokens).  Controls: each decoded row is outside the bound
+ * group (45, 60 and 300 rows: 60 puts it in decode's run of four groups
+ * and in a full prefill tile of four), partial tiles of groups and of 6
+ * tokens, and several panels of rows and tokens (100 tokens).  Controls: each decoded row is outside the bound
  * around the next row's exact product; and the rows read unpacked (the
  * lane-tree kernels) differ in their bits from the packed chains, which
  * the bit-for-bit checks would catch were prefill to read them. */
 START_TEST(packed_f32_decode_equals_prefill) {
-    static const int SHAPES[][2] = {{45, 300}, {300, 1100}};
+    static const int SHAPES[][2] = {{45, 300}, {60, 300}, {300, 1100}};
     const char *paths[] = {"portable", "avx2", "avx512"};
     int n = 100, split = 37;
     float *x = random_floats((size_t)n * 1100);
-    for (int sh = 0; sh < 2; sh++) {
+    for (int sh = 0; sh < 3; sh++) {
         int rows = SHAPES[sh][0], cols = SHAPES[sh][1];
         float *wref;
         Tensor w = random_tensor(TENSOR_F32, rows, cols, &wref);
