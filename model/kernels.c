@@ -38,7 +38,13 @@ int kernels_int8_prefill(void) { return kp()->gemm_q8 != NULL; }
 
 /* AMX needs the kernel's leave to use its tile state (once per process);
  * without it prefill keeps the f32 panels. */
-static int amx_bf16(void) { return kp()->gemm_bf16 && kernels_amx_ready(); }
+static int amx_allowed = 1;
+static int amx_bf16(void) { return kp()->gemm_bf16 && amx_allowed && kernels_amx_ready(); }
+static int amx_int8(void) { return kp()->gemm_q8_amx && amx_allowed && kernels_amx_ready(); }
+
+void kernels_allow_amx(int allow) { amx_allowed = allow; }
+
+int kernels_int8_amx(void) { return kp()->gemm_q8 && amx_int8(); }
 
 int kernels_bf16_activations(void) { return amx_bf16(); }
 
@@ -355,10 +361,18 @@ static void gemm_quant(float *const *outs, const float *x, const Tensor *const *
         int nt = n_threads_for(s, (size_t)units * UNIT_ROWS * k * tokens);
         QuantActs *a = s->acts;
         a->k = k;
+        int amx = amx_int8();
         #pragma omp parallel num_threads(nt)
         {
+            /* AMX reads 16 tokens at a time: under 16, zeros stand in for the rest */
             #pragma omp for schedule(static)
-            for (int t = 0; t < tokens; t++) {
+            for (int t = 0; t < (amx && tokens < 16 ? 16 : tokens); t++) {
+                if (t >= tokens) {
+                    memset(a->q + (size_t)t * k, 0, (size_t)k);
+                    memset(a->d + (size_t)t * (k / QK), 0, (size_t)(k / QK) * sizeof(float));
+                    memset(a->sum + (size_t)t * (k / 16), 0, (size_t)(k / 16) * sizeof(int32_t));
+                    continue;
+                }
                 p->quantize_q8(a->q + (size_t)t * k, a->d + (size_t)t * (k / QK), x + (size_t)(t0 + t) * k, k);
                 quant_sums(a->sum + (size_t)t * (k / 16), a->q + (size_t)t * k, k, 16);
             }
@@ -369,11 +383,19 @@ static void gemm_quant(float *const *outs, const float *x, const Tensor *const *
                 while (j >= (ws[i]->rows + UNIT_ROWS - 1) / UNIT_ROWS) j -= (ws[i++]->rows + UNIT_ROWS - 1) / UNIT_ROWS;
                 const Tensor *w = ws[i];
                 int r0 = j * UNIT_ROWS, rows = w->rows - r0 < UNIT_ROWS ? w->rows - r0 : UNIT_ROWS;
+                size_t row_bytes = tensor_row_bytes(w->type, (size_t)k);
                 if (w->packed) /* the mapped rows then stay untouched after load */
                     quant_unit_fill_packed(u, w->type, packed_group(w, r0), rows, k);
+                else if (w->type == TENSOR_Q8_0 && p->unit_fill_q8_0)
+                    p->unit_fill_q8_0(u, tensor_row(w, r0), row_bytes, rows, k, amx);
                 else
-                    quant_unit_fill(u, w->type, tensor_row(w, r0), tensor_row_bytes(w->type, (size_t)k), rows, k);
-                p->gemm_q8(outs[i] + (size_t)t0 * w->rows + r0, (size_t)w->rows, u, rows, a, 0, tokens);
+                    quant_unit_fill(u, w->type, tensor_row(w, r0), row_bytes, rows, k);
+                if (amx) {
+                    if (!u->centred) quant_unit_centre(u);
+                    p->gemm_q8_amx(outs[i] + (size_t)t0 * w->rows + r0, (size_t)w->rows, u, rows, a, 0, tokens);
+                } else {
+                    p->gemm_q8(outs[i] + (size_t)t0 * w->rows + r0, (size_t)w->rows, u, rows, a, 0, tokens);
+                }
             }
         }
     }

@@ -133,6 +133,13 @@ int kernels_int8_prefill(void);
  * on AMX tiles (the AVX-512 path where the CPU and kernel allow AMX; k a
  * multiple of 32); 0 if in f32.  Decode always keeps f32 activations. */
 int kernels_bf16_activations(void);
+/* 1 if block-quantized prefill multiplies its int8 products on AMX tiles
+ * (the AVX-512 path where the CPU and kernel allow AMX): the same bits as
+ * with VNNI, only faster. */
+int kernels_int8_amx(void);
+/* Tests hold AMX's prefill against the same path without it: 0 keeps
+ * AMX's tiles unused (BF16 prefill in f32, block-quantized on VNNI). */
+void kernels_allow_amx(int allow);
 /* The f32 multiply-add peak of the path in use at omp_get_max_threads()
  * threads, GFLOP/s (a multiply-add is 2 flops): the best of a few ~20 ms
  * passes, as the bandwidth probe takes the best of its passes. */

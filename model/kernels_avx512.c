@@ -657,8 +657,43 @@ static void gemm_q8(float *out, size_t ldo, const QuantUnit *w, int rows, const 
         (w->has_min ? gemm_q8_min : gemm_q8_centred)(out, ldo, w, rows, x, t0, t1);
 }
 #define GEMM_Q8 gemm_q8
+
+/* Q8_0 rows into a unit (quant_unit_fill's bytes, scales and mins):
+ * vector s of a block's group gathers quants 4s..4s+3 of its 16 rows, and
+ * their scales come from one more gather.  The file's quants are already
+ * centred (int8); u adds 128 by flipping the top bit.  Row by row, the
+ * interleave cost a quarter of Q8_0's prefill. */
+static void unit_fill_q8_0(QuantUnit *u, const void *rows, size_t row_bytes, int n_rows, int k, int centred) {
+    quant_unit_kind(u, TENSOR_Q8_0, k);
+    const __m512i flip = _mm512_set1_epi8(centred ? 0 : (char)0x80);
+    const __m512i at = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                          _mm512_set1_epi32((int)row_bytes));
+    for (int g = 0; g < 2; g++) {
+        int nr = n_rows - 16 * g < 0 ? 0 : n_rows - 16 * g > 16 ? 16 : n_rows - 16 * g;
+        __mmask16 m = (__mmask16)((1u << nr) - 1);
+        const uint8_t *base = (const uint8_t *)rows + (size_t)(16 * g) * row_bytes;
+        for (int b = 0; b < k / 32; b++) {
+            const uint8_t *blk = base + (size_t)b * (2 + QK);
+            uint8_t *dst = u->q + (size_t)(b * 2 + g) * 512;
+            for (int s = 0; s < 8; s++)
+                _mm512_storeu_si512(dst + 64 * s, _mm512_xor_si512(_mm512_mask_i32gather_epi32(
+                                                                       _mm512_setzero_si512(), m, at, blk + 2 + 4 * s, 1),
+                                                                   flip));
+            __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(
+                _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, at, blk, 1)));
+            size_t sc = (size_t)(b * 2 + g) * 2 * 16;
+            _mm512_storeu_ps(u->d + sc, d);
+            _mm512_storeu_ps(u->d + sc + 16, d);
+            _mm512_storeu_ps(u->m + sc, _mm512_setzero_ps());
+            _mm512_storeu_ps(u->m + sc + 16, _mm512_setzero_ps());
+        }
+    }
+    u->centred = centred;
+}
+#define UNIT_FILL_Q8_0 unit_fill_q8_0
 #else
 #define GEMM_Q8 NULL /* no VNNI: prefill keeps f32 panels (kernels_int8_prefill) */
+#define UNIT_FILL_Q8_0 NULL
 #endif
 
 /* ---- decode on packed rows (kernels_impl.h) ------------------------------------ */
@@ -887,7 +922,10 @@ static const KernelPath path = {
 #ifdef KERNELS_AMX
     .bf16_tiles = amx_bf16_tiles, .gemm_bf16 = amx_gemm_bf16, /* kernels_amx.c */
 #endif
-    .gemm_q8 = GEMM_Q8, .quantize_q8 = quantize_q8, .to_f16 = to_f16, .softmax = softmax,
+#ifdef KERNELS_AMX_INT8
+    .gemm_q8_amx = amx_gemm_q8, /* kernels_amx.c */
+#endif
+    .gemm_q8 = GEMM_Q8, .unit_fill_q8_0 = UNIT_FILL_Q8_0, .quantize_q8 = quantize_q8, .to_f16 = to_f16, .softmax = softmax,
     .sum_exp = sum_exp, .exp_sum = exp_sum, .max_of = max_of, .swiglu = swiglu, .gelu = gelu, .fma_peak = fma_peak,
 };
 const KernelPath *const kernels_avx512 = &path;

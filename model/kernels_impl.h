@@ -71,6 +71,7 @@ typedef struct QuantUnit {
     int off;         /* the type's centre: Q8_0 128, Q4_0 8, Q5_0 16, Q3_K 4, Q6_K 32, else 0 */
     int has_min;     /* m may be non-zero: the _1 types, Q2_K, Q4_K, Q5_K */
     int split;       /* the halves' scales may differ: sub-blocks of 16 (Q2_K, Q3_K, Q6_K) */
+    int centred;     /* q holds int8 u - off instead of u (quant_unit_centre) */
     uint8_t *q;      /* (nb, 2, 8, 16, 4) u, as above */
     float *d, *m;    /* (nb, 2 row groups, 2 halves, 16 rows) */
 } QuantUnit;
@@ -161,6 +162,15 @@ typedef struct {
      * product (prefill then uses f32 panels). */
     void (*gemm_q8)(float *out, size_t ldo, const QuantUnit *w, int rows, const QuantActs *x, int t0,
                     int t1);
+    /* The same on AMX tiles (kernels_amx.c), NULL where the path has none:
+     * w's quants centred (quant_unit_centre), and x's rows readable up to
+     * t0 + 16.  The integer sums are exact and scaled in gemm_q8's order,
+     * so the outputs are gemm_q8's bits. */
+    void (*gemm_q8_amx)(float *out, size_t ldo, const QuantUnit *w, int rows, const QuantActs *x, int t0,
+                        int t1);
+    /* quant_unit_fill of Q8_0 rows, centred (quant_unit_centre) if asked;
+     * NULL where the path has none. */
+    void (*unit_fill_q8_0)(QuantUnit *u, const void *rows, size_t row_bytes, int n_rows, int k, int centred);
     /* Activations to Q8 blocks of 32 (k a multiple of 32): q = round(x / d),
      * d = max|x| / 127 per block, kept as f32. */
     void (*quantize_q8)(int8_t *q, float *d, const float *x, int k);
@@ -199,10 +209,14 @@ int kernels_amx_ready(void);
  * them). */
 #if defined(__AMX_TILE__) && defined(__AMX_BF16__) && defined(__AVX512BF16__) && defined(__linux__)
 #define KERNELS_AMX 1
+#if defined(__AMX_INT8__)
+#define KERNELS_AMX_INT8 1
+#endif
 #endif
 void amx_bf16_tiles(uint16_t *dst, const float *x, int n, int k, int t0, int t1);
 void amx_gemm_bf16(float *out, size_t ldo, const uint16_t *tiles, const uint16_t *w, size_t ldw, int r0, int r1,
                    int n, int k, uint16_t *pad);
+void amx_gemm_q8(float *out, size_t ldo, const QuantUnit *w, int rows, const QuantActs *x, int t0, int t1);
 
 /* The paths compiled into this build; NULL when the compiler does not
  * target the instruction set (see the Makefile's PORTABLE). */
@@ -223,6 +237,10 @@ void quant_unit_fill(QuantUnit *u, TensorType t, const void *rows, size_t row_by
 /* The same from the packed copy (kernels_pack.c): `groups` the packed
  * group of the unit's first row; the unit is the same bytes and floats. */
 void quant_unit_fill_packed(QuantUnit *u, TensorType t, const void *groups, int n_rows, int k);
+/* A filled unit's bytes u to int8 u - off in place (centred set): the
+ * weights' own quants, as AMX's signed-by-signed product takes them, so
+ * its sums need no off term (every type's u - off fits in int8). */
+void quant_unit_centre(QuantUnit *u);
 /* A unit's nb, off, has_min and split for type t and width k. */
 void quant_unit_kind(QuantUnit *u, TensorType t, int k);
 /* The sums of each `width` of k quants: QuantActs.sum of one token (16),

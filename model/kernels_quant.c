@@ -45,6 +45,14 @@ void quant_unit_kind(QuantUnit *u, TensorType t, int k) {
     u->has_min = t == TENSOR_Q4_1 || t == TENSOR_Q5_1 || t == TENSOR_Q2_K || t == TENSOR_Q4_K ||
                  t == TENSOR_Q5_K;
     u->split = t == TENSOR_Q2_K || t == TENSOR_Q3_K || t == TENSOR_Q6_K;
+    u->centred = 0;
+}
+
+void quant_unit_centre(QuantUnit *u) {
+    uint8_t off = (uint8_t)u->off, *q = u->q;
+    size_t n = (size_t)u->nb * 2 * 8 * 64;
+    for (size_t i = 0; i < n; i++) q[i] = (uint8_t)(q[i] - off); /* two's complement of u - off */
+    u->centred = 1;
 }
 
 /* Block b of unit row r: 32 centred quants, the halves' scales and mins. */

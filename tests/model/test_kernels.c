@@ -695,6 +695,60 @@ START_TEST(quant_prefill_matches_portable) {
 }
 END_TEST
 
+/* Block-quantized prefill on AMX (kernels_amx.c) sums the same exact
+ * integers as VNNI and scales them in the same order: the same bits, for
+ * every type, with fewer than 16 tokens (the A tiles read zeros past the
+ * end), a last tile of 16 moved back over tokens already done (20, 600
+ * tokens: 600 is one chunk of 512 and 88 more), and a partial unit (45
+ * rows: 13 in the second unit's first group, none in its second).
+ * Control: the portable path, whose sums round without FMA, differs in
+ * the bits of some outputs, so the comparison can fail. */
+START_TEST(amx_int8_prefill_equals_vnni) {
+    static const TensorType TYPES[] = {TENSOR_Q8_0, TENSOR_Q4_0, TENSOR_Q4_1, TENSOR_Q5_0, TENSOR_Q5_1,
+                                       TENSOR_Q2_K, TENSOR_Q3_K, TENSOR_Q4_K, TENSOR_Q5_K, TENSOR_Q6_K};
+    static const int TOKENS[] = {7, 20, 600};
+    if (!have("avx512") || (kernels_use("avx512"), !kernels_int8_amx())) {
+        printf("amx_int8_prefill_equals_vnni: no AMX-INT8 here, nothing to check\n");
+        return;
+    }
+    int rows = 45, cols = 256 * 3;
+    float *x = random_floats((size_t)600 * cols);
+    for (size_t ty = 0; ty < sizeof TYPES / sizeof TYPES[0]; ty++) {
+        float *wref;
+        Tensor w = random_tensor(TYPES[ty], rows, cols, &wref);
+        for (size_t i = 0; i < sizeof TOKENS / sizeof TOKENS[0]; i++) {
+            int n = TOKENS[i];
+            size_t bytes = (size_t)n * rows * sizeof(float);
+            kernels_use("avx512");
+            ck_assert(kernels_int8_amx());
+            float *amx = run_matmul(&w, x, n, 2);
+            kernels_allow_amx(0);
+            ck_assert(!kernels_int8_amx());
+            float *vnni = run_matmul(&w, x, n, 2);
+            kernels_allow_amx(1);
+            ck_assert_msg(memcmp(amx, vnni, bytes) == 0, "%s, %d tokens: AMX and VNNI differ",
+                          tensor_type_name(TYPES[ty]), n);
+            kernels_use("portable");
+            float *portable = run_matmul(&w, x, n, 1);
+            int differ = 0;
+            for (size_t o = 0; o < (size_t)n * rows; o++) differ += memcmp(&amx[o], &portable[o], sizeof(float)) != 0;
+            if (n == 600)
+                printf("%s: portable's bits differ from AMX's in %d of %d outputs\n", tensor_type_name(TYPES[ty]),
+                       differ, n * rows);
+            ck_assert_msg(differ > 0, "%s, %d tokens: the control found no output whose bits differ",
+                          tensor_type_name(TYPES[ty]), n);
+            free(amx);
+            free(vnni);
+            free(portable);
+        }
+        free(wref);
+        free((void *)w.data);
+    }
+    kernels_use("avx512");
+    free(x);
+}
+END_TEST
+
 /* mix_rows: the weighted sum of values, within the bound of the exact sum. */
 START_TEST(mix_rows_within_bound) {
     static const int HS[] = {8, 16, 32, 48, 64, 72, 128}, CELLS[] = {1, 5, 33};
@@ -1169,6 +1223,7 @@ int main(void) {
     tcase_add_test(tc, packed_f32_decode_equals_prefill);
     tcase_add_test(tc, amx_bf16_chunks);
     tcase_add_test(tc, quant_prefill_matches_portable);
+    tcase_add_test(tc, amx_int8_prefill_equals_vnni);
     tcase_add_test(tc, mix_rows_within_bound);
     tcase_add_test(tc, conversions_exact);
     tcase_add_test(tc, activations_match_portable);
