@@ -140,33 +140,31 @@ void amx_gemm_bf16(float *out, size_t ldo, const uint16_t *tiles, const uint16_t
 #ifdef KERNELS_AMX_INT8
 /* Block-quantized prefill (gemm_q8_amx): the unit's centred quants
  * (quant_unit_centre) are the B tiles as they lie, a group of 16 rows by
- * one block (8 rows of 64 bytes) or by one half block (4 rows), and the
- * Q8 activations the A tiles, 16 tokens by 32 (or 16) quants read in place
- * (a token's quants are k bytes apart).  Per block, TDPBSSD gives the
+ * one block (8 rows of 64 bytes), and the Q8 activations the A tiles, 16
+ * tokens by 32 quants read in place (a token's quants are k bytes apart).  Per block, TDPBSSD gives the
  * exact int32 sums of 32 tokens by the unit's 32 rows in four C tiles;
  * they are stored and scaled as gemm_q8's into f32 sums in memory, the
  * scaling of one block placed between the products of the next, so that
  * the vector units work while the tiles multiply. */
-static void configure_q8(int split) {
+static void configure_q8(void) {
     TileConfig cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.palette = 1;
     for (int i = 0; i < 8; i++) cfg.rows[i] = 16, cfg.colsb[i] = 64;
-    cfg.rows[0] = cfg.rows[1] = split ? 4 : 8;      /* B: the unit's two groups */
-    cfg.colsb[2] = cfg.colsb[3] = split ? 16 : 32;  /* A: two tiles of 16 tokens */
+    cfg.rows[0] = cfg.rows[1] = 8;      /* B: the unit's two groups */
+    cfg.colsb[2] = cfg.colsb[3] = 32;   /* A: two tiles of 16 tokens */
     _tile_loadconfig(&cfg);                         /* C tiles 4-7: 4 + 2 * tokens + group */
 }
 
 #define AI static inline __attribute__((always_inline))
 
-/* Sub-block sb (a block, or with SPLIT a half block): the int32 sums of
- * tokens a[i].. by group g into c[2i + g], 16 tokens by 16 rows. */
-AI void q8_multiply(int32_t (*c)[256], const int8_t *const a[2], size_t k, const uint8_t *wq, int sb, int SPLIT) {
-    int b = SPLIT ? sb >> 1 : sb, h = SPLIT ? sb & 1 : 0;
-    _tile_loadd(0, wq + (size_t)(b * 2) * 512 + 256 * h, 64);
-    _tile_loadd(1, wq + (size_t)(b * 2 + 1) * 512 + 256 * h, 64);
-    _tile_loadd(2, a[0] + 32 * b + 16 * h, k);
-    _tile_loadd(3, a[1] + 32 * b + 16 * h, k);
+/* Block b: the int32 sums of tokens a[i].. by group g into c[2i + g], 16
+ * tokens by 16 rows. */
+AI void q8_multiply(int32_t (*c)[256], const int8_t *const a[2], size_t k, const uint8_t *wq, int b) {
+    _tile_loadd(0, wq + (size_t)(b * 2) * 512, 64);
+    _tile_loadd(1, wq + (size_t)(b * 2 + 1) * 512, 64);
+    _tile_loadd(2, a[0] + 32 * b, k);
+    _tile_loadd(3, a[1] + 32 * b, k);
     _tile_zero(4);
     _tile_zero(5);
     _tile_zero(6);
@@ -181,51 +179,42 @@ AI void q8_multiply(int32_t (*c)[256], const int8_t *const a[2], size_t k, const
     _tile_stored(7, c[3], 64);
 }
 
-/* acc[2i + g][j] += sub-block sb's sums for token t[i] + j, rows of group
- * g, scaled as gemm_q8's (FIRST: acc starts from +0, as gemm_q8's). */
+/* acc[2i + g][j] += block b's sums for token t[i] + j, rows of group g,
+ * scaled as gemm_q8's (FIRST: acc starts from +0, as gemm_q8's). */
 AI void q8_scale(float (*acc)[256], const int32_t (*c)[256], const QuantUnit *w, const QuantActs *x,
-                 const int t[2], int sb, int MIN, int SPLIT, int FIRST) {
-    int k = x->k, b = SPLIT ? sb >> 1 : sb, h = SPLIT ? sb & 1 : 0;
-    size_t at0 = ((size_t)(b * 2) * 2 + h) * 16, at1 = ((size_t)(b * 2 + 1) * 2 + h) * 16;
-    __m512 d[2] = {_mm512_loadu_ps(w->d + at0), _mm512_loadu_ps(w->d + at1)};
-    __m512 m[2] = {MIN ? _mm512_loadu_ps(w->m + at0) : d[0], MIN ? _mm512_loadu_ps(w->m + at1) : d[1]};
+                 const int t[2], int b, int FIRST) {
+    int k = x->k;
+    __m512 d[2] = {_mm512_loadu_ps(w->d + (size_t)(b * 2) * 32), _mm512_loadu_ps(w->d + (size_t)(b * 2 + 1) * 32)};
     for (int i = 0; i < 2; i++)
 #pragma GCC unroll 4
         for (int j = 0; j < 16; j++) {
-            int token = t[i] + j;
-            __m512 xd = _mm512_set1_ps(x->d[(size_t)token * (k / 32) + b]), xs = xd;
-            if (MIN) {
-                const int32_t *sums = x->sum + (size_t)token * (k / 16);
-                int32_t sum = SPLIT ? sums[2 * b + h] : sums[2 * b] + sums[2 * b + 1];
-                xs = _mm512_set1_ps(x->d[(size_t)token * (k / 32) + b] * (float)sum);
-            }
+            __m512 xd = _mm512_set1_ps(x->d[(size_t)(t[i] + j) * (k / 32) + b]);
 #pragma GCC unroll 2
             for (int g = 0; g < 2; g++) {
                 float *o = acc[2 * i + g] + 16 * j;
-                __m512 v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c[2 * i + g] + 16 * j)),
-                                           _mm512_mul_ps(d[g], xd), FIRST ? _mm512_setzero_ps() : _mm512_load_ps(o));
-                if (MIN) v = _mm512_fmadd_ps(m[g], xs, v);
-                _mm512_store_ps(o, v);
+                _mm512_store_ps(o, _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c[2 * i + g] + 16 * j)),
+                                                   _mm512_mul_ps(d[g], xd),
+                                                   FIRST ? _mm512_setzero_ps() : _mm512_load_ps(o)));
             }
         }
 }
 
 /* The unit's rows by tokens t[0].., t[1].. (16 each; the same twice when
  * there are fewer than 32, t[0] storing nt of its rows). */
-AI void q8_tokens(float *out, size_t ldo, const QuantUnit *w, int rows, const QuantActs *x, const int t[2], int nt,
-                  int MIN, int SPLIT) {
+static void q8_tokens(float *out, size_t ldo, const QuantUnit *w, int rows, const QuantActs *x, const int t[2],
+                      int nt) {
     size_t k = (size_t)x->k;
-    int subs = SPLIT ? 2 * w->nb : w->nb;
+    int nb = w->nb;
     const int8_t *a[2] = {x->q + (size_t)t[0] * k, x->q + (size_t)t[1] * k};
     _Alignas(64) int32_t c[2][4][256];
     _Alignas(64) float acc[4][256];
-    q8_multiply(c[0], a, k, w->q, 0, SPLIT);
-    for (int sb = 0; sb < subs; sb++) {
-        if (sb + 1 < subs) q8_multiply(c[(sb + 1) & 1], a, k, w->q, sb + 1, SPLIT);
-        if (sb == 0)
-            q8_scale(acc, (const int32_t(*)[256])c[0], w, x, t, 0, MIN, SPLIT, 1);
+    q8_multiply(c[0], a, k, w->q, 0);
+    for (int b = 0; b < nb; b++) {
+        if (b + 1 < nb) q8_multiply(c[(b + 1) & 1], a, k, w->q, b + 1);
+        if (b == 0)
+            q8_scale(acc, (const int32_t(*)[256])c[0], w, x, t, 0, 1);
         else
-            q8_scale(acc, (const int32_t(*)[256])c[sb & 1], w, x, t, sb, MIN, SPLIT, 0);
+            q8_scale(acc, (const int32_t(*)[256])c[b & 1], w, x, t, b, 0);
     }
     for (int i = 0; i < (t[1] == t[0] ? 1 : 2); i++)
         for (int g = 0; g < 2 && 16 * g < rows; g++) {
@@ -236,8 +225,8 @@ AI void q8_tokens(float *out, size_t ldo, const QuantUnit *w, int rows, const Qu
         }
 }
 
-AI void q8_unit(float *out, size_t ldo, const QuantUnit *w, int rows, const QuantActs *x, int t0, int t1, int MIN,
-                int SPLIT) {
+void amx_gemm_q8(float *out, size_t ldo, const QuantUnit *w, int rows, const QuantActs *x, int t0, int t1) {
+    configure_q8();
     for (int t = t0; t < t1; t += 32) {
         /* tiles past t1 move back to end there (tokens done twice come out the
          * same bits); with fewer than 16 tokens the A tiles read past t1 */
@@ -245,16 +234,8 @@ AI void q8_unit(float *out, size_t ldo, const QuantUnit *w, int rows, const Quan
         for (int i = 0; i < 2; i++)
             if (t1 - t0 >= 16 && tt[i] + 16 > t1) tt[i] = t1 - 16;
         if (t1 - t0 < 16) tt[1] = tt[0], nt = t1 - t0;
-        q8_tokens(out, ldo, w, rows, x, tt, nt, MIN, SPLIT);
+        q8_tokens(out, ldo, w, rows, x, tt, nt);
     }
-}
-
-void amx_gemm_q8(float *out, size_t ldo, const QuantUnit *w, int rows, const QuantActs *x, int t0, int t1) {
-    configure_q8(w->split);
-    if (w->split)
-        w->has_min ? q8_unit(out, ldo, w, rows, x, t0, t1, 1, 1) : q8_unit(out, ldo, w, rows, x, t0, t1, 0, 1);
-    else
-        w->has_min ? q8_unit(out, ldo, w, rows, x, t0, t1, 1, 0) : q8_unit(out, ldo, w, rows, x, t0, t1, 0, 0);
     _tile_release();
 }
 #endif

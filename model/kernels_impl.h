@@ -163,7 +163,9 @@ typedef struct {
     void (*gemm_q8)(float *out, size_t ldo, const QuantUnit *w, int rows, const QuantActs *x, int t0,
                     int t1);
     /* The same on AMX tiles (kernels_amx.c), NULL where the path has none:
-     * w's quants centred (quant_unit_centre), and x's rows readable up to
+     * units of the centred types with one scale per block (Q8_0, Q4_0,
+     * Q5_0: neither split nor has_min), their quants centred
+     * (quant_unit_centre), and x's rows readable up to
      * t0 + 16.  The integer sums are exact and scaled in gemm_q8's order,
      * so the outputs are gemm_q8's bits. */
     void (*gemm_q8_amx)(float *out, size_t ldo, const QuantUnit *w, int rows, const QuantActs *x, int t0,

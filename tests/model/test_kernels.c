@@ -696,13 +696,14 @@ START_TEST(quant_prefill_matches_portable) {
 END_TEST
 
 /* Block-quantized prefill on AMX (kernels_amx.c) sums the same exact
- * integers as VNNI and scales them in the same order: the same bits, for
- * every type, with fewer than 16 tokens (the A tiles read zeros past the
- * end), a last tile of 16 moved back over tokens already done (20, 600
- * tokens: 600 is one chunk of 512 and 88 more), and a partial unit (45
- * rows: 13 in the second unit's first group, none in its second).
- * Control: the portable path, whose sums round without FMA, differs in
- * the bits of some outputs, so the comparison can fail. */
+ * integers as VNNI and scales them in the same order: the same bits for
+ * every type (those with half-block scales or mins go to VNNI even with
+ * AMX on: the dispatch is checked with them), with fewer than 16 tokens (the A
+ * tiles read zeros past the end), a last tile of 16 moved back over tokens
+ * already done (20, 600 tokens: 600 is one chunk of 512 and 88 more), and
+ * a partial unit (45 rows: 13 in the second unit's first group, none in
+ * its second).  Control: the portable path, whose sums round without FMA,
+ * differs in the bits of some outputs, so the comparison can fail. */
 START_TEST(amx_int8_prefill_equals_vnni) {
     static const TensorType TYPES[] = {TENSOR_Q8_0, TENSOR_Q4_0, TENSOR_Q4_1, TENSOR_Q5_0, TENSOR_Q5_1,
                                        TENSOR_Q2_K, TENSOR_Q3_K, TENSOR_Q4_K, TENSOR_Q5_K, TENSOR_Q6_K};
