@@ -227,29 +227,51 @@ START_TEST(dot_rows_within_bound) {
 END_TEST
 
 /* The rounding of an output is the same whether it is computed alone, in a
- * tile with others, or with other tokens: decode equals prefill. */
+ * tile with others, or with other tokens: decode equals prefill.  Shapes:
+ * k = 100 (a masked tail), and attention's short rows, k = 64 and 256 in
+ * f32 and f16 (the KV cache's types), 37 rows (a partial group of 16), 11
+ * tokens.  Control: the
+ * portable path's tree is another, so its bits differ from a SIMD path's
+ * in some outputs (the comparison can fail). */
 START_TEST(dot_rows_independent_of_tiling) {
     const char *paths[] = {"portable", "avx2", "avx512"};
-    int n = 11, m = 37, k = 100;
-    float *x = random_floats((size_t)n * k), *wref;
-    Tensor w = random_tensor(TENSOR_F32, m, k, &wref);
-    float *all = malloc((size_t)n * m * sizeof(float)), one[1];
-    for (int p = 0; p < 3; p++) {
-        if (!have(paths[p])) continue;
-        dot_rows(all, (size_t)m, x, (size_t)k, TENSOR_F32, w.data, (size_t)k, n, m, k);
-        for (int t = 0; t < n; t++)
-            for (int r = 0; r < m; r++) {
-                dot_rows(one, 1, x + (size_t)t * k, (size_t)k, TENSOR_F32, wref + (size_t)r * k, (size_t)k, 1, 1, k);
-                ck_assert_msg(memcmp(one, all + (size_t)t * m + r, sizeof(float)) == 0,
-                              "%s: t=%d r=%d differs alone (%.9g) and in a tile (%.9g)", paths[p], t, r,
-                              (double)one[0], (double)all[(size_t)t * m + r]);
+    static const struct { TensorType type; int k; } CASES[] = {
+        {TENSOR_F32, 100}, {TENSOR_F32, 64}, {TENSOR_F16, 64}, {TENSOR_F32, 256}, {TENSOR_F16, 256}};
+    int n = 11, m = 37;
+    for (size_t ci = 0; ci < sizeof CASES / sizeof CASES[0]; ci++) {
+        TensorType type = CASES[ci].type;
+        int k = CASES[ci].k;
+        size_t row = tensor_row_bytes(type, (size_t)k);
+        float *x = random_floats((size_t)n * k), *wref;
+        Tensor w = random_tensor(type, m, k, &wref);
+        float *all = malloc((size_t)n * m * sizeof(float)), *portable = malloc((size_t)n * m * sizeof(float)), one[1];
+        for (int p = 0; p < 3; p++) {
+            if (!have(paths[p])) continue;
+            dot_rows(all, (size_t)m, x, (size_t)k, type, w.data, (size_t)k, n, m, k);
+            for (int t = 0; t < n; t++)
+                for (int r = 0; r < m; r++) {
+                    dot_rows(one, 1, x + (size_t)t * k, (size_t)k, type, (const char *)w.data + (size_t)r * row,
+                             (size_t)k, 1, 1, k);
+                    ck_assert_msg(memcmp(one, all + (size_t)t * m + r, sizeof(float)) == 0,
+                                  "%s %s k=%d: t=%d r=%d differs alone (%.9g) and in a tile (%.9g)", paths[p],
+                                  tensor_type_name(type), k, t, r, (double)one[0], (double)all[(size_t)t * m + r]);
+                }
+            if (p == 0) {
+                memcpy(portable, all, (size_t)n * m * sizeof(float));
+                continue;
             }
+            int differ = 0;
+            for (int o = 0; o < n * m; o++) differ += memcmp(&all[o], &portable[o], sizeof(float)) != 0;
+            ck_assert_msg(differ > 0, "%s %s k=%d: control: no output differs from portable's bits", paths[p],
+                          tensor_type_name(type), k);
+        }
+        free(x);
+        free(wref);
+        free((void *)w.data);
+        free(all);
+        free(portable);
     }
     kernels_use("portable");
-    free(x);
-    free(wref);
-    free((void *)w.data);
-    free(all);
 }
 END_TEST
 
