@@ -37,12 +37,16 @@ const char *kernels_path_name(void) { return kp()->name; }
 int kernels_int8_prefill(void) { return kp()->gemm_q8 != NULL; }
 
 /* AMX needs the kernel's leave to use its tile state (once per process);
- * without it prefill keeps the f32 panels. */
+ * without it BF16 prefill keeps the f32 panels, block-quantized prefill
+ * VNNI. */
 static int amx_allowed = 1;
 static int amx_bf16(void) { return kp()->gemm_bf16 && amx_allowed && kernels_amx_ready(); }
 static int amx_int8(void) { return kp()->gemm_q8_amx && amx_allowed && kernels_amx_ready(); }
 
 void kernels_allow_amx(int allow) { amx_allowed = allow; }
+
+static size_t amx_units;
+size_t kernels_amx_units(void) { return amx_units; }
 
 int kernels_int8_amx(void) { return kp()->gemm_q8 && amx_int8(); }
 
@@ -364,13 +368,14 @@ static void gemm_quant(float *const *outs, const float *x, const Tensor *const *
         int amx = amx_int8();
         #pragma omp parallel num_threads(nt)
         {
-            /* AMX reads 16 tokens at a time: under 16, zeros stand in for the rest */
+            /* AMX's tile reads 16 tokens: under 16, zeros (not stale values) in
+             * the rows it reads past the chunk, whose outputs are not stored */
+            int rows_read = amx && tokens < 16 ? 16 : tokens;
             #pragma omp for schedule(static)
-            for (int t = 0; t < (amx && tokens < 16 ? 16 : tokens); t++) {
+            for (int t = 0; t < rows_read; t++) {
                 if (t >= tokens) {
                     memset(a->q + (size_t)t * k, 0, (size_t)k);
                     memset(a->d + (size_t)t * (k / QK), 0, (size_t)(k / QK) * sizeof(float));
-                    memset(a->sum + (size_t)t * (k / 16), 0, (size_t)(k / 16) * sizeof(int32_t));
                     continue;
                 }
                 p->quantize_q8(a->q + (size_t)t * k, a->d + (size_t)t * (k / QK), x + (size_t)(t0 + t) * k, k);
@@ -396,6 +401,8 @@ static void gemm_quant(float *const *outs, const float *x, const Tensor *const *
                  * (Q4_K, Q6_K) prefill was 3-5% slower than on VNNI */
                 if (amx && !u->split && !u->has_min) {
                     if (!u->centred) quant_unit_centre(u);
+                    #pragma omp atomic
+                    amx_units++;
                     p->gemm_q8_amx(outs[i] + (size_t)t0 * w->rows + r0, (size_t)w->rows, u, rows, a, 0, tokens);
                 } else {
                     p->gemm_q8(outs[i] + (size_t)t0 * w->rows + r0, (size_t)w->rows, u, rows, a, 0, tokens);

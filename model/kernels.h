@@ -140,6 +140,9 @@ int kernels_int8_amx(void);
 /* Tests hold AMX's prefill against the same path without it: 0 keeps
  * AMX's tiles unused (BF16 prefill in f32, block-quantized on VNNI). */
 void kernels_allow_amx(int allow);
+/* Units of block-quantized rows multiplied on AMX-INT8 so far: tests see
+ * that prefill went there (its bits are VNNI's, so nothing else shows). */
+size_t kernels_amx_units(void);
 /* The f32 multiply-add peak of the path in use at omp_get_max_threads()
  * threads, GFLOP/s (a multiply-add is 2 flops): the best of a few ~20 ms
  * passes, as the bandwidth probe takes the best of its passes. */

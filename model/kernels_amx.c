@@ -1,5 +1,7 @@
-/* Prefill of BF16 weights on AMX tiles (KernelPath.bf16_tiles, gemm_bf16),
- * in builds that target AMX-BF16 (the AVX-512 path's table points here).
+/* Prefill on AMX tiles, in builds that target AMX-BF16 (the AVX-512
+ * path's table points here): BF16 weights (KernelPath.bf16_tiles,
+ * gemm_bf16), and, where AMX-INT8 is targeted too, the units of the
+ * block-quantized types with one scale per block (gemm_q8_amx, below).
  *
  * One TDPBF16PS multiplies a 16 x 32 BF16 tile by a 32 x 16 one into 16 x
  * 16 f32 sums: 8192 multiply-adds, against 32 per cycle for two f32 FMA
@@ -158,11 +160,10 @@ static void configure_q8(void) {
     for (int i = 0; i < 8; i++) cfg.rows[i] = 16, cfg.colsb[i] = 64;
     cfg.rows[0] = cfg.rows[1] = 8; /* B: the unit's two groups */
     cfg.colsb[2] = 32;             /* A: 16 tokens; C: 4-5 even blocks, 6-7 odd ones */
-    cfg.rows[3] = cfg.colsb[3] = 0;
     _tile_loadconfig(&cfg);
 }
 
-#define AI static inline __attribute__((always_inline))
+#define INLINE static inline __attribute__((always_inline))
 
 /* Block b's products of the A tile (a, k bytes apart) with the unit's two
  * groups into tiles C0 (rows 0-15) and C1 (16-31). */
@@ -179,8 +180,8 @@ static void configure_q8(void) {
 
 /* acc[g][j] += block b's sums c[g] for token t + j, rows of group g,
  * scaled as gemm_q8's (FIRST: acc starts from +0, as gemm_q8's). */
-AI void q8_scale(float (*acc)[256], const int32_t (*c)[256], const QuantUnit *w, const QuantActs *x, int t, int b,
-                 int FIRST) {
+INLINE void q8_scale(float (*acc)[256], const int32_t (*c)[256], const QuantUnit *w, const QuantActs *x, int t,
+                     int b, int FIRST) {
     int k = x->k;
     __m512 d[2] = {_mm512_loadu_ps(w->d + (size_t)(b * 2) * 32), _mm512_loadu_ps(w->d + (size_t)(b * 2 + 1) * 32)};
 #pragma GCC unroll 4
@@ -189,8 +190,9 @@ AI void q8_scale(float (*acc)[256], const int32_t (*c)[256], const QuantUnit *w,
 #pragma GCC unroll 2
         for (int g = 0; g < 2; g++) {
             float *o = acc[g] + 16 * j;
-            _mm512_store_ps(o, _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c[g] + 16 * j)),
-                                               _mm512_mul_ps(d[g], xd), FIRST ? _mm512_setzero_ps() : _mm512_load_ps(o)));
+            __m512 sum = _mm512_cvtepi32_ps(_mm512_load_si512(c[g] + 16 * j));
+            _mm512_store_ps(o, _mm512_fmadd_ps(sum, _mm512_mul_ps(d[g], xd),
+                                               FIRST ? _mm512_setzero_ps() : _mm512_load_ps(o)));
         }
     }
 }

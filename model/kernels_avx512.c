@@ -698,9 +698,10 @@ static void unit_fill_q8_0(QuantUnit *u, const void *rows, size_t row_bytes, int
             }
             uint8_t *dst = u->q + (size_t)(b * 2 + g) * 512;
             for (int j = 0; j < 4; j++) {
-                _mm512_storeu_si512(dst + 64 * j, _mm512_xor_si512(_mm512_permutex2var_epi64(q[j], lo, q[j + 4]), flip));
-                _mm512_storeu_si512(dst + 64 * (j + 4),
-                                    _mm512_xor_si512(_mm512_permutex2var_epi64(q[j], hi, q[j + 4]), flip));
+                __m512i words_j = _mm512_permutex2var_epi64(q[j], lo, q[j + 4]);
+                __m512i words_j4 = _mm512_permutex2var_epi64(q[j], hi, q[j + 4]);
+                _mm512_storeu_si512(dst + 64 * j, _mm512_xor_si512(words_j, flip));
+                _mm512_storeu_si512(dst + 64 * (j + 4), _mm512_xor_si512(words_j4, flip));
             }
             __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)h));
             size_t sc = (size_t)(b * 2 + g) * 2 * 16;
@@ -826,7 +827,8 @@ static void packed_f32(float *out, const DecodeActs *x, const void *w, int m, in
  * when the tile ran below the 86-90% measured before on the same machine,
  * two threads, the three GEMMs, four alternating rounds: 82.1, 80.8, 79.8%
  * of the FMA peak without, 83.1, 81.6, 82.2% with (4, 8 and 32 columns
- * ahead gave as much or less). */
+ * ahead gave as much or less; blocking the columns by 64 to 256, the
+ * partial sums through memory, gave nothing that day either). */
 #define PACKED_AHEAD 16
 #define PACKED_TILE_GROUPS 4
 #define PACKED_TILE_TOKENS 6
@@ -955,7 +957,8 @@ static const KernelPath path = {
 #ifdef KERNELS_AMX_INT8
     .gemm_q8_amx = amx_gemm_q8, /* kernels_amx.c */
 #endif
-    .gemm_q8 = GEMM_Q8, .unit_fill_q8_0 = UNIT_FILL_Q8_0, .quantize_q8 = quantize_q8, .to_f16 = to_f16, .softmax = softmax,
+    .gemm_q8 = GEMM_Q8, .unit_fill_q8_0 = UNIT_FILL_Q8_0, .quantize_q8 = quantize_q8, .to_f16 = to_f16,
+    .softmax = softmax,
     .sum_exp = sum_exp, .exp_sum = exp_sum, .max_of = max_of, .swiglu = swiglu, .gelu = gelu, .fma_peak = fma_peak,
 };
 const KernelPath *const kernels_avx512 = &path;

@@ -206,9 +206,10 @@ typedef struct {
 /* 1 once the kernel lets this process use AMX's tile data (asked once),
  * 0 if it refuses or the build has no AMX kernels (kernels_amx.c). */
 int kernels_amx_ready(void);
-/* The AVX-512 path's BF16 prefill on AMX, in builds that target it
+/* The AVX-512 path's prefill on AMX, in builds that target it
  * (KERNELS_AMX: kernels_amx.c defines these and the path's table points at
- * them). */
+ * them): BF16 weights, and with AMX-INT8 targeted too (KERNELS_AMX_INT8),
+ * block-quantized units (amx_gemm_q8). */
 #if defined(__AMX_TILE__) && defined(__AMX_BF16__) && defined(__AVX512BF16__) && defined(__linux__)
 #define KERNELS_AMX 1
 #if defined(__AMX_INT8__)
@@ -243,7 +244,8 @@ void quant_unit_fill_packed(QuantUnit *u, TensorType t, const void *groups, int 
  * weights' own quants, as AMX's signed-by-signed product takes them, so
  * its sums need no off term (every type's u - off fits in int8). */
 void quant_unit_centre(QuantUnit *u);
-/* A unit's nb, off, has_min and split for type t and width k. */
+/* A unit's nb, off, has_min and split for type t and width k (centred
+ * 0). */
 void quant_unit_kind(QuantUnit *u, TensorType t, int k);
 /* The sums of each `width` of k quants: QuantActs.sum of one token (16),
  * decode's DecodeActs.sum (32) (kernels_quant.c). */

@@ -229,18 +229,20 @@ END_TEST
 /* The rounding of an output is the same whether it is computed alone, in a
  * tile with others, or with other tokens: decode equals prefill.  Shapes:
  * k = 100 (a masked tail), and attention's short rows, k = 64 and 256 in
- * f32 and f16 (the KV cache's types), 37 rows (a partial group of 16), 11
- * tokens.  Control: the
+ * f32 and f16 (the KV cache's types); 37 rows by 1 token (decode's tiles
+ * of 16 rows, a partial one; at k = 256 the streaming kernel), 10 and 11
+ * tokens (tiles of 3 tokens and the taller ones for 1 or 2 left).  Control: the
  * portable path's tree is another, so its bits differ from a SIMD path's
  * in some outputs (the comparison can fail). */
 START_TEST(dot_rows_independent_of_tiling) {
     const char *paths[] = {"portable", "avx2", "avx512"};
     static const struct { TensorType type; int k; } CASES[] = {
         {TENSOR_F32, 100}, {TENSOR_F32, 64}, {TENSOR_F16, 64}, {TENSOR_F32, 256}, {TENSOR_F16, 256}};
-    int n = 11, m = 37;
-    for (size_t ci = 0; ci < sizeof CASES / sizeof CASES[0]; ci++) {
-        TensorType type = CASES[ci].type;
-        int k = CASES[ci].k;
+    int m = 37;
+    for (size_t ci = 0; ci < 3 * sizeof CASES / sizeof CASES[0]; ci++) {
+        int n = (int[]){1, 10, 11}[ci % 3];
+        TensorType type = CASES[ci / 3].type;
+        int k = CASES[ci / 3].k;
         size_t row = tensor_row_bytes(type, (size_t)k);
         float *x = random_floats((size_t)n * k), *wref;
         Tensor w = random_tensor(type, m, k, &wref);
@@ -253,8 +255,8 @@ START_TEST(dot_rows_independent_of_tiling) {
                     dot_rows(one, 1, x + (size_t)t * k, (size_t)k, type, (const char *)w.data + (size_t)r * row,
                              (size_t)k, 1, 1, k);
                     ck_assert_msg(memcmp(one, all + (size_t)t * m + r, sizeof(float)) == 0,
-                                  "%s %s k=%d: t=%d r=%d differs alone (%.9g) and in a tile (%.9g)", paths[p],
-                                  tensor_type_name(type), k, t, r, (double)one[0], (double)all[(size_t)t * m + r]);
+                                  "%s %s k=%d n=%d: t=%d r=%d differs alone (%.9g) and in a tile (%.9g)", paths[p],
+                                  tensor_type_name(type), k, n, t, r, (double)one[0], (double)all[(size_t)t * m + r]);
                 }
             if (p == 0) {
                 memcpy(portable, all, (size_t)n * m * sizeof(float));
@@ -262,8 +264,8 @@ START_TEST(dot_rows_independent_of_tiling) {
             }
             int differ = 0;
             for (int o = 0; o < n * m; o++) differ += memcmp(&all[o], &portable[o], sizeof(float)) != 0;
-            ck_assert_msg(differ > 0, "%s %s k=%d: control: no output differs from portable's bits", paths[p],
-                          tensor_type_name(type), k);
+            ck_assert_msg(differ > 0, "%s %s k=%d n=%d: control: no output differs from portable's bits", paths[p],
+                          tensor_type_name(type), k, n);
         }
         free(x);
         free(wref);
@@ -718,48 +720,52 @@ START_TEST(quant_prefill_matches_portable) {
 END_TEST
 
 /* Block-quantized prefill on AMX (kernels_amx.c) sums the same exact
- * integers as VNNI and scales them in the same order: the same bits for
- * every type (those with half-block scales or mins go to VNNI even with
- * AMX on: the dispatch is checked with them), with fewer than 16 tokens (the A
- * tiles read zeros past the end), a last tile of 16 moved back over tokens
- * already done (20, 600 tokens: 600 is one chunk of 512 and 88 more), and
- * a partial unit (45 rows: 13 in the second unit's first group, none in
- * its second).  Control: the portable path, whose sums round without FMA,
- * differs in the bits of some outputs, so the comparison can fail. */
+ * integers as VNNI and scales them in the same order: the same bits, with
+ * fewer than 16 tokens (the A tile reads zeros past the end), a last tile
+ * of 16 moved back over tokens already done (20, 600 tokens: 600 is one
+ * chunk of 512 and 88 more), and a partial unit (45 rows: 13 in the
+ * second unit's first group, none in its second).  The types with one
+ * scale per block and no min go to AMX (its unit count rises), the others
+ * stay on VNNI even with AMX allowed (it does not).  Control: the portable
+ * path, whose sums round without FMA, differs in the bits of some outputs,
+ * so the comparison can fail. */
 START_TEST(amx_int8_prefill_equals_vnni) {
     static const TensorType TYPES[] = {TENSOR_Q8_0, TENSOR_Q4_0, TENSOR_Q4_1, TENSOR_Q5_0, TENSOR_Q5_1,
                                        TENSOR_Q2_K, TENSOR_Q3_K, TENSOR_Q4_K, TENSOR_Q5_K, TENSOR_Q6_K};
     static const int TOKENS[] = {7, 20, 600};
-    if (!have("avx512") || (kernels_use("avx512"), !kernels_int8_amx())) {
+    if (!have("avx512") || !kernels_int8_amx()) {
         printf("amx_int8_prefill_equals_vnni: no AMX-INT8 here, nothing to check\n");
         return;
     }
-    int rows = 45, cols = 256 * 3;
+    int rows = 45, cols = 256 * 3, differ = 0, outputs = 0;
     float *x = random_floats((size_t)600 * cols);
     for (size_t ty = 0; ty < sizeof TYPES / sizeof TYPES[0]; ty++) {
+        TensorType type = TYPES[ty];
+        int on_amx = type == TENSOR_Q8_0 || type == TENSOR_Q4_0 || type == TENSOR_Q5_0;
         float *wref;
-        Tensor w = random_tensor(TYPES[ty], rows, cols, &wref);
+        Tensor w = random_tensor(type, rows, cols, &wref);
         for (size_t i = 0; i < sizeof TOKENS / sizeof TOKENS[0]; i++) {
             int n = TOKENS[i];
-            size_t bytes = (size_t)n * rows * sizeof(float);
+            size_t bytes = (size_t)n * rows * sizeof(float), units = kernels_amx_units();
             kernels_use("avx512");
             ck_assert(kernels_int8_amx());
             float *amx = run_matmul(&w, x, n, 2);
+            ck_assert_msg((kernels_amx_units() > units) == on_amx, "%s, %d tokens: %zu units on AMX",
+                          tensor_type_name(type), n, kernels_amx_units() - units);
             kernels_allow_amx(0);
-            ck_assert(!kernels_int8_amx());
+            units = kernels_amx_units();
             float *vnni = run_matmul(&w, x, n, 2);
+            ck_assert(kernels_amx_units() == units);
             kernels_allow_amx(1);
-            ck_assert_msg(memcmp(amx, vnni, bytes) == 0, "%s, %d tokens: AMX and VNNI differ",
-                          tensor_type_name(TYPES[ty]), n);
+            ck_assert_msg(memcmp(amx, vnni, bytes) == 0, "%s, %d tokens: AMX and VNNI differ", tensor_type_name(type),
+                          n);
             kernels_use("portable");
             float *portable = run_matmul(&w, x, n, 1);
-            int differ = 0;
-            for (size_t o = 0; o < (size_t)n * rows; o++) differ += memcmp(&amx[o], &portable[o], sizeof(float)) != 0;
-            if (n == 600)
-                printf("%s: portable's bits differ from AMX's in %d of %d outputs\n", tensor_type_name(TYPES[ty]),
-                       differ, n * rows);
-            ck_assert_msg(differ > 0, "%s, %d tokens: the control found no output whose bits differ",
-                          tensor_type_name(TYPES[ty]), n);
+            int d = 0;
+            for (size_t o = 0; o < (size_t)n * rows; o++) d += memcmp(&amx[o], &portable[o], sizeof(float)) != 0;
+            ck_assert_msg(d > 0, "%s, %d tokens: the control found no output whose bits differ",
+                          tensor_type_name(type), n);
+            differ += d, outputs += n * rows;
             free(amx);
             free(vnni);
             free(portable);
@@ -767,6 +773,7 @@ START_TEST(amx_int8_prefill_equals_vnni) {
         free(wref);
         free((void *)w.data);
     }
+    printf("amx int8 = vnni: portable's bits differ in %d of %d outputs\n", differ, outputs);
     kernels_use("avx512");
     free(x);
 }
