@@ -50,6 +50,11 @@ size_t kernels_amx_units(void) { return amx_units; }
 
 int kernels_int8_amx(void) { return kp()->gemm_q8 && amx_int8(); }
 
+const char *kernels_amx_name(void) {
+    int bf16 = amx_bf16(), int8 = kernels_int8_amx();
+    return bf16 && int8 ? "bf16+int8" : bf16 ? "bf16" : int8 ? "int8" : "none";
+}
+
 int kernels_bf16_activations(void) { return amx_bf16(); }
 
 #define FMA_PEAK_PASSES 3

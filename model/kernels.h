@@ -126,6 +126,9 @@ int kernels_check_type(TensorType t, KernelUse use, PosencError *err);
  * in use (the best compiled in, by default). */
 int kernels_use(const char *name);
 const char *kernels_path_name(void);
+/* What of prefill runs on AMX's tiles with the path in use: "bf16+int8",
+ * "bf16", "int8" or "none" (bench reports it beside the path's name). */
+const char *kernels_amx_name(void);
 /* 1 if the path in use prefills block-quantized weights with int8
  * activations (portable, and AVX-512 with VNNI), 0 if with f32 panels. */
 int kernels_int8_prefill(void);

@@ -267,9 +267,9 @@ int bench_run(const Model *m, const BenchOptions *o, FILE *out, PosencError *err
     const char *kv = o->kv_type == TENSOR_F16 ? "f16" : "f32";
     if (!o->json) {
         fprintf(out, "# %s: %s, %.1f MB, %.1f M params, weights %s, positions %s, KV cache %s, "
-                     "%d threads, kernels %s\n", model_name(m), m->config.family.name,
+                     "%d threads, kernels %s, AMX %s\n", model_name(m), m->config.family.name,
                 size / 1e6, params / 1e6, weight_type(m), o->pe_label, kv, threads,
-                kernels_path_name());
+                kernels_path_name(), kernels_amx_name());
         fprintf(out, "| %-14s | %18s | %10s | %9s | %7s | %7s | %7s |\n", "test", "tok/s", "MB/token",
                 "read GB/s", "of bw", "GFLOP/s", "of peak");
         fprintf(out, "| %-14s | %18s | %10s | %9s | %7s | %7s | %7s |\n", "--------------",
@@ -284,13 +284,13 @@ int bench_run(const Model *m, const BenchOptions *o, FILE *out, PosencError *err
         if (o->json) {
             fprintf(out, "{\"model\": \"%s\", \"arch\": \"%s\", \"size_bytes\": %.0f, \"params\": %.0f, "
                          "\"weight_type\": \"%s\", \"pe\": \"%s\", \"kv_type\": \"%s\", "
-                         "\"kernels\": \"%s\", "
+                         "\"kernels\": \"%s\", \"amx\": \"%s\", "
                          "\"threads\": %d, \"test\": \"%s\", \"n_prompt\": %d, \"n_gen\": %d, \"n_depth\": %d, "
                          "\"reps\": %d, \"tok_s\": %.3f, \"tok_s_sd\": %.3f, "
                          "\"bytes_per_token\": %.0f, \"read_bw_gbs\": %.2f, \"bw_fraction\": %.4f, "
                          "\"gflops\": %.6g, \"fma_peak_gflops\": %.6g, \"flops_fraction\": %.6g}\n",
                     model_name(m), m->config.family.name, size, params, weight_type(m),
-                    o->pe_label, kv, kernels_path_name(), threads, r.name, r.n_prompt, r.n_gen, r.depth, o->reps,
+                    o->pe_label, kv, kernels_path_name(), kernels_amx_name(), threads, r.name, r.n_prompt, r.n_gen, r.depth, o->reps,
                     r.mean, r.sd,
                     r.bytes_per_token, r.bw_gbs, r.bw_fraction, r.gflops, r.peak_gflops,
                     r.flops_fraction);

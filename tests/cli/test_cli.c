@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/kernels.h"
 #include "tests/common.h"
 
 static const char *models;
@@ -247,14 +248,18 @@ START_TEST(extrapolation_warns) {
 }
 END_TEST
 
-/* -m bench runs llama-bench's default tests, skips a kind with 0, and in
- * --json gives one object per test whose numbers hang together: decode is
- * set against the bandwidth probed beside it, prefill is not. */
+/* -m bench runs llama-bench's default tests, skips a kind with 0, names
+ * what of prefill runs on AMX, and in --json gives one object per test
+ * whose numbers hang together: decode is set against the bandwidth probed
+ * beside it, prefill is not. */
 START_TEST(bench_reports_every_test) {
     if (!models) return;
     const char *table[] = {model_path, "-m", "bench", "-r", "1", NULL};
     TestsRun r = tests_run_engine_ok(table);
     ck_assert_msg(strstr(r.out, "| pp512 ") && strstr(r.out, "| tg128 "), "%s", r.out);
+    char amx_header[64];
+    snprintf(amx_header, sizeof amx_header, ", AMX %s\n", kernels_amx_name());
+    ck_assert_msg(strstr(r.out, amx_header), "no '%s' in %s", amx_header, r.out);
     tests_run_free(&r);
 
     const char *json[] = {model_path, "-m", "bench", "--pp", "0", "--tg", "8,16", "-r", "2", "--json", NULL};
@@ -284,6 +289,10 @@ START_TEST(bench_reports_every_test) {
         ck_assert_double_gt(frac, 0.0);
         ck_assert_msg(tests_json_number(obj, "gflops") == 0.0, "decode has no GFLOP/s: %s", obj);
         ck_assert_ptr_nonnull(strstr(obj, "\"weight_type\": \"f32\""));
+        /* what ran on AMX, as this build on this machine chooses it */
+        char amx[64];
+        snprintf(amx, sizeof amx, "\"amx\": \"%s\"", kernels_amx_name());
+        ck_assert_msg(strstr(obj, amx), "no %s in %s", amx, obj);
         ck_assert_msg(!isnan(tests_json_number(obj, "threads")), "%s", obj);
         ck_assert_msg(!isnan(tests_json_number(obj, "tok_s_sd")), "%s", obj);
         line = eol;
