@@ -41,17 +41,17 @@ int kernels_int8_prefill(void) { return kp()->gemm_q8 != NULL; }
  * VNNI. */
 static int amx_allowed = 1;
 static int amx_bf16(void) { return kp()->gemm_bf16 && amx_allowed && kernels_amx_ready(); }
-static int amx_int8(void) { return kp()->gemm_q8_amx && amx_allowed && kernels_amx_ready(); }
+static int amx_int8(void) { return kp()->gemm_q8 && kp()->gemm_q8_amx && amx_allowed && kernels_amx_ready(); }
 
 void kernels_allow_amx(int allow) { amx_allowed = allow; }
 
 static size_t amx_units;
 size_t kernels_amx_units(void) { return amx_units; }
 
-int kernels_int8_amx(void) { return kp()->gemm_q8 && amx_int8(); }
+int kernels_int8_amx(void) { return amx_int8(); }
 
 const char *kernels_amx_name(void) {
-    int bf16 = amx_bf16(), int8 = kernels_int8_amx();
+    int bf16 = amx_bf16(), int8 = amx_int8();
     return bf16 && int8 ? "bf16+int8" : bf16 ? "bf16" : int8 ? "int8" : "none";
 }
 
@@ -393,18 +393,20 @@ static void gemm_quant(float *const *outs, const float *x, const Tensor *const *
                 while (j >= (ws[i]->rows + UNIT_ROWS - 1) / UNIT_ROWS) j -= (ws[i++]->rows + UNIT_ROWS - 1) / UNIT_ROWS;
                 const Tensor *w = ws[i];
                 int r0 = j * UNIT_ROWS, rows = w->rows - r0 < UNIT_ROWS ? w->rows - r0 : UNIT_ROWS;
-                size_t row_bytes = tensor_row_bytes(w->type, (size_t)k);
-                if (w->packed) /* the mapped rows then stay untouched after load */
-                    quant_unit_fill_packed(u, w->type, packed_group(w, r0), rows, k);
-                else if (w->type == TENSOR_Q8_0 && p->unit_fill_q8_0)
-                    p->unit_fill_q8_0(u, tensor_row(w, r0), row_bytes, rows, k, amx);
-                else
-                    quant_unit_fill(u, w->type, tensor_row(w, r0), row_bytes, rows, k);
                 /* on AMX only the centred types with one scale per block: half
                  * blocks take two products and two stores per block, and a min
                  * one more multiply-add per output; with them there, q4_k_m
                  * (Q4_K, Q6_K) prefill was 3-5% slower than on VNNI */
-                if (amx && !u->split && !u->has_min) {
+                quant_unit_kind(u, w->type, k);
+                int on_amx = amx && !u->split && !u->has_min;
+                size_t row_bytes = tensor_row_bytes(w->type, (size_t)k);
+                if (w->packed) /* the mapped rows then stay untouched after load */
+                    quant_unit_fill_packed(u, w->type, packed_group(w, r0), rows, k);
+                else if (w->type == TENSOR_Q8_0 && p->unit_fill_q8_0)
+                    p->unit_fill_q8_0(u, tensor_row(w, r0), row_bytes, rows, k, on_amx);
+                else
+                    quant_unit_fill(u, w->type, tensor_row(w, r0), row_bytes, rows, k);
+                if (on_amx) {
                     if (!u->centred) quant_unit_centre(u);
                     #pragma omp atomic
                     amx_units++;

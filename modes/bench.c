@@ -290,8 +290,8 @@ int bench_run(const Model *m, const BenchOptions *o, FILE *out, PosencError *err
                          "\"bytes_per_token\": %.0f, \"read_bw_gbs\": %.2f, \"bw_fraction\": %.4f, "
                          "\"gflops\": %.6g, \"fma_peak_gflops\": %.6g, \"flops_fraction\": %.6g}\n",
                     model_name(m), m->config.family.name, size, params, weight_type(m),
-                    o->pe_label, kv, kernels_path_name(), kernels_amx_name(), threads, r.name, r.n_prompt, r.n_gen, r.depth, o->reps,
-                    r.mean, r.sd,
+                    o->pe_label, kv, kernels_path_name(), kernels_amx_name(), threads, r.name, r.n_prompt, r.n_gen,
+                    r.depth, o->reps, r.mean, r.sd,
                     r.bytes_per_token, r.bw_gbs, r.bw_fraction, r.gflops, r.peak_gflops,
                     r.flops_fraction);
         } else {
