@@ -94,7 +94,9 @@ static double number_of(JinjaValue v) {
 }
 
 /* Python's ==: numbers by value, strings by bytes, lists and dicts by content. */
-int jv_equal(JinjaValue a, JinjaValue b) {
+static int equal_at(JinjaArena *arena, JinjaValue a, JinjaValue b, int depth, int line) {
+    if (depth > JINJA_MAX_DEPTH) jinja_fail(arena, line, "==: value nested more than %d deep", JINJA_MAX_DEPTH);
+    jinja_examine(arena, sizeof(JinjaValue), line);
     if (is_number(a) && is_number(b)) {
         if (a.type == JV_INT && b.type == JV_INT) return a.as.integer == b.as.integer;
         return number_of(a) == number_of(b);
@@ -102,22 +104,27 @@ int jv_equal(JinjaValue a, JinjaValue b) {
     if (a.type != b.type) return 0;
     switch (a.type) {
     case JV_UNDEFINED: case JV_NONE: return 1;
-    case JV_STRING: return a.as.str.len == b.as.str.len && memcmp(a.as.str.s, b.as.str.s, a.as.str.len) == 0;
+    case JV_STRING:
+        if (a.as.str.len != b.as.str.len) return 0;
+        jinja_examine(arena, a.as.str.len, line);
+        return memcmp(a.as.str.s, b.as.str.s, a.as.str.len) == 0;
     case JV_LIST:
         if (a.as.list->n != b.as.list->n) return 0;
         for (size_t i = 0; i < a.as.list->n; i++)
-            if (!jv_equal(a.as.list->items[i], b.as.list->items[i])) return 0;
+            if (!equal_at(arena, a.as.list->items[i], b.as.list->items[i], depth + 1, line)) return 0;
         return 1;
     case JV_DICT:
         if (a.as.dict->n != b.as.dict->n) return 0;
         for (size_t i = 0; i < a.as.dict->n; i++) {
             JinjaValue *w = jv_dict_get(b.as.dict, a.as.dict->keys[i].as.str.s, a.as.dict->keys[i].as.str.len);
-            if (!w || !jv_equal(a.as.dict->values[i], *w)) return 0;
+            if (!w || !equal_at(arena, a.as.dict->values[i], *w, depth + 1, line)) return 0;
         }
         return 1;
     default: return a.as.dict == b.as.dict;   /* namespaces and functions: identity */
     }
 }
+
+int jv_equal(JinjaArena *a, JinjaValue x, JinjaValue y, int line) { return equal_at(a, x, y, 0, line); }
 
 void jinja_buffer_append(JinjaArena *a, JinjaBuffer *b, const char *s, size_t len) {
     if (len > (size_t)JINJA_MAX_OUTPUT || b->len > (size_t)JINJA_MAX_OUTPUT - len)
@@ -324,9 +331,9 @@ static JinjaValue eval_index(Renderer *r, JinjaValue obj, JinjaValue key, int li
     }
     case JV_STRING: {
         if (key.type != JV_INT) return jv_undefined();
-        long long n = (long long)jinja_utf8_length(obj.as.str.s, obj.as.str.len), i = key.as.integer;
+        long long n = (long long)jinja_utf8_length(r->arena, obj, line), i = key.as.integer;
         if (i < 0) i += n;
-        return i >= 0 && i < n ? jinja_utf8_char(obj, (size_t)i) : jv_undefined();
+        return i >= 0 && i < n ? jinja_utf8_char(r->arena, obj, (size_t)i, line) : jv_undefined();
     }
     case JV_DICT: case JV_NAMESPACE: {
         if (key.type != JV_STRING) return jv_undefined();
@@ -358,6 +365,15 @@ static void slice_bounds(Renderer *r, const JinjaValue *parts, long long n, long
     }
 }
 
+/* Moves *i to the slice's next index; 0 when there is none (a step as
+ * large as 9223372036854775807 would overflow *i + stride). */
+static int slice_next(long long *i, long long stride, long long stop) {
+    long long next;
+    if (__builtin_add_overflow(*i, stride, &next) || (stride > 0 ? next >= stop : next <= stop)) return 0;
+    *i = next;
+    return 1;
+}
+
 static JinjaValue eval_slice(Renderer *r, Scope *scope, const Node *n) {
     JinjaValue obj = jinja_eval(r, scope, n->a);
     JinjaValue parts[3];
@@ -367,23 +383,41 @@ static JinjaValue eval_slice(Renderer *r, Scope *scope, const Node *n) {
     if (obj.type == JV_LIST) {
         slice_bounds(r, parts, (long long)obj.as.list->n, &start, &stop, &stride, n->line);
         JinjaValue out = jv_list(r->arena);
-        for (long long i = start; stride > 0 ? i < stop : i > stop; i += stride)
-            jv_list_push(r->arena, out.as.list, obj.as.list->items[i]);
+        if (stride > 0 ? start < stop : start > stop)
+            for (long long i = start;; ) {
+                jv_list_push(r->arena, out.as.list, obj.as.list->items[i]);
+                if (!slice_next(&i, stride, stop)) break;
+            }
         return out;
     }
     if (obj.type == JV_STRING) {
         const char *s = obj.as.str.s;
-        size_t len = obj.as.str.len;
-        slice_bounds(r, parts, (long long)jinja_utf8_length(s, len), &start, &stop, &stride, n->line);
+        slice_bounds(r, parts, (long long)jinja_utf8_length(r->arena, obj, n->line), &start, &stop, &stride, n->line);
         if (stride == 1) {
-            size_t from = jinja_utf8_offset(s, len, (size_t)start);
-            size_t to = stop > start ? jinja_utf8_offset(s, len, (size_t)stop) : from;
+            size_t from = jinja_utf8_offset(r->arena, obj, (size_t)start, n->line);
+            size_t to = stop > start ? jinja_utf8_offset(r->arena, obj, (size_t)stop, n->line) : from;
             return jv_string(s + from, to - from);
         }
+        /* one walk over the string, from code point to code point (finding
+         * each by its index made s[::2] quadratic) */
         JinjaBuffer b = {0};
-        for (long long i = start; stride > 0 ? i < stop : i > stop; i += stride) {
-            JinjaValue c = jinja_utf8_char(obj, (size_t)i);
-            jinja_buffer_append(r->arena, &b, c.as.str.s, c.as.str.len);
+        if (stride > 0 ? start < stop : start > stop) {
+            size_t len = obj.as.str.len, at = jinja_utf8_offset(r->arena, obj, (size_t)start, n->line);
+            jinja_examine(r->arena, len, n->line);
+            for (long long i = start;;) {
+                size_t end = at + 1;
+                while (end < len && ((unsigned char)s[end] & 0xC0) == 0x80) end++;
+                jinja_buffer_append(r->arena, &b, s + at, end - at);
+                if (!slice_next(&i, stride, stop)) break;
+                for (long long k = 0; k < stride; k++) {   /* forward: past stride code points */
+                    at++;
+                    while (((unsigned char)s[at] & 0xC0) == 0x80) at++;
+                }
+                for (long long k = 0; k > stride; k--) {   /* backward: to the start of each before */
+                    at--;
+                    while (((unsigned char)s[at] & 0xC0) == 0x80) at--;
+                }
+            }
         }
         return jv_string(b.data, b.len);
     }
@@ -454,10 +488,13 @@ static JinjaValue arithmetic(Renderer *r, int op, JinjaValue a, JinjaValue b, in
             if ((x % y != 0) && ((x < 0) != (y < 0))) z--;   /* floor, as Python */
             return op == OP_FLOORDIV ? jv_int(z) : jv_int(x - z * y);
         case OP_POW:
-            if (y >= 0) {
-                long long p = 1;
-                for (long long i = 0; i < y; i++)
-                    if (__builtin_mul_overflow(p, x, &p)) goto overflow;
+            if (y >= 0) {   /* by squaring: 1 ** 3e9 multiplied 3e9 times */
+                long long p = 1, base = x;
+                for (; y; y >>= 1) {
+                    if ((y & 1) && __builtin_mul_overflow(p, base, &p)) goto overflow;
+                    /* base squared is a factor of the result while y > 1 */
+                    if (y > 1 && __builtin_mul_overflow(base, base, &base)) goto overflow;
+                }
                 return jv_int(p);
             }
             break;
@@ -488,16 +525,13 @@ static int contains(Renderer *r, JinjaValue item, JinjaValue container, int line
     case JV_UNDEFINED: return 0;
     case JV_LIST:
         for (size_t i = 0; i < container.as.list->n; i++)
-            if (jv_equal(item, container.as.list->items[i])) return 1;
+            if (jv_equal(r->arena, item, container.as.list->items[i], line)) return 1;
         return 0;
     case JV_DICT: case JV_NAMESPACE:
         return item.type == JV_STRING && jv_dict_get(container.as.dict, item.as.str.s, item.as.str.len);
     case JV_STRING:
         if (item.type != JV_STRING) jinja_fail(r->arena, line, "'in <string>' requires a string");
-        if (item.as.str.len == 0) return 1;
-        for (size_t i = 0; i + item.as.str.len <= container.as.str.len; i++)
-            if (memcmp(container.as.str.s + i, item.as.str.s, item.as.str.len) == 0) return 1;
-        return 0;
+        return item.as.str.len == 0 || jinja_find(r->arena, container, 0, item, line);
     default:
         jinja_fail(r->arena, line, "'in' needs a list, dict or string, not %s", jv_type_name(container.type));
     }
@@ -510,6 +544,7 @@ static int compare(Renderer *r, int op, JinjaValue a, JinjaValue b, int line) {
         c = x < y ? -1 : x > y ? 1 : 0;
     } else if (a.type == JV_STRING && b.type == JV_STRING) {
         size_t n = a.as.str.len < b.as.str.len ? a.as.str.len : b.as.str.len;
+        jinja_examine(r->arena, n, line);
         c = memcmp(a.as.str.s, b.as.str.s, n);
         if (c == 0) c = a.as.str.len < b.as.str.len ? -1 : a.as.str.len > b.as.str.len;
     } else {
@@ -527,8 +562,8 @@ static JinjaValue eval_binary(Renderer *r, Scope *scope, const Node *n) {
     JinjaValue a = jinja_eval(r, scope, n->a);
     JinjaValue b = jinja_eval(r, scope, n->b);
     switch (n->op) {
-    case OP_EQ: return jv_bool(jv_equal(a, b));
-    case OP_NE: return jv_bool(!jv_equal(a, b));
+    case OP_EQ: return jv_bool(jv_equal(r->arena, a, b, n->line));
+    case OP_NE: return jv_bool(!jv_equal(r->arena, a, b, n->line));
     case OP_IN: return jv_bool(contains(r, a, b, n->line));
     case OP_NOT_IN: return jv_bool(!contains(r, a, b, n->line));
     case OP_LT: case OP_LE: case OP_GT: case OP_GE: return jv_bool(compare(r, n->op, a, b, n->line));

@@ -22,6 +22,13 @@ enum {
     JINJA_MAX_DEPTH = 200,                    /* nesting of expressions, statements, macro calls */
     JINJA_MAX_ARENA = 256 << 20,              /* bytes a parse or a render may allocate */
     JINJA_MAX_OUTPUT = 64 << 20,              /* bytes of rendered text */
+    /* Bytes a render may read without allocating: compared, searched, counted
+     * as code points, or passed over item by item (a list item counts as
+     * sizeof(JinjaValue)).  One step can read a whole string, so the step
+     * limit alone bounds nothing: `'b' in s` over a 30 MB s took 0.45 s a
+     * step under the fuzzers' sanitizers.  Code points count at ~130 MB/s
+     * there, so this is ~1 s; a chat of 1 MB could be read 128 times. */
+    JINJA_MAX_EXAMINED = 128 << 20,
 };
 /* Expressions and statements evaluated per render.  A 4-message
  * conversation takes at most 267 with the npm packages' templates; 1 M is
@@ -36,12 +43,15 @@ typedef struct ArenaBlock ArenaBlock;
 typedef struct {
     ArenaBlock *head;
     size_t total;        /* bytes allocated so far, checked against JINJA_MAX_ARENA */
+    size_t examined;     /* bytes read so far, checked against JINJA_MAX_EXAMINED */
     jmp_buf *fail;       /* where jinja_fail unwinds to */
     PosencError *err;
 } JinjaArena;
 
 void *jinja_alloc(JinjaArena *a, size_t size);
 void jinja_arena_free(JinjaArena *a);
+/* Counts bytes read (see JINJA_MAX_EXAMINED); fails past the limit. */
+void jinja_examine(JinjaArena *a, size_t bytes, int line);
 /* Fills a->err with "line N: ..." (no line when line <= 0) and unwinds. */
 __attribute__((noreturn, format(printf, 3, 4)))
 void jinja_fail(JinjaArena *a, int line, const char *fmt, ...);
@@ -97,7 +107,9 @@ void jv_dict_set(JinjaArena *a, JinjaDict *d, JinjaValue key, JinjaValue v);
 JinjaValue *jv_dict_get(const JinjaDict *d, const char *key, size_t len);
 
 int jv_truthy(JinjaValue v);
-int jv_equal(JinjaValue a, JinjaValue b);
+/* Python's ==; reads are counted, and values nested more than
+ * JINJA_MAX_DEPTH deep (a list holding itself) fail. */
+int jv_equal(JinjaArena *a, JinjaValue x, JinjaValue y, int line);
 const char *jv_type_name(JinjaType t);
 
 /* Growable byte buffer in the arena. */
@@ -210,11 +222,15 @@ int jinja_apply_test(Renderer *r, const char *name, JinjaValue v, const CallArgs
 JinjaValue jinja_method(Renderer *r, JinjaValue obj, const char *name);
 JinjaValue jinja_call_method(Renderer *r, const JinjaFunction *fn, const CallArgs *args, int line);
 
-/* UTF-8 helpers: code points are what Python's len, indexes and slices count. */
-size_t jinja_utf8_length(const char *s, size_t len);
-size_t jinja_utf8_offset(const char *s, size_t len, size_t index);
+/* UTF-8 helpers: code points are what Python's len, indexes and slices
+ * count.  Each counts the bytes it reads (jinja_examine). */
+size_t jinja_utf8_length(JinjaArena *a, JinjaValue str, int line);
+size_t jinja_utf8_offset(JinjaArena *a, JinjaValue str, size_t index, int line);
 /* The index-th code point of a string value (index < its length). */
-JinjaValue jinja_utf8_char(JinjaValue str, size_t index);
+JinjaValue jinja_utf8_char(JinjaArena *a, JinjaValue str, size_t index, int line);
+/* The first needle in str at or after byte from, or NULL; linear in what
+ * it reads, which it counts.  needle is not empty. */
+const char *jinja_find(JinjaArena *a, JinjaValue str, size_t from, JinjaValue needle, int line);
 /* A string's code points as a list of strings, in one pass. */
 JinjaValue jinja_string_chars(JinjaArena *a, JinjaValue str);
 #endif

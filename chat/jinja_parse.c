@@ -45,6 +45,12 @@ void *jinja_alloc(JinjaArena *a, size_t size) {
     return p;
 }
 
+void jinja_examine(JinjaArena *a, size_t bytes, int line) {
+    if (bytes > JINJA_MAX_EXAMINED || a->examined > JINJA_MAX_EXAMINED - bytes)
+        jinja_fail(a, line, "the template reads more than %d MB of values", JINJA_MAX_EXAMINED >> 20);
+    a->examined += bytes;
+}
+
 void jinja_arena_free(JinjaArena *a) {
     for (ArenaBlock *b = a->head, *next; b; b = next) {
         next = b->next;

@@ -278,6 +278,22 @@ START_TEST(test_expressions) {
     expect_render("{{ 'a' ~ 1 ~ none }} {{ 'ab' * 3 }} {{ 'x' if false }}|{{ 'y' if false else 'z' }}",
                   "a1None ababab |z");
     expect_render("{{ 'Hello World'[::-1] }} {{ 'héllo'[1] }} {{ 'héllo' | length }}", "dlroW olleH é 5");
+    /* strided slices walk the code points (expected: Python 3) */
+    expect_render("{{ 'héllo wörld'[::2] }}|{{ 'héllo wörld'[::-3] }}|{{ 'héllo wörld'[1:9:3] }}|"
+                  "{{ 'héllo wörld'[8:1:-2] }}|{{ 'héllo wörld'[-2::-4] }}|{{ 'é'[5::2] }}|{{ ''[::-1] }}",
+                  "hlowrd|döoé|éoö|rwol|l é||");
+    expect_render("{{ [1, 2, 3, 4, 5, 6][5::9223372036854775807] }} {{ [1, 2, 3][::-9223372036854775807] }} "
+                  "{{ 'abc'[1::9223372036854775807] }}",
+                  "[6] [3] b");
+    expect_render("{{ (-2) ** 63 }} {{ 2 ** 62 }} {{ 3 ** 39 }} {{ (-1) ** 9999999999999 }} {{ 0 ** 0 }} "
+                  "{{ 1 ** 9223372036854775807 }}",
+                  "-9223372036854775808 4611686018427387904 4052555153018976267 -1 1 1");
+    expect_refusal("{{ 2 ** 63 }}", "integer overflow");
+    expect_refusal("{{ 3 ** 40 }}", "integer overflow");
+    expect_render("{{ 'a-b-c-d'.split('-', 2) | join('|') }} {{ 'xaxbxx'.replace('x', 'yy', 3) }} "
+                  "{{ 'naïve café'.find('café') }} {{ 'ab'.find('') }} {{ 'ab'.find('c') }} "
+                  "{{ '  xyx hi xyx'.strip(' xy') }} {{ 'ab'.replace('', '-') }} {{ 'ab'.replace('', '-', 2) }}",
+                  "a|b|c-d yyayybyyx 6 0 -1 hi -a-b- -a-b");
     expect_render("{{ ' a b '.strip() }}|{{ 'a,b,,c'.split(',') | join('-') }}|{{ ' a  b '.split() | length }}",
                   "a b|a-b--c|2");
     expect_render("{{ 'abc'.startswith(('x', 'a')) }} {{ 'abc'.endswith('bc') }} {{ 'b' in 'abc' }} "
@@ -403,6 +419,24 @@ START_TEST(test_limits) {
     ck_assert_msg(took < 2.0, "repetitions took %.1f s", took);
     expect_refusal("{% set s = 'y' * 1000000 %}{% for i in range(100) %}{{ s }}{% endfor %}",
                    "output exceeds 64 MB");
+    /* the reads steps cannot see (the fuzzer's and CI's timeouts): one
+     * `'b' in s` over 30 MB was 0.45 s under the sanitizers, and 100 ran on */
+    expect_refusal("{% set s = 'a' * 30000000 %}{% for i in range(100) %}{{ 'b' in s }}{% endfor %}",
+                   "reads more than 128 MB of values");
+    expect_refusal("{% set s = 'a' * 30000000 %}{% for i in range(100) %}{{ s | length }}{% endfor %}",
+                   "reads more than 128 MB of values");
+    expect_refusal("{% set s = 'a' * 30000000 %}{% for i in range(100) %}{{ s == s ~ '' }}{% endfor %}",
+                   "reads more than 128 MB of values");
+    expect_refusal("{% set l = range(100000) | list %}{% for i in range(100) %}{{ l | select('none') | list }}"
+                   "{% endfor %}", "reads more than 128 MB of values");
+    /* searches linear in the text: a memcmp at every offset took ~4e11 byte
+     * comparisons for each of these (hours), so a regression times out */
+    expect_render("{% set s = 'a' * 4000000 %}{% set n = 'a' * 100000 ~ 'b' %}{{ n in s }} {{ s.find(n) }} "
+                  "{{ s.split(n) | length }} {{ s.replace(n, 'x') | length }} {{ s.strip('b' * 1000000) | length }}",
+                  "false -1 1 4000000 4000000");
+    /* a list that holds itself: == recursed until the stack ran out */
+    expect_refusal("{% set l = [1] %}{% set _ = l.append(l) %}{{ l == l }}", "==: value nested more than 200 deep");
+    expect_refusal("{% set l = [1] %}{% set _ = l.append(l) %}{{ l }}", "value nested more than 200 deep");
     expect_refusal("{% macro f(n) %}{{ f(n) }}{% endmacro %}{{ f(1) }}", "nested more than 200 deep");
     expect_refusal("{{ range(1, 10, 0) }}", "range() step cannot be zero");
     expect_refusal("{{ 9223372036854775807 + 1 }}", "integer overflow");
