@@ -7,12 +7,10 @@
 
 #include "chat/jinja_impl.h"
 
-static int starts_code_point(char c) { return ((unsigned char)c & 0xC0) != 0x80; }
-
 size_t jinja_utf8_length(JinjaArena *a, JinjaValue str, int line) {
     jinja_examine(a, str.as.str.len, line);
     size_t n = 0;
-    for (size_t i = 0; i < str.as.str.len; i++) n += starts_code_point(str.as.str.s[i]);
+    for (size_t i = 0; i < str.as.str.len; i++) n += jinja_utf8_starts(str.as.str.s[i]);
     return n;
 }
 
@@ -20,7 +18,7 @@ size_t jinja_utf8_offset(JinjaArena *a, JinjaValue str, size_t index, int line) 
     const char *s = str.as.str.s;
     size_t i = 0, len = str.as.str.len;
     for (size_t cp = 0; i < len; i++) {
-        if (starts_code_point(s[i])) {
+        if (jinja_utf8_starts(s[i])) {
             if (cp == index) break;
             cp++;
         }
@@ -29,10 +27,15 @@ size_t jinja_utf8_offset(JinjaArena *a, JinjaValue str, size_t index, int line) 
     return i;
 }
 
+size_t jinja_utf8_next(JinjaValue str, size_t at) {
+    do at++;
+    while (at < str.as.str.len && !jinja_utf8_starts(str.as.str.s[at]));
+    return at;
+}
+
 JinjaValue jinja_utf8_char(JinjaArena *a, JinjaValue str, size_t index, int line) {
     size_t from = jinja_utf8_offset(a, str, index, line);
-    size_t to = from + (from < str.as.str.len);
-    while (to < str.as.str.len && !starts_code_point(str.as.str.s[to])) to++;
+    size_t to = from < str.as.str.len ? jinja_utf8_next(str, from) : from;
     return jv_string(str.as.str.s + from, to - from);
 }
 
@@ -59,10 +62,9 @@ JinjaValue jinja_string_chars(JinjaArena *a, JinjaValue str) {
     size_t len = str.as.str.len;
     JinjaValue out = jv_list(a);
     size_t i = 0;
-    while (i < len && !starts_code_point(s[i])) i++;   /* as the offsets count */
+    while (i < len && !jinja_utf8_starts(s[i])) i++;   /* as the offsets count */
     while (i < len) {
-        size_t j = i + 1;
-        while (j < len && !starts_code_point(s[j])) j++;
+        size_t j = jinja_utf8_next(str, i);
         jv_list_push(a, out.as.list, jv_string(s + i, j - i));
         i = j;
     }
@@ -139,7 +141,7 @@ static JinjaValue replace(Renderer *r, JinjaValue s, JinjaValue from, JinjaValue
     long long done = 0;
     if (k == 0) {   /* as Python: `to` before every code point and at the end */
         for (; i <= n; i++) {
-            if ((count < 0 || done < count) && (i == n || starts_code_point(s.as.str.s[i]))) {
+            if ((count < 0 || done < count) && (i == n || jinja_utf8_starts(s.as.str.s[i]))) {
                 jinja_buffer_append(r->arena, &b, to.as.str.s, to.as.str.len);
                 done++;
             }

@@ -405,18 +405,12 @@ static JinjaValue eval_slice(Renderer *r, Scope *scope, const Node *n) {
             size_t len = obj.as.str.len, at = jinja_utf8_offset(r->arena, obj, (size_t)start, n->line);
             jinja_examine(r->arena, len, n->line);
             for (long long i = start;;) {
-                size_t end = at + 1;
-                while (end < len && ((unsigned char)s[end] & 0xC0) == 0x80) end++;
-                jinja_buffer_append(r->arena, &b, s + at, end - at);
+                jinja_buffer_append(r->arena, &b, s + at, jinja_utf8_next(obj, at) - at);
                 if (!slice_next(&i, stride, stop)) break;
-                for (long long k = 0; k < stride; k++) {   /* forward: past stride code points */
-                    at++;
-                    while (((unsigned char)s[at] & 0xC0) == 0x80) at++;
-                }
-                for (long long k = 0; k > stride; k--) {   /* backward: to the start of each before */
-                    at--;
-                    while (((unsigned char)s[at] & 0xC0) == 0x80) at--;
-                }
+                for (long long k = 0; k < stride; k++) at = jinja_utf8_next(obj, at);   /* forward */
+                for (long long k = 0; k > stride; k--)   /* backward: to the start of each before */
+                    do at--;
+                    while (!jinja_utf8_starts(s[at]));
             }
         }
         return jv_string(b.data, b.len);

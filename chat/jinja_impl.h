@@ -223,7 +223,11 @@ JinjaValue jinja_method(Renderer *r, JinjaValue obj, const char *name);
 JinjaValue jinja_call_method(Renderer *r, const JinjaFunction *fn, const CallArgs *args, int line);
 
 /* UTF-8 helpers: code points are what Python's len, indexes and slices
- * count.  Each counts the bytes it reads (jinja_examine). */
+ * count, each starting at a byte that is not 10xxxxxx.  Those taking the
+ * arena count the bytes they read (jinja_examine). */
+static inline int jinja_utf8_starts(char c) { return ((unsigned char)c & 0xC0) != 0x80; }
+/* The byte after the code point that starts at byte at (< the length). */
+size_t jinja_utf8_next(JinjaValue str, size_t at);
 size_t jinja_utf8_length(JinjaArena *a, JinjaValue str, int line);
 size_t jinja_utf8_offset(JinjaArena *a, JinjaValue str, size_t index, int line);
 /* The index-th code point of a string value (index < its length). */
