@@ -37,10 +37,10 @@ const char *kernels_path_name(void) { return kp()->name; }
 int kernels_int8_prefill(void) { return kp()->gemm_q8 != NULL; }
 
 /* AMX needs the kernel's leave to use its tile state (once per process);
- * without it BF16 prefill keeps the f32 panels, block-quantized prefill
- * VNNI. */
+ * without it BF16 prefill takes AVX512-BF16's pair products if the path
+ * has them, else the f32 panels, and block-quantized prefill VNNI. */
 static int amx_allowed = 1;
-static int amx_bf16(void) { return kp()->gemm_bf16 && amx_allowed && kernels_amx_ready(); }
+static int amx_bf16(void) { return kp()->bf16_amx.gemm && amx_allowed && kernels_amx_ready(); }
 static int amx_int8(void) { return kp()->gemm_q8 && kp()->gemm_q8_amx && amx_allowed && kernels_amx_ready(); }
 
 void kernels_allow_amx(int allow) { amx_allowed = allow; }
@@ -55,7 +55,13 @@ const char *kernels_amx_name(void) {
     return bf16 && int8 ? "bf16+int8" : bf16 ? "bf16" : int8 ? "int8" : "none";
 }
 
-int kernels_bf16_activations(void) { return amx_bf16(); }
+/* The BF16 prefill in use, NULL for the f32 panels. */
+static const Bf16Prefill *bf16_prefill(void) {
+    if (amx_bf16()) return &kp()->bf16_amx;
+    return kp()->bf16_pairs.gemm ? &kp()->bf16_pairs : NULL;
+}
+
+int kernels_bf16_activations(void) { return bf16_prefill() != NULL; }
 
 #define FMA_PEAK_PASSES 3
 
@@ -106,14 +112,17 @@ int kernels_check_type(TensorType t, KernelUse use, PosencError *err) {
 /* ---- matmul -------------------------------------------------------------- */
 
 /* A weight panel of 256 KB and a token panel of as much stay in the 1 MB
- * L2 of a core together while every row meets every token of the tile. */
+ * L2 of a core together while every row meets every token of the tile.
+ * A thread's panel also holds a block of BF16 rows (Bf16Prefill's pad). */
 #define PANEL_FLOATS (1 << 16)
 /* Rows per matrix-vector work item: contiguous halves for two threads,
  * in steps that keep the 16-row tiles whole. */
 #define GEMV_ROW_STEP 16
 
 static size_t panel_floats(int max_cols) {
-    return PANEL_FLOATS > (size_t)16 * max_cols ? PANEL_FLOATS : (size_t)16 * max_cols;
+    size_t pad = (size_t)PAIRS_BF16_ROWS * max_cols / 2;
+    if (pad < (size_t)16 * max_cols) pad = (size_t)16 * max_cols;
+    return PANEL_FLOATS > pad ? PANEL_FLOATS : pad;
 }
 
 /* Q8 activations: one int8 per column and one scale per 32; as Q8_K, one
@@ -133,7 +142,7 @@ static size_t acts_sum_bytes(int max_cols) { return (size_t)QUANT_TOKENS * (max_
 static size_t acts_bytes(int max_cols) {
     return acts_scale_bytes(max_cols) + acts_sum_bytes(max_cols) + (size_t)QUANT_TOKENS * max_cols;
 }
-/* QUANT_TOKENS tokens rounded to BF16 in AMX's tiles (gemm_amx). */
+/* QUANT_TOKENS tokens rounded to BF16 (gemm_bf16). */
 static size_t xbf_bytes(int max_cols) { return (size_t)QUANT_TOKENS * max_cols * sizeof(uint16_t); }
 static size_t unit_bytes(int max_cols) {
     return (size_t)UNIT_ROWS * max_cols + 2 * (size_t)(max_cols / QK) * 64 * sizeof(float);
@@ -325,30 +334,26 @@ static void gemm_packed(float *out, const float *x, const Tensor *w, int n, Matm
     }
 }
 
-/* BF16 weights on AMX (kernels_amx.c): per QUANT_TOKENS tokens, the
- * activations are rounded to BF16 into the tiles' layout once (in
- * parallel), then each thread multiplies blocks of 32 rows, read in place,
- * with every token; rows past a multiple of 16 go through the thread's
- * panel, zero-padded. */
-#define AMX_ROWS 32
-static void gemm_amx(float *out, const float *x, const Tensor *w, int n, MatmulScratch *s) {
-    const KernelPath *p = kp();
-    int rows = w->rows, k = w->cols, blocks = (rows + AMX_ROWS - 1) / AMX_ROWS;
+/* BF16 weights with the activations rounded to BF16 (Bf16Prefill): per
+ * QUANT_TOKENS tokens, the activations are rounded once (in parallel),
+ * then each thread multiplies blocks of rows, read in place, with every
+ * token of the chunk. */
+static void gemm_bf16(float *out, const float *x, const Tensor *w, int n, const Bf16Prefill *bp, MatmulScratch *s) {
+    int rows = w->rows, k = w->cols, blocks = (rows + bp->rows - 1) / bp->rows;
     for (int t0 = 0; t0 < n; t0 += QUANT_TOKENS) {
         int tokens = n - t0 < QUANT_TOKENS ? n - t0 : QUANT_TOKENS;
         int nt = n_threads_for(s, (size_t)rows * k * tokens);
         #pragma omp parallel num_threads(nt)
         {
             int th = omp_get_thread_num(), ths = omp_get_num_threads();
-            p->bf16_tiles(s->xbf, x + (size_t)t0 * k, tokens, k, tokens * th / ths / 16 * 16,
-                          th + 1 == ths ? tokens : tokens * (th + 1) / ths / 16 * 16);
+            bp->round(s->xbf, x + (size_t)t0 * k, tokens, k, tokens * th / ths / 16 * 16,
+                      th + 1 == ths ? tokens : tokens * (th + 1) / ths / 16 * 16);
             #pragma omp barrier
             uint16_t *pad = (uint16_t *)(s->panel + (size_t)th * s->panel_floats);
             #pragma omp for schedule(dynamic, 1)
             for (int b = 0; b < blocks; b++) {
-                int r0 = b * AMX_ROWS, r1 = r0 + AMX_ROWS < rows ? r0 + AMX_ROWS : rows;
-                p->gemm_bf16(out + (size_t)t0 * rows, (size_t)rows, s->xbf, w->data, (size_t)k, r0, r1, tokens, k,
-                             pad);
+                int r0 = b * bp->rows, r1 = r0 + bp->rows < rows ? r0 + bp->rows : rows;
+                bp->gemm(out + (size_t)t0 * rows, (size_t)rows, s->xbf, w->data, (size_t)k, r0, r1, tokens, k, pad);
             }
         }
     }
@@ -458,8 +463,8 @@ void matmul_many(float *const *outs, const float *x, const Tensor *const *ws, in
         if (kp()->gemm_q8 && quantized(ws[i]) && nq < MATMUL_MANY_MAX) {
             q_outs[nq] = outs[i];
             q_ws[nq++] = ws[i];
-        } else if (ws[i]->type == TENSOR_BF16 && ws[i]->cols % 32 == 0 && amx_bf16()) {
-            gemm_amx(outs[i], x, ws[i], n, s);
+        } else if (ws[i]->type == TENSOR_BF16 && ws[i]->cols % 32 == 0 && bf16_prefill()) {
+            gemm_bf16(outs[i], x, ws[i], n, bf16_prefill(), s);
         } else if (packed(ws[i]) && kp()->type[ws[i]->type].gemm_packed) {
             gemm_packed(outs[i], x, ws[i], n, s);
         } else {

@@ -38,7 +38,7 @@ typedef struct {
     struct QuantActs *acts;   /* one chunk's activations */
     struct QuantUnit *units;  /* (n_threads) a unit of weight rows per thread */
     char *acts_data, *units_data; /* the memory behind them */
-    uint16_t *xbf;       /* (512, max_cols) activations rounded to BF16 (BF16 weights on AMX) */
+    uint16_t *xbf;       /* (512, max_cols) activations rounded to BF16 (BF16 prefill, Bf16Prefill) */
 } MatmulScratch;
 
 int matmul_scratch_build(MatmulScratch *s, int max_cols, PosencError *err);
@@ -53,7 +53,9 @@ void matmul_scratch_free(MatmulScratch *s);
  * use integer dot products.  n > 1 runs a cache-blocked matrix-matrix
  * kernel: on the packed copy of f32 weights where the path packs them
  * (each output then decode's chain of multiply-adds, so the same bits),
- * else on f32 copies of L2-sized weight panels for f32/f16/bf16, and
+ * for bf16 on AMX tiles or AVX512-BF16's pair products where the path has
+ * them (kernels_bf16_activations), else on f32 copies of L2-sized weight
+ * panels for f32/f16/bf16, and
  * for block-quantized weights either the same (kernels_int8_prefill() 0)
  * or, with x quantized to Q8 blocks of 32, integer products on units of
  * 32 rows unpacked to bytes (kernels_impl.h): with VNNI, 2.8x the f32 panels at the 110M shape. */
@@ -133,15 +135,17 @@ const char *kernels_amx_name(void);
  * activations (portable, and AVX-512 with VNNI), 0 if with f32 panels. */
 int kernels_int8_prefill(void);
 /* 1 if prefill multiplies BF16 weights with activations rounded to BF16
- * on AMX tiles (the AVX-512 path where the CPU and kernel allow AMX; k a
- * multiple of 32); 0 if in f32.  Decode always keeps f32 activations. */
+ * (k a multiple of 32): on AMX tiles where the CPU and kernel allow AMX,
+ * else on AVX512-BF16's pair products, on the AVX-512 path of a build
+ * that targets them; 0 if in f32.  Decode always keeps f32 activations. */
 int kernels_bf16_activations(void);
 /* 1 if block-quantized prefill multiplies its int8 products on AMX tiles
  * (the AVX-512 path where the CPU and kernel allow AMX): the same bits as
  * with VNNI, only faster. */
 int kernels_int8_amx(void);
 /* Tests hold AMX's prefill against the same path without it: 0 keeps
- * AMX's tiles unused (BF16 prefill in f32, block-quantized on VNNI). */
+ * AMX's tiles unused (BF16 prefill on pair products or in f32,
+ * block-quantized on VNNI). */
 void kernels_allow_amx(int allow);
 /* Units of block-quantized rows multiplied on AMX-INT8 so far: tests see
  * that prefill went there (its bits are VNNI's, so nothing else shows). */

@@ -952,7 +952,10 @@ static const KernelPath path = {
         KERNEL_QUANT_TYPES,
     },
 #ifdef KERNELS_AMX
-    .bf16_tiles = amx_bf16_tiles, .gemm_bf16 = amx_gemm_bf16, /* kernels_amx.c */
+    .bf16_amx = {amx_bf16_tiles, amx_gemm_bf16, AMX_BF16_ROWS}, /* kernels_amx.c */
+#endif
+#ifdef KERNELS_BF16_PAIRS
+    .bf16_pairs = {pairs_bf16_round, pairs_gemm_bf16, PAIRS_BF16_ROWS}, /* kernels_bf16.c */
 #endif
 #ifdef KERNELS_AMX_INT8
     .gemm_q8_amx = amx_gemm_q8, /* kernels_amx.c */

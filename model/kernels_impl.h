@@ -153,6 +153,23 @@ void pack_dot_q4_0(float *out, const DecodeActs *x, const void *w, int m, int k)
 void pack_dot_q4_k(float *out, const DecodeActs *x, const void *w, int m, int k);
 void pack_dot_q6_k(float *out, const DecodeActs *x, const void *w, int m, int k);
 
+/* Prefill of BF16 weights with the activations rounded to BF16 (round
+ * to nearest even) once per chunk: round() writes tokens [t0, t1) of x (n
+ * <= 512 tokens, k a multiple of 32; t0 a multiple of 16, t1 too or n) in
+ * the layout gemm() reads; gemm() then gives out[t*ldo + r] = x_t . w_r
+ * for rows [r0, r1) (r1 - r0 <= rows; w's rows ldw elements apart) and
+ * tokens [0, n), with `pad` rows * k elements of the calling thread's own.
+ * The products of BF16 pairs are exact in f32; the sums round in the
+ * kernel's order (denormals flush to zero), so prefill is not decode's
+ * bits, which keeps f32 activations: test_kernels bounds both against the
+ * exact product. */
+typedef struct {
+    void (*round)(uint16_t *dst, const float *x, int n, int k, int t0, int t1);
+    void (*gemm)(float *out, size_t ldo, const uint16_t *xbf, const uint16_t *w, size_t ldw, int r0, int r1, int n,
+                 int k, uint16_t *pad);
+    int rows; /* per gemm() call */
+} Bf16Prefill;
+
 typedef struct {
     const char *name;
     TypeKernels type[TENSOR_TYPE_COUNT];
@@ -178,16 +195,10 @@ typedef struct {
     void (*quantize_q8)(int8_t *q, float *d, const float *x, int k);
     /* f32 to f16 (round to nearest even), for the f16 KV cache. */
     void (*to_f16)(uint16_t *dst, const float *src, size_t n);
-    /* Prefill of BF16 weights on AMX tiles (kernels_amx.c), NULL where the
-     * path has none: bf16_tiles rounds tokens [0, n) of x (n <= 512, k a
-     * multiple of 32) to BF16 in the tiles' pair layout (tokens padded with
-     * zeros to a multiple of 16); gemm_bf16 then gives
-     * out[t*ldo + r] = x_t . w_r for rows [r0, r1) (w's rows ldw elements
-     * apart) and every token, with `pad` 16 * k elements of the calling
-     * thread's own. */
-    void (*bf16_tiles)(uint16_t *dst, const float *x, int n, int k, int t0, int t1);
-    void (*gemm_bf16)(float *out, size_t ldo, const uint16_t *tiles, const uint16_t *w, size_t ldw, int r0,
-                      int r1, int n, int k, uint16_t *pad);
+    /* Prefill of BF16 weights on AMX tiles (kernels_amx.c) and on
+     * AVX512-BF16's pair products (kernels_bf16.c); empty where the path
+     * has none.  AMX is used where the kernel allows it, else the pairs. */
+    Bf16Prefill bf16_amx, bf16_pairs;
     void (*softmax)(float *x, int n);
     float (*sum_exp)(const float *x, int n, float *max);
     /* x[i] = e^(x[i] - max) in place; returns their sum (lane-strided
@@ -219,6 +230,16 @@ int kernels_amx_ready(void);
 void amx_bf16_tiles(uint16_t *dst, const float *x, int n, int k, int t0, int t1);
 void amx_gemm_bf16(float *out, size_t ldo, const uint16_t *tiles, const uint16_t *w, size_t ldw, int r0, int r1,
                    int n, int k, uint16_t *pad);
+#define AMX_BF16_ROWS 32
+/* The AVX-512 path's BF16 prefill on pair products (kernels_bf16.c), in
+ * builds that target AVX512-BF16. */
+#if defined(__AVX512F__) && defined(__AVX512BF16__)
+#define KERNELS_BF16_PAIRS 1
+#endif
+void pairs_bf16_round(uint16_t *dst, const float *x, int n, int k, int t0, int t1);
+void pairs_gemm_bf16(float *out, size_t ldo, const uint16_t *xbf, const uint16_t *w, size_t ldw, int r0, int r1,
+                     int n, int k, uint16_t *pad);
+#define PAIRS_BF16_ROWS 64
 void amx_gemm_q8(float *out, size_t ldo, const QuantUnit *w, int rows, const QuantActs *x, int t0, int t1);
 
 /* The paths compiled into this build; NULL when the compiler does not

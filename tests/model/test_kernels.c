@@ -424,39 +424,61 @@ START_TEST(matmul_paths_threads_and_chunks) {
 }
 END_TEST
 
-/* BF16 prefill on AMX past one chunk of activations (512 tokens): each
- * output is the same bits whether its tokens come in one call or in two
- * (split mid-group), and within the f32 bound of the exact product with
- * the activations rounded to BF16; 45 rows leave a partial block of 16. */
-START_TEST(amx_bf16_chunks) {
-    kernels_use("avx512");
-    if (!have("avx512") || !kernels_bf16_activations()) {
-        printf("amx_bf16_chunks: no AMX here, nothing to check\n");
-        kernels_use("portable");
-        return;
-    }
-    int rows = 45, cols = 256, n = 600, split = 517;
-    float *wref, *x = random_floats((size_t)n * cols);
+/* BF16 prefill with activations rounded to BF16, past one chunk of them
+ * (512 tokens), on each kernel this CPU offers: AMX's tiles, and with AMX
+ * refused, AVX512-BF16's pair products.  Each output is the same bits
+ * whether its tokens come in one call or in two (split mid-group) and at
+ * 1 or 2 threads, and within the f32 bound of the exact product with the
+ * activations rounded to BF16.  109 rows are a whole block of the pairs'
+ * 64 and a partial one (45 rows: a partial group of 16 and of 4 groups).
+ * Control: nearly every output lies outside the bound around the next
+ * row's exact product. */
+START_TEST(bf16_prefill_chunks) {
+    int rows = 109, cols = 256, n = 600, split = 517, kernels = 0, amx_ran = 0;
+    float *wref, *x = random_floats((size_t)n * cols), *xb = malloc((size_t)cols * sizeof(float));
     Tensor w = random_tensor(TENSOR_BF16, rows, cols, &wref);
-    float *all = run_matmul(&w, x, n, 2), *first = run_matmul(&w, x, split, 1),
-          *rest = run_matmul(&w, x + (size_t)split * cols, n - split, 2);
-    ck_assert(memcmp(all, first, (size_t)split * rows * sizeof(float)) == 0);
-    ck_assert(memcmp(all + (size_t)split * rows, rest, (size_t)(n - split) * rows * sizeof(float)) == 0);
-    float *xb = malloc((size_t)cols * sizeof(float));
-    for (int t = 0; t < n; t += 13) {
-        for (int i = 0; i < cols; i++) xb[i] = bf16_round(x[(size_t)t * cols + i]);
-        for (int r = 0; r < rows; r++) {
-            const float *wr = wref + (size_t)r * cols;
-            double want = exact_dot(xb, wr, cols), got = all[(size_t)t * rows + r];
-            ck_assert_msg(fabs(got - want) <= cols * U * abs_dot(xb, wr, cols), "t=%d r=%d: %.9g vs %.9g", t, r,
-                          got, want);
+    for (int allow = 1; allow >= 0; allow--) {
+        kernels_use("avx512");
+        kernels_allow_amx(allow);
+        /* without AMX the first round was the pairs already */
+        if (!have("avx512") || !kernels_bf16_activations() || (!allow && !amx_ran)) continue;
+        int on_amx = strstr(kernels_amx_name(), "bf16") != NULL;
+        const char *name = on_amx ? "amx" : "pairs";
+        amx_ran |= on_amx;
+        kernels++;
+        float *all = run_matmul(&w, x, n, 2), *one = run_matmul(&w, x, n, 1), *first = run_matmul(&w, x, split, 1),
+              *rest = run_matmul(&w, x + (size_t)split * cols, n - split, 2);
+        ck_assert_msg(memcmp(all, one, (size_t)n * rows * sizeof(float)) == 0, "%s: 1 vs 2 threads", name);
+        ck_assert_msg(memcmp(all, first, (size_t)split * rows * sizeof(float)) == 0, "%s: split, first part", name);
+        ck_assert_msg(memcmp(all + (size_t)split * rows, rest, (size_t)(n - split) * rows * sizeof(float)) == 0,
+                      "%s: split, rest", name);
+        int outputs = 0, beyond = 0;
+        for (int t = 0; t < n; t += 13) {
+            for (int i = 0; i < cols; i++) xb[i] = bf16_round(x[(size_t)t * cols + i]);
+            for (int r = 0; r < rows; r++) {
+                const float *wr = wref + (size_t)r * cols;
+                double want = exact_dot(xb, wr, cols), got = all[(size_t)t * rows + r];
+                ck_assert_msg(fabs(got - want) <= cols * U * abs_dot(xb, wr, cols), "%s t=%d r=%d: %.9g vs %.9g",
+                              name, t, r, got, want);
+                if (r + 1 < rows) {
+                    const float *wn = wref + (size_t)(r + 1) * cols;
+                    outputs++;
+                    beyond += fabs(got - exact_dot(xb, wn, cols)) > cols * U * abs_dot(xb, wn, cols);
+                }
+            }
         }
+        printf("bf16 prefill on %s: %d of %d outputs outside the bound of the next row\n", name, beyond, outputs);
+        ck_assert_msg(beyond >= outputs * 9 / 10, "%s: only %d of %d outputs outside the next row's bound", name,
+                      beyond, outputs);
+        free(all);
+        free(one);
+        free(first);
+        free(rest);
     }
+    kernels_allow_amx(1);
+    if (!kernels) printf("bf16_prefill_chunks: no BF16 prefill kernel here, nothing to check\n");
     kernels_use("portable");
     free(xb);
-    free(all);
-    free(first);
-    free(rest);
     free(wref);
     free(x);
     free((void *)w.data);
@@ -1251,7 +1273,7 @@ int main(void) {
     tcase_add_test(tc, quant_decode_matches_portable);
     tcase_add_test(tc, packed_decode_matches_rows);
     tcase_add_test(tc, packed_f32_decode_equals_prefill);
-    tcase_add_test(tc, amx_bf16_chunks);
+    tcase_add_test(tc, bf16_prefill_chunks);
     tcase_add_test(tc, quant_prefill_matches_portable);
     tcase_add_test(tc, amx_int8_prefill_equals_vnni);
     tcase_add_test(tc, mix_rows_within_bound);

@@ -42,8 +42,8 @@
 /* The zoo's rope model in BF16 (8 significant bits: 2^-8 = 3.9e-3
  * relative) and Q8_0 (each weight rounded to 1/254 of its 32-block's
  * largest magnitude) against PyTorch: ~3.9e-3 x max |logit| (6.2) = 0.024
- * expected, measured 0.0057 (bf16; 0.0081 where prefill runs on AMX with
- * activations rounded to BF16) and 0.021 (q8_0, 0.032 with int8
+ * expected, measured 0.0057 (bf16; 0.0081 where prefill rounds the
+ * activations to BF16, on AMX or AVX512-BF16) and 0.021 (q8_0, 0.032 with int8
  * activations); 0.1 is 3x the largest. */
 #define QUANT_TOL 0.1f
 
