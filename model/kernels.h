@@ -67,7 +67,7 @@ void matmul(float *out, const float *x, const Tensor *w, int n, MatmulScratch *s
 void matmul_many(float *const *outs, const float *x, const Tensor *const *ws, int count, int n,
                  MatmulScratch *s);
 
-/* The packed copy of a Q4_0/Q4_K/Q6_K or F32 matrix (kernels_impl.h): the
+/* The packed copy of a Q4_0/Q4_K/Q6_K, F32 or F16 matrix (kernels_impl.h): the
  * bytes it takes (SIZE_MAX if they overflow), 0 when the kernel path in
  * use has no packed kernel for w's type; kernels_pack writes it into dst
  * (64-byte aligned), which matmul then reads through w->packed. */

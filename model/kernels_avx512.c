@@ -785,56 +785,72 @@ static void packed_q4_0(float *out, const DecodeActs *x, const void *w, int m, i
     }
 }
 
-/* Packed F32 (kernels_impl.h): every output is one lane's chain of
- * multiply-adds over columns 0..k-1, from 0.  Decode runs four groups at
- * once, four chains in flight and four ascending streams. */
-static void packed_f32(float *out, const DecodeActs *x, const void *w, int m, int k) {
-    const float *p = w, *xv = x->x;
-    size_t group = (size_t)k * PACK_ROWS;
+/* Packed F32 and F16 (kernels_impl.h): every output is one lane's chain
+ * of multiply-adds over columns 0..k-1, from 0, F16's columns converted
+ * to f32 exactly.  Column c of a group of 16 rows. */
+INLINE __m512 packed_col(const void *group, size_t c, TensorType type) {
+    if (type == TENSOR_F16) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)group + c * PACK_ROWS)));
+    return _mm512_loadu_ps((const float *)group + c * PACK_ROWS);
+}
+
+/* Decode runs four groups at once, four chains in flight and four
+ * ascending streams. */
+INLINE void packed_float(float *out, const DecodeActs *x, const void *w, int m, int k, TensorType type) {
+    const char *p = w;
+    const float *xv = x->x;
+    size_t group = (size_t)k * PACK_ROWS * tensor_row_bytes(type, 1);
     int groups = (m + PACK_ROWS - 1) / PACK_ROWS, g = 0;
     for (; g + 4 <= groups; g += 4) {
-        const float *q = p + (size_t)g * group;
+        const char *q = p + (size_t)g * group;
         __m512 acc[4];
 #pragma GCC unroll 4
         for (int i = 0; i < 4; i++) acc[i] = _mm512_setzero_ps();
         for (int c = 0; c < k; c++) {
             __m512 xc = _mm512_set1_ps(xv[c]);
 #pragma GCC unroll 4
-            for (int i = 0; i < 4; i++)
-                acc[i] = _mm512_fmadd_ps(_mm512_loadu_ps(q + (size_t)i * group + (size_t)c * PACK_ROWS), xc, acc[i]);
+            for (int i = 0; i < 4; i++) acc[i] = _mm512_fmadd_ps(packed_col(q + (size_t)i * group, (size_t)c, type), xc, acc[i]);
         }
 #pragma GCC unroll 4
         for (int i = 0; i < 4; i++) packed_store(out + (g + i) * PACK_ROWS, acc[i], m - (g + i) * PACK_ROWS);
     }
     for (; g < groups; g++) {
-        const float *q = p + (size_t)g * group;
+        const char *q = p + (size_t)g * group;
         __m512 acc = _mm512_setzero_ps();
-        for (int c = 0; c < k; c++) acc = _mm512_fmadd_ps(_mm512_loadu_ps(q + (size_t)c * PACK_ROWS), _mm512_set1_ps(xv[c]), acc);
+        for (int c = 0; c < k; c++) acc = _mm512_fmadd_ps(packed_col(q, (size_t)c, type), _mm512_set1_ps(xv[c]), acc);
         packed_store(out + g * PACK_ROWS, acc, m - g * PACK_ROWS);
     }
 }
+static void packed_f32(float *out, const DecodeActs *x, const void *w, int m, int k) {
+    packed_float(out, x, w, m, k, TENSOR_F32);
+}
+static void packed_f16(float *out, const DecodeActs *x, const void *w, int m, int k) {
+    packed_float(out, x, w, m, k, TENSOR_F16);
+}
 
-/* Prefill on packed F32: tiles of 4 groups (64 rows) by 6 tokens, 24
+/* Prefill on packed rows: tiles of 4 groups (64 rows) by 6 tokens, 24
  * accumulators, each column 4 vector loads of 16 rows and 6 broadcasts.
  * The columns run whole (the 4 groups' 192 KB at k = 768 stream from L2),
- * so every output is decode's chain.  One thread at the 110M shape, these
- * against 8 groups by 3 tokens in column blocks of 64 (whose partial sums
- * went back to memory between blocks): 87% of the FMA peak against 75% at
- * k = 768, 83% against 71% at k = 2048.  Missing groups and tokens repeat
- * the last valid one and are not stored; rows past m are masked.  Each
- * group's columns are asked for PACKED_AHEAD columns (1 KB) before they
- * are read (prefetch_ahead: the last may pass the copy's end).  On a day
- * when the tile ran below the 86-90% measured before on the same machine,
- * two threads, the three GEMMs, four alternating rounds: 82.1, 80.8, 79.8%
- * of the FMA peak without, 83.1, 81.6, 82.2% with (4, 8 and 32 columns
- * ahead gave as much or less; blocking the columns by 64 to 256, the
- * partial sums through memory, gave nothing that day either). */
+ * so every output is decode's chain.  One thread at the 110M shape, F32
+ * these against 8 groups by 3 tokens in column blocks of 64 (whose
+ * partial sums went back to memory between blocks): 87% of the FMA peak
+ * against 75% at k = 768, 83% against 71% at k = 2048.  Missing groups
+ * and tokens repeat the last valid one and are not stored; rows past m
+ * are masked.  Each group's columns are asked for PACKED_AHEAD columns
+ * (1 KB of F32) before they are read (prefetch_ahead: the last may pass
+ * the copy's end).  On a day when the tile ran below the 86-90% measured
+ * before on the same machine, two threads, the three GEMMs, four
+ * alternating rounds: 82.1, 80.8, 79.8% of the FMA peak without, 83.1,
+ * 81.6, 82.2% with (4, 8 and 32 columns ahead gave as much or less;
+ * blocking the columns by 64 to 256, the partial sums through memory, gave
+ * nothing that day either). */
 #define PACKED_AHEAD 16
 #define PACKED_TILE_GROUPS 4
 #define PACKED_TILE_TOKENS 6
-INLINE void packed_f32_tile(float *out, size_t ldo, const float *x, size_t ldx, const float *w, size_t group,
-                            int k, int ng, int nt, int m) {
-    const float *wg[PACKED_TILE_GROUPS], *xt[PACKED_TILE_TOKENS];
+INLINE void packed_tile(float *out, size_t ldo, const float *x, size_t ldx, const char *w, size_t group, int k,
+                        int ng, int nt, int m, TensorType type) {
+    const char *wg[PACKED_TILE_GROUPS];
+    const float *xt[PACKED_TILE_TOKENS];
+    size_t col = PACK_ROWS * tensor_row_bytes(type, 1);
 #pragma GCC unroll 4
     for (int i = 0; i < PACKED_TILE_GROUPS; i++) wg[i] = w + (size_t)(i < ng ? i : ng - 1) * group;
 #pragma GCC unroll 6
@@ -850,8 +866,8 @@ INLINE void packed_f32_tile(float *out, size_t ldo, const float *x, size_t ldx, 
         for (int j = 0; j < PACKED_TILE_TOKENS; j++) b[j] = _mm512_set1_ps(xt[j][c]);
 #pragma GCC unroll 4
         for (int i = 0; i < PACKED_TILE_GROUPS; i++) {
-            prefetch_ahead(wg[i] + (size_t)c * PACK_ROWS, 64, PACKED_AHEAD * 64);
-            __m512 v = _mm512_loadu_ps(wg[i] + (size_t)c * PACK_ROWS);
+            prefetch_ahead(wg[i] + (size_t)c * col, 64, PACKED_AHEAD * col);
+            __m512 v = packed_col(wg[i], (size_t)c, type);
 #pragma GCC unroll 6
             for (int j = 0; j < PACKED_TILE_TOKENS; j++) acc[j][i] = _mm512_fmadd_ps(v, b[j], acc[j][i]);
         }
@@ -860,16 +876,24 @@ INLINE void packed_f32_tile(float *out, size_t ldo, const float *x, size_t ldx, 
         for (int i = 0; i < ng; i++) packed_store(out + (size_t)j * ldo + (size_t)i * PACK_ROWS, acc[j][i], m - i * PACK_ROWS);
 }
 
-static void gemm_packed_f32(float *out, size_t ldo, const float *x, size_t ldx, const void *w, int n, int m,
-                            int k) {
-    size_t group = (size_t)k * PACK_ROWS;
+INLINE void gemm_packed_float(float *out, size_t ldo, const float *x, size_t ldx, const void *w, int n, int m, int k,
+                              TensorType type) {
+    size_t group = (size_t)k * PACK_ROWS * tensor_row_bytes(type, 1);
     int groups = (m + PACK_ROWS - 1) / PACK_ROWS;
     for (int g0 = 0; g0 < groups; g0 += PACKED_TILE_GROUPS)
         for (int t = 0; t < n; t += PACKED_TILE_TOKENS)
-            packed_f32_tile(out + (size_t)t * ldo + (size_t)g0 * PACK_ROWS, ldo, x + (size_t)t * ldx, ldx,
-                            (const float *)w + (size_t)g0 * group, group, k,
-                            groups - g0 < PACKED_TILE_GROUPS ? groups - g0 : PACKED_TILE_GROUPS,
-                            n - t < PACKED_TILE_TOKENS ? n - t : PACKED_TILE_TOKENS, m - g0 * PACK_ROWS);
+            packed_tile(out + (size_t)t * ldo + (size_t)g0 * PACK_ROWS, ldo, x + (size_t)t * ldx, ldx,
+                        (const char *)w + (size_t)g0 * group, group, k,
+                        groups - g0 < PACKED_TILE_GROUPS ? groups - g0 : PACKED_TILE_GROUPS,
+                        n - t < PACKED_TILE_TOKENS ? n - t : PACKED_TILE_TOKENS, m - g0 * PACK_ROWS, type);
+}
+static void gemm_packed_f32(float *out, size_t ldo, const float *x, size_t ldx, const void *w, int n, int m,
+                            int k) {
+    gemm_packed_float(out, ldo, x, ldx, w, n, m, k, TENSOR_F32);
+}
+static void gemm_packed_f16(float *out, size_t ldo, const float *x, size_t ldx, const void *w, int n, int m,
+                            int k) {
+    gemm_packed_float(out, ldo, x, ldx, w, n, m, k, TENSOR_F16);
 }
 
 /* One super-block of 16 packed K-quant rows against Q8_K activations
@@ -946,7 +970,8 @@ static const KernelPath path = {
     .type = {
         [TENSOR_F32] = {.dot = dot_f32, .dot_packed = packed_f32, .gemm_packed = gemm_packed_f32, .mix = mix_f32,
                         .to_f32 = kernel_copy_f32},
-        [TENSOR_F16] = {.dot = dot_f16, .mix = mix_f16, .to_f32 = f16_to_f32},
+        [TENSOR_F16] = {.dot = dot_f16, .dot_packed = packed_f16, .gemm_packed = gemm_packed_f16, .mix = mix_f16,
+                        .to_f32 = f16_to_f32},
         [TENSOR_BF16] = {.dot = dot_bf16, .to_f32 = bf16_to_f32},
         [TENSOR_Q8_0] = {.dot_q8 = dot_q8_0, .to_f32 = q8_0_to_f32},
         KERNEL_QUANT_TYPES,

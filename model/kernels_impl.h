@@ -104,13 +104,15 @@ typedef struct QuantActs {
  * [j][h] holding in byte 4r + i, bits 2s and 2s + 1, those of weight
  * 32j + 16h + 4s + i.  Rows past the matrix's end are zero.
  *
- * F32 matrices are packed too, for prefill: a group is (cols, 16) floats,
- * column c of its 16 rows in one vector.  Prefill's tile then multiplies
- * a vector of 16 rows by one broadcast activation, with no horizontal
- * sum per output (read row by row, every output of every token ended in
- * one, and the tile's loads left the f32 GEMM at ~70% of the FMA peak).
- * Each output is one lane's chain of multiply-adds over columns 0..k-1,
- * in decode and in prefill alike, so the two give the same bits. */
+ * F32 and F16 matrices are packed too, for prefill: a group is (cols, 16)
+ * floats (or halves), column c of its 16 rows in one vector.  Prefill's
+ * tile then multiplies a vector of 16 rows by one broadcast activation,
+ * with no horizontal sum per output (read row by row, every output of
+ * every token ended in one, and the tile's loads left the f32 GEMM at ~70%
+ * of the FMA peak; F16 went through f32 panels as well, at ~45%).  Each
+ * output is one lane's chain of multiply-adds over columns 0..k-1 (F16
+ * converted exactly), in decode and in prefill alike, so the two give the
+ * same bits. */
 #define PACK_ROWS 16
 typedef struct {
     uint8_t d[PACK_ROWS][2];          /* f16 scale of each row */

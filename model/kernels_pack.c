@@ -1,7 +1,7 @@
 /* Packed weights (kernels_impl.h): the layouts, written from base's
  * unpacking (the definition of the file's types), and the portable
  * kernels on the block-quantized ones, the reference for the SIMD ones
- * (packed F32 is checked against the exact product instead). */
+ * (packed F32 and F16 are checked against the exact product instead). */
 #include <string.h>
 
 #include "model/kernels_impl.h"
@@ -12,6 +12,7 @@ size_t pack_group_bytes(TensorType t, int cols) {
     case TENSOR_Q4_K: return (size_t)(cols / QK_K) * sizeof(PackQ4_K);
     case TENSOR_Q6_K: return (size_t)(cols / QK_K) * sizeof(PackQ6_K);
     case TENSOR_F32: return (size_t)cols * PACK_ROWS * sizeof(float);
+    case TENSOR_F16: return (size_t)cols * PACK_ROWS * sizeof(uint16_t);
     default: return 0;
     }
 }
@@ -71,13 +72,13 @@ static void pack_row(TensorType t, void *dst, const uint8_t *row, int r, int col
 
 void pack_group(TensorType t, void *dst, const void *rows, size_t row_bytes, int n_rows, int cols) {
     memset(dst, 0, pack_group_bytes(t, cols));
-    if (t == TENSOR_F32) { /* column by column, so that the copy is written in order */
-        float *p = dst;
+    if (t == TENSOR_F32 || t == TENSOR_F16) { /* column by column, so that the copy is written in order */
+        size_t es = tensor_row_bytes(t, 1);
+        char *p = dst;
         const char *r0 = rows;
         for (int c = 0; c < cols; c++)
             for (int r = 0; r < n_rows; r++)
-                memcpy(p + (size_t)c * PACK_ROWS + r, r0 + (size_t)r * row_bytes + (size_t)c * sizeof(float),
-                       sizeof(float));
+                memcpy(p + ((size_t)c * PACK_ROWS + r) * es, r0 + (size_t)r * row_bytes + (size_t)c * es, es);
         return;
     }
     for (int r = 0; r < n_rows; r++) pack_row(t, dst, (const uint8_t *)rows + (size_t)r * row_bytes, r, cols);

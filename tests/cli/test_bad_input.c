@@ -482,7 +482,7 @@ START_TEST(inspect_states_peak_memory) {
                                      + 512 * 16 + 512 * 1 * 4           /* int8 prefill: 512 tokens' Q8 and */
                                      + threads * 32 * 16                /* sums of 16 (no whole block of 32: */
                                                                         /* no scales), a 32-row unit each */
-                                     + 512 * 16 * 2;                    /* 512 tokens as BF16 (AMX prefill) */
+                                     + 512 * 16 * 2;                    /* 512 tokens as BF16 (BF16 prefill) */
         double gen = chunk * (4 * dim + 2 * hidden + 2 * kv_dim) * 4   /* activations, new keys, values */
                      + threads * 16 * (256 + 8) * 4                     /* attention: 16 queries' scores of */
                                                                         /* 256 cells and values (head 8) */

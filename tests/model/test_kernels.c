@@ -594,54 +594,57 @@ START_TEST(packed_decode_matches_rows) {
 }
 END_TEST
 
-/* Packed F32 rows (kernels_impl.h: groups of 16 rows, a column of the
- * 16 per vector): on every path that packs them, each output is one chain
- * of multiply-adds in column order, so decode and prefill give the same
- * bits, at 1 and 2 threads and however the tokens are split, and each is
- * within the f32 bound of the exact product.  Shapes leave a partial
+/* Packed F32 and F16 rows (kernels_impl.h: groups of 16 rows, a column
+ * of the 16 per vector): on every path that packs them, each output is one
+ * chain of multiply-adds in column order (F16 converted exactly), so
+ * decode and prefill give the same bits, at 1 and 2 threads and however
+ * the tokens are split, and each is within the f32 bound of the exact
+ * product.  Shapes leave a partial
  * group (45, 60 and 300 rows: 60 puts it in decode's run of four groups
  * and in a full prefill tile of four), partial tiles of groups and of 6
  * tokens, and several panels of rows and tokens (100 tokens).  Controls: each decoded row is outside the bound
  * around the next row's exact product; and the rows read unpacked (the
  * lane-tree kernels) differ in their bits from the packed chains, which
  * the bit-for-bit checks would catch were prefill to read them. */
-START_TEST(packed_f32_decode_equals_prefill) {
+START_TEST(packed_float_decode_equals_prefill) {
     static const int SHAPES[][2] = {{45, 300}, {60, 300}, {300, 1100}};
     const char *paths[] = {"portable", "avx2", "avx512"};
     int n = 100, split = 37;
     float *x = random_floats((size_t)n * 1100);
-    for (int sh = 0; sh < 3; sh++) {
-        int rows = SHAPES[sh][0], cols = SHAPES[sh][1];
+    for (int i = 0; i < 6; i++) {
+        TensorType type = i < 3 ? TENSOR_F32 : TENSOR_F16;
+        int rows = SHAPES[i % 3][0], cols = SHAPES[i % 3][1];
+        const char *tn = tensor_type_name(type);
         float *wref;
-        Tensor w = random_tensor(TENSOR_F32, rows, cols, &wref);
+        Tensor w = random_tensor(type, rows, cols, &wref);
         int packs = 0, controls = 0, control_fails = 0, outputs = 0, tree_differs = 0;
         for (int p = 0; p < 3; p++) {
             if (!have(paths[p]) || !kernels_packed_bytes(&w)) continue;
             packs++;
             size_t bytes = kernels_packed_bytes(&w);
-            ck_assert_uint_eq(bytes, (size_t)(rows + 15) / 16 * 16 * cols * sizeof(float));
+            ck_assert_uint_eq(bytes, (size_t)(rows + 15) / 16 * 16 * tensor_row_bytes(type, (size_t)cols));
             void *packed = aligned_alloc(64, (bytes + 63) / 64 * 64);
             kernels_pack(packed, &w);
             Tensor wp = w;
             wp.packed = packed;
             float *pre = run_matmul(&wp, x, n, 2), *pre1 = run_matmul(&wp, x, n, 1);
             float *rest = run_matmul(&wp, x + (size_t)split * cols, n - split, 2), *tree = run_matmul(&w, x, n, 2);
-            ck_assert_msg(memcmp(pre, pre1, (size_t)n * rows * sizeof(float)) == 0, "%s %dx%d: prefill 1 vs 2 threads",
-                          paths[p], rows, cols);
+            ck_assert_msg(memcmp(pre, pre1, (size_t)n * rows * sizeof(float)) == 0, "%s %s %dx%d: prefill 1 vs 2 threads",
+                          paths[p], tn, rows, cols);
             ck_assert_msg(memcmp(pre + (size_t)split * rows, rest, (size_t)(n - split) * rows * sizeof(float)) == 0,
-                          "%s %dx%d: prefill split at token %d differs", paths[p], rows, cols, split);
+                          "%s %s %dx%d: prefill split at token %d differs", paths[p], tn, rows, cols, split);
             for (int t = 0; t < n; t += 7) {
                 const float *xt = x + (size_t)t * cols;
                 float *dec = run_matmul(&wp, xt, 1, 1), *dec2 = run_matmul(&wp, xt, 1, 2);
-                ck_assert_msg(memcmp(dec, dec2, (size_t)rows * sizeof(float)) == 0, "%s %dx%d: decode 1 vs 2 threads",
-                              paths[p], rows, cols);
+                ck_assert_msg(memcmp(dec, dec2, (size_t)rows * sizeof(float)) == 0, "%s %s %dx%d: decode 1 vs 2 threads",
+                              paths[p], tn, rows, cols);
                 for (int r = 0; r < rows; r++) {
                     const float *wr = wref + (size_t)r * cols;
                     double bound = cols * U * abs_dot(xt, wr, cols);
-                    ck_assert_msg(dec[r] == pre[(size_t)t * rows + r], "%s %dx%d t=%d r=%d: decode %.9g, prefill %.9g",
-                                  paths[p], rows, cols, t, r, (double)dec[r], (double)pre[(size_t)t * rows + r]);
-                    ck_assert_msg(fabs(dec[r] - exact_dot(xt, wr, cols)) <= bound, "%s %dx%d t=%d r=%d: %.9g vs %.9g",
-                                  paths[p], rows, cols, t, r, (double)dec[r], exact_dot(xt, wr, cols));
+                    ck_assert_msg(dec[r] == pre[(size_t)t * rows + r], "%s %s %dx%d t=%d r=%d: decode %.9g, prefill %.9g",
+                                  paths[p], tn, rows, cols, t, r, (double)dec[r], (double)pre[(size_t)t * rows + r]);
+                    ck_assert_msg(fabs(dec[r] - exact_dot(xt, wr, cols)) <= bound, "%s %s %dx%d t=%d r=%d: %.9g vs %.9g",
+                                  paths[p], tn, rows, cols, t, r, (double)dec[r], exact_dot(xt, wr, cols));
                     outputs++;
                     tree_differs += tree[(size_t)t * rows + r] != dec[r];
                     if (r + 1 < rows) {
@@ -659,13 +662,13 @@ START_TEST(packed_f32_decode_equals_prefill) {
             free(tree);
             free(packed);
         }
-        ck_assert_msg(packs >= 1 || kernels_use("avx512") != 0, "f32: the AVX-512 path does not pack it");
+        ck_assert_msg(packs >= 1 || kernels_use("avx512") != 0, "%s: the AVX-512 path does not pack it", tn);
         if (packs) {
-            next_row_control("packed", TENSOR_F32, control_fails, controls);
-            printf("packed f32 %dx%d: %d of %d outputs of the unpacked rows differ in their bits\n", rows, cols,
+            next_row_control("packed", type, control_fails, controls);
+            printf("packed %s %dx%d: %d of %d outputs of the unpacked rows differ in their bits\n", tn, rows, cols,
                    tree_differs, outputs);
-            ck_assert_msg(tree_differs > outputs / 4, "f32 %dx%d: the unpacked rows give the packed bits (%d differ)",
-                          rows, cols, tree_differs);
+            ck_assert_msg(tree_differs > outputs / 4, "%s %dx%d: the unpacked rows give the packed bits (%d differ)",
+                          tn, rows, cols, tree_differs);
         }
         kernels_use("portable");
         free(wref);
@@ -1272,7 +1275,7 @@ int main(void) {
     tcase_add_test(tc, matmul_paths_threads_and_chunks);
     tcase_add_test(tc, quant_decode_matches_portable);
     tcase_add_test(tc, packed_decode_matches_rows);
-    tcase_add_test(tc, packed_f32_decode_equals_prefill);
+    tcase_add_test(tc, packed_float_decode_equals_prefill);
     tcase_add_test(tc, bf16_prefill_chunks);
     tcase_add_test(tc, quant_prefill_matches_portable);
     tcase_add_test(tc, amx_int8_prefill_equals_vnni);
