@@ -121,8 +121,8 @@ INLINE void dot_tile(float *out, size_t ldo, const float *x, size_t ldx, const c
         for (int a = 0; a < 16; a++) rest[a] = 16 + a < MR * NR ? acc[16 + a] : _mm512_setzero_ps();
         _mm512_storeu_ps(tmp + 16, reduce16(rest));
     }
-    for (int j = 0; j < nv; j++)
-        for (int i = 0; i < mv; i++) out[(size_t)j * ldo + i] = tmp[j * MR + i];
+    __mmask16 rows = (__mmask16)((1u << mv) - 1);
+    for (int j = 0; j < nv; j++) _mm512_mask_storeu_ps(out + (size_t)j * ldo, rows, _mm512_maskz_loadu_ps(rows, tmp + j * MR));
 }
 
 /* One token against rows streamed one after another: the hardware
@@ -219,9 +219,13 @@ INLINE void mix_tile(float *out, size_t ldo, const float *p, size_t ldp, const c
             for (int j = 0; j < NV; j++) acc[t][j] = _mm512_fmadd_ps(pb, vv[j], acc[t][j]);
         }
     }
-    for (int t = 0; t < nt; t++)
+    /* t and j constant once unrolled: with t < nt as the loop's bound, GCC
+     * kept acc in memory and stored all 16 vectors at every cell */
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; t++)
 #pragma GCC unroll 4
         for (int j = 0; j < NV; j++) {
+            if (t >= nt) continue;
             if (j == NV - 1) _mm512_mask_storeu_ps(out + (size_t)t * ldo + 16 * j, last, acc[t][j]);
             else _mm512_storeu_ps(out + (size_t)t * ldo + 16 * j, acc[t][j]);
         }
