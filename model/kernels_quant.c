@@ -124,10 +124,19 @@ void quant_unit_fill(QuantUnit *u, TensorType t, const void *rows, size_t row_by
     }
 }
 
-void quant_sums(int32_t *sum, const int8_t *q, int k, int width) {
+/* Inlined with each width the callers use, so that the inner loop's
+ * length is a constant and it vectorizes (with width a variable it stayed
+ * scalar: 3.1% of one-thread 110M Q8_0 pp512's samples). */
+static inline __attribute__((always_inline)) void sums_of(int32_t *sum, const int8_t *q, int k, int width) {
     for (int s = 0; s < k / width; s++, q += width) {
         int32_t acc = 0;
         for (int i = 0; i < width; i++) acc += q[i];
         sum[s] = acc;
     }
+}
+
+void quant_sums(int32_t *sum, const int8_t *q, int k, int width) {
+    if (width == 16) sums_of(sum, q, k, 16);
+    else if (width == QK) sums_of(sum, q, k, QK);
+    else sums_of(sum, q, k, width);
 }

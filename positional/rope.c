@@ -69,20 +69,41 @@ static int rope_build(PositionalEncoding *pe, PosencError *err) {
     return 0;
 }
 
+/* The angles of ROPE_BLOCK pairs are taken at once, then each head is
+ * rotated by them in turn: with the heads innermost, a head's pair was
+ * read at a stride of the head's size and nothing vectorized.  Each
+ * element's arithmetic is the same in either order. */
+#define ROPE_BLOCK 64
 void pe_rope_rotate(const PositionalEncoding *pe, float *vec, int n_heads, int pos) {
     int half = pe->params.rope_dim / 2;
     int hs = pe->head_size;
     /* With NeoX pairing dim j pairs with j + half; interleaved pairs 2j, 2j+1. */
     int neox = pe->params.rope_pairing == PE_ROPE_NEOX;
-    for (int j = 0; j < half; j++) {
-        float angle = (float)pos * pe->inv_freq[j];
-        float c = cosf(angle), s = sinf(angle);
-        int a = neox ? j : 2 * j, b = neox ? j + half : 2 * j + 1;
+    for (int j0 = 0; j0 < half; j0 += ROPE_BLOCK) {
+        int nj = half - j0 < ROPE_BLOCK ? half - j0 : ROPE_BLOCK;
+        float c[ROPE_BLOCK], s[ROPE_BLOCK];
+        for (int j = 0; j < nj; j++) {
+            float angle = (float)pos * pe->inv_freq[j0 + j];
+            c[j] = cosf(angle);
+            s[j] = sinf(angle);
+        }
         for (int h = 0; h < n_heads; h++) {
             float *v = vec + (size_t)h * hs;
-            float v0 = v[a], v1 = v[b];
-            v[a] = v0 * c - v1 * s;
-            v[b] = v0 * s + v1 * c;
+            if (neox) {
+                float *va = v + j0, *vb = v + j0 + half;
+                for (int j = 0; j < nj; j++) {
+                    float v0 = va[j], v1 = vb[j];
+                    va[j] = v0 * c[j] - v1 * s[j];
+                    vb[j] = v0 * s[j] + v1 * c[j];
+                }
+            } else {
+                float *vp = v + 2 * j0;
+                for (int j = 0; j < nj; j++) {
+                    float v0 = vp[2 * j], v1 = vp[2 * j + 1];
+                    vp[2 * j] = v0 * c[j] - v1 * s[j];
+                    vp[2 * j + 1] = v0 * s[j] + v1 * c[j];
+                }
+            }
         }
     }
 }
