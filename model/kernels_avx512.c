@@ -789,6 +789,27 @@ static void packed_q4_0(float *out, const DecodeActs *x, const void *w, int m, i
     }
 }
 
+/* Q8_0's bytes need no unpacking: per block, 8 products of the 16 rows'
+ * 4 quants with a broadcast 4 of the activations, less 128 times their
+ * sum, scaled once. */
+static void packed_q8_0(float *out, const DecodeActs *x, const void *w, int m, int k) {
+    const PackQ8_0 *p = w;
+    int nb = k / QK;
+    for (int g = 0; g < m; g += PACK_ROWS, p += nb) {
+        __m512 acc = _mm512_setzero_ps();
+        for (int b = 0; b < nb; b++) {
+            stream_prefetch(p + b, sizeof *p);
+            __m512i dot = _mm512_set1_epi32(-128 * x->sum[b]);
+#pragma GCC unroll 8
+            for (int s = 0; s < 8; s++)
+                dot = dpbusd_acc(dot, _mm512_loadu_si512(p[b].qs[s]), broadcast4(x->q + QK * b + 4 * s));
+            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot),
+                                  _mm512_mul_ps(packed_half16(p[b].d), _mm512_set1_ps(x->d[b])), acc);
+        }
+        packed_store(out + g, acc, m - g);
+    }
+}
+
 /* Packed F32 and F16 (kernels_impl.h): every output is one lane's chain
  * of multiply-adds over columns 0..k-1, from 0, F16's columns converted
  * to f32 exactly.  Column c of a group of 16 rows. */
@@ -977,7 +998,7 @@ static const KernelPath path = {
         [TENSOR_F16] = {.dot = dot_f16, .dot_packed = packed_f16, .gemm_packed = gemm_packed_f16, .mix = mix_f16,
                         .to_f32 = f16_to_f32},
         [TENSOR_BF16] = {.dot = dot_bf16, .to_f32 = bf16_to_f32},
-        [TENSOR_Q8_0] = {.dot_q8 = dot_q8_0, .to_f32 = q8_0_to_f32},
+        [TENSOR_Q8_0] = {.dot_q8 = dot_q8_0, .dot_packed = packed_q8_0, .to_f32 = q8_0_to_f32},
         KERNEL_QUANT_TYPES,
     },
 #ifdef KERNELS_AMX

@@ -89,7 +89,9 @@ typedef struct QuantActs {
 
 /* Decode's packed weights (kernels_pack.c).  A block-quantized row read
  * block by block costs more instructions to unpack than its bytes take to
- * arrive, and every row ends in a horizontal sum.  So the matrices of the
+ * arrive, and every row ends in a horizontal sum; and prefill, which
+ * unpacks rows into units, spent 7-10% of a Q8_0 pp512 gathering 16 rows'
+ * blocks into a unit's interleave.  So the matrices of the
  * types below are copied once at load time into groups of PACK_ROWS rows
  * interleaved as prefill's units are: each 64-byte vector holds 4
  * consecutive quants of each of the 16 rows, and one VNNI dpbusd advances
@@ -98,7 +100,8 @@ typedef struct QuantActs {
  * copy is the file's size (Q4_K's scales, unpacked to bytes, add 3%).
  *
  * Quants are unsigned (Q4_0 0..15 centred on 8, Q4_K 0..15, Q6_K 0..63
- * centred on 32).  In vector s (< 4) of a block of 32 weights, byte
+ * centred on 32, Q8_0 0..255 centred on 128: its vectors are whole bytes,
+ * laid out as a unit's, so prefill copies them).  In vector s (< 4) of a block of 32 weights, byte
  * 4r + i holds weight 4s + i of row r in its low nibble and weight
  * 16 + 4s + i in its high nibble; Q6_K's top two bits are in qh, vector
  * [j][h] holding in byte 4r + i, bits 2s and 2s + 1, those of weight
@@ -118,6 +121,10 @@ typedef struct {
     uint8_t d[PACK_ROWS][2];          /* f16 scale of each row */
     uint8_t qs[4][64];
 } PackQ4_0;                           /* 16 rows by one block of 32 */
+typedef struct {
+    uint8_t d[PACK_ROWS][2];          /* f16 scale of each row */
+    uint8_t qs[8][64];                /* byte 4r + i of vector s: q + 128 of weight 4s + i of row r */
+} PackQ8_0;                           /* 16 rows by one block of 32: a unit's group as it is */
 typedef struct {
     uint8_t d[PACK_ROWS][2], dmin[PACK_ROWS][2];
     uint8_t sc[QK_K / 32][PACK_ROWS]; /* 6-bit scale and min of each sub-block of 32 */
@@ -152,6 +159,7 @@ struct DecodeActs {
 /* The portable packed kernels (kernels_pack.c): the reference the SIMD
  * ones are tested against. */
 void pack_dot_q4_0(float *out, const DecodeActs *x, const void *w, int m, int k);
+void pack_dot_q8_0(float *out, const DecodeActs *x, const void *w, int m, int k);
 void pack_dot_q4_k(float *out, const DecodeActs *x, const void *w, int m, int k);
 void pack_dot_q6_k(float *out, const DecodeActs *x, const void *w, int m, int k);
 

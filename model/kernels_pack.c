@@ -9,6 +9,7 @@
 size_t pack_group_bytes(TensorType t, int cols) {
     switch (t) {
     case TENSOR_Q4_0: return (size_t)(cols / QK) * sizeof(PackQ4_0);
+    case TENSOR_Q8_0: return (size_t)(cols / QK) * sizeof(PackQ8_0);
     case TENSOR_Q4_K: return (size_t)(cols / QK_K) * sizeof(PackQ4_K);
     case TENSOR_Q6_K: return (size_t)(cols / QK_K) * sizeof(PackQ6_K);
     case TENSOR_F32: return (size_t)cols * PACK_ROWS * sizeof(float);
@@ -27,6 +28,14 @@ static void put_nibbles(uint8_t qs[4][64], int r, const uint8_t *u) {
 
 static void pack_row(TensorType t, void *dst, const uint8_t *row, int r, int cols) {
     uint8_t u[QK_K];
+    if (t == TENSOR_Q8_0) {
+        PackQ8_0 *p = dst;
+        for (int b = 0; b < cols / QK; b++, row += 2 + QK) {
+            memcpy(p[b].d[r], row, 2);
+            for (int i = 0; i < QK; i++) p[b].qs[i / 4][4 * r + i % 4] = (uint8_t)((int8_t)row[2 + i] + 128);
+        }
+        return;
+    }
     if (t == TENSOR_Q4_0) {
         PackQ4_0 *p = dst;
         QuantBlock qb;
@@ -101,7 +110,12 @@ static void unit_vectors(uint8_t *dst, const uint8_t *qs, const uint8_t *qh, int
 static void unit_block(QuantUnit *u, TensorType t, const void *p, int b, int g) {
     uint8_t *dst = u->q + (size_t)(b * 2 + g) * 8 * 64;
     float *d = u->d + (size_t)(b * 2 + g) * 2 * 16, *m = u->m + (size_t)(b * 2 + g) * 2 * 16;
-    if (t == TENSOR_Q4_0) {
+    if (t == TENSOR_Q8_0) {
+        const PackQ8_0 *q = (const PackQ8_0 *)p + b;
+        memcpy(dst, q->qs, sizeof q->qs);
+        for (int r = 0; r < PACK_ROWS; r++)
+            d[r] = d[16 + r] = quant_half(q->d[r]), m[r] = m[16 + r] = 0.0f;
+    } else if (t == TENSOR_Q4_0) {
         const PackQ4_0 *q = (const PackQ4_0 *)p + b;
         for (int s = 0; s < 4; s++) unit_vectors(dst, q->qs[s], NULL, s);
         for (int r = 0; r < PACK_ROWS; r++)
@@ -165,6 +179,20 @@ void pack_dot_q4_0(float *out, const DecodeActs *x, const void *w, int m, int k)
             float acc = 0.0f;
             for (int b = 0; b < k / QK; b++) {
                 int32_t dot = block_dot(p[b].qs, r, x->q + QK * b) - 8 * x->sum[b];
+                acc += (float)dot * (quant_half(p[b].d[r]) * x->d[b]);
+            }
+            out[g + r] = acc;
+        }
+}
+
+void pack_dot_q8_0(float *out, const DecodeActs *x, const void *w, int m, int k) {
+    const PackQ8_0 *p = w;
+    for (int g = 0; g < m; g += PACK_ROWS, p += k / QK)
+        for (int r = 0; r < rows_in(m, g); r++) {
+            float acc = 0.0f;
+            for (int b = 0; b < k / QK; b++) {
+                int32_t dot = -128 * x->sum[b];
+                for (int i = 0; i < QK; i++) dot += p[b].qs[i / 4][4 * r + i % 4] * x->q[QK * b + i];
                 acc += (float)dot * (quant_half(p[b].d[r]) * x->d[b]);
             }
             out[g + r] = acc;

@@ -219,7 +219,7 @@ const KernelPath kernels_portable = {
         [TENSOR_F32] = {.dot = dot_f32, .mix = mix_f32, .to_f32 = kernel_copy_f32},
         [TENSOR_F16] = {.dot = dot_f16, .mix = mix_f16, .to_f32 = f16_to_f32},
         [TENSOR_BF16] = {.dot = dot_bf16, .to_f32 = bf16_to_f32},
-        [TENSOR_Q8_0] = {.dot_q8 = dot_q8_0, .to_f32 = q8_0_to_f32},
+        [TENSOR_Q8_0] = {.dot_q8 = dot_q8_0, .dot_packed = pack_dot_q8_0, .to_f32 = q8_0_to_f32},
         KERNEL_QUANT_TYPES,
     },
     .gemm_q8 = gemm_q8, .quantize_q8 = quantize_q8, .to_f16 = to_f16, .softmax = softmax,

@@ -537,7 +537,7 @@ END_TEST
  * Control: each row's result is outside the bound around the next row's
  * (a quant or scale packed into the wrong row or lane fails). */
 START_TEST(packed_decode_matches_rows) {
-    static const TensorType TYPES[] = {TENSOR_Q4_0, TENSOR_Q4_K, TENSOR_Q6_K};
+    static const TensorType TYPES[] = {TENSOR_Q8_0, TENSOR_Q4_0, TENSOR_Q4_K, TENSOR_Q6_K};
     const char *paths[] = {"portable", "avx2", "avx512"};
     int rows = 45;
     float *x = random_floats(256 * 3), *x3 = random_floats(256 * 3 * 3);
