@@ -32,7 +32,12 @@ static void pack_row(TensorType t, void *dst, const uint8_t *row, int r, int col
         PackQ8_0 *p = dst;
         for (int b = 0; b < cols / QK; b++, row += 2 + QK) {
             memcpy(p[b].d[r], row, 2);
-            for (int i = 0; i < QK; i++) p[b].qs[i / 4][4 * r + i % 4] = (uint8_t)((int8_t)row[2 + i] + 128);
+            for (int s = 0; s < 8; s++) { /* 4 quants at a time; q + 128 flips each byte's top bit */
+                uint32_t four;
+                memcpy(&four, row + 2 + 4 * s, 4);
+                four ^= 0x80808080u;
+                memcpy(&p[b].qs[s][4 * r], &four, 4);
+            }
         }
         return;
     }
