@@ -200,6 +200,9 @@ typedef struct {
     /* quant_unit_fill of Q8_0 rows, centred (quant_unit_centre) if asked;
      * NULL where the path has none. */
     void (*unit_fill_q8_0)(QuantUnit *u, const void *rows, size_t row_bytes, int n_rows, int k, int centred);
+    /* quant_unit_fill_packed of Q8_0 (not centred); NULL where the path
+     * has none. */
+    void (*unit_fill_packed_q8_0)(QuantUnit *u, const void *groups, int n_rows, int k);
     /* Activations to Q8 blocks of 32 (k a multiple of 32): q = round(x / d),
      * d = max|x| / 127 per block, kept as f32. */
     void (*quantize_q8)(int8_t *q, float *d, const float *x, int k);

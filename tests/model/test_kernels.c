@@ -424,6 +424,52 @@ START_TEST(matmul_paths_threads_and_chunks) {
 }
 END_TEST
 
+/* matmul_many does several matrices of one width in one parallel region
+ * (block-quantized and BF16 prefill; decode): each output is the bits of
+ * that matrix alone, on every path, for decode and prefill (40 tokens),
+ * with row counts that leave partial units, blocks and groups.  An output
+ * put in another matrix's rows, or rows skipped, fails the comparison. */
+START_TEST(matmul_many_equals_one_by_one) {
+    static const TensorType TYPES[] = {TENSOR_F32, TENSOR_F16, TENSOR_BF16, TENSOR_Q8_0, TENSOR_Q4_K};
+    static const int ROWS[3] = {45, 109, 64};
+    const char *paths[] = {"portable", "avx2", "avx512"};
+    int cols = 256, n = 40;
+    float *x = random_floats((size_t)n * cols);
+    for (size_t ty = 0; ty < sizeof TYPES / sizeof TYPES[0]; ty++) {
+        Tensor w[3];
+        float *ref[3];
+        for (int i = 0; i < 3; i++) w[i] = random_tensor(TYPES[ty], ROWS[i], cols, &ref[i]);
+        for (int p = 0; p < 3; p++) {
+            if (!have(paths[p])) continue;
+            for (int tokens = 1; tokens <= n; tokens += n - 1) {
+                MatmulScratch s;
+                PosencError err;
+                ck_assert_msg(matmul_scratch_build(&s, cols, &err) == 0, "%s", err.msg);
+                float *outs[3];
+                const Tensor *ws[3] = {&w[0], &w[1], &w[2]};
+                for (int i = 0; i < 3; i++) outs[i] = malloc((size_t)tokens * ROWS[i] * sizeof(float));
+                matmul_many(outs, x, ws, 3, tokens, &s);
+                for (int i = 0; i < 3; i++) {
+                    float *one = run_matmul(&w[i], x, tokens, 2);
+                    ck_assert_msg(memcmp(one, outs[i], (size_t)tokens * ROWS[i] * sizeof(float)) == 0,
+                                  "%s %s, %d tokens: matrix %d differs", paths[p], tensor_type_name(TYPES[ty]), tokens,
+                                  i);
+                    free(one);
+                    free(outs[i]);
+                }
+                matmul_scratch_free(&s);
+            }
+        }
+        kernels_use("portable");
+        for (int i = 0; i < 3; i++) {
+            free(ref[i]);
+            free((void *)w[i].data);
+        }
+    }
+    free(x);
+}
+END_TEST
+
 /* BF16 prefill with activations rounded to BF16, past one chunk of them
  * (512 tokens), on each kernel this CPU offers: AMX's tiles, and with AMX
  * refused, AVX512-BF16's pair products.  Each output is the same bits
@@ -1277,6 +1323,7 @@ int main(void) {
     tcase_add_test(tc, packed_decode_matches_rows);
     tcase_add_test(tc, packed_float_decode_equals_prefill);
     tcase_add_test(tc, bf16_prefill_chunks);
+    tcase_add_test(tc, matmul_many_equals_one_by_one);
     tcase_add_test(tc, quant_prefill_matches_portable);
     tcase_add_test(tc, amx_int8_prefill_equals_vnni);
     tcase_add_test(tc, mix_rows_within_bound);
