@@ -12,7 +12,10 @@ the block-quantized types, e.g. q4_0 and the q4_k_m mix, with
 tools/quantize.py from the f32 GGUF),
 measures posenc's `-m bench` (pp512, tg128) on each shape and weight type
 (prefill's share of the probed FMA peak, decode's of the probed bandwidth),
-then the same tests at each of --depths cached tokens on --depth-shape
+then pp512 of every weight type of --depth-shape against its f32 (the
+types taking turns within each round, so their ratio is not the machine's
+drift between rows minutes apart), then the same tests at each of
+--depths cached tokens on --depth-shape
 (f32 weights, f16 cache: llama-bench -d beside it when it has -d, else
 llama-batched-bench's decode after a prompt of that many tokens, --llamacpp-batched),
 and, in the same run on the same files, the peers whose paths are given:
@@ -57,6 +60,13 @@ def posenc_bench(a, model, depths=None):
     p = run(cmd)
     return {r["test"]: (r["tok_s"], r["bw_fraction"] if r["n_gen"] else r["flops_fraction"])
             for r in map(json.loads, p.stdout.splitlines()) if r}
+
+
+def posenc_prefill(a, model):
+    """pp512 tok/s alone (no decode test)."""
+    p = run([a.run, model, "-m", "bench", "--pp", "512", "--tg", "0", "-r", "1", "--threads", str(a.threads),
+             "--json"])
+    return [r["tok_s"] for r in map(json.loads, p.stdout.splitlines()) if r][0]
 
 
 def llamacpp_has_depth(a):
@@ -192,6 +202,15 @@ def main(argv):
                       (shape, t, test, fmt(mine), bw, fmt(l2c), ratio(mine, l2c),
                        fmt(lcpp), ratio(mine, lcpp)))
             sys.stdout.flush()
+    if a.depth_shape in shapes and "f32" in types and len(types) > 1:
+        models = {t: os.path.join(a.models, "%s-%s.gguf" % (a.depth_shape, t)) for t in types}
+        res = rounds(a, {t: (lambda m=m: posenc_prefill(a, m)) for t, m in models.items()})
+        print("\n%s, pp512 of each weight type against f32, the types taking turns in each round" % a.depth_shape)
+        print("| weights | posenc pp512 tok/s | of f32 (median of per-round ratios) |")
+        print("|---|---:|---:|")
+        for t in types:
+            print("| %s | %s | %s |" % (t, fmt(res[t]), ratio(res[t], res["f32"])))
+        sys.stdout.flush()
     depths = [int(d) for d in a.depths.split(",") if d]
     if depths and a.depth_shape in shapes:
         gguf = os.path.join(a.models, "%s-f32.gguf" % a.depth_shape)
