@@ -62,7 +62,9 @@ void matmul_scratch_free(MatmulScratch *s);
 void matmul(float *out, const float *x, const Tensor *w, int n, MatmulScratch *s);
 /* outs[i] = x . ws[i]^T for `count` <= MATMUL_MANY_MAX matrices of the same
  * width (q, k, v; gate, up): for decode, and for prefill against
- * block-quantized weights, one parallel region does them all. */
+ * block-quantized weights or BF16 ones with BF16 activations
+ * (kernels_bf16_activations), one parallel region does them all, and the
+ * activations are quantized or rounded once. */
 #define MATMUL_MANY_MAX 3
 void matmul_many(float *const *outs, const float *x, const Tensor *const *ws, int count, int n,
                  MatmulScratch *s);
