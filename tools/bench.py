@@ -51,22 +51,16 @@ def run(cmd, **kw):
     return p
 
 
-def posenc_bench(a, model, depths=None):
-    """{test: (tok/s, fraction of the bandwidth (tg) or FMA peak (pp) probed beside it)}"""
-    cmd = [a.run, model, "-m", "bench", "--pp", "512", "--tg", "128", "-r", "1",
+def posenc_bench(a, model, depths=None, tg=128):
+    """{test: (tok/s, fraction of the bandwidth (tg) or FMA peak (pp) probed beside it)};
+    tg=0: prefill alone."""
+    cmd = [a.run, model, "-m", "bench", "--pp", "512", "--tg", str(tg), "-r", "1",
            "--threads", str(a.threads), "--json"]
     if depths:
         cmd += ["--depth", ",".join(map(str, [0] + depths)), "--kv-type", "f16"]
     p = run(cmd)
     return {r["test"]: (r["tok_s"], r["bw_fraction"] if r["n_gen"] else r["flops_fraction"])
             for r in map(json.loads, p.stdout.splitlines()) if r}
-
-
-def posenc_prefill(a, model):
-    """pp512 tok/s alone (no decode test)."""
-    p = run([a.run, model, "-m", "bench", "--pp", "512", "--tg", "0", "-r", "1", "--threads", str(a.threads),
-             "--json"])
-    return [r["tok_s"] for r in map(json.loads, p.stdout.splitlines()) if r][0]
 
 
 def llamacpp_has_depth(a):
@@ -204,7 +198,7 @@ def main(argv):
             sys.stdout.flush()
     if a.depth_shape in shapes and "f32" in types and len(types) > 1:
         models = {t: os.path.join(a.models, "%s-%s.gguf" % (a.depth_shape, t)) for t in types}
-        res = rounds(a, {t: (lambda m=m: posenc_prefill(a, m)) for t, m in models.items()})
+        res = rounds(a, {t: (lambda m=m: posenc_bench(a, m, tg=0)["pp512"][0]) for t, m in models.items()})
         print("\n%s, pp512 of each weight type against f32, the types taking turns in each round" % a.depth_shape)
         print("| weights | posenc pp512 tok/s | of f32 (median of per-round ratios) |")
         print("|---|---:|---:|")
