@@ -27,14 +27,41 @@ const char *tests_models_dir(const char *what) {
     if (!dir || !*dir) dir = "../shared/models";
     struct stat st;
     if (stat(dir, &st) == 0 && S_ISDIR(st.st_mode)) return dir;
+    char why[1200];
+    snprintf(why, sizeof why, "models directory '%s' not found; set POSENC_MODELS", dir);
+    tests_prerequisite_missing(what, why);
+    return NULL;
+}
+
+int tests_under_ci(void) {
     const char *ci = getenv("CI");
-    if (ci && strcmp(ci, "true") == 0) {
-        fprintf(stderr, "FATAL: models directory '%s' is missing under CI=true; "
-                        "real-model tests (%s) must run in CI\n", dir, what);
+    return ci && strcmp(ci, "true") == 0;
+}
+
+int tests_prerequisite_missing(const char *what, const char *why) {
+    if (tests_under_ci()) {
+        /* Outside a test (suite set-up) there is no test to fail: exit. */
+        fprintf(stderr, "FATAL: %s must run under CI=true, but %s\n", what, why);
+        fflush(stderr);
         exit(EXIT_FAILURE);
     }
-    fprintf(stderr, "SKIP: %s (models directory '%s' not found; set POSENC_MODELS)\n",
-            what, dir);
+    printf("SKIP: %s (%s)\n", what, why);
+    fflush(stdout);
+    return 0;
+}
+
+const char *tests_find_program(const char *program) {
+    static char found[4096];
+    if (strchr(program, '/'))
+        return access(program, X_OK) == 0 ? program : NULL;
+    const char *path = getenv("PATH");
+    for (const char *p = path; p && *p;) {
+        const char *colon = strchr(p, ':');
+        size_t n = colon ? (size_t)(colon - p) : strlen(p);
+        snprintf(found, sizeof found, "%.*s/%s", (int)n, n ? p : ".", program);
+        if (access(found, X_OK) == 0) return found;
+        p += n + (colon != NULL);
+    }
     return NULL;
 }
 
@@ -411,10 +438,28 @@ const char *tests_python(void) {
     return python && *python ? python : "/usr/bin/python3";
 }
 
+/* The last line of a program's stderr, which names its error (Python's
+ * exception, ensure_npm's summary); trailing newlines are cut from `err`. */
+static const char *last_line(char *err) {
+    size_t n = strlen(err);
+    while (n && err[n - 1] == '\n') err[--n] = '\0';
+    const char *last = strrchr(err, '\n');
+    return last ? last + 1 : err;
+}
+
 int tests_python_available(const char *what) {
-    if (access(tests_python(), X_OK) == 0) return 1;
-    fprintf(stderr, "SKIP: %s (no executable %s)\n", what, tests_python());
-    return 0;
+    char why[1200];
+    if (!tests_find_program(tests_python())) {
+        snprintf(why, sizeof why, "no executable %s (set PYTHON)", tests_python());
+        return tests_prerequisite_missing(what, why);
+    }
+    TestsRun r = tests_run_python((const char *[]){"-c", "import numpy", NULL});
+    int ok = r.status == 0;
+    if (!ok)
+        snprintf(why, sizeof why, "%s cannot import numpy: %.900s", tests_python(),
+                 last_line(r.err));
+    tests_run_free(&r);
+    return ok ? 1 : tests_prerequisite_missing(what, why);
 }
 
 TestsRun tests_run_python(const char *const *args) {
@@ -471,10 +516,11 @@ const char *tests_npm_modules(const char *what) {
     TestsRun r = tests_run_program("sh", (const char *[]){"tools/ensure_npm.sh", ".", NULL}, NULL);
     int ok = r.status == 0 && r.out_len > 1 && r.out_len < sizeof dir;
     if (ok) snprintf(dir, sizeof dir, "%.*s", (int)r.out_len - 1, r.out); /* drop the newline */
-    const char *ci = getenv("CI");
-    if (!ok && ci && strcmp(ci, "true") == 0)
-        ck_abort_msg("tools/ensure_npm.sh failed under CI=true (%s must run there): %s", what, r.err);
-    if (!ok) printf("SKIP: %s (npm references not installed: %s)\n", what, r.err);
+    if (!ok) {
+        char why[1200];
+        snprintf(why, sizeof why, "%.1100s", last_line(r.err));
+        tests_prerequisite_missing(what, why);
+    }
     tests_run_free(&r);
     return ok ? dir : NULL;
 }

@@ -147,6 +147,17 @@ TestsRun tests_expect_failure(const char *const *args, const char *needle);
 /* The same, and nothing on stdout: the refusal came before any work. */
 void tests_expect_error(const char *const *args, const char *needle);
 
+/* Whether the suites run under CI (CI=true, which .ci/run exports): there a
+ * missing prerequisite is a failure, never a skip. */
+int tests_under_ci(void);
+/* A prerequisite of `what` is missing (`why`): under CI the test fails
+ * naming both; elsewhere one "SKIP: what (why)" line.  Returns 0, so a
+ * caller can `return tests_prerequisite_missing(...)`. */
+int tests_prerequisite_missing(const char *what, const char *why);
+/* `program` as execvp finds it (looked up in PATH when it has no '/'), in
+ * a static buffer, or NULL when there is no such executable. */
+const char *tests_find_program(const char *program);
+
 /* The node_modules directory of the npm references (tests/package.json),
  * installed by tools/ensure_npm.sh on first use; NULL after printing that
  * `what` is skipped (a failure under CI=true, where npm must work). */
@@ -154,7 +165,8 @@ const char *tests_npm_modules(const char *what);
 
 /* The Python interpreter: $PYTHON, default /usr/bin/python3. */
 const char *tests_python(void);
-/* Whether it can be run; if not, prints that `what` is skipped. */
+/* Whether it runs and imports NumPy (every tool the tests call needs
+ * both); if not, tests_prerequisite_missing. */
 int tests_python_available(const char *what);
 /* Runs it with args, the same way as the engine. */
 TestsRun tests_run_python(const char *const *args);

@@ -11,6 +11,11 @@ command -v npm >/dev/null 2>&1 || { echo "ensure_npm: npm is not installed (apt-
 mkdir -p "$dest"
 if ! cmp -s "$root/tests/package-lock.json" "$dest/package-lock.json" || [ ! -d "$dest/node_modules" ]; then
     cp "$root/tests/package.json" "$root/tests/package-lock.json" "$dest/"
-    (cd "$dest" && npm ci --no-audit --no-fund --loglevel=error >&2)
+    if ! (cd "$dest" && npm ci --no-audit --no-fund --loglevel=error >&2); then
+        pkgs=$(node -e 'console.log(Object.keys(require(process.argv[1]).dependencies).join(" "))' \
+               "$(cd "$root" && pwd)/tests/package.json" 2>/dev/null || echo "see tests/package.json")
+        echo "ensure_npm: npm ci could not install the references: $pkgs" >&2
+        exit 1
+    fi
 fi
 echo "$dest/node_modules"

@@ -123,22 +123,14 @@ START_TEST(pages_parse) {
 }
 END_TEST
 
-/* chromium on PATH, or NULL after printing SKIP (failing under CI). */
+/* chromium on PATH, or NULL after printing SKIP (failing under CI, where
+ * .ci/run installs it). */
 static const char *chromium(void) {
-    const char *path = getenv("PATH");
-    static char found[1024];
-    for (const char *p = path; p && *p;) {
-        const char *colon = strchr(p, ':');
-        size_t n = colon ? (size_t)(colon - p) : strlen(p);
-        snprintf(found, sizeof found, "%.*s/chromium", (int)n, p);
-        if (access(found, X_OK) == 0) return found;
-        p += n + (colon != NULL);
-    }
-    const char *ci = getenv("CI");
-    ck_assert_msg(!(ci && !strcmp(ci, "true")), "chromium is not installed; CI must run the "
-                  "browser tests (.ci/run installs it)");
-    printf("SKIP: chromium is not installed: the headless browser checks of --html\n");
-    return NULL;
+    const char *found = tests_find_program("chromium");
+    if (!found)
+        tests_prerequisite_missing("the headless browser checks of --html",
+                                   "chromium is not installed");
+    return found;
 }
 
 /* The page at `fragment` in headless chromium: its DOM after the scripts
