@@ -2,9 +2,10 @@
  * tokens are the template's transcript and its logits those of one
  * prefill of it), a conversation longer than the cache keeps the system
  * prompt's cells through context shifts, and the command line drives it
- * through stdin (turns, --stop, EOF, errors) and a pseudo-terminal (Ctrl-C).
- * On stories260K (llama2 format) and the PE zoo's RoPE model (chatml, whose
- * vocabulary has no special tokens: the markers are plain text there). */
+ * through stdin (turns whose replies are -m generate's greedy text for the
+ * rendered transcript, --stop, EOF, errors) and a pseudo-terminal (Ctrl-C).
+ * On stories260K, whose llama2.c vocabulary has no special tokens but BOS
+ * and EOS: the formats' markers (llama2, gemma, chatml) are plain text. */
 #include <ctype.h>
 #include <math.h>
 #include <stdio.h>
