@@ -1,7 +1,9 @@
 /* The vocabulary inside a GGUF file (tokenizer.ggml.*, llama.cpp's keys):
  * "llama" is SentencePiece BPE, "t5" SentencePiece unigram, "gpt2"
  * byte-level BPE.  The arrays are read into a TokenizerSpec; nothing read
- * here outlives the call because tokenizer_build copies.
+ * here outlives the call because tokenizer_build copies.  Several pieces may
+ * be typed unknown, as llama.cpp reads them (its converter types Phi-3's
+ * [PAD...] pieces so).
  *
  * What llama.cpp has no key for is under posenc.tokenizer.* (tools/convert.py
  * writes them); an absent key takes the library's default:
@@ -237,7 +239,7 @@ int tokenizer_load_gguf(Tokenizer *t, const GgufFile *g, PosencError *err) {
     if (!gguf_find_kv(g, "tokenizer.ggml.model"))
         return posenc_error(err, "%s: the file has no vocabulary (tokenizer.ggml.*); pass -z",
                             g->path);
-    VocabBuild b = {.spec = {.bos_id = -1, .eos_id = -1}};
+    VocabBuild b = {.spec = {.bos_id = -1, .eos_id = -1, .several_unknown = 1}};
     int rc = fill_spec(g, &b, err);
     if (rc == 0 && tokenizer_build(t, &b.spec, err)) {
         posenc_error_prefix(err, "vocabulary");

@@ -86,9 +86,9 @@ int spm_init(Tokenizer *t, const TokenizerSpec *spec, PosencError *err) {
         if (hf && t->scores[id] < t->min_score) t->min_score = t->scores[id]; /* of every piece */
         switch (t->types[id]) {
         case TOKEN_UNKNOWN:
-            if (t->unk_id >= 0)
+            if (t->unk_id >= 0 && !spec->several_unknown)
                 return posenc_error(err, "two unknown pieces (%d and %d)", t->unk_id, id);
-            t->unk_id = id;
+            if (t->unk_id < 0) t->unk_id = id; /* the others never come from text */
             break;
         case TOKEN_BYTE: {
             int b = byte_piece_value(p);

@@ -76,6 +76,10 @@ typedef struct {
     const uint8_t *charsmap;     /* SentencePiece precompiled_charsmap, or NULL */
     size_t charsmap_size;
     int bos_id, eos_id;          /* -1 when the vocabulary has none */
+    int several_unknown;         /* SentencePiece: more than one piece may be typed unknown
+                                    (llama.cpp's converter types Phi-3's padding pieces so,
+                                    and llama.cpp reads them); the first is the unknown
+                                    piece.  0: one only, as the library requires */
     /* SentencePiece normalizer_spec / trainer_spec flags */
     int add_dummy_prefix, remove_extra_whitespaces, escape_whitespaces;
     int treat_whitespace_as_suffix, byte_fallback;
