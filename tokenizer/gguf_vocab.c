@@ -1,9 +1,10 @@
 /* The vocabulary inside a GGUF file (tokenizer.ggml.*, llama.cpp's keys):
  * "llama" is SentencePiece BPE, "t5" SentencePiece unigram, "gpt2"
- * byte-level BPE.  The arrays are read into a TokenizerSpec; nothing read
- * here outlives the call because tokenizer_build copies.  Several pieces may
- * be typed unknown, as llama.cpp reads them (its converter types Phi-3's
- * [PAD...] pieces so).
+ * byte-level BPE, "gemma4" BPE over characters with byte fallback (spaces as
+ * U+2581, as Gemma's tokenizer.json; llama.cpp's "SPM-style BPE").  The
+ * arrays are read into a TokenizerSpec; nothing read here outlives the call
+ * because tokenizer_build copies.  Several pieces may be typed unknown, as
+ * llama.cpp reads them (its converter types Phi-3's [PAD...] pieces so).
  *
  * What llama.cpp has no key for is under posenc.tokenizer.* (tools/convert.py
  * writes them); an absent key takes the library's default:
@@ -75,7 +76,8 @@ static int read_kind(const GgufFile *g, VocabBuild *b, PosencError *err) {
     if (!strcmp(model, "llama")) b->spec.kind = TOKENIZER_SPM_BPE;
     else if (!strcmp(model, "t5")) b->spec.kind = TOKENIZER_SPM_UNIGRAM;
     else if (!strcmp(model, "gpt2")) b->spec.kind = TOKENIZER_GPT2;
-    else return posenc_error(err, "%s: tokenizer.ggml.model '%s' is not supported (llama|t5|gpt2)",
+    else if (!strcmp(model, "gemma4")) b->spec.kind = TOKENIZER_HF_BPE;
+    else return posenc_error(err, "%s: tokenizer.ggml.model '%s' is not supported (llama|t5|gpt2|gemma4)",
                              g->path, posenc_escape(model).s);
     if (!encoder) return 0;
     if (strcmp(encoder, "llama2c") != 0)
@@ -223,7 +225,8 @@ static int fill_spec(const GgufFile *g, VocabBuild *b, PosencError *err) {
         return -1;
     if (tokens->n == 0 || tokens->n > (1u << 24))
         return posenc_error(err, "%s: %zu tokens", g->path, tokens->n);
-    if (b->spec.kind == TOKENIZER_GPT2 && gguf_find_kv(g, "tokenizer.ggml.merges") &&
+    int bpe = b->spec.kind == TOKENIZER_GPT2 || b->spec.kind == TOKENIZER_HF_BPE;
+    if (bpe && gguf_find_kv(g, "tokenizer.ggml.merges") &&
         gguf_get_arr(g, "tokenizer.ggml.merges", GGUF_TYPE_STRING, &merges, err))
         return -1;
     b->owned = mallocCheck((tokens->n + (merges ? merges->n : 0)) * sizeof(char *),
