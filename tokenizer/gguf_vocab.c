@@ -207,10 +207,12 @@ static int read_pre(const GgufFile *g, VocabBuild *b, PosencError *err) {
     if (b->spec.kind != TOKENIZER_GPT2) return 0;
     if (optional_str(g, "tokenizer.ggml.pre", &pre, err)) return -1;
     if (!pre) return 0;
-    int ignore_merges, kind = pretok_find_name(pre, &ignore_merges);
+    const char *why;
+    int ignore_merges, kind = pretok_find_name(pre, &ignore_merges, &why);
     if (kind < 0)
         return posenc_error(err, "%s: tokenizer.ggml.pre '%s' is not a pre-tokenizer posenc "
-                                 "implements (%s)", g->path, posenc_escape(pre).s, pretok_known_names());
+                                 "implements: %s", g->path, posenc_escape(pre).s,
+                            why ? why : "not a name llama.cpp gives (tokenizer/README.md lists them)");
     b->spec.pretok = (PretokKind)kind;
     b->spec.leftmost_merges = 1;
     b->spec.ignore_merges = ignore_merges;

@@ -81,19 +81,23 @@ static size_t digits(const char *s, size_t i, size_t end, int max) {
     return k - i;
 }
 
-/* Llama 3 (GGUF pre "llama-bpe") with max_digits 3, Qwen2 ("qwen2") with 1:
- *   (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,N}
- *   | ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+ */
-static size_t match_llama3_like(const char *s, size_t i, size_t end, int max_digits) {
+/* Llama 3 (GGUF pre "llama-bpe") with max_digits 3 and words of \p{L}, Qwen2
+ * ("qwen2") with 1, Qwen3.5 ("qwen35") with 1 and words of [\p{L}\p{M}]:
+ *   (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?WORD+|\p{N}{1,N}
+ *   | ?[^\s\p{N}WORD]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+ * A mark (Qwen3.5) that could lead a word as its optional first character
+ * matches the same run either way, so words are runs of the WORD classes
+ * with at most one other character (not a line break or number) in front. */
+static size_t match_llama3_like(const char *s, size_t i, size_t end, int max_digits, unsigned word) {
     size_t n = contraction(s, i, end), c0len, c1len = 0;
     if (n) return n;
     UnicodeClass c0 = class_at(s, i, end, &c0len), c1 = UCLASS_OTHER;
     if (i + c0len < end) c1 = class_at(s, i + c0len, end, &c1len);
-    if (c0 == UCLASS_LETTER) return run_of(s, i, end, C(LETTER)) - i;
-    if (c0 != UCLASS_NUMBER && !is_nl(s[i]) && c1 == UCLASS_LETTER)
-        return run_of(s, i + c0len, end, C(LETTER)) - i;
+    if (word >> c0 & 1) return run_of(s, i, end, word) - i;
+    if (c0 != UCLASS_NUMBER && !is_nl(s[i]) && (word >> c1 & 1))
+        return run_of(s, i + c0len, end, word) - i;
     if (c0 == UCLASS_NUMBER) return digits(s, i, end, max_digits);
-    unsigned other = ~(C(SPACE) | C(LETTER) | C(NUMBER));
+    unsigned other = ~(C(SPACE) | C(NUMBER) | word);
     size_t j = s[i] == ' ' && c1len && (other >> c1 & 1) ? i + 1 : i;
     if (other >> class_at(s, j, end, &c1len) & 1) {
         size_t k = run_of(s, j, end, other);
@@ -103,11 +107,80 @@ static size_t match_llama3_like(const char *s, size_t i, size_t end, int max_dig
     return whitespace(s, i, end);
 }
 static size_t match_llama3(const char *s, size_t i, size_t end) {
-    return match_llama3_like(s, i, end, 3);
+    return match_llama3_like(s, i, end, 3, C(LETTER));
 }
 static size_t match_qwen2(const char *s, size_t i, size_t end) {
-    return match_llama3_like(s, i, end, 1);
+    return match_llama3_like(s, i, end, 1, C(LETTER));
 }
+static size_t match_qwen35(const char *s, size_t i, size_t end) {
+    return match_llama3_like(s, i, end, 1, C(LETTER) | C(MARK));
+}
+
+/* Tekken ("tekken": Mistral NeMo) and GPT-4o ("gpt-4o": o200k, Phi-4-mini,
+ * Llama 4) tell letters by case.  With U = [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}],
+ * W = [\p{Ll}\p{Lm}\p{Lo}\p{M}] and P = [^\r\n\p{L}\p{N}]:
+ *   P?U*W+C?|P?U+W*C?|\p{N}{1,N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
+ * where C = (?i:'s|'t|'re|'ve|'m|'ll|'d) for GPT-4o and nothing for Tekken.
+ * (llama.cpp runs its own rewrite, with [^a-z] and [^A-Z] letters for U and
+ * W and no marks: posenc runs the tokenizer.json pattern.) */
+enum { IN_U = 1, IN_W = 2 };
+
+static int case_set(const char *s, size_t i, size_t end, size_t *clen) {
+    uint32_t cp;
+    int k = utf8_decode((const unsigned char *)s + i, end - i, &cp);
+    *clen = k > 0 ? (size_t)k : 1;
+    UnicodeClass cls = k > 0 ? unicode_class(cp) : UCLASS_OTHER;
+    if (cls == UCLASS_MARK) return IN_U | IN_W;
+    if (cls != UCLASS_LETTER) return 0;
+    UnicodeCase c = unicode_case(cp);
+    return c == UCASE_UPPER ? IN_U : c == UCASE_LOWER ? IN_W : IN_U | IN_W;
+}
+
+static size_t run_in(const char *s, size_t i, size_t end, int set) {
+    size_t clen;
+    while (i < end && (case_set(s, i, end, &clen) & set)) i += clen;
+    return i;
+}
+
+/* End of U*W+ from p, or 0.  U* gives back characters from its end until W+
+ * can start: at the first character after the U run (then a \p{Ll}), else
+ * at the run's last character that is in W too. */
+static size_t upper_then_lower(const char *s, size_t p, size_t end) {
+    size_t w = SIZE_MAX, clen;
+    for (int set; p < end && ((set = case_set(s, p, end, &clen)) & IN_U); p += clen)
+        if (set & IN_W) w = p;
+    if (p < end && (case_set(s, p, end, &clen) & IN_W)) w = p;
+    return w == SIZE_MAX ? 0 : run_in(s, w, end, IN_W);
+}
+
+/* End of U+W* from p, or 0. */
+static size_t upper_run(const char *s, size_t p, size_t end) {
+    size_t u = run_in(s, p, end, IN_U);
+    return u == p ? 0 : run_in(s, u, end, IN_W);
+}
+
+static size_t match_cased(const char *s, size_t i, size_t end, int max_digits, int contractions) {
+    size_t c0len, clen;
+    UnicodeClass c0 = class_at(s, i, end, &c0len);
+    int prefix = c0 != UCLASS_LETTER && c0 != UCLASS_NUMBER && !is_nl(s[i]);
+    for (int alt = 0; alt < 2; alt++)
+        for (int p = prefix; p >= 0; p--) { /* P? takes its character first */
+            size_t from = i + (p ? c0len : 0);
+            size_t e = alt ? upper_run(s, from, end) : upper_then_lower(s, from, end);
+            if (e) return e - i + (contractions && e < end ? contraction(s, e, end) : 0);
+        }
+    if (c0 == UCLASS_NUMBER) return digits(s, i, end, max_digits);
+    unsigned other = ~(C(SPACE) | C(LETTER) | C(NUMBER));
+    size_t j = s[i] == ' ' && i + 1 < end && (other >> class_at(s, i + 1, end, &clen) & 1) ? i + 1 : i;
+    if (other >> class_at(s, j, end, &clen) & 1) {
+        size_t k = run_of(s, j, end, other);
+        while (k < end && (is_nl(s[k]) || s[k] == '/')) k++;
+        return k - i;
+    }
+    return whitespace(s, i, end);
+}
+static size_t match_tekken(const char *s, size_t i, size_t end) { return match_cased(s, i, end, 1, 0); }
+static size_t match_gpt4o(const char *s, size_t i, size_t end) { return match_cased(s, i, end, 3, 1); }
 
 /* DeepSeek-V3 ("deepseek-v3"), three splits:
  *   \p{N}{1,3}
@@ -187,13 +260,24 @@ typedef struct {
 #define REGEX_GPT2 "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"
 #define REGEX_BLOOM " ?[^(\\s|.,!?\xE2\x80\xA6\xE3\x80\x82\xEF\xBC\x8C\xE3\x80\x81\xE0\xA5\xA4\xDB\x94\xD8\x8C)]+"
 #define REGEX_WS "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
-#define REGEX_LLAMA3(DIGITS) "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|" DIGITS \
+#define REGEX_CONTRACTIONS "(?i:'s|'t|'re|'ve|'m|'ll|'d)"
+#define REGEX_LLAMA3(DIGITS) REGEX_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|" DIGITS \
     "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|" REGEX_WS
+#define REGEX_U "[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]"
+#define REGEX_W "[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]"
+#define REGEX_CASED(SUFFIX, DIGITS) "[^\\r\\n\\p{L}\\p{N}]?" REGEX_U "*" REGEX_W "+" SUFFIX \
+    "|[^\\r\\n\\p{L}\\p{N}]?" REGEX_U "+" REGEX_W "*" SUFFIX "|" DIGITS \
+    "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|" REGEX_WS
 
 static const PretokPattern patterns[] = {
     [PRETOK_GPT2] = {"gpt-2", 1, {match_gpt2}, {REGEX_GPT2}},
     [PRETOK_LLAMA3] = {"llama-bpe", 1, {match_llama3}, {REGEX_LLAMA3("\\p{N}{1,3}")}},
     [PRETOK_QWEN2] = {"qwen2", 1, {match_qwen2}, {REGEX_LLAMA3("\\p{N}")}},
+    [PRETOK_QWEN35] = {"qwen35", 1, {match_qwen35},
+        {REGEX_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}"
+         "| ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|" REGEX_WS}},
+    [PRETOK_TEKKEN] = {"tekken", 1, {match_tekken}, {REGEX_CASED("", "\\p{N}")}},
+    [PRETOK_GPT4O] = {"gpt-4o", 1, {match_gpt4o}, {REGEX_CASED(REGEX_CONTRACTIONS "?", "\\p{N}{1,3}")}},
     [PRETOK_DEEPSEEK_V3] = {"deepseek-v3", 3,
         {match_digits3, match_cjk_kana, match_deepseek_v3_words},
         {"\\p{N}{1,3}",
@@ -216,48 +300,83 @@ int pretok_find_regexes(const char *const *regexes, int n) {
     return -1;
 }
 
-/* llama.cpp's names (llama-vocab.cpp, c392e50) for the patterns above, and
- * which of them skip the merges of a pre-token that is a whole piece. */
+/* Every name llama.cpp (llama-vocab.cpp of September 2026) gives a "gpt2"
+ * vocabulary's pre-tokenizer: the pattern posenc runs for it and whether
+ * llama.cpp skips the merges of a pre-token that is a whole piece, or why
+ * posenc refuses it.  A name is taken where llama.cpp's regex list is the
+ * family's tokenizer.json pattern (its spelling of the case-insensitive
+ * contractions and of GPT-2's final \s+ aside). */
+#define APPROXIMATED "llama.cpp's regex list for it is its own rewrite of the family's " \
+    "tokenizer.json steps (approximate classes, a step left out), not the pattern itself"
+#define CUSTOM "llama.cpp splits it with code of its own, not a pattern"
+#define UNVERIFIED "its pattern is not one posenc implements (no family of these models uses it, " \
+    "and no tokenizer.json on npm has it to verify one against)"
+#define NOT_BYTE_LEVEL "llama.cpp runs it over characters, not GPT-2's bytes, on a \"gpt2\" vocabulary"
 static const struct {
     const char *name;
-    PretokKind kind;
+    int kind;          /* PretokKind, or -1: refused */
     int ignore_merges;
+    const char *why;   /* why it is refused */
 } pre_names[] = {
-    {"gpt-2", PRETOK_GPT2, 0}, {"phi-2", PRETOK_GPT2, 0}, {"roberta-bpe", PRETOK_GPT2, 0},
-    {"jina-es", PRETOK_GPT2, 0}, {"jina-de", PRETOK_GPT2, 0}, {"jina-v1-en", PRETOK_GPT2, 0},
-    {"jina-v2-es", PRETOK_GPT2, 0}, {"jina-v2-de", PRETOK_GPT2, 0}, {"jina-v2-code", PRETOK_GPT2, 0},
-    {"gigachat", PRETOK_GPT2, 0}, {"mpt", PRETOK_GPT2, 0}, {"olmo", PRETOK_GPT2, 0},
-    {"jais", PRETOK_GPT2, 0},
-    {"llama-bpe", PRETOK_LLAMA3, 1}, {"llama3", PRETOK_LLAMA3, 1}, {"llama-v3", PRETOK_LLAMA3, 1},
-    {"falcon3", PRETOK_LLAMA3, 1}, {"dbrx", PRETOK_LLAMA3, 0}, {"smaug-bpe", PRETOK_LLAMA3, 0},
-    {"chatglm-bpe", PRETOK_LLAMA3, 0},
-    {"qwen2", PRETOK_QWEN2, 0}, {"deepseek-r1-qwen", PRETOK_QWEN2, 0}, {"megrez", PRETOK_QWEN2, 0},
-    {"stablelm2", PRETOK_QWEN2, 0},
-    {"deepseek-v3", PRETOK_DEEPSEEK_V3, 0},
-    {"starcoder", PRETOK_STARCODER, 0}, {"refact", PRETOK_STARCODER, 0},
-    {"command-r", PRETOK_STARCODER, 0}, {"smollm", PRETOK_STARCODER, 0},
-    {"codeshell", PRETOK_STARCODER, 0}, {"exaone", PRETOK_STARCODER, 0},
-    {"minerva-7b", PRETOK_STARCODER, 0},
-    {"bloom", PRETOK_BLOOM, 0}, {"poro-chat", PRETOK_BLOOM, 0}, {"gpt3-finnish", PRETOK_BLOOM, 0},
-    {"viking", PRETOK_VIKING, 0},
+    {"gpt-2", PRETOK_GPT2, 0, NULL}, {"phi-2", PRETOK_GPT2, 0, NULL},
+    {"roberta-bpe", PRETOK_GPT2, 0, NULL}, {"jina-es", PRETOK_GPT2, 0, NULL},
+    {"jina-de", PRETOK_GPT2, 0, NULL}, {"jina-v1-en", PRETOK_GPT2, 0, NULL},
+    {"jina-v2-es", PRETOK_GPT2, 0, NULL}, {"jina-v2-de", PRETOK_GPT2, 0, NULL},
+    {"jina-v2-code", PRETOK_GPT2, 0, NULL}, {"gigachat", PRETOK_GPT2, 0, NULL},
+    {"mpt", PRETOK_GPT2, 0, NULL}, {"olmo", PRETOK_GPT2, 0, NULL}, {"jais", PRETOK_GPT2, 0, NULL},
+    {"a.x-4.0", PRETOK_GPT2, 0, NULL}, {"mellum", PRETOK_GPT2, 0, NULL},
+    {"modern-bert", PRETOK_GPT2, 0, NULL}, {"trillion", PRETOK_GPT2, 0, NULL},
+    {"granite-docling", PRETOK_GPT2, 0, NULL}, {"exaone4", PRETOK_GPT2, 0, NULL},
+    {"llama-bpe", PRETOK_LLAMA3, 1, NULL}, {"llama3", PRETOK_LLAMA3, 1, NULL},
+    {"llama-v3", PRETOK_LLAMA3, 1, NULL}, {"falcon3", PRETOK_LLAMA3, 1, NULL},
+    {"falcon-h1", PRETOK_LLAMA3, 1, NULL}, {"pixtral", PRETOK_LLAMA3, 1, NULL},
+    {"midm-2.0", PRETOK_LLAMA3, 1, NULL}, {"lfm2", PRETOK_LLAMA3, 1, NULL},
+    {"jina-v5-nano", PRETOK_LLAMA3, 1, NULL}, {"dbrx", PRETOK_LLAMA3, 0, NULL},
+    {"smaug-bpe", PRETOK_LLAMA3, 0, NULL}, {"chatglm-bpe", PRETOK_LLAMA3, 0, NULL},
+    {"glm4", PRETOK_LLAMA3, 0, NULL},
+    {"qwen2", PRETOK_QWEN2, 0, NULL}, {"deepseek-r1-qwen", PRETOK_QWEN2, 0, NULL},
+    {"kormo", PRETOK_QWEN2, 0, NULL}, {"f2llmv2", PRETOK_QWEN2, 0, NULL},
+    {"megrez", PRETOK_QWEN2, 0, NULL}, {"stablelm2", PRETOK_QWEN2, 0, NULL},
+    {"hunyuan", PRETOK_QWEN2, 0, NULL}, {"solar-open", PRETOK_QWEN2, 0, NULL},
+    {"grok-2", PRETOK_QWEN2, 0, NULL},
+    {"qwen35", PRETOK_QWEN35, 0, NULL},
+    {"deepseek-v3", PRETOK_DEEPSEEK_V3, 0, NULL}, {"hunyuan-dense", PRETOK_DEEPSEEK_V3, 0, NULL},
+    {"joyai-llm", PRETOK_DEEPSEEK_V3, 0, NULL},
+    {"starcoder", PRETOK_STARCODER, 0, NULL}, {"refact", PRETOK_STARCODER, 0, NULL},
+    {"command-r", PRETOK_STARCODER, 0, NULL}, {"smollm", PRETOK_STARCODER, 0, NULL},
+    {"codeshell", PRETOK_STARCODER, 0, NULL}, {"exaone", PRETOK_STARCODER, 0, NULL},
+    {"minerva-7b", PRETOK_STARCODER, 0, NULL}, {"mellum2", PRETOK_STARCODER, 0, NULL},
+    {"bloom", PRETOK_BLOOM, 0, NULL}, {"poro-chat", PRETOK_BLOOM, 0, NULL},
+    {"gpt3-finnish", PRETOK_BLOOM, 0, NULL},
+    {"viking", PRETOK_VIKING, 0, NULL},
+    {"tekken", PRETOK_TEKKEN, 1, NULL},
+    {"gpt-4o", PRETOK_GPT4O, 0, NULL}, {"llama4", PRETOK_GPT4O, 0, NULL},
+    {"kanana2", PRETOK_GPT4O, 0, NULL}, {"talkie", PRETOK_GPT4O, 0, NULL},
+    {"minimax-m2", PRETOK_GPT4O, 0, NULL},
+    {"deepseek-llm", -1, 0, APPROXIMATED}, {"deepseek-coder", -1, 0, APPROXIMATED},
+    {"falcon", -1, 0, APPROXIMATED}, {"default", -1, 0, APPROXIMATED},
+    {"chameleon", -1, 0, APPROXIMATED}, {"granite-embed-multi-97m", -1, 0, APPROXIMATED},
+    {"kimi-k2", -1, 0, CUSTOM}, {"afmoe", -1, 0, CUSTOM},
+    {"gemma4", -1, 0, NOT_BYTE_LEVEL}, {"granite-embed-multi-311m", -1, 0, NOT_BYTE_LEVEL},
+    {"sarvam-moe", -1, 0, NOT_BYTE_LEVEL}, {"whitespace", -1, 0, NOT_BYTE_LEVEL},
+    {"jais-2", -1, 0, UNVERIFIED}, {"youtu", -1, 0, UNVERIFIED}, {"exaone-moe", -1, 0, UNVERIFIED},
+    {"tiny_aya", -1, 0, UNVERIFIED}, {"cohere2moe", -1, 0, UNVERIFIED},
+    {"superbpe", -1, 0, UNVERIFIED}, {"bailingmoe", -1, 0, UNVERIFIED},
+    {"bailingmoe2", -1, 0, UNVERIFIED}, {"llada-moe", -1, 0, UNVERIFIED},
+    {"seed-coder", -1, 0, UNVERIFIED}, {"laguna", -1, 0, UNVERIFIED},
+    {"minicpm5", -1, 0, UNVERIFIED},
 };
 #define N_PRE_NAMES (sizeof pre_names / sizeof *pre_names)
 
-int pretok_find_name(const char *name, int *ignore_merges) {
+int pretok_find_name(const char *name, int *ignore_merges, const char **why) {
+    *why = NULL;
     for (size_t k = 0; k < N_PRE_NAMES; k++)
         if (strcmp(pre_names[k].name, name) == 0) {
             *ignore_merges = pre_names[k].ignore_merges;
-            return (int)pre_names[k].kind;
+            *why = pre_names[k].why;
+            return pre_names[k].kind;
         }
     return -1;
-}
-
-const char *pretok_known_names(void) {
-    static char list[1024];
-    if (!list[0])
-        for (size_t k = 0, n = 0; k < N_PRE_NAMES && n < sizeof list; k++)
-            n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", k ? ", " : "", pre_names[k].name);
-    return list;
 }
 
 /* Splits s[start, end) at one level; pushes the end offsets of the final pieces. */

@@ -41,10 +41,13 @@ typedef enum {
     PRETOK_GPT2,        /* "gpt-2": OpenAI's encoder.py pattern */
     PRETOK_LLAMA3,      /* "llama-bpe": Llama 3, digits in runs of up to 3 */
     PRETOK_QWEN2,       /* "qwen2": the Llama 3 pattern with single digits */
+    PRETOK_QWEN35,      /* "qwen35": Qwen2's with marks in words, not in punctuation */
     PRETOK_DEEPSEEK_V3, /* "deepseek-v3": digits, CJK/kana, then words */
     PRETOK_STARCODER,   /* "starcoder": every digit alone, then GPT-2's pattern */
     PRETOK_BLOOM,       /* "bloom": runs up to whitespace or a stop (.,!? ...) */
     PRETOK_VIKING,      /* "viking": BLOOM's runs, then every digit alone */
+    PRETOK_TEKKEN,      /* "tekken": words by letter case, single digits */
+    PRETOK_GPT4O,       /* "gpt-4o": Tekken's with contractions ending words, up to 3 digits */
     PRETOK_COUNT
 } PretokKind;
 

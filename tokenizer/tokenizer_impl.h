@@ -111,6 +111,13 @@ typedef struct {
 extern const UnicodeRange unicode_ranges[];
 extern const int n_unicode_ranges;
 UnicodeClass unicode_class(uint32_t cp);
+/* A letter's case, for the patterns that tell [\p{Lu}\p{Lt}] from \p{Ll}
+ * (Tekken, GPT-4o); UCASE_NONE for the other letters (Lm, Lo), which are of
+ * either case there, and for what is not a letter. */
+typedef enum { UCASE_NONE = 0, UCASE_UPPER, UCASE_LOWER } UnicodeCase;
+extern const UnicodeRange unicode_case_ranges[]; /* cls: a UnicodeCase */
+extern const int n_unicode_case_ranges;
+UnicodeCase unicode_case(uint32_t cp);
 /* Class and byte length of the character at s[0..n) (n > 0); a byte that
  * does not start valid UTF-8 is one "other" character. */
 UnicodeClass utf8_class(const char *s, size_t n, size_t *clen);
@@ -189,10 +196,10 @@ const char *pretok_name(PretokKind kind);
  * tokenizer.json spells them), or -1. */
 int pretok_find_regexes(const char *const *regexes, int n);
 /* The pattern of a tokenizer.ggml.pre name (llama.cpp's names), or -1;
- * *ignore_merges says whether llama.cpp skips the merges of whole pieces. */
-int pretok_find_name(const char *name, int *ignore_merges);
-/* Those names, for an error message. */
-const char *pretok_known_names(void);
+ * *ignore_merges says whether llama.cpp skips the merges of whole pieces.
+ * For -1, *why says why posenc refuses a name llama.cpp gives, or is NULL
+ * for a name llama.cpp does not give. */
+int pretok_find_name(const char *name, int *ignore_merges, const char **why);
 
 /* GPT-2's byte <-> printable-character map (bytes_to_unicode). */
 uint32_t gpt2_byte_char(unsigned char b);

