@@ -12,6 +12,8 @@ command -v spm_encode >/dev/null 2>&1 || need="$need sentencepiece"
 /usr/bin/python3 -c 'import regex' 2>/dev/null || need="$need python3-regex"
 /usr/bin/python3 -c 'import numpy' 2>/dev/null || need="$need python3-numpy"
 command -v npm >/dev/null 2>&1 || need="$need nodejs npm"
+# extracts llama.cpp's vocabulary tests from the npm bundle (tests/tokenizer/test_llamacpp_vocab)
+command -v git >/dev/null 2>&1 || need="$need git"
 [ -n "$need" ] || exit 0
 cmd="apt-get install -y$need"
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
