@@ -110,6 +110,19 @@ int context_build_sized(Context *ctx, const Model *m, const PeParams *pe, const 
                             size->max_tokens, size->logit_rows, size->n_ctx);
     ctx->model = m;
     if (model_build_scheme(m, pe, &ctx->pe, err)) return -1;
+    ctx->layers = callocCheck((size_t)c->n_layers, sizeof *ctx->layers, "the layers' attention");
+    for (int l = 0; l < c->n_layers; l++) {
+        const LayerAttention *la = &m->layers[l];
+        PeParams lp = model_layer_scheme(m, pe, l);
+        ctx->layers[l] = (ContextLayer){.window = la->window, .score_div = la->score_div,
+                                        .softcap = la->softcap};
+        if (model_build_scheme(m, &lp, &ctx->layers[l].pe, err)) {
+            char where[32];
+            snprintf(where, sizeof where, "layer %d", l);
+            context_free(ctx);
+            return posenc_error_prefix(err, where);
+        }
+    }
     if (kv_cache_build(&ctx->cache, c->n_layers, model_kv_dim(c), model_head_size(c), size->n_ctx, size->kv_type,
                        err) ||
         forward_state_build(&ctx->state, c, size, err)) {
@@ -158,8 +171,62 @@ int context_observe_attention(Context *ctx, AttentionObserver fn, void *user, Po
     return 0;
 }
 
+int context_set_layer(Context *ctx, int l, int scheme, int window, PosencError *err) {
+    const Model *m = ctx->model;
+    if (l < 0 || l >= m->config.n_layers)
+        return posenc_error(err, "layer %d does not exist (the model has %d: 0..%d)", l,
+                            m->config.n_layers, m->config.n_layers - 1);
+    if (window > ctx->cache.n_ctx)
+        return posenc_error(err, "a window of %d is wider than the context of %d", window,
+                            ctx->cache.n_ctx);
+    ContextLayer *cl = &ctx->layers[l];
+    if (window >= 0) cl->window = window;
+    if (scheme < 0 || (PeKind)scheme == cl->pe.params.kind) return 0;
+    const PeOps *ops = pe_kind_ops((PeKind)scheme);
+    if (!ops) return posenc_error(err, "unknown positional scheme %d", scheme);
+    if (ops->embed)
+        return posenc_error(err, "%s adds position to the embedding, once for the model: it "
+                                 "cannot be one layer's scheme", ops->name);
+    PeParams p = ctx->pe.params.kind == (PeKind)scheme ? ctx->pe.params
+                 : m->pe.kind == (PeKind)scheme        ? m->pe
+                                                       : pe_params_default((PeKind)scheme);
+    if ((PeKind)scheme == PE_ROPE && m->pe.kind != PE_ROPE && ctx->pe.params.kind != PE_ROPE)
+        p.rope_pairing = m->config.family.pairing;
+    PositionalEncoding built;
+    if (model_build_scheme(m, &p, &built, err)) return -1;
+    pe_free(&cl->pe);
+    cl->pe = built;
+    return 0;
+}
+
+int context_narrowest_window(const Context *ctx, int *layers) {
+    int window = 0;
+    *layers = 0;
+    for (int l = 0; l < ctx->model->config.n_layers; l++) {
+        int w = ctx->layers[l].window;
+        if (!w) continue;
+        if (!window || w < window) window = w, *layers = 0;
+        if (w == window) ++*layers;
+    }
+    return window;
+}
+
+PeShiftAction context_shift_needs(const Context *ctx) {
+    PeShiftAction need = PE_SHIFT_POSITIONS;
+    for (int l = 0; l < ctx->model->config.n_layers; l++) {
+        PeShiftAction a = pe_shift_action(&ctx->layers[l].pe);
+        if (a == PE_SHIFT_RECOMPUTE) return a;
+        if (a == PE_SHIFT_REROTATE) need = a;
+    }
+    /* position inside the hidden states (the embedding's schemes) */
+    return pe_shift_action(&ctx->pe) == PE_SHIFT_RECOMPUTE ? PE_SHIFT_RECOMPUTE : need;
+}
+
 void context_free(Context *ctx) {
     free(ctx->observer_rows);
+    if (ctx->layers)
+        for (int l = 0; l < ctx->model->config.n_layers; l++) pe_free(&ctx->layers[l].pe);
+    free(ctx->layers);
     pe_free(&ctx->pe);
     kv_cache_free(&ctx->cache);
     forward_state_free(&ctx->state);

@@ -51,10 +51,11 @@ static void clamp(float *x, size_t n, float limit) {
 static void block_scores(const Context *ctx, int layer, int head, int t0, int nt, int pos0, int c0, int nb,
                          float *sc, size_t ld) {
     const ModelConfig *c = &ctx->model->config;
+    const ContextLayer *cl = &ctx->layers[layer];
     const KVCache *kv = &ctx->cache;
-    const PeOps *ops = pe_ops(&ctx->pe);
+    const PeOps *ops = pe_ops(&cl->pe);
     int hs = model_head_size(c), kv_head = head / (c->n_heads / c->n_kv_heads);
-    float scale = ctx->pe.attn_scale, root = sqrtf((float)hs);
+    float div = cl->score_div, cap = cl->softcap;
     size_t q_dim = (size_t)model_q_dim(c), es = tensor_row_bytes(kv->type, 1);
     const float *q = ctx->state.q + (size_t)t0 * q_dim + (size_t)head * hs;
     const char *keys = (const char *)kv_cache_head_keys(kv, layer, kv_head) + (size_t)c0 * hs * es;
@@ -65,10 +66,14 @@ static void block_scores(const Context *ctx, int layer, int head, int t0, int nt
         /* a query sees no later key, nor one that has left the sliding
          * window (the bounds out of the loop, which then vectorizes: the
          * cell by cell test was 3% of f32 pp512 at the 110M shape) */
-        int pos_q = pos0 + t0 + t, first = model_window_first(c, pos_q);
+        int pos_q = pos0 + t0 + t, first = model_window_first(cl->window, pos_q);
+        if (cap > 0.0f)   /* Gemma 2: scores bent into (-cap, cap) before the mask */
+            for (int cell = 0; cell < nb; cell++) row[cell] = cap * tanhf(row[cell] / div / cap);
+        else
+            for (int cell = 0; cell < nb; cell++) row[cell] /= div;
         for (int cell = 0; cell < nb; cell++)
-            row[cell] = pos[cell] <= pos_q && pos[cell] >= first ? row[cell] / root * scale : -INFINITY;
-        if (ops->bias) ops->bias(&ctx->pe, head, pos_q, pos, row, nb);
+            row[cell] = pos[cell] <= pos_q && pos[cell] >= first ? row[cell] : -INFINITY;
+        if (ops->bias) ops->bias(&cl->pe, head, pos_q, pos, row, nb);
     }
 }
 
@@ -146,7 +151,8 @@ static void attention_block(Context *ctx, int l, int first, int n, int pos0) {
     const LayerWeights *w = &ctx->model->weights.layers[l];
     ForwardState *s = &ctx->state;
     KVCache *kv = &ctx->cache;
-    const PeOps *ops = pe_ops(&ctx->pe);
+    const PositionalEncoding *pe = &ctx->layers[l].pe;
+    const PeOps *ops = pe_ops(pe);
     int kv_dim = model_kv_dim(c), q_dim = model_q_dim(c);
     float *kc = s->k, *vc = s->v;
 
@@ -165,8 +171,8 @@ static void attention_block(Context *ctx, int l, int first, int n, int pos0) {
     if (ops->rotate) {
         #pragma omp parallel for schedule(static) if (n >= PARALLEL_TOKENS)
         for (int t = 0; t < n; t++) {
-            ops->rotate(&ctx->pe, s->q + (size_t)t * q_dim, c->n_heads, pos0 + t);
-            ops->rotate(&ctx->pe, kc + (size_t)t * kv_dim, c->n_kv_heads, pos0 + t);
+            ops->rotate(pe, s->q + (size_t)t * q_dim, c->n_heads, pos0 + t);
+            ops->rotate(pe, kc + (size_t)t * kv_dim, c->n_kv_heads, pos0 + t);
         }
     }
     kv_cache_store(kv, l, first, n, kc, vc);
@@ -249,7 +255,10 @@ const float *context_forward(Context *ctx, const int *tokens, int n, int pos0, i
 
     embed_tokens(ctx, tokens, n, pos0);
     int first_cell = kv_cache_append(&ctx->cache, tokens, n, pos0);
-    for (int l = 0; l < c->n_layers; l++) layer(ctx, l, first_cell, n, pos0);
+    for (int l = 0; l < c->n_layers; l++) {
+        pe_prepare(&ctx->layers[l].pe, pos0 + n - 1, ctx->cache.n_ctx);
+        layer(ctx, l, first_cell, n, pos0);
+    }
 
     /* Only the rows whose logits are wanted go through the classifier. */
     int first = all_logits ? 0 : n - 1, rows = n - first;

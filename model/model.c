@@ -2,6 +2,8 @@
 
 #include "model/kernels.h"
 
+#include <math.h>
+
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -147,7 +149,44 @@ int model_load(Model *m, const char *path, PosencError *err) {
     return 0;
 }
 
+void model_layers_uniform(Model *m, int window) {
+    const ModelConfig *c = &m->config;
+    m->layers = callocCheck((size_t)c->n_layers, sizeof *m->layers, "the layers' attention");
+    for (int l = 0; l < c->n_layers; l++)
+        m->layers[l] = (LayerAttention){.pe = m->pe, .window = window,
+                                        .score_div = sqrtf((float)model_head_size(c))};
+}
+
+PeParams model_layer_scheme(const Model *m, const PeParams *p, int l) {
+    const PeParams *own = &m->layers[l].pe, *ckpt = &m->pe;
+    if (own->kind != ckpt->kind) return *own;   /* a layer without position */
+    if (p->kind != ckpt->kind) return *p;
+    PeParams out = *own;
+#define CHANGED(field) if (p->field != ckpt->field) out.field = p->field
+    CHANGED(rope_theta);
+    CHANGED(rope_pairing);
+    CHANGED(rope_dim);
+    CHANGED(rope_scaling);
+    CHANGED(rope_factor);
+    CHANGED(rope_orig_ctx);
+    CHANGED(rope_attn_factor);
+    CHANGED(yarn_beta_fast);
+    CHANGED(yarn_beta_slow);
+    CHANGED(yarn_no_truncate);
+    CHANGED(llama3_low_freq);
+    CHANGED(llama3_high_freq);
+    CHANGED(longrope_rule);
+    CHANGED(alibi_max_bias);
+    CHANGED(learned_overflow);
+    CHANGED(t5_buckets);
+    CHANGED(t5_max_distance);
+    CHANGED(t5_bidirectional);
+#undef CHANGED
+    return out;
+}
+
 void model_free(Model *m) {
+    free(m->layers);
     free(m->weights.layers);
     free(m->owned);
     free(m->packed);

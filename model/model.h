@@ -21,9 +21,20 @@ typedef struct {
     float norm_eps;
     float embed_scale; /* token embeddings are multiplied by this (1 or sqrt(dim)) */
     float clamp_kqv;   /* q, k, v clamped to [-clamp_kqv, clamp_kqv] (mpt); 0 = not */
-    int sliding_window; /* a query sees the keys of the last W positions, its own
-                           included (Mistral); 0 = every earlier position */
 } ModelConfig;
+
+/* How one layer attends: where it takes position from and what it sees.
+ * Every layer has one (Model.layers); the families of 2023 give every
+ * layer the same, the checkpoint's scheme.  The forward pass, the cache,
+ * a context shift and the views read this table. */
+typedef struct {
+    PeParams pe;        /* the layer's scheme: PE_NONE for a layer without position (NoPE);
+                           theta and scaling per layer (Gemma 3's local and global) */
+    int window;         /* a query sees the keys of the last W positions, its own included
+                           (sliding-window layers); 0 = every earlier position */
+    float score_div;    /* q.k is divided by it: sqrt(head_size), or sqrt(query_pre_attn_scalar) */
+    float softcap;      /* scores become softcap * tanh(score / softcap) (Gemma 2); 0 = not */
+} LayerAttention;
 
 /* Vectors are always f32 (norms and biases are tiny); matrices may be any
  * TensorType.  A NULL bias means "no bias". */
@@ -59,7 +70,9 @@ typedef struct {
 typedef struct {
     ModelConfig config;
     ModelWeights weights;
-    PeParams pe;            /* the scheme the checkpoint was trained with */
+    PeParams pe;            /* the scheme the checkpoint was trained with, model-wide: the one
+                               its positioned layers use (each layer's own is in layers) */
+    LayerAttention *layers; /* (n_layers) each layer's attention */
     MappedFile file;        /* llama2.c .bin: the mapping the weights point into */
     GgufFile *gguf;         /* GGUF: the open file (weights point into its mapping),
                                kept for its tokenizer.ggml.* vocabulary; NULL for .bin */
@@ -80,12 +93,24 @@ void model_free(Model *m);
 int model_kv_dim(const ModelConfig *c);
 int model_q_dim(const ModelConfig *c);   /* n_heads * head_size */
 int model_head_size(const ModelConfig *c);
-/* The first position a query at pos_q sees under the sliding window
- * (pos_q - W + 1, at least 0); 0 without one. */
-static inline int model_window_first(const ModelConfig *c, int pos_q) {
-    int first = pos_q - c->sliding_window + 1;
-    return c->sliding_window && first > 0 ? first : 0;
+/* The first position a query at pos_q sees through a window of W (pos_q -
+ * W + 1, at least 0); 0 without one (W = 0). */
+static inline int model_window_first(int window, int pos_q) {
+    int first = pos_q - window + 1;
+    return window && first > 0 ? first : 0;
 }
+
+/* Every layer's attention as the 2023 families have it: the model's scheme
+ * `pe`, `window` (0: none), q.k / sqrt(head_size), no soft-cap.  Allocates
+ * m->layers. */
+void model_layers_uniform(Model *m, int window);
+
+/* Layer l's scheme when the model-wide scheme is `p` (the checkpoint's,
+ * m->pe, or a variant of it): a layer without position stays so; a
+ * positioned layer takes p's scheme, and where p is the checkpoint's scheme
+ * it keeps its own values except those p changes (a model-wide --rope-theta
+ * gives Gemma 3's local and global layers one theta). */
+PeParams model_layer_scheme(const Model *m, const PeParams *p, int l);
 
 /* Checks dimensions for sanity and overflow; used by every loader. */
 int model_config_validate(const ModelConfig *c, const char *path, PosencError *err);

@@ -101,7 +101,6 @@ static void emit_config(Emitter *e, const Model *m) {
     em_num(e, "norm_eps", c->norm_eps);
     em_num(e, "embedding_scale", c->embed_scale);
     if (c->clamp_kqv > 0.0f) em_num(e, "clamp_kqv", c->clamp_kqv);
-    if (c->sliding_window) em_int(e, "sliding_window", c->sliding_window);
     em_bool(e, "output_bias", m->weights.output_b != NULL);
     em_bool(e, "tied_output", m->weights.output.data == m->weights.token_embd.data);
     em_end(e, '}');

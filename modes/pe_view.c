@@ -191,10 +191,10 @@ static void json_variant(FILE *f, const PeView *v) {
         for (int j = 0; j < half; j++)
             fprintf(f, "%s%.9g", j ? "," : "", 2.0 * M_PI / (double)pe->inv_freq[j]);
         fputc(']', f);
-        fprintf(f, ",\"rope_scaling\":\"%s\",\"rope_factor\":%.9g,\"attn_scale\":%.9g,"
+        fprintf(f, ",\"rope_scaling\":\"%s\",\"rope_factor\":%.9g,\"attn_factor\":%.9g,"
                    "\"random_samples\":%d,\"seed\":%u",
                 pe_rope_scaling_name(pe->params.rope_scaling), (double)pe->params.rope_factor,
-                (double)pe->attn_scale, PE_VIEW_RANDOM_SAMPLES, PE_VIEW_SEED);
+                (double)pe->rope_mscale, PE_VIEW_RANDOM_SAMPLES, PE_VIEW_SEED);
         json_key(f, "qk_random");
         json_write_doubles(f, v->qk_random, v->n_pos);
         json_key(f, "qk_keys");
@@ -252,9 +252,9 @@ static void print_variant(FILE *f, const PeView *v) {
         }
     }
     if (v->qk_random) {
-        fprintf(f, "scaling %s, factor %g, attention scale %g\n",
+        fprintf(f, "scaling %s, factor %g, attention factor %g (on cos and sin)\n",
                 pe_rope_scaling_name(pe->params.rope_scaling), (double)pe->params.rope_factor,
-                (double)pe->attn_scale);
+                (double)pe->rope_mscale);
         fputs("pair  inv_freq      wavelength (tokens)\n", f);
         for (int j = 0; j < pe->params.rope_dim / 2; j++)
             fprintf(f, "%4d  %-12.6g  %.6g\n", j, (double)pe->inv_freq[j],
