@@ -111,25 +111,17 @@ int context_build_sized(Context *ctx, const Model *m, const PeParams *pe, const 
     ctx->model = m;
     if (model_build_scheme(m, pe, &ctx->pe, err)) return -1;
     ctx->layers = callocCheck((size_t)c->n_layers, sizeof *ctx->layers, "the layers' attention");
-    for (int l = 0; l < c->n_layers; l++) {
-        const LayerAttention *la = &m->layers[l];
-        PeParams lp = model_layer_scheme(m, pe, l);
-        ctx->layers[l] = (ContextLayer){.window = la->window, .score_div = la->score_div,
-                                        .softcap = la->softcap};
-        if (model_build_scheme(m, &lp, &ctx->layers[l].pe, err)) {
-            char where[32];
-            snprintf(where, sizeof where, "layer %d", l);
-            context_free(ctx);
-            return posenc_error_prefix(err, where);
-        }
-    }
     if (kv_cache_build(&ctx->cache, c->n_layers, model_kv_dim(c), model_head_size(c), size->n_ctx, size->kv_type,
                        err) ||
         forward_state_build(&ctx->state, c, size, err)) {
         context_free(ctx);
         return -1;
     }
-    return 0;
+    LayerAttention *table = model_layers_for(m, pe);
+    int rc = context_use_layers(ctx, table, err);
+    free(table);
+    if (rc) context_free(ctx);
+    return rc;
 }
 
 static size_t sat_add(size_t a, size_t b) {
@@ -171,31 +163,22 @@ int context_observe_attention(Context *ctx, AttentionObserver fn, void *user, Po
     return 0;
 }
 
-int context_set_layer(Context *ctx, int l, int scheme, int window, PosencError *err) {
+int context_use_layers(Context *ctx, const LayerAttention *table, PosencError *err) {
     const Model *m = ctx->model;
-    if (l < 0 || l >= m->config.n_layers)
-        return posenc_error(err, "layer %d does not exist (the model has %d: 0..%d)", l,
-                            m->config.n_layers, m->config.n_layers - 1);
-    if (window > ctx->cache.n_ctx)
-        return posenc_error(err, "a window of %d is wider than the context of %d", window,
-                            ctx->cache.n_ctx);
-    ContextLayer *cl = &ctx->layers[l];
-    if (window >= 0) cl->window = window;
-    if (scheme < 0 || (PeKind)scheme == cl->pe.params.kind) return 0;
-    const PeOps *ops = pe_kind_ops((PeKind)scheme);
-    if (!ops) return posenc_error(err, "unknown positional scheme %d", scheme);
-    if (ops->embed)
-        return posenc_error(err, "%s adds position to the embedding, once for the model: it "
-                                 "cannot be one layer's scheme", ops->name);
-    PeParams p = ctx->pe.params.kind == (PeKind)scheme ? ctx->pe.params
-                 : m->pe.kind == (PeKind)scheme        ? m->pe
-                                                       : pe_params_default((PeKind)scheme);
-    if ((PeKind)scheme == PE_ROPE && m->pe.kind != PE_ROPE && ctx->pe.params.kind != PE_ROPE)
-        p.rope_pairing = m->config.family.pairing;
-    PositionalEncoding built;
-    if (model_build_scheme(m, &p, &built, err)) return -1;
-    pe_free(&cl->pe);
-    cl->pe = built;
+    for (int l = 0; l < m->config.n_layers; l++) {
+        ContextLayer *cl = &ctx->layers[l];
+        char where[32];
+        snprintf(where, sizeof where, "layer %d", l);
+        if (table[l].window < 0) {
+            posenc_error(err, "a window of %d is negative", table[l].window);
+            return posenc_error_prefix(err, where);
+        }
+        PositionalEncoding built;
+        if (model_build_scheme(m, &table[l].pe, &built, err)) return posenc_error_prefix(err, where);
+        pe_free(&cl->pe);
+        *cl = (ContextLayer){.pe = built, .window = table[l].window,
+                             .score_div = table[l].score_div, .softcap = table[l].softcap};
+    }
     return 0;
 }
 

@@ -95,11 +95,11 @@ int context_build_kv(Context *ctx, const Model *m, const PeParams *pe, int n_ctx
                      TensorType kv_type, PosencError *err);
 void context_free(Context *ctx);
 
-/* Overrides layer l's scheme (scheme >= 0: PE_NONE or a scheme that acts in
- * attention, with the context's model-wide values where it is that scheme,
- * else its defaults) and its window (window >= 0; 0: full attention).  0,
- * or -1 with the reason. */
-int context_set_layer(Context *ctx, int l, int scheme, int window, PosencError *err);
+/* Runs every layer as `table` says (model_layers_for, then
+ * model_layer_override): each layer's scheme is built again.  0, or -1 with
+ * the layer and the reason (a scheme the model cannot carry).  A window
+ * wider than the context is a full attention there. */
+int context_use_layers(Context *ctx, const LayerAttention *table, PosencError *err);
 /* The narrowest sliding window of any layer (0: none slides), and in
  * *layers how many layers have it. */
 int context_narrowest_window(const Context *ctx, int *layers);

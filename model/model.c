@@ -185,6 +185,36 @@ PeParams model_layer_scheme(const Model *m, const PeParams *p, int l) {
     return out;
 }
 
+LayerAttention *model_layers_for(const Model *m, const PeParams *p) {
+    int n = m->config.n_layers;
+    LayerAttention *t = mallocCheck((size_t)n * sizeof *t, "the layers' attention");
+    for (int l = 0; l < n; l++) {
+        t[l] = m->layers[l];
+        t[l].pe = model_layer_scheme(m, p, l);
+    }
+    return t;
+}
+
+int model_layer_override(const Model *m, const PeParams *variant, LayerAttention *table, int l,
+                         int scheme, int window, PosencError *err) {
+    if (l < 0 || l >= m->config.n_layers)
+        return posenc_error(err, "layer %d does not exist (the model has %d: 0..%d)", l,
+                            m->config.n_layers, m->config.n_layers - 1);
+    if (window >= 0) table[l].window = window;
+    if (scheme < 0 || (PeKind)scheme == table[l].pe.kind) return 0;
+    const PeOps *ops = pe_kind_ops((PeKind)scheme);
+    if (!ops) return posenc_error(err, "unknown positional scheme %d", scheme);
+    if (ops->embed)
+        return posenc_error(err, "%s adds position to the embedding, once for the model: it "
+                                 "cannot be one layer's scheme", ops->name);
+    PeKind k = (PeKind)scheme;
+    PeParams p = variant->kind == k ? *variant : m->pe.kind == k ? m->pe : pe_params_default(k);
+    if (k == PE_ROPE && variant->kind != k && m->pe.kind != k)
+        p.rope_pairing = m->config.family.pairing;
+    table[l].pe = p;
+    return 0;
+}
+
 void model_free(Model *m) {
     free(m->layers);
     free(m->weights.layers);

@@ -112,6 +112,18 @@ void model_layers_uniform(Model *m, int window);
  * gives Gemma 3's local and global layers one theta). */
 PeParams model_layer_scheme(const Model *m, const PeParams *p, int l);
 
+/* The model's table with variant p applied to every layer
+ * (model_layer_scheme), malloc'd (n_layers entries). */
+LayerAttention *model_layers_for(const Model *m, const PeParams *p);
+
+/* Overrides entry l of such a table: its scheme (scheme >= 0: PE_NONE or a
+ * scheme that acts in attention, with the variant's values where it is the
+ * variant's scheme, the checkpoint's where it is that, else its defaults)
+ * and its window (window >= 0; 0: full attention).  0, or -1 with the
+ * reason. */
+int model_layer_override(const Model *m, const PeParams *variant, LayerAttention *table, int l,
+                         int scheme, int window, PosencError *err);
+
 /* Checks dimensions for sanity and overflow; used by every loader. */
 int model_config_validate(const ModelConfig *c, const char *path, PosencError *err);
 

@@ -129,6 +129,58 @@ static void emit_positional(Emitter *e, const Model *m, const PeParams *p) {
     em_end(e, '}');
 }
 
+/* One line of a layer's attention: "rope theta=10000 yarn x4 window=8". */
+static void layer_summary(const LayerAttention *la, char *buf, size_t size) {
+    const PeParams *p = &la->pe;
+    int at = snprintf(buf, size, "%s", pe_kind_name(p->kind));
+    if (p->kind == PE_ROPE) {
+        at += snprintf(buf + at, size - (size_t)at, " theta=%g", (double)p->rope_theta);
+        if (p->rope_scaling != PE_ROPE_SCALING_NONE)
+            at += snprintf(buf + at, size - (size_t)at, " %s x%g",
+                           pe_rope_scaling_name(p->rope_scaling), (double)p->rope_factor);
+    }
+    at += snprintf(buf + at, size - (size_t)at, la->window ? " window=%d" : " full", la->window);
+    if (la->softcap > 0.0f)
+        snprintf(buf + at, size - (size_t)at, " softcap=%g", (double)la->softcap);
+}
+
+/* Where position lives, layer by layer: in text, runs of equal layers on
+ * one line ("0-4: rope theta=10000 window=512"); in JSON, one object a
+ * layer. */
+static void emit_layers(Emitter *e, const Model *m, const LayerAttention *layers) {
+    int n = m->config.n_layers;
+    em_begin(e, "layers", e->json ? '[' : '{');
+    for (int l = 0; l < n;) {
+        char line[160];
+        layer_summary(&layers[l], line, sizeof line);
+        if (e->json) {
+            if (e->need_comma) fputc(',', e->out);
+            const PeParams *p = &layers[l].pe;
+            fprintf(e->out, "{\"layer\":%d,\"scheme\":\"%s\",\"window\":%d,\"softcap\":%.9g,"
+                            "\"score_div\":%.9g", l, pe_kind_name(p->kind), layers[l].window,
+                    (double)layers[l].softcap, (double)layers[l].score_div);
+            if (p->kind == PE_ROPE)
+                fprintf(e->out, ",\"rope_theta\":%.9g,\"rope_scaling\":\"%s\",\"rope_factor\":%.9g",
+                        (double)p->rope_theta, pe_rope_scaling_name(p->rope_scaling),
+                        (double)p->rope_factor);
+            fputc('}', e->out);
+            e->need_comma = 1;
+            l++;
+            continue;
+        }
+        int last = l;
+        for (char next[160]; last + 1 < n; last++) {
+            layer_summary(&layers[last + 1], next, sizeof next);
+            if (strcmp(next, line)) break;
+        }
+        char key[32];
+        snprintf(key, sizeof key, last > l ? "%d-%d" : "%d", l, last);
+        em_str(e, key, line);
+        l = last + 1;
+    }
+    em_end(e, e->json ? ']' : '}');
+}
+
 /* g: the GGUF file, or NULL for a .bin (whose vocabulary is elsewhere). */
 static void emit_tokenizer(Emitter *e, const GgufFile *g) {
     const char *kind = NULL;
@@ -298,14 +350,15 @@ static void emit_file(Emitter *e, const char *path, const GgufFile *g) {
     if (name) em_str(e, "name", name);
 }
 
-void model_inspect(const Model *m, const PeParams *pe, FILE *out, int json, int n_ctx,
-                   TensorType kv_type) {
+void model_inspect(const Model *m, const PeParams *pe, const LayerAttention *layers, FILE *out,
+                   int json, int n_ctx, TensorType kv_type) {
     Emitter e = {.out = out, .json = json};
     if (json) fputc('{', out);
     emit_file(&e, m->path, m->gguf);
     em_str(&e, "architecture", m->config.family.name);
     emit_config(&e, m);
     emit_positional(&e, m, pe);
+    emit_layers(&e, m, layers);
     emit_tokenizer(&e, m->gguf);
     emit_tensors(&e, m);
     emit_memory(&e, m, n_ctx, kv_type);
