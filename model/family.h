@@ -38,6 +38,8 @@ typedef struct {
     int embed_norm;         /* a norm right after the token embedding (token_embd_norm) */
     int embed_scale_sqrt;   /* token embeddings x sqrt(dim) */
     PeKind pe;              /* the scheme the family is trained with */
+    int nope_step;          /* every nope_step-th layer has no position (SmolLM3: 4; llama.cpp
+                               writes no key for it); 0: none */
     PeRopePairing pairing;  /* its rotation pairs when that is rope */
 } ModelFamily;
 

@@ -449,6 +449,8 @@ static int read_layers(Loader *l, Model *m) {
     const char *path = l->g->path;
     int n = c->n_layers, window = 0;
     model_layers_uniform(m, 0);
+    int step = c->family.nope_step;
+    for (int i = step - 1; step > 0 && i < n; i += step) m->layers[i].pe = pe_params_default(PE_NONE);
     int64_t *v = mallocCheck((size_t)n * sizeof *v, "the per-layer keys");
     float swa_theta = m->pe.rope_theta;
     int rc = key_int_opt(l, arch_key(l, "attention.sliding_window"), &window) ||

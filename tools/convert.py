@@ -800,12 +800,29 @@ def cfg_float(config, key, default):
     return float(v)
 
 
+def add_nope_layers(out, config, n_layers):
+    """SmolLM3's layers without rotation: llama.cpp's smollm3 has every 4th
+    so; another pattern (no_rope_layers: 1 = rotates) goes to
+    posenc.layers.positional."""
+    flags = config.get("no_rope_layers")
+    default = [int((l + 1) % 4 != 0) for l in range(n_layers)]
+    if flags is None:
+        step = cfg_int(config, "no_rope_layer_interval", 4)
+        flags = [int((l + 1) % step != 0) for l in range(n_layers)]
+    if not isinstance(flags, list) or len(flags) != n_layers or \
+            any(f not in (0, 1) for f in flags):
+        fail("config.json: no_rope_layers must hold 0 or 1 for each of the %d layers" % n_layers)
+    if flags != default:
+        out.w.add_array("posenc.layers.positional", gguf.STRING,
+                        ["rope" if f else "none" for f in flags])
+
+
 def convert_hf_llama(model_dir, config, out, tokenizer, arch="llama"):
     """llama, and the families of the same layout whose q/k rows stay in HF's
     rotate_half order (llama.cpp runs them with NeoX pairs): qwen2, with
     q/k/v biases, and gemma, whose RMSNorms scale by (1 + w) (stored as
     1 + w, as llama.cpp's converter does), GeGLU, tied head."""
-    qwen2, gemma = arch == "qwen2", arch == "gemma"
+    qwen2, gemma, smollm3 = arch == "qwen2", arch == "gemma", arch == "smollm3"
     neox = qwen2 or gemma
     st = SafeTensors(model_dir)
     dim = cfg_int(config, "hidden_size")
@@ -854,14 +871,16 @@ def convert_hf_llama(model_dir, config, out, tokenizer, arch="llama"):
                  "tokenizer.bin)")
 
     out.general(arch, model_name(config, model_dir))
+    theta, scaling = rope_parameters(config)
+    rope_dim = int(hd * cfg_float(config, "partial_rotary_factor", 1.0))
     write_llama_hparams(out, ctx=ctx, dim=dim, hidden=hidden, n_layers=L, n_heads=n_heads,
                         n_kv=n_kv, head_dim=hd, eps=cfg_float(config, "rms_norm_eps", 1e-5),
-                        theta=cfg_float(config, "rope_theta", 10000.0), arch=arch,
-                        pairing="neox" if neox else "interleaved")
-    add_rope_scaling(out, config, arch)
-    window = config.get("sliding_window")
-    if window is not None and not qwen2:   # Mistral's; Qwen2's is refused above unless unused
-        out.w.add_uint32(arch + ".attention.sliding_window", cfg_int(config, "sliding_window"))
+                        theta=theta, arch=arch, pairing="neox" if neox else "interleaved")
+    add_rope_scaling(out, scaling, arch, ctx, rope_dim, theta)
+    if not qwen2:   # Qwen2's window is refused above unless unused
+        add_layer_types(out, config, arch, L, ctx, rope_dim)
+    if smollm3:
+        add_nope_layers(out, config, L)
     add_model_tokenizer(out, tokenizer, vocab, config)
 
     def plain(name):
@@ -909,23 +928,148 @@ def convert_hf_llama(model_dir, config, out, tokenizer, arch="llama"):
     plan.finish()
 
 
-def add_rope_scaling(out, config, arch="llama"):
+def rope_parameters(config, layer_type="full_attention"):
+    """(theta, scaling) of the layers of `layer_type`, from either form of the
+    config: transformers 5.x's rope_parameters (flat, or one entry per layer
+    type) or 4.x's rope_theta + rope_scaling (+ Gemma 3's
+    rope_local_base_freq for its sliding layers).  scaling is None or a dict
+    with rope_type."""
+    rp = config.get("rope_parameters")
+    if rp is not None:
+        if not isinstance(rp, dict):
+            fail("config.json: rope_parameters must be an object")
+        if "rope_type" not in rp and "rope_theta" not in rp:   # per layer type
+            if layer_type not in rp:
+                fail("config.json: rope_parameters has no entry for %r (it has %s)"
+                     % (layer_type, ", ".join(sorted(rp))))
+            rp = rp[layer_type]
+            if not isinstance(rp, dict):
+                fail("config.json: rope_parameters[%r] must be an object" % layer_type)
+        theta = cfg_float(rp, "rope_theta", cfg_float(config, "rope_theta", 10000.0))
+        scaling = rp if rp.get("rope_type", "default") != "default" else None
+        return theta, scaling
+    theta = cfg_float(config, "rope_theta", 10000.0)
+    if layer_type == "sliding_attention" and "rope_local_base_freq" in config:
+        return cfg_float(config, "rope_local_base_freq", None), None
     rs = config.get("rope_scaling")
+    if rs is not None and not isinstance(rs, dict):
+        fail("config.json: rope_scaling must be an object")
+    if rs and rs.get("rope_type", rs.get("type", "default")) != "default":
+        return theta, rs
+    return theta, None
+
+
+def llama3_rope_factors(rs, theta, rope_dim):
+    """Llama 3.1's scaling as the divisors of the frequencies, the rope_freqs
+    tensor llama.cpp's converter writes (modeling_rope_utils' llama3)."""
+    factor = cfg_float(rs, "factor", None)
+    low = cfg_float(rs, "low_freq_factor", 1.0)
+    high = cfg_float(rs, "high_freq_factor", 4.0)
+    orig = cfg_int(rs, "original_max_position_embeddings")
+    out = []
+    for j in range(rope_dim // 2):
+        wavelen = 2 * math.pi * theta ** (2 * j / rope_dim)
+        if wavelen < orig / high:
+            out.append(1.0)
+        elif wavelen > orig / low:
+            out.append(factor)
+        else:
+            smooth = (orig / wavelen - low) / (high - low)
+            out.append(1.0 / ((1 - smooth) / factor + smooth))
+    return out
+
+
+_SCALINGS = ("linear", "yarn", "dynamic", "llama3", "longrope")
+
+
+def add_rope_scaling(out, rs, arch, ctx, rope_dim, theta):
+    """The scaling's keys and tables, as llama.cpp writes them where it has
+    them: Llama 3.1's as a rope_freqs tensor, LongRoPE's as long and short
+    factor tensors and its attention factor, YaRN's attention factor as the
+    multiple of 0.1 ln s + 1; posenc's keys for the rest (dynamic, YaRN's
+    truncate)."""
     if not rs:
         return
-    if not isinstance(rs, dict):
-        fail("config.json: rope_scaling must be an object")
     kind = rs.get("rope_type", rs.get("type"))
-    if kind == "default":
-        return
-    if kind not in ("linear", "yarn"):
-        fail("config.json: rope_scaling type %r is not supported (linear, yarn)" % kind)
+    if kind == "su":
+        kind = "longrope"
+    if kind not in _SCALINGS:
+        fail("config.json: rope scaling type %r is not supported (%s)"
+             % (kind, ", ".join(_SCALINGS)))
+    if rs.get("mscale") or rs.get("mscale_all_dim"):
+        fail("config.json: YaRN's mscale/mscale_all_dim (DeepSeek) is not supported")
     w = out.w
-    w.add_string(arch + ".rope.scaling.type", kind)
-    w.add_float32(arch + ".rope.scaling.factor", cfg_float(rs, "factor", None))
-    if kind == "yarn" and "original_max_position_embeddings" in rs:
-        w.add_uint32(arch + ".rope.scaling.original_context_length",
-                     cfg_int(rs, "original_max_position_embeddings"))
+    key = arch + ".rope.scaling."
+    if kind == "llama3":
+        factors = llama3_rope_factors(rs, theta, rope_dim)
+        out.tensor("rope_freqs.weight", (len(factors),), lambda: array.array("f", factors))
+        return
+    if kind == "longrope":
+        orig = cfg_int(rs, "original_max_position_embeddings")
+        pairs = []
+        for name in ("long_factor", "short_factor"):
+            v = rs.get(name)
+            if not isinstance(v, list) or len(v) != rope_dim // 2:
+                fail("config.json: LongRoPE's %s must list %d factors (half the rotary dims)"
+                     % (name, rope_dim // 2))
+            pairs.append([cfg_float({"f": x}, "f", None) for x in v])
+        scale = ctx / orig
+        attn = rs.get("attention_factor")
+        if attn is None:
+            attn = math.sqrt(1 + math.log(scale) / math.log(orig)) if scale > 1 else 1.0
+        w.add_uint32(key + "original_context_length", orig)
+        w.add_float32(key + "attn_factor", cfg_float({"a": attn}, "a", None))
+        out.tensor("rope_factors_long.weight", (len(pairs[0]),),
+                   lambda: array.array("f", pairs[0]))
+        out.tensor("rope_factors_short.weight", (len(pairs[1]),),
+                   lambda: array.array("f", pairs[1]))
+        return
+    factor = cfg_float(rs, "factor", None)
+    w.add_string(key + "type", kind)
+    w.add_float32(key + "factor", factor)
+    orig = rs.get("original_max_position_embeddings")
+    if kind == "dynamic" or orig is not None:
+        w.add_uint32(key + "original_context_length",
+                     cfg_int(rs, "original_max_position_embeddings") if orig is not None else ctx)
+    if kind != "yarn":
+        return
+    for name in ("beta_fast", "beta_slow"):
+        if rs.get(name) is not None:
+            w.add_float32(key + "yarn_" + name, cfg_float(rs, name, None))
+    if rs.get("attention_factor") is not None and factor > 1:
+        w.add_float32(key + "attn_factor",
+                      cfg_float(rs, "attention_factor", None) / (0.1 * math.log(factor) + 1))
+    if rs.get("truncate") is False:
+        w.add_bool("posenc.rope.scaling.yarn_truncate", False)
+
+
+def add_layer_types(out, config, arch, n_layers, ctx, rope_dim):
+    """Sliding-window layers as llama.cpp writes them (sliding_window, and
+    sliding_window_pattern as one bool a layer), the sliding layers' theta
+    (rope.freq_base_swa); a Mistral's window (no layer_types) holds for every
+    layer."""
+    window = config.get("sliding_window")
+    if window is None or config.get("use_sliding_window") is False:
+        return
+    window = cfg_int(config, "sliding_window")
+    w = out.w
+    w.add_uint32(arch + ".attention.sliding_window", window)
+    types = config.get("layer_types")
+    if types is None:
+        return
+    if not isinstance(types, list) or len(types) != n_layers or \
+            any(t not in ("sliding_attention", "full_attention") for t in types):
+        fail("config.json: layer_types must list sliding_attention or full_attention for "
+             "each of the %d layers" % n_layers)
+    w.add_array(arch + ".attention.sliding_window_pattern", gguf.BOOL,
+                [t == "sliding_attention" for t in types])
+    if "sliding_attention" in types:
+        theta, scaling = rope_parameters(config, "sliding_attention")
+        w.add_float32(arch + ".rope.freq_base_swa", theta)
+        full_theta, full_scaling = rope_parameters(config, "full_attention")
+        if scaling != full_scaling:
+            fail("config.json: the sliding layers' rope scaling differs from the full layers' "
+                 "(not supported for %s)" % arch)
 
 
 def alibi_slopes(n_heads, max_bias):
@@ -1389,7 +1533,7 @@ def convert_hf(model_dir, out, tokenizer):
     if not isinstance(config, dict):
         fail("%s: expected a JSON object" % cfg_path)
     mt = config.get("model_type")
-    if mt in ("llama", "qwen2", "gemma", "mistral"):   # Mistral is llama with a sliding window
+    if mt in ("llama", "qwen2", "gemma", "mistral", "smollm3"):   # Mistral: llama with a window
         convert_hf_llama(model_dir, config, out, tokenizer, "llama" if mt == "mistral" else mt)
     elif mt in _LAYERNORM_FAMILIES:
         _LAYERNORM_FAMILIES[mt](model_dir, config, out, tokenizer)
@@ -1399,7 +1543,7 @@ def convert_hf(model_dir, out, tokenizer):
                  "from the model directory)")
         convert_hf_gpt2(model_dir, config, out)
     else:
-        fail("%s: unsupported model_type %r (supported: llama, mistral, qwen2, gemma, gpt2, "
+        fail("%s: unsupported model_type %r (supported: llama, mistral, smollm3, qwen2, gemma, gpt2, "
              "gpt_neox, bloom, gpt_bigcode, phi, mpt)" % (cfg_path, mt))
 
 
