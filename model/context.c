@@ -194,15 +194,23 @@ int context_narrowest_window(const Context *ctx, int *layers) {
     return window;
 }
 
+/* Where the model-wide scheme puts position in the hidden states (the
+ * embedding's schemes, and `none`, whose states count positions through the
+ * causal mask) the moved tokens are run again.  Otherwise each layer needs
+ * its own: a rotating layer re-rotates its keys (or recomputes, where the
+ * rotation follows the sequence's length); a layer without position among
+ * positioned ones (SmolLM3's NoPE layers), like alibi's and t5's, only has
+ * its cells' positions updated, as llama.cpp does. */
 PeShiftAction context_shift_needs(const Context *ctx) {
+    if (pe_shift_action(&ctx->pe) == PE_SHIFT_RECOMPUTE) return PE_SHIFT_RECOMPUTE;
     PeShiftAction need = PE_SHIFT_POSITIONS;
     for (int l = 0; l < ctx->model->config.n_layers; l++) {
-        PeShiftAction a = pe_shift_action(&ctx->layers[l].pe);
+        const PositionalEncoding *pe = &ctx->layers[l].pe;
+        PeShiftAction a = pe->params.kind == PE_NONE ? PE_SHIFT_POSITIONS : pe_shift_action(pe);
         if (a == PE_SHIFT_RECOMPUTE) return a;
         if (a == PE_SHIFT_REROTATE) need = a;
     }
-    /* position inside the hidden states (the embedding's schemes) */
-    return pe_shift_action(&ctx->pe) == PE_SHIFT_RECOMPUTE ? PE_SHIFT_RECOMPUTE : need;
+    return need;
 }
 
 void context_free(Context *ctx) {

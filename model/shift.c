@@ -14,7 +14,7 @@ static void rerotate_keys(Context *ctx, int first, int count, int delta) {
     int n_kv_heads = ctx->model->config.n_kv_heads;
     for (int l = 0; l < kv->n_layers; l++) {
         const PositionalEncoding *pe = &ctx->layers[l].pe;
-        if (pe_shift_action(pe) != PE_SHIFT_REROTATE) continue;
+        if (pe->params.kind == PE_NONE || pe_shift_action(pe) != PE_SHIFT_REROTATE) continue;
         for (int c = first; c < first + count; c++) {
             float *k = ctx->state.k;
             kv_cache_load_keys(kv, l, c, 1, k);

@@ -137,6 +137,22 @@ const char *tests_make_family(const char *family, int tied, const char *name) {
     return out;
 }
 
+const char *tests_make_hf_case(const char *name) {
+    static char gguf[4][160];
+    static int next;
+    char dir[128], *out = gguf[next++ % 4];
+    snprintf(dir, sizeof dir, "build/hf/%s", name);
+    snprintf(out, sizeof gguf[0], "%s.gguf", dir);
+    mkdir("build", 0755);
+    mkdir("build/hf", 0755);
+    const char *make[] = {"tools/hf_tiny.py", "make", name, dir, NULL};
+    const char *conv[] = {"tools/convert.py", dir, out, NULL};
+    TestsRun a = tests_run_python_ok(make), b = tests_run_python_ok(conv);
+    tests_run_free(&a);
+    tests_run_free(&b);
+    return out;
+}
+
 void tests_load_family(Model *m, const char *family) {
     char name[64];
     snprintf(name, sizeof name, "models-%s", family);

@@ -50,6 +50,12 @@ void tests_load_zoo(Model *m, const char *models_dir, const char *scheme);
 const char *tests_make_family(const char *family, int tied, const char *name);
 void tests_load_family(Model *m, const char *family);
 
+/* tools/hf_tiny.py's checkpoint of `name` (one of its cases: the same bits
+ * transformers ran for tests/fixtures/hf_golden/<name>.json) generated into
+ * build/hf/<name> and converted with tools/convert.py; returns
+ * build/hf/<name>.gguf (static rotating buffer). */
+const char *tests_make_hf_case(const char *name);
+
 /* The models the cache suites run on, one per architecture family and
  * positional scheme: stories260K (llama, RoPE native), the six PE-zoo
  * models (gpt2; sinusoidal, learned, rope, alibi, none, t5), converted to

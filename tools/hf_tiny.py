@@ -17,6 +17,10 @@ transformers itself (the fixture's "manifest").
     hf_tiny.py make CASE DIR [--fixture F]
         writes DIR/config.json (the config transformers saved), DIR/model.safetensors
         and a byte-level vocabulary (vocab.json, merges.txt: 256 bytes, no merges)
+    hf_tiny.py golden CASE chunk|steps|split|offset|ids
+        prints transformers' logits of that run, a line "POSITION v0 v1 ..." for each
+        position the fixture holds (positions count from the run's first token);
+        ids: the 80 token ids, on one line
 
 Stdlib + NumPy only.
 """
@@ -212,9 +216,22 @@ def main():
     mk.add_argument("case", choices=sorted(CASES))
     mk.add_argument("dir")
     mk.add_argument("--fixture")
+    gd = sub.add_parser("golden")
+    gd.add_argument("case", choices=sorted(CASES))
+    gd.add_argument("run", choices=("chunk", "steps", "split", "offset", "ids"))
     a = ap.parse_args()
     if a.cmd == "list":
         print("\n".join(CASES))
+    elif a.cmd == "golden" and a.run == "ids":
+        print(" ".join(map(str, json.load(open(fixture_path(a.case)))["ids"])))
+    elif a.cmd == "golden":
+        g = json.load(open(fixture_path(a.case)))
+        rows, positions = {"chunk": ("chunk", "chunk_positions"),
+                           "steps": ("steps", "chunk_positions"),
+                           "split": ("split", "split_positions"),
+                           "offset": ("offset_chunk", "offset_positions")}[a.run]
+        for p, row in zip(g[positions], g[rows]):
+            print(p, " ".join("%.9g" % v for v in row))
     else:
         make(a.case, a.dir, a.fixture)
 
