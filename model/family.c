@@ -9,6 +9,8 @@ static const ModelFamily families[] = {
      .pe = PE_ROPE, .pairing = PE_ROPE_INTERLEAVED},
     {.name = "smollm3", .norm = NORM_RMS, .ffn = FFN_SWIGLU, .biases = BIAS_OPTIONAL,
      .pe = PE_ROPE, .pairing = PE_ROPE_INTERLEAVED, .nope_step = 4},
+    {.name = "phi3", .norm = NORM_RMS, .ffn = FFN_SWIGLU, .biases = BIAS_OPTIONAL,
+     .pe = PE_ROPE, .pairing = PE_ROPE_NEOX},
     {.name = "gpt2", .norm = NORM_LAYER, .ffn = FFN_GELU_TANH, .biases = BIAS_ALL,
      .pe = PE_LEARNED, .pairing = PE_ROPE_NEOX},
     {.name = "qwen2", .norm = NORM_RMS, .ffn = FFN_SWIGLU, .biases = BIAS_QKV,

@@ -183,6 +183,24 @@ static int take_qkv(Loader *l, const ModelConfig *c, int i, LayerWeights *w, int
            take_bias(l, &w->bv, blk(name, i, "attn_v.bias"), kv, biased) ? -1 : 0;
 }
 
+/* The feed-forward's up matrix, and a gated family's gate: ffn_gate beside
+ * ffn_up, or both in one ffn_up of 2 x hidden_dim rows, gate first (Phi-3's
+ * gate_up_proj, as llama.cpp stores it): views at a row offset. */
+static int take_ffn_up(Loader *l, const ModelConfig *c, int i, LayerWeights *w) {
+    char name[GGUF_MAX_NAME_LEN + 1];
+    int d = c->dim, h = c->hidden_dim;
+    if (!model_family_gated(&c->family))
+        return take_matrix(l, &w->w_up, blk(name, i, "ffn_up.weight"), h, d);
+    if (gguf_find_tensor(l->g, blk(name, i, "ffn_gate.weight")))
+        return take_matrix(l, &w->w_gate, name, h, d) ||
+               take_matrix(l, &w->w_up, blk(name, i, "ffn_up.weight"), h, d) ? -1 : 0;
+    Tensor gate_up;
+    if (take_matrix(l, &gate_up, blk(name, i, "ffn_up.weight"), 2 * h, d)) return -1;
+    w->w_gate = tensor_rows(&gate_up, 0, h);
+    w->w_up = tensor_rows(&gate_up, h, h);
+    return 0;
+}
+
 /* A norm's weight, and its bias for a LayerNorm (required when the family
  * requires biases). */
 static int take_norm(Loader *l, const ModelConfig *c, const float **w, const float **b,
@@ -205,9 +223,7 @@ static int take_layer(Loader *l, const ModelConfig *c, int i, LayerWeights *w) {
         (!f->shared_norm &&
          take_norm(l, c, &w->ffn_norm, &w->ffn_norm_b, blk(name, i, "ffn_norm.weight"),
                    blk(bias, i, "ffn_norm.bias"))) ||
-        (model_family_gated(f) &&
-         take_matrix(l, &w->w_gate, blk(name, i, "ffn_gate.weight"), h, d)) ||
-        take_matrix(l, &w->w_up, blk(name, i, "ffn_up.weight"), h, d) ||
+        take_ffn_up(l, c, i, w) ||
         take_bias(l, &w->b_up, blk(name, i, "ffn_up.bias"), h, all) ||
         take_matrix(l, &w->w_down, blk(name, i, "ffn_down.weight"), d, h) ||
         take_bias(l, &w->b_down, blk(name, i, "ffn_down.bias"), d, all))

@@ -29,9 +29,12 @@ void cache_dump(FILE *out, const Context *ctx, const Tokenizer *tok, const char 
     if (rope)
         fprintf(out, "; layer %d's key-angle turns %.6g rad per position", rope_layer,
                 (double)ctx->layers[rope_layer].pe.inv_freq[0]);
-    if (window)
-        fprintf(out, "; window %d (%d of %d layers): the next token (position %d) sees positions "
-                "%d-%d there", window, layers, ctx->model->config.n_layers, next, first_seen, next);
+    if (window) {
+        fprintf(out, "; window %d", window);
+        if (layers < ctx->model->config.n_layers)
+            fprintf(out, " (%d of %d layers)", layers, ctx->model->config.n_layers);
+        fprintf(out, ": the next token (position %d) sees positions %d-%d", next, first_seen, next);
+    }
     fputc('\n', out);
     fprintf(out, "[cache] %5s %6s %6s %s piece\n", "cell", "pos", "token", rope ? " key-angle" : "");
     float *key = rope ? mallocCheck((size_t)kv->kv_dim * sizeof *key, "a cached key") : NULL;

@@ -651,12 +651,12 @@ def add_shape_hparams(out, arch, ctx, dim, hidden, n_layers, n_heads, n_kv):
 
 
 def write_llama_hparams(out, ctx, dim, hidden, n_layers, n_heads, n_kv, head_dim, eps, theta,
-                        arch="llama", pairing="interleaved"):
+                        arch="llama", pairing="interleaved", rope_dim=None):
     add_shape_hparams(out, arch, ctx, dim, hidden, n_layers, n_heads, n_kv)
     w = out.w
     w.add_float32(arch + ".attention.layer_norm_rms_epsilon", eps)
     w.add_float32(arch + ".rope.freq_base", theta)
-    w.add_uint32(arch + ".rope.dimension_count", head_dim)
+    w.add_uint32(arch + ".rope.dimension_count", rope_dim or head_dim)
     if head_dim * n_heads != dim:
         w.add_uint32(arch + ".attention.key_length", head_dim)
         w.add_uint32(arch + ".attention.value_length", head_dim)
@@ -1525,6 +1525,68 @@ _LAYERNORM_FAMILIES = {"gpt_neox": convert_hf_gpt_neox, "bloom": convert_hf_bloo
                        "mpt": convert_hf_mpt}
 
 
+def convert_hf_phi3(model_dir, config, out, tokenizer):
+    """Phi-3/3.5/4-mini as llama.cpp writes them: the fused qkv_proj as attn_qkv
+    and gate_up_proj as one ffn_up (gate rows first), NeoX pairs (no
+    permutation), partial rotary (Phi-4-mini), LongRoPE's factors, and the
+    sliding window of Phi-3-mini-4k, which Hugging Face applies."""
+    st = SafeTensors(model_dir)
+    dim = cfg_int(config, "hidden_size")
+    hidden = cfg_int(config, "intermediate_size")
+    L = cfg_int(config, "num_hidden_layers")
+    n_heads = cfg_int(config, "num_attention_heads")
+    n_kv = cfg_int(config, "num_key_value_heads", n_heads)
+    if dim % n_heads or n_heads % n_kv:
+        fail("config.json: inconsistent attention: hidden_size %d, %d heads, %d kv heads"
+             % (dim, n_heads, n_kv))
+    hd = dim // n_heads
+    if config.get("hidden_act", "silu") != "silu":
+        fail("config.json: hidden_act %r is not supported (phi3 uses silu)" % config["hidden_act"])
+    rope_dim = int(hd * cfg_float(config, "partial_rotary_factor", 1.0))
+    if rope_dim < 2 or rope_dim % 2:
+        fail("config.json: partial_rotary_factor gives %d rotated dims of %d (must be even, > 0)"
+             % (rope_dim, hd))
+    vocab = cfg_int(config, "vocab_size")
+    ctx = cfg_int(config, "max_position_embeddings")
+    plan = TensorPlan(st, ignore=("rotary_emb.inv_freq",))
+    embd = plan.take("model.embed_tokens.weight", (vocab, dim))
+    head = untied_head(st, plan, config, "lm_head.weight", tied_default=False)
+    if tokenizer is None:
+        tokenizer = model_dir
+    out.general("phi3", model_name(config, model_dir))
+    theta, scaling = rope_parameters(config)
+    write_llama_hparams(out, ctx=ctx, dim=dim, hidden=hidden, n_layers=L, n_heads=n_heads,
+                        n_kv=n_kv, head_dim=hd, eps=cfg_float(config, "rms_norm_eps", 1e-5),
+                        theta=theta, arch="phi3", pairing="neox", rope_dim=rope_dim)
+    if scaling and "original_max_position_embeddings" not in scaling and \
+            "original_max_position_embeddings" in config:
+        scaling = dict(scaling, original_max_position_embeddings=config[
+            "original_max_position_embeddings"])
+    add_rope_scaling(out, scaling, "phi3", ctx, rope_dim, theta)
+    add_layer_types(out, config, "phi3", L, ctx, rope_dim)
+    add_model_tokenizer(out, tokenizer, vocab, config)
+    qkv = (n_heads + 2 * n_kv) * hd
+
+    def plain(name):
+        return lambda: st.read(name)
+
+    out.tensor("token_embd.weight", (vocab, dim), plain(embd))
+    for l in range(L):
+        p, b = "model.layers.%d." % l, "blk.%d." % l
+        for src, dst, shape in (
+                ("input_layernorm.weight", "attn_norm.weight", (dim,)),
+                ("self_attn.qkv_proj.weight", "attn_qkv.weight", (qkv, dim)),
+                ("self_attn.o_proj.weight", "attn_output.weight", (dim, dim)),
+                ("post_attention_layernorm.weight", "ffn_norm.weight", (dim,)),
+                ("mlp.gate_up_proj.weight", "ffn_up.weight", (2 * hidden, dim)),
+                ("mlp.down_proj.weight", "ffn_down.weight", (dim, hidden))):
+            out.tensor(b + dst, shape, plain(plan.take(p + src, shape)))
+    out.tensor("output_norm.weight", (dim,), plain(plan.take("model.norm.weight", (dim,))))
+    if head:
+        out.tensor("output.weight", (vocab, dim), plain(plan.take(head, (vocab, dim))))
+    plan.finish()
+
+
 def convert_hf(model_dir, out, tokenizer):
     cfg_path = os.path.join(model_dir, "config.json")
     if not os.path.isfile(cfg_path):
@@ -1537,13 +1599,15 @@ def convert_hf(model_dir, out, tokenizer):
         convert_hf_llama(model_dir, config, out, tokenizer, "llama" if mt == "mistral" else mt)
     elif mt in _LAYERNORM_FAMILIES:
         _LAYERNORM_FAMILIES[mt](model_dir, config, out, tokenizer)
+    elif mt == "phi3":
+        convert_hf_phi3(model_dir, config, out, tokenizer)
     elif mt == "gpt2":
         if tokenizer is not None:
             fail("--tokenizer is not used for gpt2 models (vocab.json + merges.txt are read "
                  "from the model directory)")
         convert_hf_gpt2(model_dir, config, out)
     else:
-        fail("%s: unsupported model_type %r (supported: llama, mistral, smollm3, qwen2, gemma, gpt2, "
+        fail("%s: unsupported model_type %r (supported: llama, mistral, smollm3, phi3, qwen2, gemma, gpt2, "
              "gpt_neox, bloom, gpt_bigcode, phi, mpt)" % (cfg_path, mt))
 
 

@@ -294,7 +294,7 @@ static const Refusal REFUSALS[] = {
     {"gptneox", "", "gptneox.rope.dimension_count=u:18",
      "rotary dims 18 must be even and in 2..16"},
     {"starcoder", "", "general.architecture=s:falcon",
-     "unsupported architecture 'falcon' (supported: llama, gpt2, qwen2, gptneox, bloom, "
+     "unsupported architecture 'falcon' (supported: llama, smollm3, phi3, gpt2, qwen2, gptneox, bloom, "
      "starcoder, phi2, mpt, gemma)"},
     /* control: the same copy with nothing changed loads */
     {"qwen2", "", "", NULL},

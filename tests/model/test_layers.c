@@ -1,7 +1,8 @@
 /* Position per layer (Model.layers) and rope scaling as Hugging Face
  * computes it.  tools/hf_tiny.py's tiny random checkpoints (Llama 3.1's
  * llama3 scaling, YaRN with and without rounding of its correction range,
- * dynamic NTK, SmolLM3's NoPE layers), converted with tools/convert.py and
+ * dynamic NTK, SmolLM3's NoPE layers, Phi-3's LongRoPE over a partial
+ * rotary with a sliding window), converted with tools/convert.py and
  * run by the engine over 80 tokens (past the original context of 32) in one
  * chunk, token by token, in two chunks and at an offset, against
  *   - tools/hf_reference.py, a float64 NumPy forward written from the
@@ -10,7 +11,8 @@
  *     (tests/fixtures/hf_golden/<case>.json, made by tools/hf_golden.py).
  * Each feature's negative control must fail: the reference with the feature
  * broken, and the engine misconfigured (the YaRN paper's ramp, no scaling,
- * a NoPE layer rotated, dynamic NTK without the state transformers keeps).
+ * a NoPE layer rotated, dynamic NTK without the state transformers keeps,
+ * LongRoPE's factors chosen by the context as llama.cpp does).
  * The cache: a context shift re-rotates the rotating layers only (control:
  * rotating the NoPE layer's keys too fails), and recomputes where the
  * rotation follows the sequence's length. */
@@ -41,7 +43,7 @@ typedef struct {
 
 static const Case CASES[] = {
     {"llama3", "llama"},        {"llama_yarn", "llama"}, {"llama_yarn_untruncated", "llama"},
-    {"llama_dynamic", "llama"}, {"smollm3", "smollm3"},
+    {"llama_dynamic", "llama"}, {"smollm3", "smollm3"},      {"phi3", "phi3"},
 };
 #define N_CASES ((int)(sizeof CASES / sizeof CASES[0]))
 
@@ -51,7 +53,8 @@ static const struct {
 } CONTROLS[] = {
     {"llama3", "rope-default"},     {"llama_yarn", "yarn-paper"},
     {"llama_yarn_untruncated", "yarn-paper"}, {"llama_dynamic", "rope-default"},
-    {"smollm3", "nope-rotated"},
+    {"smollm3", "nope-rotated"},    {"phi3", "long-factors-short"},
+    {"phi3", "no-window"},
 };
 #define N_CONTROLS ((int)(sizeof CONTROLS / sizeof CONTROLS[0]))
 
@@ -289,6 +292,9 @@ START_TEST(engine_controls) {
     p.rope_scaling = PE_ROPE_SCALING_NTK;
     expect_far("llama_dynamic", &p, "chunk", "fixed NTK instead of dynamic");
     expect_far("llama_dynamic", NULL, "split", "a fresh context (no grown theta)");
+    p = scheme_of("phi3");
+    p.longrope_rule = PE_LONGROPE_BY_CONTEXT;
+    expect_far("phi3", &p, "steps", "llama.cpp's LongRoPE rule (by context)");
 }
 END_TEST
 
