@@ -211,16 +211,49 @@ static int take_norm(Loader *l, const ModelConfig *c, const float **w, const flo
             take_bias(l, b, bias, c->dim, c->family.biases == BIAS_ALL)) ? -1 : 0;
 }
 
+/* q and k's norms (family.qk_norm): over each head, one weight vector for
+ * all heads or one a head (a (n_heads, head_size) tensor), or over the
+ * whole projection. */
+static int take_qk_norms(Loader *l, const ModelConfig *c, int i, LayerWeights *w) {
+    char name[GGUF_MAX_NAME_LEN + 1];
+    int hs = model_head_size(c);
+    if (c->family.qk_norm == QK_NORM_FULL)
+        return take_vector(l, &w->q_norm, blk(name, i, "attn_q_norm.weight"), model_q_dim(c)) ||
+               take_vector(l, &w->k_norm, blk(name, i, "attn_k_norm.weight"), model_kv_dim(c))
+                   ? -1 : 0;
+    const GgufTensor *t = gguf_find_tensor(l->g, blk(name, i, "attn_q_norm.weight"));
+    w->qk_norm_per_head = t && t->n_dims == 2;
+    if (!w->qk_norm_per_head)
+        return take_vector(l, &w->q_norm, name, hs) ||
+               take_vector(l, &w->k_norm, blk(name, i, "attn_k_norm.weight"), hs) ? -1 : 0;
+    const GgufTensor *q = get(l, name, c->n_heads, hs);
+    const GgufTensor *k = q ? get(l, blk(name, i, "attn_k_norm.weight"), c->n_kv_heads, hs) : NULL;
+    if (!k) return -1;
+    w->q_norm = as_f32(l, q);
+    w->k_norm = as_f32(l, k);
+    return 0;
+}
+
 static int take_layer(Loader *l, const ModelConfig *c, int i, LayerWeights *w) {
     char name[GGUF_MAX_NAME_LEN + 1], bias[GGUF_MAX_NAME_LEN + 1];
     const ModelFamily *f = &c->family;
     int d = c->dim, h = c->hidden_dim, all = f->biases == BIAS_ALL;
-    if (take_norm(l, c, &w->attn_norm, &w->attn_norm_b, blk(name, i, "attn_norm.weight"),
-                  blk(bias, i, "attn_norm.bias")) ||
+    int pre = f->norms != NORMS_POST, post = f->norms != NORMS_PRE;
+    /* phi2's and Command R's feed-forward read the attention's norm; so does
+     * a parallel StableLM's, which has no ffn_norm */
+    int shared = f->shared_norm ||
+                 (f->parallel_residual && !gguf_find_tensor(l->g, blk(name, i, "ffn_norm.weight")));
+    if ((pre && take_norm(l, c, &w->attn_norm, &w->attn_norm_b, blk(name, i, "attn_norm.weight"),
+                          blk(bias, i, "attn_norm.bias"))) ||
+        (post && take_vector(l, &w->attn_post_norm, blk(name, i, "post_attention_norm.weight"), d)) ||
+        (post && take_vector(l, &w->ffn_post_norm, blk(name, i, "post_ffw_norm.weight"), d)) ||
+        (f->qk_norm != QK_NORM_NONE &&
+         (!f->qk_norm_optional || gguf_find_tensor(l->g, blk(name, i, "attn_q_norm.weight"))) &&
+         take_qk_norms(l, c, i, w)) ||
         take_qkv(l, c, i, w, f->biases != BIAS_OPTIONAL) ||
         take_matrix(l, &w->wo, blk(name, i, "attn_output.weight"), d, model_q_dim(c)) ||
         take_bias(l, &w->bo, blk(name, i, "attn_output.bias"), d, all) ||
-        (!f->shared_norm &&
+        (!shared && pre &&
          take_norm(l, c, &w->ffn_norm, &w->ffn_norm_b, blk(name, i, "ffn_norm.weight"),
                    blk(bias, i, "ffn_norm.bias"))) ||
         take_ffn_up(l, c, i, w) ||
@@ -228,7 +261,7 @@ static int take_layer(Loader *l, const ModelConfig *c, int i, LayerWeights *w) {
         take_matrix(l, &w->w_down, blk(name, i, "ffn_down.weight"), d, h) ||
         take_bias(l, &w->b_down, blk(name, i, "ffn_down.bias"), d, all))
         return -1;
-    if (f->shared_norm) {
+    if (shared) {
         w->ffn_norm = w->attn_norm;
         w->ffn_norm_b = w->attn_norm_b;
     }
@@ -256,12 +289,17 @@ static int read_config(Loader *l, ModelConfig *c) {
         return -1;
     c->n_kv_heads = c->n_heads;
     c->embed_scale = f->embed_scale_sqrt ? sqrtf((float)c->dim) : 1.0f;
+    c->residual_scale = c->logit_scale = 1.0f;
     if (key_int_opt(l, arch_key(l, "attention.head_count_kv"), &c->n_kv_heads) ||
         gguf_get_f32(l->g, arch_key(l, f->norm == NORM_LAYER ? "attention.layer_norm_epsilon"
                                                              : "attention.layer_norm_rms_epsilon"),
                      &c->norm_eps, l->err) ||
         key_bool_opt(l, arch_key(l, "use_parallel_residual"), &c->family.parallel_residual) ||
         key_f32_opt(l, arch_key(l, "attention.clamp_kqv"), &c->clamp_kqv) ||
+        key_f32_opt(l, arch_key(l, "embedding_scale"), &c->embed_scale) ||
+        key_f32_opt(l, arch_key(l, "residual_scale"), &c->residual_scale) ||
+        key_f32_opt(l, arch_key(l, "logit_scale"), &c->logit_scale) ||
+        key_f32_opt(l, arch_key(l, "final_logit_softcapping"), &c->final_softcap) ||
         key_f32_opt(l, "posenc.embedding_scale", &c->embed_scale))
         return -1;
     /* The vocabulary size is the embedding's row count, as in llama.cpp. */
@@ -287,8 +325,16 @@ static int read_config(Loader *l, ModelConfig *c) {
         return posenc_error(l->err, "%s: %s.attention.clamp_kqv %g is out of range", path,
                             l->arch, (double)c->clamp_kqv);
     if (!(c->embed_scale > 0.0f && c->embed_scale < 1e6f))
-        return posenc_error(l->err, "%s: posenc.embedding_scale %g is out of range", path,
+        return posenc_error(l->err, "%s: the embedding scale %g is out of range", path,
                             (double)c->embed_scale);
+    if (!(c->residual_scale > 0.0f && c->residual_scale < 1e6f) ||
+        !(c->logit_scale > 0.0f && c->logit_scale < 1e6f) ||
+        !(c->final_softcap >= 0.0f && c->final_softcap < 1e6f))
+        return posenc_error(l->err, "%s: residual_scale %g, logit_scale %g or "
+                                    "final_logit_softcapping %g is out of range", path,
+                            (double)c->residual_scale, (double)c->logit_scale,
+                            (double)c->final_softcap);
+    if (f->logit_scale_divides) c->logit_scale = 1.0f / c->logit_scale;
     const GgufArray *tokens;
     if (!gguf_find_kv(l->g, "tokenizer.ggml.tokens")) return 0;
     if (gguf_get_arr(l->g, "tokenizer.ggml.tokens", GGUF_TYPE_STRING, &tokens, l->err))
@@ -444,17 +490,15 @@ static int per_layer_ints(Loader *l, const char *key, int n_layers, int64_t *out
 }
 
 /* Which layers slide: llama.cpp's sliding_window_pattern, a period N (layer
- * l slides unless l % N == N - 1; 0: all) or one bool a layer; every layer
- * when absent. */
-static int sliding_layers(Loader *l, int n_layers, int64_t *slides) {
+ * l slides unless l % N == N - 1; 0: all) or one bool a layer; without it
+ * the family's period. */
+static int sliding_layers(Loader *l, int n_layers, int period, int64_t *slides) {
     const char *key = arch_key(l, "attention.sliding_window_pattern");
     const GgufKV *kv = gguf_find_kv(l->g, key);
-    for (int i = 0; i < n_layers; i++) slides[i] = 1;
-    if (!kv) return 0;
-    if (kv->type == GGUF_TYPE_ARRAY) return per_layer_ints(l, key, n_layers, slides) < 0 ? -1 : 0;
-    int period = 0;
-    if (key_int(l, key, &period)) return -1;
-    for (int i = 0; i < n_layers && period > 0; i++) slides[i] = i % period < period - 1;
+    if (kv && kv->type == GGUF_TYPE_ARRAY)
+        return per_layer_ints(l, key, n_layers, slides) < 0 ? -1 : 0;
+    if (kv && key_int(l, key, &period)) return -1;
+    for (int i = 0; i < n_layers; i++) slides[i] = period <= 0 || i % period < period - 1;
     return 0;
 }
 
@@ -462,18 +506,38 @@ static int sliding_layers(Loader *l, int n_layers, int64_t *slides) {
  * file's header comment lists them). */
 static int read_layers(Loader *l, Model *m) {
     const ModelConfig *c = &m->config;
+    const ModelFamily *f = &c->family;
     const char *path = l->g->path;
     int n = c->n_layers, window = 0;
+    float score_scale = 0.0f, softcap = 0.0f;
     model_layers_uniform(m, 0);
+    if (key_f32_opt(l, arch_key(l, "attention.scale"), &score_scale) ||
+        key_f32_opt(l, arch_key(l, "attn_logit_softcapping"), &softcap))
+        return -1;
+    if (!(score_scale >= 0.0f && score_scale < 1e6f) || !(softcap >= 0.0f && softcap < 1e6f))
+        return posenc_error(l->err, "%s: attention.scale %g or attn_logit_softcapping %g is out "
+                                    "of range", path, (double)score_scale, (double)softcap);
+    for (int i = 0; i < n; i++) {
+        if (score_scale > 0.0f) m->layers[i].score_div = 1.0f / score_scale;
+        m->layers[i].softcap = softcap;
+    }
     int step = c->family.nope_step;
     for (int i = step - 1; step > 0 && i < n; i += step) m->layers[i].pe = pe_params_default(PE_NONE);
     int64_t *v = mallocCheck((size_t)n * sizeof *v, "the per-layer keys");
-    float swa_theta = m->pe.rope_theta;
+    float swa_theta = f->swa_theta > 0.0f ? f->swa_theta : m->pe.rope_theta;
     int rc = key_int_opt(l, arch_key(l, "attention.sliding_window"), &window) ||
              key_f32_opt(l, arch_key(l, "rope.freq_base_swa"), &swa_theta) ? -1 : 0;
-    if (rc == 0 && window > 0 && (rc = sliding_layers(l, n, v)) == 0)
-        for (int i = 0; i < n; i++)
-            if (v[i]) m->layers[i].window = window, m->layers[i].pe.rope_theta = swa_theta;
+    if (rc == 0 && window > 0 && (rc = sliding_layers(l, n, f->swa_period, v)) == 0)
+        for (int i = 0; i < n; i++) {
+            LayerAttention *la = &m->layers[i];
+            if (!v[i]) {
+                if (f->rope_swa_only) la->pe = pe_params_default(PE_NONE);
+                continue;
+            }
+            la->window = window;
+            la->pe.rope_theta = swa_theta;
+            if (f->swa_unscaled) la->pe.rope_scaling = PE_ROPE_SCALING_NONE;
+        }
     if (rc == 0 && (rc = per_layer_ints(l, arch_key(l, "attention.rope_pattern"), n, v)) == 1)
         for (int i = 0; i < n; i++)
             if (!v[i]) m->layers[i].pe = pe_params_default(PE_NONE);

@@ -21,6 +21,11 @@ typedef struct {
     float norm_eps;
     float embed_scale; /* token embeddings are multiplied by this (1 or sqrt(dim)) */
     float clamp_kqv;   /* q, k, v clamped to [-clamp_kqv, clamp_kqv] (mpt); 0 = not */
+    float residual_scale; /* each sub-layer's output is scaled before it is added (Granite: 1
+                             elsewhere) */
+    float logit_scale;    /* the logits are multiplied by it (Command R; 1 / Granite's
+                             logits_scaling) */
+    float final_softcap;  /* logits become c * tanh(logit / c) (Gemma 2); 0 = not */
 } ModelConfig;
 
 /* How one layer attends: where it takes position from and what it sees.
@@ -39,9 +44,14 @@ typedef struct {
 /* Vectors are always f32 (norms and biases are tiny); matrices may be any
  * TensorType.  A NULL bias means "no bias". */
 typedef struct {
-    const float *attn_norm, *attn_norm_b; /* (dim) */
+    const float *attn_norm, *attn_norm_b; /* (dim); NULL where the norms are post-only */
     Tensor wq, wk, wv;                    /* (q_dim, dim) (kv_dim, dim) (kv_dim, dim) */
     const float *bq, *bk, *bv;            /* (q_dim) (kv_dim) (kv_dim) */
+    const float *q_norm, *k_norm;         /* family.qk_norm: (head_size), (n_heads, head_size) and
+                                             (n_kv_heads, head_size), or (q_dim) and (kv_dim) */
+    int qk_norm_per_head;                 /* q_norm and k_norm hold one vector a head */
+    const float *attn_post_norm;          /* (dim) sandwich and post-only norms */
+    const float *ffn_post_norm;           /* (dim) */
     Tensor wo;                            /* (dim, q_dim) */
     const float *bo;                      /* (dim) */
     const float *ffn_norm, *ffn_norm_b;   /* (dim) */

@@ -1067,9 +1067,14 @@ def add_layer_types(out, config, arch, n_layers, ctx, rope_dim):
         theta, scaling = rope_parameters(config, "sliding_attention")
         w.add_float32(arch + ".rope.freq_base_swa", theta)
         full_theta, full_scaling = rope_parameters(config, "full_attention")
-        if scaling != full_scaling:
+        # Gemma 3's and OLMo 2's sliding layers rotate unscaled (the loader's
+        # family default, as llama.cpp's); elsewhere they share the scaling
+        unscaled = arch in ("gemma3", "olmo2")
+        if scaling != full_scaling and not (unscaled and scaling is None):
             fail("config.json: the sliding layers' rope scaling differs from the full layers' "
                  "(not supported for %s)" % arch)
+        if unscaled and scaling is not None:
+            fail("config.json: %s's sliding layers rotate unscaled; this one scales them" % arch)
 
 
 def alibi_slopes(n_heads, max_bias):
@@ -1587,6 +1592,169 @@ def convert_hf_phi3(model_dir, config, out, tokenizer):
     plan.finish()
 
 
+# Today's dense families, as llama.cpp names and stores them.  Each is a
+# llama-like block with a few of: q/k norms (per head, or the whole
+# projection), norms after the sub-layers (sandwich or post-only), Gemma's
+# norm weights stored as 1 + w, LayerNorms, q/k/v biases, a parallel block,
+# soft-caps and multipliers.  permute: HF keeps q/k in rotate_half order and
+# llama.cpp's runs them with interleaved pairs, so the rows are reordered
+# (Granite); Command R's HF code rotates interleaved pairs already.
+_MODERN = {
+    "qwen3": dict(arch="qwen3", qk_norm="head"),
+    "gemma2": dict(arch="gemma2", norms="sandwich", plus_one=True, act=("gelu_pytorch_tanh", "gelu"),
+                   tied=True),
+    "gemma3_text": dict(arch="gemma3", norms="sandwich", plus_one=True, qk_norm="head",
+                        act=("gelu_pytorch_tanh", "gelu"), tied=True),
+    "olmo2": dict(arch="olmo2", norms="post", qk_norm="full"),
+    "exaone4": dict(arch="exaone4", norms="post", qk_norm="head"),
+    "granite": dict(arch="granite", permute=True),
+    "stablelm": dict(arch="stablelm", layernorm=True, qk_norm="stablelm"),
+    "cohere2": dict(arch="cohere2", layernorm=True, parallel=True, tied=True),
+}
+
+
+def convert_hf_modern(model_dir, config, out, tokenizer, spec):
+    arch = spec["arch"]
+    st = SafeTensors(model_dir)
+    dim = cfg_int(config, "hidden_size")
+    hidden = cfg_int(config, "intermediate_size")
+    L = cfg_int(config, "num_hidden_layers")
+    n_heads = cfg_int(config, "num_attention_heads")
+    n_kv = cfg_int(config, "num_key_value_heads", n_heads)
+    hd = cfg_int(config, "head_dim") if config.get("head_dim") else dim // n_heads
+    if n_heads % n_kv or (config.get("head_dim") is None and dim % n_heads) or hd % 2:
+        fail("config.json: inconsistent attention: hidden_size %d, %d heads, %d kv heads"
+             % (dim, n_heads, n_kv))
+    acts = spec.get("act", ("silu",))
+    act = config.get("hidden_activation") or config.get("hidden_act", acts[0])
+    if act not in acts:
+        fail("config.json: hidden activation %r is not supported (%s uses %s)"
+             % (act, arch, acts[0]))
+    biased = bool(config.get("use_qkv_bias") or config.get("attention_bias"))
+    if config.get("mlp_bias") or (biased and arch != "stablelm"):
+        fail("config.json: attention/mlp biases are not supported for %s" % arch)
+    parallel = spec.get("parallel") or bool(config.get("use_parallel_residual"))
+    qk_norm = spec.get("qk_norm")
+    if qk_norm == "stablelm":
+        qk_norm = "stablelm" if config.get("qk_layernorm") else None
+    rope_dim = int(hd * cfg_float(config, "partial_rotary_factor", 1.0))
+    if rope_dim < 2 or rope_dim % 2:
+        fail("config.json: partial_rotary_factor gives %d rotated dims of %d (must be even, > 0)"
+             % (rope_dim, hd))
+    vocab = cfg_int(config, "vocab_size")
+    ctx = cfg_int(config, "max_position_embeddings")
+    eps = cfg_float(config, "layer_norm_eps" if spec.get("layernorm") else "rms_norm_eps", 1e-5)
+    plan = TensorPlan(st, ignore=("rotary_emb.inv_freq",))
+    embd = plan.take("model.embed_tokens.weight", (vocab, dim))
+    head = untied_head(st, plan, config, "lm_head.weight", tied_default=spec.get("tied", False))
+    if tokenizer is None:
+        tokenizer = model_dir
+    out.general(arch, model_name(config, model_dir))
+    theta, scaling = rope_parameters(config)
+    permute = spec.get("permute", False)
+    interleaved = permute or arch == "cohere2"
+    add_shape_hparams(out, arch, ctx, dim, hidden, L, n_heads, n_kv)
+    w = out.w
+    w.add_float32(arch + (".attention.layer_norm_epsilon" if spec.get("layernorm")
+                          else ".attention.layer_norm_rms_epsilon"), eps)
+    w.add_float32(arch + ".rope.freq_base", theta)
+    w.add_uint32(arch + ".rope.dimension_count", rope_dim)
+    if hd * n_heads != dim:
+        w.add_uint32(arch + ".attention.key_length", hd)
+        w.add_uint32(arch + ".attention.value_length", hd)
+    w.add_string("posenc.rope.pairing", "interleaved" if interleaved else "neox")
+    if arch == "stablelm":
+        w.add_bool(arch + ".use_parallel_residual", parallel)
+    add_rope_scaling(out, scaling, arch, ctx, rope_dim, theta)
+    add_layer_types(out, config, arch, L, ctx, rope_dim)
+    if "query_pre_attn_scalar" in config:
+        w.add_float32(arch + ".attention.scale",
+                      cfg_float(config, "query_pre_attn_scalar", None) ** -0.5)
+    if "attention_multiplier" in config:
+        w.add_float32(arch + ".attention.scale", cfg_float(config, "attention_multiplier", None))
+    for hf, key in (("attn_logit_softcapping", "attn_logit_softcapping"),
+                    ("final_logit_softcapping", "final_logit_softcapping"),
+                    ("embedding_multiplier", "embedding_scale"),
+                    ("residual_multiplier", "residual_scale"),
+                    ("logits_scaling", "logit_scale"), ("logit_scale", "logit_scale")):
+        if config.get(hf) is not None:
+            w.add_float32(arch + "." + key, cfg_float(config, hf, None))
+    add_model_tokenizer(out, tokenizer, vocab, config)
+
+    def plain(name):
+        return lambda: st.read(name)
+
+    def norm(name, n):
+        name = plan.take(name, (n,))
+        if spec.get("plus_one"):
+            return lambda: array.array("f", (v + 1.0 for v in st.read(name)))
+        return plain(name)
+
+    def rows(name, heads):
+        if not permute:
+            return plain(name)
+        return lambda: unpermute_rotate_half(st.read(name), heads, hd, dim)
+
+    def stacked(names, n):
+        def read():
+            a = array.array("f")
+            for nm in names:
+                a.extend(st.read(nm))
+            return a
+        for nm in names:
+            plan.take(nm, (n,))
+        return read
+
+    out.tensor("token_embd.weight", (vocab, dim), plain(embd))
+    norms = spec.get("norms", "pre")
+    for l in range(L):
+        p, b = "model.layers.%d." % l, "blk.%d." % l
+        a = p + "self_attn."
+        names = {"pre": (("input_layernorm", "attn_norm"), ("post_attention_layernorm", "ffn_norm")),
+                 "sandwich": (("input_layernorm", "attn_norm"),
+                              ("post_attention_layernorm", "post_attention_norm"),
+                              ("pre_feedforward_layernorm", "ffn_norm"),
+                              ("post_feedforward_layernorm", "post_ffw_norm")),
+                 "post": (("post_attention_layernorm", "post_attention_norm"),
+                          ("post_feedforward_layernorm", "post_ffw_norm"))}[norms]
+        if parallel:
+            names = names[:1]
+        for src, dst in names:
+            out.tensor(b + dst + ".weight", (dim,), norm(p + src + ".weight", dim))
+            if spec.get("layernorm") and p + src + ".bias" in st:
+                out.tensor(b + dst + ".bias", (dim,), plain(plan.take(p + src + ".bias", (dim,))))
+        for n, heads in (("q", n_heads), ("k", n_kv), ("v", n_kv)):
+            shape = (heads * hd, dim)
+            src = plan.take(a + n + "_proj.weight", shape)
+            out.tensor(b + "attn_%s.weight" % n, shape, rows(src, heads) if n != "v" else plain(src))
+            if biased:
+                out.tensor(b + "attn_%s.bias" % n, (heads * hd,),
+                           plain(plan.take(a + n + "_proj.bias", (heads * hd,))))
+        if qk_norm == "head":
+            for n in ("q", "k"):
+                out.tensor(b + "attn_%s_norm.weight" % n, (hd,), norm(a + n + "_norm.weight", hd))
+        elif qk_norm == "full":
+            for n, heads in (("q", n_heads), ("k", n_kv)):
+                out.tensor(b + "attn_%s_norm.weight" % n, (heads * hd,),
+                           norm(a + n + "_norm.weight", heads * hd))
+        elif qk_norm == "stablelm":
+            for n, heads in (("q", n_heads), ("k", n_kv)):
+                srcs = [a + "%s_layernorm.norms.%d.weight" % (n, h) for h in range(heads)]
+                out.tensor(b + "attn_%s_norm.weight" % n, (heads, hd), stacked(srcs, hd))
+        out.tensor(b + "attn_output.weight", (dim, n_heads * hd),
+                   plain(plan.take(a + "o_proj.weight", (dim, n_heads * hd))))
+        for src, dst, shape in (("gate_proj", "ffn_gate", (hidden, dim)),
+                                ("up_proj", "ffn_up", (hidden, dim)),
+                                ("down_proj", "ffn_down", (dim, hidden))):
+            out.tensor(b + dst + ".weight", shape, plain(plan.take(p + "mlp." + src + ".weight", shape)))
+    out.tensor("output_norm.weight", (dim,), norm("model.norm.weight", dim))
+    if spec.get("layernorm") and "model.norm.bias" in st:
+        out.tensor("output_norm.bias", (dim,), plain(plan.take("model.norm.bias", (dim,))))
+    if head:
+        out.tensor("output.weight", (vocab, dim), plain(plan.take(head, (vocab, dim))))
+    plan.finish()
+
+
 def convert_hf(model_dir, out, tokenizer):
     cfg_path = os.path.join(model_dir, "config.json")
     if not os.path.isfile(cfg_path):
@@ -1601,13 +1769,18 @@ def convert_hf(model_dir, out, tokenizer):
         _LAYERNORM_FAMILIES[mt](model_dir, config, out, tokenizer)
     elif mt == "phi3":
         convert_hf_phi3(model_dir, config, out, tokenizer)
+    elif mt in _MODERN or (mt == "gemma3" and isinstance(config.get("text_config"), dict)):
+        if mt == "gemma3":   # the multimodal config: its text model
+            config, mt = dict(config["text_config"], model_type="gemma3_text"), "gemma3_text"
+        convert_hf_modern(model_dir, config, out, tokenizer, _MODERN[mt])
     elif mt == "gpt2":
         if tokenizer is not None:
             fail("--tokenizer is not used for gpt2 models (vocab.json + merges.txt are read "
                  "from the model directory)")
         convert_hf_gpt2(model_dir, config, out)
     else:
-        fail("%s: unsupported model_type %r (supported: llama, mistral, smollm3, phi3, qwen2, gemma, gpt2, "
+        fail("%s: unsupported model_type %r (supported: llama, mistral, smollm3, phi3, qwen3, gemma2, gemma3, olmo2, "
+             "exaone4, granite, stablelm, cohere2, qwen2, gemma, gpt2, "
              "gpt_neox, bloom, gpt_bigcode, phi, mpt)" % (cfg_path, mt))
 
 
