@@ -1,8 +1,14 @@
-/* Position per layer (Model.layers) and rope scaling as Hugging Face
- * computes it.  tools/hf_tiny.py's tiny random checkpoints (Llama 3.1's
- * llama3 scaling, YaRN with and without rounding of its correction range,
- * dynamic NTK, SmolLM3's NoPE layers, Phi-3's LongRoPE over a partial
- * rotary with a sliding window), converted with tools/convert.py and
+/* Position per layer (Model.layers), rope scaling as Hugging Face computes
+ * it, and today's families.  tools/hf_tiny.py's tiny random checkpoints
+ * (Llama 3.1's llama3 scaling, YaRN with and without rounding of its
+ * correction range, dynamic NTK, SmolLM3's NoPE layers, Phi-3's LongRoPE
+ * over a partial rotary with a sliding window; Qwen3's per-head QK-norm,
+ * Gemma 2's soft-caps and sandwich norms, Gemma 3's 5 local layers (theta
+ * 10000, window 8) to a global one (theta 1e6, linear x8), OLMo 2's
+ * post-norms and whole-projection QK-norm, Granite's multipliers, StableLM
+ * 2's partial rotary, LayerNorm, qkv bias and per-head q/k LayerNorm in a
+ * parallel block, Command R7B's parallel block with 3 sliding RoPE layers
+ * to a global NoPE one, EXAONE 4's hybrid with llama3 scaling), converted with tools/convert.py and
  * run by the engine over 80 tokens (past the original context of 32) in one
  * chunk, token by token, in two chunks and at an offset, against
  *   - tools/hf_reference.py, a float64 NumPy forward written from the
@@ -44,6 +50,9 @@ typedef struct {
 static const Case CASES[] = {
     {"llama3", "llama"},        {"llama_yarn", "llama"}, {"llama_yarn_untruncated", "llama"},
     {"llama_dynamic", "llama"}, {"smollm3", "smollm3"},      {"phi3", "phi3"},
+    {"qwen3", "qwen3"},         {"gemma2", "gemma2"},         {"gemma3", "gemma3"},
+    {"olmo2", "olmo2"},         {"granite", "granite"},       {"stablelm", "stablelm"},
+    {"stablelm_parallel", "stablelm"}, {"cohere2", "cohere2"}, {"exaone4", "exaone4"},
 };
 #define N_CASES ((int)(sizeof CASES / sizeof CASES[0]))
 
@@ -54,7 +63,17 @@ static const struct {
     {"llama3", "rope-default"},     {"llama_yarn", "yarn-paper"},
     {"llama_yarn_untruncated", "yarn-paper"}, {"llama_dynamic", "rope-default"},
     {"smollm3", "nope-rotated"},    {"phi3", "long-factors-short"},
-    {"phi3", "no-window"},
+    {"phi3", "no-window"},          {"qwen3", "qk-norm"},
+    {"gemma2", "softcap"},          {"gemma2", "post-norm"},
+    {"gemma2", "no-window"},        {"gemma3", "shared-theta"},
+    {"gemma3", "qk-norm"},          {"gemma3", "no-window"},
+    {"olmo2", "qk-norm"},           {"olmo2", "post-norm"},
+    {"granite", "multipliers"},     {"stablelm", "full-rotary"},
+    {"stablelm_parallel", "parallel"}, {"stablelm_parallel", "qk-norm"},
+    {"cohere2", "nope-rotated"},    {"cohere2", "parallel"},
+    {"cohere2", "no-window"},       {"exaone4", "nope-rotated"},
+    {"exaone4", "qk-norm"},         {"exaone4", "post-norm"},
+    {"exaone4", "rope-default"},
 };
 #define N_CONTROLS ((int)(sizeof CONTROLS / sizeof CONTROLS[0]))
 
