@@ -30,10 +30,13 @@
 #include "model/shift.h"
 #include "tests/common.h"
 
-/* float32 engine vs float64: logits |l| < 31 after two to four layers; the
- * worst measured is 1.1e-5 (llama3, whose tied head gives the largest
- * logits). */
+/* float32 engine vs float64: logits |l| <= 32 after two to six layers
+ * agree to 1e-4 (measured: at most 1.6e-5).  Float rounding is relative:
+ * a case whose logits reach further (Gemma 3's embeddings x 8 into a tied
+ * head give |l| up to 53; measured 8.3e-5 there) gets the bound scaled by
+ * its largest logit over 32 (tolerance()). */
 #define LOGIT_TOL 1e-4f
+#define LOGIT_TOL_SCALE 32.0f
 /* A broken feature moves logits by far more (each failure prints it). */
 #define CONTROL_MIN 1e-2f
 
@@ -174,6 +177,12 @@ static float *engine(const Model *m, const PeParams *p, RunKind kind, int pos0) 
     return out;
 }
 
+static float tolerance(const float *ref, size_t n) {
+    float top = 0.0f;
+    for (size_t i = 0; i < n; i++) top = fabsf(ref[i]) > top ? fabsf(ref[i]) : top;
+    return top > LOGIT_TOL_SCALE ? LOGIT_TOL * top / LOGIT_TOL_SCALE : LOGIT_TOL;
+}
+
 /* max |a[pos] - b[row]| over the golden's rows. */
 static float rows_diff(const float *all, const float *rows, const int *positions, int n) {
     float d = 0.0f;
@@ -200,10 +209,11 @@ START_TEST(matches_reference) {
         float *ref = reference(_i, runs[k].mode, runs[k].pos0, NULL);
         float *got = engine(&m, NULL, runs[k].kind, runs[k].pos0);
         float d = tests_max_abs_diff(got, ref, (size_t)N_TOKENS * VOCAB);
-        printf("%-24s %-8s pos0 %d: max |logit - reference| = %.3g\n", CASES[_i].name,
-               runs[k].mode, runs[k].pos0, (double)d);
-        ck_assert_msg(d <= LOGIT_TOL, "%s %s at %d: %g from the reference", CASES[_i].name,
-                      runs[k].mode, runs[k].pos0, (double)d);
+        float tol = tolerance(ref, (size_t)N_TOKENS * VOCAB);
+        printf("%-24s %-8s pos0 %d: max |logit - reference| = %.3g (bound %.3g)\n",
+               CASES[_i].name, runs[k].mode, runs[k].pos0, (double)d, (double)tol);
+        ck_assert_msg(d <= tol, "%s %s at %d: %g from the reference (bound %g)", CASES[_i].name,
+                      runs[k].mode, runs[k].pos0, (double)d, (double)tol);
         free(ref);
         free(got);
     }
@@ -242,11 +252,11 @@ START_TEST(matches_transformers) {
         int positions[32], n;
         float *rows = golden(_i, GOLDEN_RUNS[k], positions, &n);
         float *got = engine_like_golden(&m, NULL, GOLDEN_RUNS[k]);
-        float d = rows_diff(got, rows, positions, n);
-        printf("%-24s %-6s max |logit - transformers| = %.3g over %d positions\n", CASES[_i].name,
-               GOLDEN_RUNS[k], (double)d, n);
-        ck_assert_msg(d <= LOGIT_TOL, "%s %s: %g from transformers", CASES[_i].name,
-                      GOLDEN_RUNS[k], (double)d);
+        float d = rows_diff(got, rows, positions, n), tol = tolerance(rows, (size_t)n * VOCAB);
+        printf("%-24s %-6s max |logit - transformers| = %.3g over %d positions (bound %.3g)\n",
+               CASES[_i].name, GOLDEN_RUNS[k], (double)d, n, (double)tol);
+        ck_assert_msg(d <= tol, "%s %s: %g from transformers (bound %g)", CASES[_i].name,
+                      GOLDEN_RUNS[k], (double)d, (double)tol);
         free(rows);
         free(got);
     }
