@@ -645,6 +645,9 @@ static void resolve_variants(const Options *o, const Model *m, Variants *v) {
         v->params[i] = variant_params(m, o, specs[i]);
         v->labels[i] = specs[i] ? specs[i] : pe_kind_name(v->params[i].kind);
         check_scheme(m, &v->params[i], v->labels[i]);
+        /* the per-layer overrides too, before any work (a ppl list of windows
+         * is checked against its first) */
+        free(variant_layers(o, m, &v->params[i], v->labels[i], o->ctx ? o->ctx : m->config.seq_len));
         kinds |= 1u << v->params[i].kind;
     }
     const struct { const char *flag; PeKind kind; } scheme_flags[] = {

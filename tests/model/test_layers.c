@@ -436,6 +436,45 @@ START_TEST(shift_action_follows_the_scaling) {
 }
 END_TEST
 
+/* The per-layer flags from the command line: -m inspect shows the table
+ * they give; misuse is one error line naming the flag, before any work. */
+START_TEST(layer_flags) {
+    if (!ready) return;
+    const char *gguf = ggufs[case_index("smollm3")];
+    const char *show[] = {gguf, "-m", "inspect", "--pe-layers", "every2=none/0=alibi", "--window",
+                          "3=16", NULL};
+    TestsRun r = tests_run_engine_ok(show);
+    ck_assert_msg(strstr(r.out, "  0                alibi full\n  1                none full\n"
+                                "  2                rope theta=10000 full\n"
+                                "  3                none window=16\n"), "%s", r.out);
+    tests_run_free(&r);
+    const char *plain[] = {gguf, "-m", "inspect", NULL}; /* control: the checkpoint's table */
+    r = tests_run_engine_ok(plain);
+    ck_assert_msg(strstr(r.out, "  0-2              rope theta=10000 full\n"
+                                "  3                none full\n"), "%s", r.out);
+    tests_run_free(&r);
+    const struct {
+        const char *flag, *value, *needle;
+    } bad[] = {
+        {"--pe-layers", "4=none", "--pe-layers: '4' is not a layer or range of the model's layers 0..3"},
+        {"--pe-layers", "all=learned", "--pe-layers: layer 0: learned adds position to the embedding"},
+        {"--pe-layers", "every0=none", "--pe-layers: 'every0': everyN needs N in 1..4"},
+        {"--pe-layers", "1=nope", "--pe-layers: unknown scheme 'nope'"},
+        {"--pe-layers", "none", "--pe-layers: 'none' needs the form LAYERS=SCHEME"},
+        {"--window", "1=65", "--window: a window of 65 is wider than the context of 64 (--ctx)"},
+        {"--window", "-3", "--window"},
+        {"--pe", "rope@2-1=none", "--pe: '2-1' is not a layer or range"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        const char *args[] = {gguf, "-m", "ppl", "-f", "README.md", "--ctx", "64", bad[i].flag,
+                              bad[i].value, NULL};
+        tests_expect_error(args, bad[i].needle);
+    }
+    const char *bench[] = {gguf, "-m", "bench", "--pe-layers", "all=none", NULL};
+    tests_expect_error(bench, "--pe-layers is not used by -m bench");
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("layers");
     TCase *tc = tcase_create("hf");
@@ -448,6 +487,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, nope_layer_rotated_fails);
     tcase_add_test(tc, shift_rerotates_rotating_layers_only);
     tcase_add_test(tc, shift_action_follows_the_scaling);
+    tcase_add_test(tc, layer_flags);
     suite_add_tcase(s, tc);
     return s;
 }
