@@ -197,8 +197,11 @@ def make(case, directory, fixture=None):
     from arch_reference import byte_alphabet, write_safetensors
     golden = json.load(open(fixture or fixture_path(case)))
     os.makedirs(directory, exist_ok=True)
+    # a neutral general.name: llama.cpp applies Phi-3's vocabulary fixes to any
+    # model whose name contains "phi3", and looks for a "</s>" these lack
+    config = dict(golden["saved_config"], _name_or_path="hf-tiny-random")
     with open(os.path.join(directory, "config.json"), "w") as f:
-        json.dump(golden["saved_config"], f, indent=1)
+        json.dump(config, f, indent=1)
     write_safetensors(os.path.join(directory, "model.safetensors"),
                       {name: values(name, shape) for name, shape in golden["manifest"]})
     chars = byte_alphabet()
