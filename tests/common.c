@@ -176,9 +176,17 @@ int tests_load_models(TestsModel *out, const char *what) {
         out[1 + i].name = zoo[i];
         tests_load_zoo(&out[1 + i].model, dir, zoo[i]);
     }
-    for (int i = 0; i < TESTS_N_MODELS - 1 - n_zoo; i++) {
+    const int n_families = (int)(sizeof families / sizeof *families);
+    for (int i = 0; i < n_families; i++) {
         out[1 + n_zoo + i].name = families[i][0];
         tests_load_family(&out[1 + n_zoo + i].model, families[i][1]);
+    }
+    /* per-layer tables: Gemma 3's local and global theta, Command R7B's
+     * sliding RoPE and global NoPE layers (tools/hf_tiny.py) */
+    static const char *const per_layer[] = {"gemma3", "cohere2"};
+    for (int i = 0; i < TESTS_N_MODELS - 1 - n_zoo - n_families; i++) {
+        out[1 + n_zoo + n_families + i].name = per_layer[i];
+        tests_load_model(&out[1 + n_zoo + n_families + i].model, tests_make_hf_case(per_layer[i]));
     }
     return 1;
 }
