@@ -1678,7 +1678,11 @@ static int run_pe(const Options *o) {
     for (int i = 0; i < v.n; i++) {
         Context *keys = pe_keys_context(o, &model, &v.params[i], v.labels[i], ids, n_ids);
         PosencError err;
-        if (pe_view_build(&views[i], &model, &v.params[i], v.labels[i], n_pos, keys, &err))
+        LayerAttention *layers = variant_layers(o, &model, &v.params[i], v.labels[i], n_pos);
+        int failed = pe_view_build(&views[i], &model, &v.params[i], layers, v.labels[i], n_pos,
+                                   keys, &err);
+        free(layers);
+        if (failed)
             die("--pe %s: %s", v.labels[i], err.msg);
         if (keys) context_free(keys);
         free(keys);

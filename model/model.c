@@ -195,6 +195,40 @@ LayerAttention *model_layers_for(const Model *m, const PeParams *p) {
     return t;
 }
 
+void model_layer_describe(const LayerAttention *la, char *buf, size_t size) {
+    const PeParams *p = &la->pe;
+    size_t at = (size_t)snprintf(buf, size, "%s", pe_kind_name(p->kind));
+    if (p->kind == PE_ROPE && at < size) {
+        at += (size_t)snprintf(buf + at, size - at, " theta=%g", (double)p->rope_theta);
+        if (p->rope_scaling == PE_ROPE_SCALING_FACTORS && at < size)
+            at += (size_t)snprintf(buf + at, size - at, " factors");
+        else if (p->rope_scaling != PE_ROPE_SCALING_NONE && at < size)
+            at += (size_t)snprintf(buf + at, size - at, " %s x%g",
+                                   pe_rope_scaling_name(p->rope_scaling), (double)p->rope_factor);
+    }
+    if (at < size)
+        at += (size_t)snprintf(buf + at, size - at, la->window ? " window=%d" : " full", la->window);
+    if (la->softcap > 0.0f && at < size)
+        snprintf(buf + at, size - at, " softcap=%g", (double)la->softcap);
+}
+
+void model_layers_describe(const LayerAttention *table, int n_layers, char *buf, size_t size) {
+    size_t at = 0;
+    buf[0] = '\0';
+    for (int l = 0; l < n_layers && at < size;) {
+        char line[160], next[160];
+        model_layer_describe(&table[l], line, sizeof line);
+        int last = l;
+        while (last + 1 < n_layers &&
+               (model_layer_describe(&table[last + 1], next, sizeof next), !strcmp(next, line)))
+            last++;
+        at += (size_t)(last > l ? snprintf(buf + at, size - at, "%s%d-%d: %s", l ? "; " : "", l,
+                                           last, line)
+                                : snprintf(buf + at, size - at, "%s%d: %s", l ? "; " : "", l, line));
+        l = last + 1;
+    }
+}
+
 int model_layer_override(const Model *m, const PeParams *variant, LayerAttention *table, int l,
                          int scheme, int window, PosencError *err) {
     if (l < 0 || l >= m->config.n_layers)

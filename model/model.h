@@ -126,6 +126,13 @@ PeParams model_layer_scheme(const Model *m, const PeParams *p, int l);
  * (model_layer_scheme), malloc'd (n_layers entries). */
 LayerAttention *model_layers_for(const Model *m, const PeParams *p);
 
+/* One line of a layer's attention, "rope theta=10000 yarn x4 window=8",
+ * in buf. */
+void model_layer_describe(const LayerAttention *la, char *buf, size_t size);
+/* The table in runs of equal layers, "0-4: rope theta=10000 window=8; 5:
+ * ...", in buf. */
+void model_layers_describe(const LayerAttention *table, int n_layers, char *buf, size_t size);
+
 /* Overrides entry l of such a table: its scheme (scheme >= 0: PE_NONE or a
  * scheme that acts in attention, with the variant's values where it is the
  * variant's scheme, the checkpoint's where it is that, else its defaults)

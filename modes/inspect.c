@@ -129,21 +129,6 @@ static void emit_positional(Emitter *e, const Model *m, const PeParams *p) {
     em_end(e, '}');
 }
 
-/* One line of a layer's attention: "rope theta=10000 yarn x4 window=8". */
-static void layer_summary(const LayerAttention *la, char *buf, size_t size) {
-    const PeParams *p = &la->pe;
-    int at = snprintf(buf, size, "%s", pe_kind_name(p->kind));
-    if (p->kind == PE_ROPE) {
-        at += snprintf(buf + at, size - (size_t)at, " theta=%g", (double)p->rope_theta);
-        if (p->rope_scaling != PE_ROPE_SCALING_NONE)
-            at += snprintf(buf + at, size - (size_t)at, " %s x%g",
-                           pe_rope_scaling_name(p->rope_scaling), (double)p->rope_factor);
-    }
-    at += snprintf(buf + at, size - (size_t)at, la->window ? " window=%d" : " full", la->window);
-    if (la->softcap > 0.0f)
-        snprintf(buf + at, size - (size_t)at, " softcap=%g", (double)la->softcap);
-}
-
 /* Where position lives, layer by layer: in text, runs of equal layers on
  * one line ("0-4: rope theta=10000 window=512"); in JSON, one object a
  * layer. */
@@ -152,7 +137,7 @@ static void emit_layers(Emitter *e, const Model *m, const LayerAttention *layers
     em_begin(e, "layers", e->json ? '[' : '{');
     for (int l = 0; l < n;) {
         char line[160];
-        layer_summary(&layers[l], line, sizeof line);
+        model_layer_describe(&layers[l], line, sizeof line);
         if (e->json) {
             if (e->need_comma) fputc(',', e->out);
             const PeParams *p = &layers[l].pe;
@@ -170,7 +155,7 @@ static void emit_layers(Emitter *e, const Model *m, const LayerAttention *layers
         }
         int last = l;
         for (char next[160]; last + 1 < n; last++) {
-            layer_summary(&layers[last + 1], next, sizeof next);
+            model_layer_describe(&layers[last + 1], next, sizeof next);
             if (strcmp(next, line)) break;
         }
         char key[32];

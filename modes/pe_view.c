@@ -138,11 +138,12 @@ static void bias_views(PeView *v, const PeOps *ops) {
     free(scores);
 }
 
-int pe_view_build(PeView *v, const Model *m, const PeParams *p, const char *label, int n_pos,
-                  const Context *keys_ctx, PosencError *err) {
+int pe_view_build(PeView *v, const Model *m, const PeParams *p, const LayerAttention *layers,
+                  const char *label, int n_pos, const Context *keys_ctx, PosencError *err) {
     memset(v, 0, sizeof *v);
     v->label = label;
     v->n_pos = n_pos;
+    model_layers_describe(layers, m->config.n_layers, v->layers, sizeof v->layers);
     if (model_build_scheme(m, p, &v->pe, err)) return -1;
     const PeOps *ops = pe_ops(&v->pe);
     if (ops->embed) embed_views(v, ops);
@@ -172,6 +173,8 @@ static void json_variant(FILE *f, const PeView *v) {
     json_write_string(f, v->label, strlen(v->label));
     fprintf(f, ",\"kind\":\"%s\",\"positions\":%d,\"dim\":%d,\"n_heads\":%d,\"head_size\":%d",
             pe_kind_name(pe->params.kind), v->n_pos, pe->dim, pe->n_heads, pe->head_size);
+    json_key(f, "layers");
+    json_write_string(f, v->layers, strlen(v->layers));
     /* the parameters as -m inspect shows them: the scheme's own describe */
     const PeOps *ops = pe_ops(pe);
     PeField fields[PE_MAX_FIELDS];
@@ -255,6 +258,7 @@ static void print_variant(FILE *f, const PeView *v) {
     const PositionalEncoding *pe = &v->pe;
     fprintf(f, "\n## %s (%s): positions 0..%d\n", v->label, pe_kind_name(pe->params.kind),
             v->n_pos - 1);
+    fprintf(f, "layers: %s\n", v->layers);
     if (!v->vectors && !v->qk_random && !v->bias)
         fputs("no positional hook: attention sees content only\n", f);
     if (v->vectors) {
