@@ -101,6 +101,14 @@ static void emit_config(Emitter *e, const Model *m) {
     em_num(e, "norm_eps", c->norm_eps);
     em_num(e, "embedding_scale", c->embed_scale);
     if (c->clamp_kqv > 0.0f) em_num(e, "clamp_kqv", c->clamp_kqv);
+    if (c->family.qk_norm != QK_NORM_NONE)
+        em_str(e, "qk_norm", c->family.qk_norm == QK_NORM_HEAD ? "per head" : "whole projection");
+    if (c->family.norms != NORMS_PRE)
+        em_str(e, "norms", c->family.norms == NORMS_SANDWICH ? "before and after each sub-layer"
+                                                              : "after each sub-layer only");
+    if (c->residual_scale != 1.0f) em_num(e, "residual_scale", c->residual_scale);
+    if (c->logit_scale != 1.0f) em_num(e, "logit_scale", c->logit_scale);
+    if (c->final_softcap > 0.0f) em_num(e, "final_softcap", c->final_softcap);
     em_bool(e, "output_bias", m->weights.output_b != NULL);
     em_bool(e, "tied_output", m->weights.output.data == m->weights.token_embd.data);
     em_end(e, '}');
