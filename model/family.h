@@ -55,6 +55,8 @@ typedef struct {
     int embed_scale_sqrt;   /* token embeddings x sqrt(dim) */
     QkNorm qk_norm;
     int qk_norm_optional;   /* the q/k norm tensors may be absent (StableLM 2's qk_layernorm) */
+    int parallel_shares_norm; /* with a parallel residual the feed-forward reads the attention's
+                                 norm, and the file has no ffn_norm (StableLM 2) */
     NormPlacement norms;
     int logit_scale_divides; /* {arch}.logit_scale divides the logits (Granite) instead of
                                 multiplying them (Command R) */

@@ -240,9 +240,8 @@ static int take_layer(Loader *l, const ModelConfig *c, int i, LayerWeights *w) {
     int d = c->dim, h = c->hidden_dim, all = f->biases == BIAS_ALL;
     int pre = f->norms != NORMS_POST, post = f->norms != NORMS_PRE;
     /* phi2's and Command R's feed-forward read the attention's norm; so does
-     * a parallel StableLM's, which has no ffn_norm */
-    int shared = f->shared_norm ||
-                 (f->parallel_residual && !gguf_find_tensor(l->g, blk(name, i, "ffn_norm.weight")));
+     * a parallel StableLM's */
+    int shared = f->shared_norm || (f->parallel_shares_norm && f->parallel_residual);
     if ((pre && take_norm(l, c, &w->attn_norm, &w->attn_norm_b, blk(name, i, "attn_norm.weight"),
                           blk(bias, i, "attn_norm.bias"))) ||
         (post && take_vector(l, &w->attn_post_norm, blk(name, i, "post_attention_norm.weight"), d)) ||
