@@ -9,6 +9,7 @@
 
 #include <fcntl.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -966,8 +967,54 @@ START_TEST(test_convert_llama_bin_equals_hf) {
 }
 END_TEST
 
-/* --dtype: every 2-D weight dequantizes close to the f32 conversion; 1-D
- * tensors stay f32. */
+/* --dtype bounds, relative to max(|x|, max |x| of the row / 127): a weight's
+ * own magnitude, or for small weights the q8_0 step of the row's largest.
+ * f16 and bf16 round to nearest, within 2^-11 and 2^-8 (measured 4.88e-4
+ * and 3.89e-3 on zoo/alibi): the bounds are twice that.  q8_0 rounds x / d
+ * to nearest, within half a step d = max |x| of the block / 127 (at most the
+ * row's), and stores d as f16 (relative 2^-11 while d is a normal f16 number),
+ * which moves q d by up to 127 * 2^-11 d: 0.5 + 127/2048 = 0.562 (measured
+ * 0.49989).  A quantizer that truncates x / d errs by up to a whole step and
+ * must fail that bound (the control). */
+#define F16_REL_TOL (1.0f / 1024)
+#define BF16_REL_TOL (1.0f / 128)
+#define Q8_0_REL_TOL (0.5f + 127.0f / 2048)
+
+/* The largest relative error (above) of y against x over a row, its index
+ * in *at; NAN as soon as one is NaN, which no bound accepts. */
+static float row_relative_error(const float *x, const float *y, size_t n, size_t *at) {
+    float amax = 0, worst = 0;
+    for (size_t j = 0; j < n; j++) amax = fmaxf(amax, fabsf(x[j]));
+    *at = 0;
+    for (size_t j = 0; j < n; j++) {
+        float scale = fmaxf(fmaxf(fabsf(x[j]), amax / 127.0f), 1e-30f);
+        float excess = fabsf(x[j] - y[j]) / scale;
+        if (isnan(excess)) {
+            *at = j;
+            return NAN;
+        }
+        if (excess > worst) {
+            worst = excess;
+            *at = j;
+        }
+    }
+    return worst;
+}
+
+/* q8_0 with x / d truncated toward zero instead of rounded (and d kept in
+ * f32), the control's quantizer; n is a multiple of 32. */
+static void q8_0_truncated(const float *x, float *y, size_t n) {
+    for (size_t b = 0; b < n; b += 32) {
+        float amax = 0;
+        for (size_t j = b; j < b + 32; j++) amax = fmaxf(amax, fabsf(x[j]));
+        float d = amax / 127.0f;
+        for (size_t j = b; j < b + 32; j++) y[j] = d > 0 ? truncf(x[j] / d) * d : 0.0f;
+    }
+}
+
+/* --dtype: every 2-D weight dequantizes within rel_tol of the f32
+ * conversion; 1-D tensors stay f32.  For q8_0, the control: the truncating
+ * quantizer on the same weights is outside rel_tol. */
 static void check_dtype(const char *models, const char *model, const char *dtype,
                         TensorType want, float rel_tol) {
     GgufFile ref, q;
@@ -976,28 +1023,41 @@ static void check_dtype(const char *models, const char *model, const char *dtype
     convert_and_open(&q, models, model, dtype_arg);
     ck_assert_uint_eq(ref.n_tensors, q.n_tensors);
     float *x = malloc(4096 * sizeof *x), *y = malloc(4096 * sizeof *y);
-    for (size_t i = 0; i < ref.n_tensors; i++) {
+    size_t bad_t = 0, bad_r = 0, bad_j = 0;
+    float worst = 0, truncated = 0;
+    /* Check's asserts are slow in a loop: find the worst element first. */
+    for (size_t i = 0; i < ref.n_tensors && !isnan(worst); i++) {
         const GgufTensor *tr = &ref.tensors[i], *tq = gguf_find_tensor(&q, tr->name);
         ck_assert_ptr_nonnull(tq);
         ck_assert_int_eq(tq->type, tr->n_dims == 2 ? want : TENSOR_F32);
-        size_t n = (size_t)tr->ne[0];
+        size_t n = (size_t)tr->ne[0], j;
         ck_assert_uint_le(n, 4096);
-        /* Check's asserts are slow in a loop: find the worst element first. */
-        size_t bad_r = 0, bad_j = 0;
-        float worst = 0;
         for (size_t r = 0; r < tr->nelem / n; r++) {
             gguf_tensor_row_f32(tr, r, x);
             gguf_tensor_row_f32(tq, r, y);
-            float amax = 0;
-            for (size_t j = 0; j < n; j++) amax = fmaxf(amax, fabsf(x[j]));
-            for (size_t j = 0; j < n; j++) {
-                float scale = fmaxf(fmaxf(fabsf(x[j]), amax / 127.0f), 1e-30f);
-                float excess = fabsf(x[j] - y[j]) / scale;
-                if (!(excess <= worst)) { worst = excess; bad_r = r; bad_j = j; }
+            float e = row_relative_error(x, y, n, &j);
+            if (!(e <= worst)) {
+                worst = e;
+                bad_t = i;
+                bad_r = r;
+                bad_j = j;
+                if (isnan(e)) break;
+            }
+            if (want == TENSOR_Q8_0 && tr->n_dims == 2) {
+                q8_0_truncated(x, y, n);
+                float t = row_relative_error(x, y, n, &j);
+                truncated = isnan(t) || isnan(truncated) ? NAN : fmaxf(truncated, t);
             }
         }
-        ck_assert_msg(worst <= rel_tol, "%s %s[%zu,%zu]: relative error %g > %g", dtype,
-                      tr->name, bad_r, bad_j, worst, rel_tol);
+    }
+    printf("--dtype %s: largest relative error %.5f (bound %.5f)\n", dtype, (double)worst,
+           (double)rel_tol);
+    ck_assert_msg(worst <= rel_tol, "%s %s[%zu,%zu]: relative error %g > %g", dtype,
+                  ref.tensors[bad_t].name, bad_r, bad_j, (double)worst, (double)rel_tol);
+    if (want == TENSOR_Q8_0) {
+        printf("--dtype %s control: truncating x / d errs by %.5f\n", dtype, (double)truncated);
+        ck_assert_msg(truncated > rel_tol, "control: truncating x / d errs by only %g <= %g",
+                      (double)truncated, (double)rel_tol);
     }
     free(x);
     free(y);
@@ -1008,9 +1068,9 @@ static void check_dtype(const char *models, const char *model, const char *dtype
 START_TEST(test_convert_dtypes) {
     const char *models = convert_models("convert.py --dtype");
     if (!models) return;
-    check_dtype(models, "zoo/alibi", "f16", TENSOR_F16, 1.0f / 1024);
-    check_dtype(models, "zoo/alibi", "bf16", TENSOR_BF16, 1.0f / 128);
-    check_dtype(models, "zoo/alibi", "q8_0", TENSOR_Q8_0, 0.6f);
+    check_dtype(models, "zoo/alibi", "f16", TENSOR_F16, F16_REL_TOL);
+    check_dtype(models, "zoo/alibi", "bf16", TENSOR_BF16, BF16_REL_TOL);
+    check_dtype(models, "zoo/alibi", "q8_0", TENSOR_Q8_0, Q8_0_REL_TOL);
     GgufFile g;
     const char *const q8_0[] = {"--dtype", "q8_0", NULL};
     convert_and_open(&g, models, "zoo/alibi", q8_0);

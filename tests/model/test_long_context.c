@@ -7,8 +7,9 @@
  *    curve, and its reference.json, also match the float64 NumPy reference
  *    (tests/fixtures/zoo_t5_ref.h), and a wrong bucket does not;
  *  - streaming: >= 100,000 characters through a 128-cell cache with context
- *    shifts stay within 10% of the in-window NLL for rope, alibi, none and
- *    t5, while shifting without re-rotating rope keys is measurably worse. */
+ *    shifts stay within 5% of the NLL of windows of 128 over the same text
+ *    for rope, alibi, none and t5, while a shift that leaves rope's keys
+ *    unrotated or none's cells uncomputed is far outside. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -183,27 +184,44 @@ START_TEST(curve_detects_wrong_buckets) {
 }
 END_TEST
 
+/* A stream against windows of 128 over the same text (the reference's W=128
+ * reads only the first 32 windows, a text on which every scheme scores 1 to
+ * 8% lower).  Measured stream / windows: rope 0.987, alibi 0.989, none
+ * 1.002, t5 1.025 (a stream's query sees 64 to 127 cells, a window's 0 to
+ * 127); 5% is twice the largest deviation.  Controls: the shift that moves
+ * positions only, without re-rotating rope's keys (stream / windows 1.79) or
+ * recomputing none's cells (1.42), is far outside.  alibi's and t5's right
+ * shift is that one, so they have no such control; the shift bugs they could
+ * have (the moved cells left with the discarded cells' keys, values or both,
+ * or zeroed) measured 1.011 .. 1.037 (alibi) and 1.026 .. 1.064 (t5) here,
+ * overlapping the band: a character model leans on the last few characters.
+ * model/test_context_shift catches those at the logits (1e-4). */
+#define STREAM_TOL 0.05
+
 START_TEST(stream_with_shifts) {
     if (!ready) return;
     int s = _i + ZOO_ROPE; /* rope, alibi, none, t5 */
     const ZooModel *z = &zoo[s];
     ck_assert_int_ge(n_val, 100000);
     PosencError err;
-    double nll, in_window = z->ref_nll[1];
+    double nll, windows;
     PplOptions o = {.window = 128, .stream = 1};
     ck_assert_msg(score(&z->model, z->model.pe, o, &nll, &err) == 0, "%s", err.msg);
-    printf("%-10s stream of %d chars through 128 cells: nll %.4f, in-window (W=128) %.4f, "
-           "ratio %.3f\n", SCHEMES[s], n_val, nll, in_window, nll / in_window);
-    ck_assert_msg(fabs(nll - in_window) <= 0.10 * in_window, "%s: stream %.4f vs window %.4f",
-                  SCHEMES[s], nll, in_window);
-    if (z->model.pe.kind == PE_ROPE) {
-        double stale;
-        o.shift = CONTEXT_SHIFT_NO_REROTATE;
-        ck_assert_int_eq(score(&z->model, z->model.pe, o, &stale, &err), 0);
-        printf("%-10s same stream without re-rotating keys: nll %.4f\n", SCHEMES[s], stale);
-        ck_assert_msg(stale > nll + 0.05, "no-rerotate %.4f is not measurably worse than %.4f",
-                      stale, nll);
-    }
+    ck_assert_msg(score(&z->model, z->model.pe, (PplOptions){.window = 128}, &windows, &err) == 0,
+                  "%s", err.msg);
+    printf("%-10s stream of %d chars through 128 cells: nll %.4f, windows of 128 %.4f, "
+           "ratio %.3f\n", SCHEMES[s], n_val, nll, windows, nll / windows);
+    ck_assert_msg(fabs(nll - windows) <= STREAM_TOL * windows, "%s: stream %.4f vs windows %.4f",
+                  SCHEMES[s], nll, windows);
+    if (pe_kind_ops(z->model.pe.kind)->shift == PE_SHIFT_POSITIONS) return;
+    double stale;
+    o.shift = CONTEXT_SHIFT_NO_REROTATE;
+    ck_assert_int_eq(score(&z->model, z->model.pe, o, &stale, &err), 0);
+    printf("%-10s same stream, shifting positions only: nll %.4f, ratio %.3f\n", SCHEMES[s],
+           stale, stale / windows);
+    ck_assert_msg(stale > (1 + STREAM_TOL) * windows,
+                  "%s: a shift of positions only (%.4f) is within %g of windows (%.4f)",
+                  SCHEMES[s], stale, STREAM_TOL, windows);
 }
 END_TEST
 

@@ -2,10 +2,13 @@
  * tokens are the template's transcript and its logits those of one
  * prefill of it), a conversation longer than the cache keeps the system
  * prompt's cells through context shifts, and the command line drives it
- * through stdin (turns, --stop, EOF, errors) and a pseudo-terminal (Ctrl-C).
- * On stories260K (llama2 format) and the PE zoo's RoPE model (chatml, whose
- * vocabulary has no special tokens: the markers are plain text there). */
+ * through stdin (turns whose replies are -m generate's greedy text for the
+ * rendered transcript, --stop, EOF, errors) and a pseudo-terminal (Ctrl-C).
+ * On stories260K, whose llama2.c vocabulary has no special tokens but BOS
+ * and EOS: the formats' markers (llama2, gemma, chatml) are plain text. */
+#include <ctype.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -163,21 +166,88 @@ END_TEST
 /* ---- the command line -------------------------------------------------------------------- */
 #define STORIES(models, rel) tests_model_path(models, "stories260K/" rel)
 
+/* What -m generate prints after the echoed prompt, greedily, for at most
+ * `reply_tokens` tokens (malloc'd, without the final newline).  Generate
+ * puts BOS first, as the gemma template's bos_token opens the transcript. */
+static char *greedy_reply(const char *models, const char *prompt, int reply_tokens) {
+    /* -n counts the prompt's tokens: step 0's "pos" is its last one's (BOS is
+     * at 0), found with a run that generates at least one token (a token is
+     * at least one byte; the dummy prefix may add one). */
+    char n[32];
+    snprintf(n, sizeof n, "%zu", strlen(prompt) + 2);
+    const char *count[] = {STORIES(models, "stories260K.bin"), "-z", STORIES(models, "tok512.bin"), "-t", "0",
+                           "-n", n, "-i", prompt, "--json", NULL};
+    TestsRun r = tests_run_engine_ok(count);
+    double pos = tests_json_number(r.out, "pos");
+    ck_assert_msg(pos >= 1, "no first step: %s", r.out);
+    tests_run_free(&r);
+    snprintf(n, sizeof n, "%d", (int)pos + reply_tokens);
+    const char *args[] = {STORIES(models, "stories260K.bin"), "-z", STORIES(models, "tok512.bin"), "-t", "0",
+                          "-n", n, "-i", prompt, NULL};
+    r = tests_run_engine_ok(args);
+    size_t echo = strlen(prompt), len = strlen(r.out);
+    ck_assert_msg(len > echo && !strncmp(r.out, prompt, echo) && r.out[len - 1] == '\n',
+                  "generate did not echo the prompt: '%s'", r.out);
+    char *reply = strndup(r.out + echo, len - echo - 1);
+    tests_run_free(&r);
+    return reply;
+}
+
+/* s without leading and trailing whitespace, as the template's `trim`
+ * (malloc'd). */
+static char *trimmed(const char *s) {
+    const char *end = s + strlen(s);
+    while (isspace((unsigned char)*s)) s++;
+    while (end > s && isspace((unsigned char)end[-1])) end--;
+    return strndup(s, (size_t)(end - s));
+}
+
+/* Two turns through stdin (an empty line between them is no turn, EOF ends
+ * the chat): each reply is the engine's greedy continuation of the
+ * conversation as the template renders it, the second one with the first
+ * exchange in it.  gemma's rendering has BOS only at its start, so -i can
+ * state each whole transcript (llama2's closes each reply with EOS and opens
+ * each turn with BOS, which text cannot spell in a llama2.c vocabulary). */
+#define CHAT_REPLY_TOKENS 16
 START_TEST(cli_two_turns_and_eof) {
     const char *models = tests_models_dir("chat CLI");
     if (!models) return;
     const char *input = tests_write_temp("Tell me a story.\n\nWhat next?\n", 29, ".txt");
+    char n[16];
+    snprintf(n, sizeof n, "%d", CHAT_REPLY_TOKENS);
     const char *args[] = {STORIES(models, "stories260K.bin"), "-z", STORIES(models, "tok512.bin"), "-m", "chat",
-                          "--chat-template", "llama2", "-y", "Be kind.", "-t", "0", "-n", "16", NULL};
+                          "--chat-template", "gemma", "-y", "Be kind.", "-t", "0", "-n", n, NULL};
     TestsRun r = tests_run_engine_input(args, input);
     ck_assert_msg(r.status == 0, "status %d: %s", r.status, r.err);
-    /* two replies, one line each (the empty line is no turn); no prompt
-     * without a terminal */
-    int lines = 0;
-    for (const char *c = r.out; *c; c++) lines += *c == '\n';
-    ck_assert_msg(lines >= 2, "output: %s", r.out);
-    ck_assert_ptr_null(strstr(r.out, "> "));
     ck_assert_str_eq(r.err, "");
+
+    /* gemma puts the system prompt at the start of the first user turn */
+    static const char first_turn[] = "<start_of_turn>user\nBe kind.\n\nTell me a story.<end_of_turn>\n"
+                                     "<start_of_turn>model\n";
+    char *reply1 = greedy_reply(models, first_turn, CHAT_REPLY_TOKENS), *said = trimmed(reply1);
+    size_t cap = strlen(first_turn) + strlen(said) + 128;
+    char *second_turn = malloc(cap);
+    snprintf(second_turn, cap, "%s%s<end_of_turn>\n<start_of_turn>user\nWhat next?<end_of_turn>\n"
+             "<start_of_turn>model\n", first_turn, said);
+    char *reply2 = greedy_reply(models, second_turn, CHAT_REPLY_TOKENS);
+    /* one line per reply, nothing else: no "> " prompt without a terminal */
+    size_t want_len = strlen(reply1) + strlen(reply2) + 3;
+    char *want = malloc(want_len);
+    snprintf(want, want_len, "%s\n%s\n", reply1, reply2);
+    ck_assert_msg(!strcmp(r.out, want), "chat printed\n'%s'\nthe greedy replies to its transcripts are\n'%s'",
+                  r.out, want);
+
+    /* control: without the first exchange the second question gets another
+     * reply, so the comparison above sees the history */
+    char *fresh = greedy_reply(models, "<start_of_turn>user\nBe kind.\n\nWhat next?<end_of_turn>\n"
+                                       "<start_of_turn>model\n", CHAT_REPLY_TOKENS);
+    ck_assert_msg(strcmp(fresh, reply2), "'%s' is also the reply without the first exchange", fresh);
+    free(fresh);
+    free(want);
+    free(reply2);
+    free(second_turn);
+    free(said);
+    free(reply1);
     tests_run_free(&r);
 }
 END_TEST

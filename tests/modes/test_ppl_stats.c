@@ -140,6 +140,10 @@ static TestsRun reference_stats(const char *logits_path) {
     return tests_run_python_ok(args);
 }
 
+/* max(a, b) that keeps a NaN, which fmax would drop: a NaN error then fails
+ * every bound (d <= tol) and every control (d > min). */
+static double max_keep_nan(double a, double b) { return isnan(a) || isnan(b) ? NAN : fmax(a, b); }
+
 static double stat_error(const char *engine, const char *ref, const char *pe, const char *key) {
     return fabs(stat(engine, pe, key) - stat(ref, pe, key));
 }
@@ -155,7 +159,7 @@ START_TEST(stats_match_reference) {
             double d = stat_error(e.out, ref.out, NAMES[v], STATS[s]);
             ck_assert_msg(d <= STATS_TOL, "%s, %s: %s differs by %g", MODE_NAMES[_i], NAMES[v],
                           STATS[s], d);
-            worst = fmax(worst, d);
+            worst = max_keep_nan(worst, d);
         }
         printf("%-9s %-10s nll %.4f ± %.4f  diff %+.4f ± %.4f  kl %.4f  top1 %.4f  "
                "(max |engine - reference| %.1e)\n", MODE_NAMES[_i], NAMES[v],
@@ -409,7 +413,8 @@ static int reference_logprobs(const char *path, double *out, int max) {
     return n;
 }
 
-/* The largest |logprob - reference| over a --logits-out line's "top" list. */
+/* The largest |logprob - reference| over a --logits-out line's "top" list;
+ * NAN if any entry is (a "nan" log-probability parses as one). */
 static double top_list_error(const char *line, const double *ref, int n_ref, int *n_entries) {
     const char *at = strstr(line, "\"top\":[");
     ck_assert_ptr_nonnull(at);
@@ -421,7 +426,7 @@ static double top_list_error(const char *line, const double *ref, int n_ref, int
     int used;
     while (sscanf(at, "[%d,%lf]%n", &id, &lp, &used) == 2) {
         ck_assert(id >= 0 && id < n_ref);
-        worst = fmax(worst, fabs(lp - ref[id]));
+        worst = max_keep_nan(worst, fabs(lp - ref[id]));
         (*n_entries)++;
         at += used;
         if (*at == ',') at++;

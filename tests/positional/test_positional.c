@@ -33,12 +33,6 @@ static void fill(float *v, int n, unsigned seed) {
     for (int i = 0; i < n; i++) v[i] = (float)rand() / RAND_MAX * 2.0f - 1.0f;
 }
 
-static float max_diff(const float *a, const float *b, int n) {
-    float m = 0.0f;
-    for (int i = 0; i < n; i++) m = fmaxf(m, fabsf(a[i] - b[i]));
-    return m;
-}
-
 static float dot(const float *a, const float *b, int n) {
     float s = 0.0f;
     for (int i = 0; i < n; i++) s += a[i] * b[i];
@@ -56,9 +50,9 @@ START_TEST(rope_composition) {
             pe_rope_rerotate(&pe, a, HEADS, 58); /* R(58) R(37), YaRN's factor once */
             pe_rope_rotate(&pe, b, HEADS, 95);   /* R(95) */
             pe_rope_rotate(&pe, wrong, HEADS, 96);
-            ck_assert_float_le(max_diff(a, b, HEAD * HEADS), ROT_TOL);
+            ck_assert_float_le(tests_max_abs_diff(a, b, HEAD * HEADS), ROT_TOL);
             /* Negative control: one position off is far outside the tolerance. */
-            ck_assert_float_gt(max_diff(a, wrong, HEAD * HEADS), 100 * ROT_TOL);
+            ck_assert_float_gt(tests_max_abs_diff(a, wrong, HEAD * HEADS), 100 * ROT_TOL);
             pe_free(&pe);
         }
 }
@@ -107,12 +101,12 @@ START_TEST(rope_pairings_equivalent) {
             vp[h * HEAD + j] = v[h * HEAD + 2 * j];
             vp[h * HEAD + j + HEAD / 2] = v[h * HEAD + 2 * j + 1];
         }
-    ck_assert_float_le(max_diff(vp, u, HEAD * HEADS), 1e-6f);
+    ck_assert_float_le(tests_max_abs_diff(vp, u, HEAD * HEADS), 1e-6f);
     /* Without the permutation the two pairings disagree. */
     float w[HEAD * HEADS];
     fill(w, HEAD * HEADS, 4);
     pe_rope_rotate(&neox, w, HEADS, 77);
-    ck_assert_float_gt(max_diff(v, w, HEAD * HEADS), 1e-2f);
+    ck_assert_float_gt(tests_max_abs_diff(v, w, HEAD * HEADS), 1e-2f);
     pe_free(&inter);
     pe_free(&neox);
 }
@@ -395,8 +389,8 @@ START_TEST(rope_rerotate_hook_moves_a_key) {
     pe_ops(&pe)->rerotate(&pe, moved, HEADS, -30);
     pe_ops(&pe)->rotate(&pe, fresh, HEADS, 60);
     pe_ops(&pe)->rotate(&pe, off, HEADS, 61);
-    ck_assert_float_le(max_diff(moved, fresh, HEAD * HEADS), ROT_TOL);
-    ck_assert_float_gt(max_diff(moved, off, HEAD * HEADS), 100 * ROT_TOL); /* one position off */
+    ck_assert_float_le(tests_max_abs_diff(moved, fresh, HEAD * HEADS), ROT_TOL);
+    ck_assert_float_gt(tests_max_abs_diff(moved, off, HEAD * HEADS), 100 * ROT_TOL); /* one position off */
     pe_free(&pe);
 }
 END_TEST
