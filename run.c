@@ -59,6 +59,9 @@ typedef struct {
     const char *rope_scaling;   /* NULL: the checkpoint's */
     float rope_factor;
     int rope_orig_ctx;
+    const char *longrope_rule;  /* NULL: sequence (Hugging Face's) */
+    const char *pe_layers;      /* per-layer schemes: LAYERS=SCHEME[/...] */
+    const char *window;         /* per-layer windows: W or LAYERS=W[/...] */
     const char *pe_overflow;
     int ctx, pos_offset, keep;
     int windows[MAX_WINDOWS];   /* --ctx as a list (ppl): the study's windows; ctx is the first */
@@ -86,6 +89,13 @@ typedef struct {
 static const char *scheme_names(void) {
     static char names[256];
     if (!names[0]) pe_kind_names(names, sizeof names, "|");
+    return names;
+}
+
+/* "none|linear|...": every rope scaling of positional/. */
+static const char *scaling_names(void) {
+    static char names[256];
+    if (!names[0]) pe_rope_scaling_names(names, sizeof names, "|");
     return names;
 }
 
@@ -138,9 +148,16 @@ static void usage(FILE *f) {
         "  --pe NAME            %s (default: the checkpoint's);\n"
         "                       in ppl mode a comma list of NAME[:SCALING:FACTOR] variants\n"
         "  --rope-theta F       RoPE base (default: checkpoint's, 10000)\n"
-        "  --rope-scaling S     none|linear|ntk|yarn (default none)\n"
+        "  --rope-scaling S     %s\n"
+        "                       (default: the checkpoint's)\n"
         "  --rope-factor F      context extension factor for --rope-scaling (default 1)\n"
-        "  --rope-orig-ctx N    trained context for yarn (default: the model's)\n"
+        "  --rope-orig-ctx N    the context before scaling (default: the model's)\n"
+        "  --longrope-rule R    sequence (Hugging Face: long factors for a pass past the\n"
+        "                       original context) | context (llama.cpp: for a --ctx past it)\n"
+        "  --pe-layers SPEC     per-layer schemes, LAYERS=SCHEME[/LAYERS=SCHEME...]; LAYERS is\n"
+        "                       all, everyN (the N-th, 2N-th, ...), I or I-J joined by , or +;\n"
+        "                       SCHEME none|rope|alibi|t5.  A --pe variant may end in @SPEC\n"
+        "  --window SPEC        sliding windows: W for every layer, or LAYERS=W[/...]; 0 = full\n"
         "  --alibi-max-bias F   ALiBi max bias (default 8)\n"
         "  --pe-overflow P      learned positions past the table: error|clamp (default error)\n"
         "  --ctx N              KV cache cells / ppl window (default: trained context);\n"
@@ -193,7 +210,8 @@ static void usage(FILE *f) {
         "  --json               inspect: one JSON object\n"
         "  -h, --help           this text\n"
         "inspect shows the configuration after --pe, --rope-*, --alibi-max-bias.\n"
-        "A flag the mode does not use is an error.\n", scheme_names(), template_names(), MAX_STOPS);
+        "A flag the mode does not use is an error.\n", scheme_names(), scaling_names(),
+        template_names(), MAX_STOPS);
 }
 
 /* Every CLI failure is one line on stderr and exit status 1.  Flag values
@@ -291,6 +309,9 @@ static int parse_value(Options *o, const char *f, const char *v) {
     else if (!strcmp(f, "--rope-scaling")) o->rope_scaling = v;
     else if (!strcmp(f, "--rope-factor")) o->rope_factor = parse_float(f, v, 1.0f, 1e6f);
     else if (!strcmp(f, "--rope-orig-ctx")) o->rope_orig_ctx = (int)parse_long(f, v, 1, 1 << 24);
+    else if (!strcmp(f, "--longrope-rule")) o->longrope_rule = v;
+    else if (!strcmp(f, "--pe-layers")) o->pe_layers = v;
+    else if (!strcmp(f, "--window")) o->window = v;
     else if (!strcmp(f, "--alibi-max-bias")) o->alibi_max_bias = parse_float(f, v, 1e-6f, 1e6f);
     else if (!strcmp(f, "--pe-overflow")) o->pe_overflow = v;
     else if (!strcmp(f, "--ctx")) parse_windows(o, f, v);
@@ -334,6 +355,8 @@ static const struct {
     {"-y", M_CHAT}, {"--chat-template", M_CHAT}, {"--stop", M_CHAT}, {"--threads", M_RUNS | M_INSPECT | M_PE},
     {"--kv-type", M_GENERATE | M_PPL | M_BENCH | M_CHAT | M_INSPECT}, {"--pe", M_SCHEME}, {"--rope-theta", M_SCHEME},
     {"--rope-scaling", M_SCHEME}, {"--rope-factor", M_SCHEME}, {"--rope-orig-ctx", M_SCHEME},
+    {"--longrope-rule", M_SCHEME}, {"--pe-layers", M_SCHEME & ~M_BENCH},
+    {"--window", M_SCHEME & ~M_BENCH},
     {"--alibi-max-bias", M_SCHEME}, {"--pe-overflow", M_SCHEME}, {"--ctx", M_TEXT | M_PPL | M_INSPECT | M_PE},
     {"--pos-offset", M_GENERATE | M_PPL}, {"--keep", M_TEXT | M_PPL},
     {"--no-shift", M_TEXT | M_PPL}, {"--shift-no-rerotate", M_TEXT | M_PPL},
@@ -445,8 +468,88 @@ static Options parse_args(int argc, char **argv) {
     return o;
 }
 
-/* One variant "NAME[:SCALING[:FACTOR]]" on top of the checkpoint's scheme
- * and the global flags. */
+/* Marks in sel[n_layers] the layers of LAYERS (spec[0, len)): "all",
+ * "everyN" (the N-th, 2N-th, ...: layers N-1, 2N-1, ...), "I" or "I-J",
+ * joined by '+' (or ','). */
+static void select_layers(const char *flag, const char *spec, size_t len, int n_layers,
+                          unsigned char *sel) {
+    char buf[256];
+    if (len == 0 || len >= sizeof buf) die("%s: empty or too long layer list in '%s'", flag, spec);
+    memcpy(buf, spec, len);
+    buf[len] = '\0';
+    for (char *save = NULL, *t = strtok_r(buf, "+,", &save); t; t = strtok_r(NULL, "+,", &save)) {
+        char *end;
+        if (!strcmp(t, "all")) {
+            memset(sel, 1, (size_t)n_layers);
+        } else if (!strncmp(t, "every", 5)) {
+            long step = strtol(t + 5, &end, 10);
+            if (end == t + 5 || *end || step < 1 || step > n_layers)
+                die("%s: '%s': everyN needs N in 1..%d (the model's layers)", flag, t, n_layers);
+            for (long l = step - 1; l < n_layers; l += step) sel[l] = 1;
+        } else {
+            long a = strtol(t, &end, 10), b = a;
+            if (end != t && *end == '-') b = strtol(end + 1, &end, 10);
+            if (end == t || *end || a < 0 || b < a || b >= n_layers)
+                die("%s: '%s' is not a layer or range of the model's layers 0..%d", flag, t,
+                    n_layers - 1);
+            for (long l = a; l <= b; l++) sel[l] = 1;
+        }
+    }
+}
+
+/* Applies LAYERS=VALUE[/LAYERS=VALUE...] to `table` (the variant's,
+ * model_layers_for): a scheme per layer, or with `windows` a window (a bare
+ * W meaning every layer). */
+static void apply_layer_spec(const char *flag, const char *spec, const Model *m,
+                             const PeParams *variant, LayerAttention *table, int windows,
+                             int n_ctx) {
+    int n_layers = m->config.n_layers;
+    unsigned char *sel = mallocCheck((size_t)n_layers, "the layer selection");
+    char buf[512];
+    if (strlen(spec) >= sizeof buf) die("%s: '%s' is too long", flag, spec);
+    snprintf(buf, sizeof buf, "%s", spec);
+    for (char *save = NULL, *a = strtok_r(buf, "/", &save); a; a = strtok_r(NULL, "/", &save)) {
+        char *eq = strchr(a, '=');
+        const char *value = eq ? eq + 1 : a;
+        memset(sel, !eq, (size_t)n_layers);
+        if (!eq && !windows) die("%s: '%s' needs the form LAYERS=SCHEME", flag, a);
+        if (eq) select_layers(flag, a, (size_t)(eq - a), n_layers, sel);
+        int scheme = -1, window = -1;
+        if (windows) {
+            window = (int)parse_long(flag, value, 0, INT_MAX);
+            if (n_ctx && window > n_ctx)
+                die("%s: a window of %d is wider than the context of %d (--ctx)", flag, window,
+                    n_ctx);
+        } else {
+            PeKind k;
+            if (pe_kind_from_name(value, &k))
+                die("%s: unknown scheme '%s' (%s)", flag, value, scheme_names());
+            scheme = (int)k;
+        }
+        for (int l = 0; l < n_layers; l++) {
+            PosencError err;
+            if (sel[l] && model_layer_override(m, variant, table, l, scheme, window, &err))
+                die("%s: layer %d: %s", flag, l, err.msg);
+        }
+    }
+    free(sel);
+}
+
+/* The variant's per-layer table with the overrides: --window, then
+ * --pe-layers, then the variant's own @ part (`label` as the user spelled
+ * it); malloc'd. */
+static LayerAttention *variant_layers(const Options *o, const Model *m, const PeParams *p,
+                                      const char *label, int n_ctx) {
+    LayerAttention *table = model_layers_for(m, p);
+    if (o->window) apply_layer_spec("--window", o->window, m, p, table, 1, n_ctx);
+    if (o->pe_layers) apply_layer_spec("--pe-layers", o->pe_layers, m, p, table, 0, n_ctx);
+    const char *at = label ? strchr(label, '@') : NULL;
+    if (at) apply_layer_spec("--pe", at + 1, m, p, table, 0, n_ctx);
+    return table;
+}
+
+/* One variant "NAME[:SCALING[:FACTOR]][@LAYERS=SCHEME...]" on top of the
+ * checkpoint's scheme and the global flags. */
 static PeParams variant_params(const Model *m, const Options *o, const char *spec) {
     PeParams p = m->pe;
     if (o->rope_theta > 0.0f) p.rope_theta = o->rope_theta;
@@ -454,15 +557,31 @@ static PeParams variant_params(const Model *m, const Options *o, const char *spe
     if (o->rope_factor > 0.0f) p.rope_factor = o->rope_factor;
     if (o->rope_orig_ctx > 0) p.rope_orig_ctx = o->rope_orig_ctx;
     if (o->rope_scaling && pe_rope_scaling_from_name(o->rope_scaling, &p.rope_scaling))
-        die("--rope-scaling: unknown mode '%s' (none|linear|ntk|yarn)", o->rope_scaling);
+        die("--rope-scaling: unknown mode '%s' (%s)", o->rope_scaling, scaling_names());
+    if (o->longrope_rule) {
+        if (!strcmp(o->longrope_rule, "sequence")) p.longrope_rule = PE_LONGROPE_BY_SEQUENCE;
+        else if (!strcmp(o->longrope_rule, "context")) p.longrope_rule = PE_LONGROPE_BY_CONTEXT;
+        else die("--longrope-rule: unknown rule '%s' (sequence|context)", o->longrope_rule);
+    }
     if (o->pe_overflow) {
         if (!strcmp(o->pe_overflow, "error")) p.learned_overflow = PE_OVERFLOW_ERROR;
         else if (!strcmp(o->pe_overflow, "clamp")) p.learned_overflow = PE_OVERFLOW_CLAMP;
         else die("--pe-overflow: unknown policy '%s' (error|clamp)", o->pe_overflow);
     }
     if (!spec) return p;
-    char name[64], scaling[64] = "";
+    char name[64], scaling[64] = "", head[128];
     float factor = 0.0f;
+    const char *at = strchr(spec, '@');
+    size_t head_len = at ? (size_t)(at - spec) : strlen(spec);
+    if (head_len >= sizeof head) die("--pe: variant too long in '%s'", spec);
+    memcpy(head, spec, head_len);
+    head[head_len] = '\0';
+    if (at) { /* its syntax and schemes, checked now */
+        LayerAttention *table = model_layers_for(m, &p);
+        apply_layer_spec("--pe", at + 1, m, &p, table, 0, 0);
+        free(table);
+    }
+    spec = head;
     const char *colon = strchr(spec, ':');
     size_t len = colon ? (size_t)(colon - spec) : strlen(spec);
     if (len >= sizeof name) die("--pe: scheme name too long in '%s'", spec);
@@ -481,7 +600,7 @@ static PeParams variant_params(const Model *m, const Options *o, const char *spe
         snprintf(scaling, sizeof scaling, "%s", tail);
         if (p.kind != PE_ROPE) die("--pe: '%s': only rope takes a scaling mode", spec);
         if (pe_rope_scaling_from_name(scaling, &p.rope_scaling))
-            die("--pe: '%s': unknown scaling '%s' (none|linear|ntk|yarn)", spec, scaling);
+            die("--pe: '%s': unknown scaling '%s' (%s)", spec, scaling, scaling_names());
         if (factor > 0.0f) p.rope_factor = factor;
     }
     return p;
@@ -526,11 +645,15 @@ static void resolve_variants(const Options *o, const Model *m, Variants *v) {
         v->params[i] = variant_params(m, o, specs[i]);
         v->labels[i] = specs[i] ? specs[i] : pe_kind_name(v->params[i].kind);
         check_scheme(m, &v->params[i], v->labels[i]);
+        /* the per-layer overrides too, before any work (a ppl list of windows
+         * is checked against its first) */
+        free(variant_layers(o, m, &v->params[i], v->labels[i], o->ctx ? o->ctx : m->config.seq_len));
         kinds |= 1u << v->params[i].kind;
     }
     const struct { const char *flag; PeKind kind; } scheme_flags[] = {
         {"--rope-theta", PE_ROPE}, {"--rope-scaling", PE_ROPE}, {"--rope-factor", PE_ROPE},
-        {"--rope-orig-ctx", PE_ROPE}, {"--alibi-max-bias", PE_ALIBI}, {"--pe-overflow", PE_LEARNED},
+        {"--rope-orig-ctx", PE_ROPE}, {"--longrope-rule", PE_ROPE},
+        {"--alibi-max-bias", PE_ALIBI}, {"--pe-overflow", PE_LEARNED},
     };
     for (size_t f = 0; f < sizeof scheme_flags / sizeof *scheme_flags; f++)
         if (given(o, scheme_flags[f].flag) && !(kinds & (1u << scheme_flags[f].kind)))
@@ -560,9 +683,15 @@ static TensorType kv_type(const Options *o) {
     return t;
 }
 
-static void build_context(Context *ctx, const Model *m, const PeParams *p, ContextSize size) {
+/* The variant's context, with its per-layer table (variant_layers). */
+static void build_context(Context *ctx, const Options *o, const Model *m, const PeParams *p,
+                          const char *label, ContextSize size) {
     PosencError err;
     if (context_build_sized(ctx, m, p, &size, &err)) die("%s", err.msg);
+    LayerAttention *table = variant_layers(o, m, p, label, size.n_ctx);
+    int rc = context_use_layers(ctx, table, &err);
+    free(table);
+    if (rc) die("%s%s: %s", label ? "--pe " : "", label ? label : "", err.msg);
 }
 
 /* tokenizer.bin beside the model, as llama2.c users lay files out. */
@@ -683,6 +812,9 @@ static int run_bench(const Options *o) {
     resolve_variants(o, &model, &v);
     b.pe = v.params[0];
     b.pe_label = v.labels[0];
+    if (strchr(b.pe_label, '@'))
+        die("--pe: bench runs the model's own per-layer table; '%s' is for generate, chat, ppl "
+            "and the views", b.pe_label);
     PosencError err;
     if (o->pp_list && bench_parse_sizes(b.pp, &b.n_pp, o->pp_list, &err)) die("--pp: %s", err.msg);
     if (o->tg_list && bench_parse_sizes(b.tg, &b.n_tg, o->tg_list, &err)) die("--tg: %s", err.msg);
@@ -720,7 +852,9 @@ static int run_inspect(const Options *o) {
     Variants v;
     resolve_variants(o, &model, &v);
     int n_ctx = o->ctx ? o->ctx : model.config.seq_len;
-    model_inspect(&model, &v.params[0], stdout, o->json, n_ctx, kv_type(o));
+    LayerAttention *layers = variant_layers(o, &model, &v.params[0], v.labels[0], n_ctx);
+    model_inspect(&model, &v.params[0], layers, stdout, o->json, n_ctx, kv_type(o));
+    free(layers);
     model_free(&model);
     return EXIT_SUCCESS;
 }
@@ -848,7 +982,7 @@ static int run_generate(const Options *o) {
     char *prompt_file = o->text_file ? read_prompt_file(o->text_file) : NULL;
     check_prompt(prompt_file ? prompt_file : o->prompt, prompt_file ? "-f" : "-i", &tok);
     Context ctx;
-    build_context(&ctx, &model, &pe, context_size_generate(n_ctx, kv_type(o)));
+    build_context(&ctx, o, &model, &pe, label, context_size_generate(n_ctx, kv_type(o)));
     Sampler sampler;
     build_sampler(o, model.config.vocab_size, &sampler);
 
@@ -1107,7 +1241,7 @@ static void score_variants(const Options *o, const Model *model, const char *con
                        .pos_offset = o->pos_offset};
     Context ctxs[MAX_VARIANTS + 1];
     for (int v = 0; v < n; v++)
-        build_context(&ctxs[v], model, &params[v], context_size_ppl(C, kv_type(o)));
+        build_context(&ctxs[v], o, model, &params[v], labels[v], context_size_ppl(C, kv_type(o)));
     PplReport report = {progress_label, labels, logprobs};
     PplHooks hooks = {isatty(STDERR_FILENO) ? progress_bar : NULL,
                       logprobs && logprobs->out ? log_prediction : NULL, &report};
@@ -1430,7 +1564,8 @@ static int run_chat(const Options *o) {
     check_positions(&model, &v.params[0], v.labels[0], n_ctx - 1);
     JinjaTemplate *template = load_chat_template(o, &model);
     Context ctx;
-    build_context(&ctx, &model, &v.params[0], context_size_generate(n_ctx, kv_type(o)));
+    build_context(&ctx, o, &model, &v.params[0], v.labels[0],
+                  context_size_generate(n_ctx, kv_type(o)));
     Sampler sampler;
     build_sampler(o, model.config.vocab_size, &sampler);
     ChatOptions copt = {.template = template, .system_prompt = o->system_prompt, .stops = o->stops,
@@ -1509,7 +1644,7 @@ static Context *pe_keys_context(const Options *o, const Model *m, const PeParams
     if (!ids || !pe_kind_ops(p->kind)->rotate) return NULL;
     check_positions(m, p, label, n_ids - 1);
     Context *ctx = mallocCheck(sizeof *ctx, "a context");
-    build_context(ctx, m, p, context_size_generate(n_ids, TENSOR_F32));
+    build_context(ctx, o, m, p, label, context_size_generate(n_ids, TENSOR_F32));
     PosencError err;
     if (context_check_tokens(ctx, ids, n_ids, 0, &err))
         die("%s: %s", o->text_file ? "-f" : "-i", err.msg);
@@ -1543,7 +1678,11 @@ static int run_pe(const Options *o) {
     for (int i = 0; i < v.n; i++) {
         Context *keys = pe_keys_context(o, &model, &v.params[i], v.labels[i], ids, n_ids);
         PosencError err;
-        if (pe_view_build(&views[i], &model, &v.params[i], v.labels[i], n_pos, keys, &err))
+        LayerAttention *layers = variant_layers(o, &model, &v.params[i], v.labels[i], n_pos);
+        int failed = pe_view_build(&views[i], &model, &v.params[i], layers, v.labels[i], n_pos,
+                                   keys, &err);
+        free(layers);
+        if (failed)
             die("--pe %s: %s", v.labels[i], err.msg);
         if (keys) context_free(keys);
         free(keys);
@@ -1588,7 +1727,8 @@ static int run_attention(const Options *o) {
     AttentionView views[MAX_VARIANTS];
     for (int i = 0; i < v.n; i++) {
         Context ctx;
-        build_context(&ctx, &model, &v.params[i], context_size_generate(n_ids, TENSOR_F32));
+        build_context(&ctx, o, &model, &v.params[i], v.labels[i],
+                      context_size_generate(n_ids, TENSOR_F32));
         PosencError err;
         if (attention_view_build(&views[i], &ctx, ids, n_ids, v.labels[i], &err))
             die("%s", err.msg);

@@ -14,7 +14,9 @@ static void inspect(const Model *m, int json) {
     char *text = NULL;
     size_t n = 0;
     FILE *out = open_memstream(&text, &n);
-    model_inspect(m, &m->pe, out, json, m->config.seq_len, TENSOR_F32);
+    LayerAttention *layers = model_layers_for(m, &m->pe);
+    model_inspect(m, &m->pe, layers, out, json, m->config.seq_len, TENSOR_F32);
+    free(layers);
     fclose(out);
     fuzz_check_printable(text, n);
     free(text);

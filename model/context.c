@@ -110,13 +110,18 @@ int context_build_sized(Context *ctx, const Model *m, const PeParams *pe, const 
                             size->max_tokens, size->logit_rows, size->n_ctx);
     ctx->model = m;
     if (model_build_scheme(m, pe, &ctx->pe, err)) return -1;
+    ctx->layers = callocCheck((size_t)c->n_layers, sizeof *ctx->layers, "the layers' attention");
     if (kv_cache_build(&ctx->cache, c->n_layers, model_kv_dim(c), model_head_size(c), size->n_ctx, size->kv_type,
                        err) ||
         forward_state_build(&ctx->state, c, size, err)) {
         context_free(ctx);
         return -1;
     }
-    return 0;
+    LayerAttention *table = model_layers_for(m, pe);
+    int rc = context_use_layers(ctx, table, err);
+    free(table);
+    if (rc) context_free(ctx);
+    return rc;
 }
 
 static size_t sat_add(size_t a, size_t b) {
@@ -158,8 +163,61 @@ int context_observe_attention(Context *ctx, AttentionObserver fn, void *user, Po
     return 0;
 }
 
+int context_use_layers(Context *ctx, const LayerAttention *table, PosencError *err) {
+    const Model *m = ctx->model;
+    for (int l = 0; l < m->config.n_layers; l++) {
+        ContextLayer *cl = &ctx->layers[l];
+        char where[32];
+        snprintf(where, sizeof where, "layer %d", l);
+        if (table[l].window < 0) {
+            posenc_error(err, "a window of %d is negative", table[l].window);
+            return posenc_error_prefix(err, where);
+        }
+        PositionalEncoding built;
+        if (model_build_scheme(m, &table[l].pe, &built, err)) return posenc_error_prefix(err, where);
+        pe_free(&cl->pe);
+        *cl = (ContextLayer){.pe = built, .window = table[l].window,
+                             .score_div = table[l].score_div, .softcap = table[l].softcap};
+    }
+    return 0;
+}
+
+int context_narrowest_window(const Context *ctx, int *layers) {
+    int window = 0;
+    *layers = 0;
+    for (int l = 0; l < ctx->model->config.n_layers; l++) {
+        int w = ctx->layers[l].window;
+        if (!w) continue;
+        if (!window || w < window) window = w, *layers = 0;
+        if (w == window) ++*layers;
+    }
+    return window;
+}
+
+/* Where the model-wide scheme puts position in the hidden states (the
+ * embedding's schemes, and `none`, whose states count positions through the
+ * causal mask) the moved tokens are run again.  Otherwise each layer needs
+ * its own: a rotating layer re-rotates its keys (or recomputes, where the
+ * rotation follows the sequence's length); a layer without position among
+ * positioned ones (SmolLM3's NoPE layers), like alibi's and t5's, only has
+ * its cells' positions updated, as llama.cpp does. */
+PeShiftAction context_shift_needs(const Context *ctx) {
+    if (pe_shift_action(&ctx->pe) == PE_SHIFT_RECOMPUTE) return PE_SHIFT_RECOMPUTE;
+    PeShiftAction need = PE_SHIFT_POSITIONS;
+    for (int l = 0; l < ctx->model->config.n_layers; l++) {
+        const PositionalEncoding *pe = &ctx->layers[l].pe;
+        PeShiftAction a = pe->params.kind == PE_NONE ? PE_SHIFT_POSITIONS : pe_shift_action(pe);
+        if (a == PE_SHIFT_RECOMPUTE) return a;
+        if (a == PE_SHIFT_REROTATE) need = a;
+    }
+    return need;
+}
+
 void context_free(Context *ctx) {
     free(ctx->observer_rows);
+    if (ctx->layers)
+        for (int l = 0; l < ctx->model->config.n_layers; l++) pe_free(&ctx->layers[l].pe);
+    free(ctx->layers);
     pe_free(&ctx->pe);
     kv_cache_free(&ctx->cache);
     forward_state_free(&ctx->state);

@@ -37,9 +37,20 @@ typedef struct {
 typedef void (*AttentionObserver)(void *user, int layer, int head, int pos_q,
                                   const float *weights, int n_cells);
 
+/* One layer's attention as this context runs it: the model's table entry
+ * (LayerAttention) with the context's scheme (model_layer_scheme) and the
+ * overrides of context_set_layer. */
+typedef struct {
+    PositionalEncoding pe; /* rotate and bias act per layer */
+    int window;            /* 0: every earlier position */
+    float score_div, softcap;
+} ContextLayer;
+
 typedef struct {
     const Model *model;
-    PositionalEncoding pe;
+    PositionalEncoding pe;  /* the model-wide scheme: the embedding's hook, the positions it
+                               covers, what views and traces name */
+    ContextLayer *layers;   /* (n_layers) */
     KVCache cache;
     ForwardState state;
     AttentionObserver observe_attention; /* NULL (the default): never called */
@@ -83,6 +94,18 @@ int context_build(Context *ctx, const Model *m, const PeParams *pe, int n_ctx, i
 int context_build_kv(Context *ctx, const Model *m, const PeParams *pe, int n_ctx, int max_tokens,
                      TensorType kv_type, PosencError *err);
 void context_free(Context *ctx);
+
+/* Runs every layer as `table` says (model_layers_for, then
+ * model_layer_override): each layer's scheme is built again.  0, or -1 with
+ * the layer and the reason (a scheme the model cannot carry).  A window
+ * wider than the context is a full attention there. */
+int context_use_layers(Context *ctx, const LayerAttention *table, PosencError *err);
+/* The narrowest sliding window of any layer (0: none slides), and in
+ * *layers how many layers have it. */
+int context_narrowest_window(const Context *ctx, int *layers);
+/* What a context shift must do: the strongest action any layer needs
+ * (recompute > re-rotate > positions only). */
+PeShiftAction context_shift_needs(const Context *ctx);
 
 
 /* Bytes a run holds: the weights (the mapped file and vectors converted at

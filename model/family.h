@@ -26,6 +26,22 @@ typedef enum {
     BIAS_ALL,      /* every linear layer and LayerNorm (gpt2, gptneox, bloom, ...) */
 } BiasRule;
 
+/* Where q and k are normalized before rotation (attn_q_norm, attn_k_norm),
+ * with the family's norm. */
+typedef enum {
+    QK_NORM_NONE,
+    QK_NORM_HEAD, /* each head over head_size, one weight vector for all heads (Qwen3,
+                     Gemma 3, EXAONE 4) or one per head ((n_heads, head_size): StableLM 2) */
+    QK_NORM_FULL, /* the whole projection, q_dim and kv_dim (OLMo 2) */
+} QkNorm;
+
+/* Where a layer's norms sit around its two sub-layers. */
+typedef enum {
+    NORMS_PRE,      /* x + f(norm x) */
+    NORMS_SANDWICH, /* x + post_norm(f(norm x)) (Gemma 2 and 3) */
+    NORMS_POST,     /* x + post_norm(f(x)): no norm before (OLMo 2, EXAONE 4) */
+} NormPlacement;
+
 typedef struct {
     const char *name;       /* general.architecture, the prefix of its keys */
     NormKind norm;
@@ -37,7 +53,25 @@ typedef struct {
     int output_bias;        /* the classifier has a bias (output.bias) */
     int embed_norm;         /* a norm right after the token embedding (token_embd_norm) */
     int embed_scale_sqrt;   /* token embeddings x sqrt(dim) */
+    QkNorm qk_norm;
+    int qk_norm_optional;   /* the q/k norm tensors may be absent (StableLM 2's qk_layernorm) */
+    int parallel_shares_norm; /* with a parallel residual the feed-forward reads the attention's
+                                 norm, and the file has no ffn_norm (StableLM 2) */
+    NormPlacement norms;
+    int logit_scale_divides; /* {arch}.logit_scale divides the logits (Granite) instead of
+                                multiplying them (Command R) */
     PeKind pe;              /* the scheme the family is trained with */
+    int nope_step;          /* every nope_step-th layer has no position (SmolLM3: 4; llama.cpp
+                               writes no key for it); 0: none */
+    int swa_period;         /* without sliding_window_pattern, sliding windows slide in all but
+                               every swa_period-th layer (llama.cpp's defaults: Gemma 2's 2,
+                               Gemma 3's 6, Command R7B's and EXAONE 4's 4); 0: every layer */
+    int rope_swa_only;      /* only the sliding layers rotate; the others have no position
+                               (Command R7B, EXAONE 4 when it slides) */
+    float swa_theta;        /* the sliding layers' theta without rope.freq_base_swa (Gemma 3's
+                               10000); 0: the model's */
+    int swa_unscaled;       /* the sliding layers' rotation takes no frequency scaling (Gemma 3,
+                               whose linear x8 is the global layers') */
     PeRopePairing pairing;  /* its rotation pairs when that is rope */
 } ModelFamily;
 

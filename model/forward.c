@@ -26,6 +26,31 @@ static void norm_rows(const ModelConfig *c, float *out, const float *x, const fl
     }
 }
 
+/* One vector normalized as the family's norms are, without a bias (the
+ * q/k norms). */
+static void norm_vector(const ModelConfig *c, float *v, const float *w, int n) {
+    if (c->family.norm == NORM_RMS) rmsnorm(v, v, w, n, c->norm_eps);
+    else layernorm(v, v, w, NULL, n, c->norm_eps);
+}
+
+/* q and k normalized before rotation: per head, or over the whole
+ * projection (family.qk_norm). */
+static void qk_norm(const ModelConfig *c, const LayerWeights *w, float *q, float *k, int n) {
+    int hs = model_head_size(c), q_dim = model_q_dim(c), kv_dim = model_kv_dim(c);
+    #pragma omp parallel for schedule(static) if (n >= PARALLEL_TOKENS)
+    for (int t = 0; t < n; t++) {
+        float *qt = q + (size_t)t * q_dim, *kt = k + (size_t)t * kv_dim;
+        if (c->family.qk_norm == QK_NORM_FULL) {
+            norm_vector(c, qt, w->q_norm, q_dim);
+            norm_vector(c, kt, w->k_norm, kv_dim);
+            continue;
+        }
+        size_t step = w->qk_norm_per_head ? (size_t)hs : 0;
+        for (int h = 0; h < c->n_heads; h++) norm_vector(c, qt + (size_t)h * hs, w->q_norm + h * step, hs);
+        for (int h = 0; h < c->n_kv_heads; h++) norm_vector(c, kt + (size_t)h * hs, w->k_norm + h * step, hs);
+    }
+}
+
 static void embed_tokens(Context *ctx, const int *tokens, int n, int pos0) {
     const ModelConfig *c = &ctx->model->config;
     const PeOps *ops = pe_ops(&ctx->pe);
@@ -51,10 +76,11 @@ static void clamp(float *x, size_t n, float limit) {
 static void block_scores(const Context *ctx, int layer, int head, int t0, int nt, int pos0, int c0, int nb,
                          float *sc, size_t ld) {
     const ModelConfig *c = &ctx->model->config;
+    const ContextLayer *cl = &ctx->layers[layer];
     const KVCache *kv = &ctx->cache;
-    const PeOps *ops = pe_ops(&ctx->pe);
+    const PeOps *ops = pe_ops(&cl->pe);
     int hs = model_head_size(c), kv_head = head / (c->n_heads / c->n_kv_heads);
-    float scale = ctx->pe.attn_scale, root = sqrtf((float)hs);
+    float div = cl->score_div, cap = cl->softcap;
     size_t q_dim = (size_t)model_q_dim(c), es = tensor_row_bytes(kv->type, 1);
     const float *q = ctx->state.q + (size_t)t0 * q_dim + (size_t)head * hs;
     const char *keys = (const char *)kv_cache_head_keys(kv, layer, kv_head) + (size_t)c0 * hs * es;
@@ -65,10 +91,14 @@ static void block_scores(const Context *ctx, int layer, int head, int t0, int nt
         /* a query sees no later key, nor one that has left the sliding
          * window (the bounds out of the loop, which then vectorizes: the
          * cell by cell test was 3% of f32 pp512 at the 110M shape) */
-        int pos_q = pos0 + t0 + t, first = model_window_first(c, pos_q);
+        int pos_q = pos0 + t0 + t, first = model_window_first(cl->window, pos_q);
+        if (cap > 0.0f)   /* Gemma 2: scores bent into (-cap, cap) before the mask */
+            for (int cell = 0; cell < nb; cell++) row[cell] = cap * tanhf(row[cell] / div / cap);
+        else
+            for (int cell = 0; cell < nb; cell++) row[cell] /= div;
         for (int cell = 0; cell < nb; cell++)
-            row[cell] = pos[cell] <= pos_q && pos[cell] >= first ? row[cell] / root * scale : -INFINITY;
-        if (ops->bias) ops->bias(&ctx->pe, head, pos_q, pos, row, nb);
+            row[cell] = pos[cell] <= pos_q && pos[cell] >= first ? row[cell] : -INFINITY;
+        if (ops->bias) ops->bias(&cl->pe, head, pos_q, pos, row, nb);
     }
 }
 
@@ -146,11 +176,13 @@ static void attention_block(Context *ctx, int l, int first, int n, int pos0) {
     const LayerWeights *w = &ctx->model->weights.layers[l];
     ForwardState *s = &ctx->state;
     KVCache *kv = &ctx->cache;
-    const PeOps *ops = pe_ops(&ctx->pe);
+    const PositionalEncoding *pe = &ctx->layers[l].pe;
+    const PeOps *ops = pe_ops(pe);
     int kv_dim = model_kv_dim(c), q_dim = model_q_dim(c);
     float *kc = s->k, *vc = s->v;
 
-    norm_rows(c, s->xb, s->x, w->attn_norm, w->attn_norm_b, n);
+    if (w->attn_norm) norm_rows(c, s->xb, s->x, w->attn_norm, w->attn_norm_b, n);
+    else memcpy(s->xb, s->x, (size_t)n * c->dim * sizeof(float));
     float *qkv[] = {s->q, kc, vc};
     const Tensor *wqkv[] = {&w->wq, &w->wk, &w->wv};
     matmul_many(qkv, s->xb, wqkv, 3, n, &s->mm);
@@ -162,11 +194,12 @@ static void attention_block(Context *ctx, int l, int first, int n, int pos0) {
         clamp(kc, (size_t)n * kv_dim, c->clamp_kqv);
         clamp(vc, (size_t)n * kv_dim, c->clamp_kqv);
     }
+    if (w->q_norm) qk_norm(c, w, s->q, kc, n);
     if (ops->rotate) {
         #pragma omp parallel for schedule(static) if (n >= PARALLEL_TOKENS)
         for (int t = 0; t < n; t++) {
-            ops->rotate(&ctx->pe, s->q + (size_t)t * q_dim, c->n_heads, pos0 + t);
-            ops->rotate(&ctx->pe, kc + (size_t)t * kv_dim, c->n_kv_heads, pos0 + t);
+            ops->rotate(pe, s->q + (size_t)t * q_dim, c->n_heads, pos0 + t);
+            ops->rotate(pe, kc + (size_t)t * kv_dim, c->n_kv_heads, pos0 + t);
         }
     }
     kv_cache_store(kv, l, first, n, kc, vc);
@@ -186,6 +219,7 @@ static void attention_block(Context *ctx, int l, int first, int n, int pos0) {
     }
     matmul(s->xb2, s->xb, &w->wo, n, &s->mm);
     add_bias(s->xb2, w->bo, n, c->dim);
+    if (w->attn_post_norm) norm_rows(c, s->xb2, s->xb2, w->attn_post_norm, NULL, n);
 }
 
 /* The feed-forward network of the chunk into s->xb. */
@@ -194,7 +228,8 @@ static void ffn_block(Context *ctx, int l, int n) {
     const LayerWeights *w = &ctx->model->weights.layers[l];
     ForwardState *s = &ctx->state;
 
-    norm_rows(c, s->xb, s->x, w->ffn_norm, w->ffn_norm_b, n);
+    if (w->ffn_norm) norm_rows(c, s->xb, s->x, w->ffn_norm, w->ffn_norm_b, n);
+    else memcpy(s->xb, s->x, (size_t)n * c->dim * sizeof(float));
     int h = (int)((size_t)n * c->hidden_dim);
     if (model_family_gated(&c->family)) {
         float *gate_up[] = {s->hb, s->hb2};
@@ -218,21 +253,33 @@ static void ffn_block(Context *ctx, int l, int n) {
     }
     matmul(s->xb, s->hb, &w->w_down, n, &s->mm);
     add_bias(s->xb, w->b_down, n, c->dim);
+    if (w->ffn_post_norm) norm_rows(c, s->xb, s->xb, w->ffn_post_norm, NULL, n);
 }
 
 /* x += attn(norm1 x); x += ffn(norm2 x) — or, with a parallel residual,
- * both branches read the same x: x += attn(norm1 x) + ffn(norm2 x). */
+ * both branches read the same x: x += attn(norm1 x) + ffn(norm2 x).  The
+ * family's norm placement may add a norm after each branch or have only
+ * that one; Granite scales each branch by residual_scale. */
 static void layer(Context *ctx, int l, int first_cell, int n, int pos0) {
     const ModelConfig *c = &ctx->model->config;
     ForwardState *s = &ctx->state;
     size_t len = (size_t)n * c->dim;
     int many = n >= PARALLEL_TOKENS;
+    float r = c->residual_scale;
     attention_block(ctx, l, first_cell, n, pos0);
+    if (r != 1.0f) {
+        #pragma omp parallel for schedule(static) if (many)
+        for (size_t i = 0; i < len; i++) s->xb2[i] *= r;
+    }
     if (!c->family.parallel_residual) {
         #pragma omp parallel for schedule(static) if (many)
         for (size_t i = 0; i < len; i++) s->x[i] += s->xb2[i];
     }
     ffn_block(ctx, l, n);
+    if (r != 1.0f) {
+        #pragma omp parallel for schedule(static) if (many)
+        for (size_t i = 0; i < len; i++) s->xb[i] *= r;
+    }
     if (c->family.parallel_residual) {
         #pragma omp parallel for schedule(static) if (many)
         for (size_t i = 0; i < len; i++) s->x[i] += s->xb2[i] + s->xb[i];
@@ -249,7 +296,10 @@ const float *context_forward(Context *ctx, const int *tokens, int n, int pos0, i
 
     embed_tokens(ctx, tokens, n, pos0);
     int first_cell = kv_cache_append(&ctx->cache, tokens, n, pos0);
-    for (int l = 0; l < c->n_layers; l++) layer(ctx, l, first_cell, n, pos0);
+    for (int l = 0; l < c->n_layers; l++) {
+        pe_prepare(&ctx->layers[l].pe, pos0 + n - 1, ctx->cache.n_ctx);
+        layer(ctx, l, first_cell, n, pos0);
+    }
 
     /* Only the rows whose logits are wanted go through the classifier. */
     int first = all_logits ? 0 : n - 1, rows = n - first;
@@ -257,5 +307,11 @@ const float *context_forward(Context *ctx, const int *tokens, int n, int pos0, i
     norm_rows(c, x, x, w->output_norm, w->output_norm_b, rows);
     matmul(s->logits, x, &w->output, rows, &s->mm);
     add_bias(s->logits, w->output_b, rows, c->vocab_size);
+    size_t n_logits = (size_t)rows * c->vocab_size;
+    if (c->logit_scale != 1.0f)
+        for (size_t i = 0; i < n_logits; i++) s->logits[i] *= c->logit_scale;
+    if (c->final_softcap > 0.0f)   /* Gemma 2: logits bent into (-cap, cap) */
+        for (size_t i = 0; i < n_logits; i++)
+            s->logits[i] = c->final_softcap * tanhf(s->logits[i] / c->final_softcap);
     return s->logits;
 }

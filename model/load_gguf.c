@@ -15,8 +15,26 @@
  *   posenc.relative_attention.max_distance   t5's (default 128, as llama.cpp)
  *   posenc.relative_attention.bidirectional  t5's buckets for both directions
  *                                            (default false)
- * {arch}.attention.sliding_window is llama.cpp's key (its gemma2's); posenc
- * reads it for every family, e.g. a Mistral converted to `llama`. */
+ *   posenc.layers.positional one scheme name a layer: a per-layer table no
+ *                           family default gives (a Llama with NoPE layers)
+ *   posenc.layers.sliding_window  one window a layer (0: full attention)
+ *   posenc.rope.scaling.yarn_truncate  false: YaRN's correction range
+ *                           unrounded (gpt-oss; default true)
+ *   posenc.rope.scaling.llama3_low_freq_factor, ..._high_freq_factor
+ *
+ * Where position lives, per layer (Model.layers), in llama.cpp's keys:
+ *   {arch}.attention.sliding_window            W, read for every family (a
+ *                                              Mistral converted to `llama` too)
+ *   {arch}.attention.sliding_window_pattern    which layers slide: a period N
+ *                                              (layer l slides unless l % N ==
+ *                                              N - 1; 0: all) or a bool a layer;
+ *                                              absent: every layer
+ *   {arch}.rope.freq_base_swa                  the sliding layers' theta
+ *   {arch}.attention.rope_pattern              a bool a layer: it rotates
+ *   rope_freqs.weight                          divisors of the frequencies
+ *                                              (Llama 3.1's scaling as llama.cpp
+ *                                              stores it): scaling "factors"
+ *   rope_factors_long/short.weight             LongRoPE's (Phi-3) */
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
@@ -165,6 +183,24 @@ static int take_qkv(Loader *l, const ModelConfig *c, int i, LayerWeights *w, int
            take_bias(l, &w->bv, blk(name, i, "attn_v.bias"), kv, biased) ? -1 : 0;
 }
 
+/* The feed-forward's up matrix, and a gated family's gate: ffn_gate beside
+ * ffn_up, or both in one ffn_up of 2 x hidden_dim rows, gate first (Phi-3's
+ * gate_up_proj, as llama.cpp stores it): views at a row offset. */
+static int take_ffn_up(Loader *l, const ModelConfig *c, int i, LayerWeights *w) {
+    char name[GGUF_MAX_NAME_LEN + 1];
+    int d = c->dim, h = c->hidden_dim;
+    if (!model_family_gated(&c->family))
+        return take_matrix(l, &w->w_up, blk(name, i, "ffn_up.weight"), h, d);
+    if (gguf_find_tensor(l->g, blk(name, i, "ffn_gate.weight")))
+        return take_matrix(l, &w->w_gate, name, h, d) ||
+               take_matrix(l, &w->w_up, blk(name, i, "ffn_up.weight"), h, d) ? -1 : 0;
+    Tensor gate_up;
+    if (take_matrix(l, &gate_up, blk(name, i, "ffn_up.weight"), 2 * h, d)) return -1;
+    w->w_gate = tensor_rows(&gate_up, 0, h);
+    w->w_up = tensor_rows(&gate_up, h, h);
+    return 0;
+}
+
 /* A norm's weight, and its bias for a LayerNorm (required when the family
  * requires biases). */
 static int take_norm(Loader *l, const ModelConfig *c, const float **w, const float **b,
@@ -175,26 +211,56 @@ static int take_norm(Loader *l, const ModelConfig *c, const float **w, const flo
             take_bias(l, b, bias, c->dim, c->family.biases == BIAS_ALL)) ? -1 : 0;
 }
 
+/* q and k's norms (family.qk_norm): over each head, one weight vector for
+ * all heads or one a head (a (n_heads, head_size) tensor), or over the
+ * whole projection. */
+static int take_qk_norms(Loader *l, const ModelConfig *c, int i, LayerWeights *w) {
+    char name[GGUF_MAX_NAME_LEN + 1];
+    int hs = model_head_size(c);
+    if (c->family.qk_norm == QK_NORM_FULL)
+        return take_vector(l, &w->q_norm, blk(name, i, "attn_q_norm.weight"), model_q_dim(c)) ||
+               take_vector(l, &w->k_norm, blk(name, i, "attn_k_norm.weight"), model_kv_dim(c))
+                   ? -1 : 0;
+    const GgufTensor *t = gguf_find_tensor(l->g, blk(name, i, "attn_q_norm.weight"));
+    w->qk_norm_per_head = t && t->n_dims == 2;
+    if (!w->qk_norm_per_head)
+        return take_vector(l, &w->q_norm, name, hs) ||
+               take_vector(l, &w->k_norm, blk(name, i, "attn_k_norm.weight"), hs) ? -1 : 0;
+    const GgufTensor *q = get(l, name, c->n_heads, hs);
+    const GgufTensor *k = q ? get(l, blk(name, i, "attn_k_norm.weight"), c->n_kv_heads, hs) : NULL;
+    if (!k) return -1;
+    w->q_norm = as_f32(l, q);
+    w->k_norm = as_f32(l, k);
+    return 0;
+}
+
 static int take_layer(Loader *l, const ModelConfig *c, int i, LayerWeights *w) {
     char name[GGUF_MAX_NAME_LEN + 1], bias[GGUF_MAX_NAME_LEN + 1];
     const ModelFamily *f = &c->family;
     int d = c->dim, h = c->hidden_dim, all = f->biases == BIAS_ALL;
-    if (take_norm(l, c, &w->attn_norm, &w->attn_norm_b, blk(name, i, "attn_norm.weight"),
-                  blk(bias, i, "attn_norm.bias")) ||
+    int pre = f->norms != NORMS_POST, post = f->norms != NORMS_PRE;
+    /* phi2's and Command R's feed-forward read the attention's norm; so does
+     * a parallel StableLM's */
+    int shared = f->shared_norm || (f->parallel_shares_norm && f->parallel_residual);
+    if ((pre && take_norm(l, c, &w->attn_norm, &w->attn_norm_b, blk(name, i, "attn_norm.weight"),
+                          blk(bias, i, "attn_norm.bias"))) ||
+        (post && take_vector(l, &w->attn_post_norm, blk(name, i, "post_attention_norm.weight"), d)) ||
+        (post && take_vector(l, &w->ffn_post_norm, blk(name, i, "post_ffw_norm.weight"), d)) ||
+        (f->qk_norm != QK_NORM_NONE &&
+         (!f->qk_norm_optional || gguf_find_tensor(l->g, blk(name, i, "attn_q_norm.weight"))) &&
+         take_qk_norms(l, c, i, w)) ||
         take_qkv(l, c, i, w, f->biases != BIAS_OPTIONAL) ||
         take_matrix(l, &w->wo, blk(name, i, "attn_output.weight"), d, model_q_dim(c)) ||
         take_bias(l, &w->bo, blk(name, i, "attn_output.bias"), d, all) ||
-        (!f->shared_norm &&
+        (!shared && pre &&
          take_norm(l, c, &w->ffn_norm, &w->ffn_norm_b, blk(name, i, "ffn_norm.weight"),
                    blk(bias, i, "ffn_norm.bias"))) ||
-        (model_family_gated(f) &&
-         take_matrix(l, &w->w_gate, blk(name, i, "ffn_gate.weight"), h, d)) ||
-        take_matrix(l, &w->w_up, blk(name, i, "ffn_up.weight"), h, d) ||
+        take_ffn_up(l, c, i, w) ||
         take_bias(l, &w->b_up, blk(name, i, "ffn_up.bias"), h, all) ||
         take_matrix(l, &w->w_down, blk(name, i, "ffn_down.weight"), d, h) ||
         take_bias(l, &w->b_down, blk(name, i, "ffn_down.bias"), d, all))
         return -1;
-    if (f->shared_norm) {
+    if (shared) {
         w->ffn_norm = w->attn_norm;
         w->ffn_norm_b = w->attn_norm_b;
     }
@@ -222,13 +288,17 @@ static int read_config(Loader *l, ModelConfig *c) {
         return -1;
     c->n_kv_heads = c->n_heads;
     c->embed_scale = f->embed_scale_sqrt ? sqrtf((float)c->dim) : 1.0f;
+    c->residual_scale = c->logit_scale = 1.0f;
     if (key_int_opt(l, arch_key(l, "attention.head_count_kv"), &c->n_kv_heads) ||
         gguf_get_f32(l->g, arch_key(l, f->norm == NORM_LAYER ? "attention.layer_norm_epsilon"
                                                              : "attention.layer_norm_rms_epsilon"),
                      &c->norm_eps, l->err) ||
         key_bool_opt(l, arch_key(l, "use_parallel_residual"), &c->family.parallel_residual) ||
         key_f32_opt(l, arch_key(l, "attention.clamp_kqv"), &c->clamp_kqv) ||
-        key_int_opt(l, arch_key(l, "attention.sliding_window"), &c->sliding_window) ||
+        key_f32_opt(l, arch_key(l, "embedding_scale"), &c->embed_scale) ||
+        key_f32_opt(l, arch_key(l, "residual_scale"), &c->residual_scale) ||
+        key_f32_opt(l, arch_key(l, "logit_scale"), &c->logit_scale) ||
+        key_f32_opt(l, arch_key(l, "final_logit_softcapping"), &c->final_softcap) ||
         key_f32_opt(l, "posenc.embedding_scale", &c->embed_scale))
         return -1;
     /* The vocabulary size is the embedding's row count, as in llama.cpp. */
@@ -254,8 +324,16 @@ static int read_config(Loader *l, ModelConfig *c) {
         return posenc_error(l->err, "%s: %s.attention.clamp_kqv %g is out of range", path,
                             l->arch, (double)c->clamp_kqv);
     if (!(c->embed_scale > 0.0f && c->embed_scale < 1e6f))
-        return posenc_error(l->err, "%s: posenc.embedding_scale %g is out of range", path,
+        return posenc_error(l->err, "%s: the embedding scale %g is out of range", path,
                             (double)c->embed_scale);
+    if (!(c->residual_scale > 0.0f && c->residual_scale < 1e6f) ||
+        !(c->logit_scale > 0.0f && c->logit_scale < 1e6f) ||
+        !(c->final_softcap >= 0.0f && c->final_softcap < 1e6f))
+        return posenc_error(l->err, "%s: residual_scale %g, logit_scale %g or "
+                                    "final_logit_softcapping %g is out of range", path,
+                            (double)c->residual_scale, (double)c->logit_scale,
+                            (double)c->final_softcap);
+    if (f->logit_scale_divides) c->logit_scale = 1.0f / c->logit_scale;
     const GgufArray *tokens;
     if (!gguf_find_kv(l->g, "tokenizer.ggml.tokens")) return 0;
     if (gguf_get_arr(l->g, "tokenizer.ggml.tokens", GGUF_TYPE_STRING, &tokens, l->err))
@@ -267,21 +345,55 @@ static int read_config(Loader *l, ModelConfig *c) {
     return 0;
 }
 
-static int read_rope_scaling(Loader *l, PeParams *p) {
-    const char *type = NULL;
+/* The scaling the file names, or the one its factor tables imply (llama.cpp
+ * writes Llama 3.1's as rope_freqs and Phi-3's LongRoPE as long and short
+ * factors, with no type).  llama.cpp's rope.scaling.attn_factor multiplies
+ * YaRN's own 0.1 ln s + 1 and is LongRoPE's whole factor: PeParams holds the
+ * factor itself, as Hugging Face's attention_factor. */
+static int read_rope_scaling(Loader *l, const PeTables *t, int trained_ctx, PeParams *p) {
+    const char *path = l->g->path, *type = NULL;
     if (key_str_opt(l, arch_key(l, "rope.scaling.type"), &type)) return -1;
-    if (!type) {   /* older files: only a linear factor */
-        if (!gguf_find_kv(l->g, arch_key(l, "rope.scale_linear"))) return 0;
-        p->rope_scaling = PE_ROPE_SCALING_LINEAR;
-        return gguf_get_f32(l->g, l->key, &p->rope_factor, l->err);
+    if (!type) {
+        if (gguf_find_kv(l->g, arch_key(l, "rope.scale_linear"))) {   /* older files */
+            p->rope_scaling = PE_ROPE_SCALING_LINEAR;
+            return gguf_get_f32(l->g, l->key, &p->rope_factor, l->err);
+        }
+        type = t->rope_long ? "longrope" : t->rope_freqs ? "factors" : "none";
     }
-    if (pe_rope_scaling_from_name(type, &p->rope_scaling))
-        return posenc_error(l->err, "%s: unsupported rope scaling '%s' (none, linear, ntk, "
-                                    "yarn)", l->g->path, posenc_escape(type).s);
+    if (pe_rope_scaling_from_name(type, &p->rope_scaling)) {
+        char names[256];
+        pe_rope_scaling_names(names, sizeof names, ", ");
+        return posenc_error(l->err, "%s: unsupported rope scaling '%s' (%s)", path,
+                            posenc_escape(type).s, names);
+    }
     if (p->rope_scaling == PE_ROPE_SCALING_NONE) return 0;
-    return gguf_get_f32(l->g, arch_key(l, "rope.scaling.factor"), &p->rope_factor, l->err) ||
-           key_int_opt(l, arch_key(l, "rope.scaling.original_context_length"),
-                       &p->rope_orig_ctx) ? -1 : 0;
+    float attn_factor = 0.0f;
+    int truncate = 1, has_factor = gguf_find_kv(l->g, arch_key(l, "rope.scaling.factor")) != NULL;
+    if (key_f32_opt(l, l->key, &p->rope_factor) ||
+        key_int_opt(l, arch_key(l, "rope.scaling.original_context_length"), &p->rope_orig_ctx) ||
+        key_f32_opt(l, arch_key(l, "rope.scaling.attn_factor"), &attn_factor) ||
+        key_f32_opt(l, arch_key(l, "rope.scaling.yarn_beta_fast"), &p->yarn_beta_fast) ||
+        key_f32_opt(l, arch_key(l, "rope.scaling.yarn_beta_slow"), &p->yarn_beta_slow) ||
+        key_bool_opt(l, "posenc.rope.scaling.yarn_truncate", &truncate) ||
+        key_f32_opt(l, "posenc.rope.scaling.llama3_low_freq_factor", &p->llama3_low_freq) ||
+        key_f32_opt(l, "posenc.rope.scaling.llama3_high_freq_factor", &p->llama3_high_freq))
+        return -1;
+    p->yarn_no_truncate = !truncate;
+    float log_mul = 0.0f;
+    if (key_f32_opt(l, arch_key(l, "rope.scaling.yarn_log_multiplier"), &log_mul)) return -1;
+    if (log_mul != 0.0f)
+        return posenc_error(l->err, "%s: %s.rope.scaling.yarn_log_multiplier (DeepSeek's mscale) "
+                                    "is not supported", path, l->arch);
+    if (attn_factor > 0.0f) {
+        int yarn = p->rope_scaling == PE_ROPE_SCALING_YARN && p->rope_factor > 1.0f;
+        p->rope_attn_factor = yarn ? attn_factor * (0.1f * logf(p->rope_factor) + 1.0f)
+                                   : attn_factor;
+    }
+    /* LongRoPE's factor is the extended over the original context, which
+     * its default attention factor is computed from */
+    if (p->rope_scaling == PE_ROPE_SCALING_LONGROPE && !has_factor && p->rope_orig_ctx > 0)
+        p->rope_factor = (float)trained_ctx / (float)p->rope_orig_ctx;
+    return 0;
 }
 
 /* The family's scheme, unless an ALiBi family's file says "no alibi" the
@@ -296,7 +408,8 @@ static int native_scheme(Loader *l, const ModelFamily *f, const char **kind) {
     return 0;
 }
 
-static int read_positional(Loader *l, const ModelFamily *f, PeParams *p) {
+static int read_positional(Loader *l, const ModelConfig *c, const PeTables *t, PeParams *p) {
+    const ModelFamily *f = &c->family;
     const char *path = l->g->path;
     const char *kind;
     const char *pairing = f->pairing == PE_ROPE_INTERLEAVED ? "interleaved" : "neox";
@@ -317,7 +430,7 @@ static int read_positional(Loader *l, const ModelFamily *f, PeParams *p) {
                                      "neox)", path, posenc_escape(pairing).s);
     if (key_f32_opt(l, arch_key(l, "rope.freq_base"), &p->rope_theta) ||
         key_int_opt(l, arch_key(l, "rope.dimension_count"), &p->rope_dim) ||
-        read_rope_scaling(l, p))
+        read_rope_scaling(l, t, c->seq_len, p))
         return -1;
     /* llama.cpp writes 0 for "no alibi": keep the default for --pe alibi then. */
     float max_bias = p->alibi_max_bias;
@@ -329,12 +442,149 @@ static int read_positional(Loader *l, const ModelFamily *f, PeParams *p) {
                ? -1 : 0;
 }
 
+/* ---- where position lives, per layer --------------------------------------------------- */
+
+/* The rope factor tables, as f32 vectors of one length (the rotation's
+ * pairs, which the scheme checks against its rotary dims). */
+static int take_rope_factors(Loader *l, PeTables *t) {
+    const char *path = l->g->path;
+    const struct { const char *name; const float **out; } tables[] = {
+        {"rope_freqs.weight", &t->rope_freqs},
+        {"rope_factors_long.weight", &t->rope_long},
+        {"rope_factors_short.weight", &t->rope_short},
+    };
+    for (size_t i = 0; i < sizeof tables / sizeof *tables; i++) {
+        const GgufTensor *gt = gguf_find_tensor(l->g, tables[i].name);
+        if (!gt) continue;
+        if (gt->n_dims != 1 || gt->ne[0] > INT_MAX)
+            return posenc_error(l->err, "%s: tensor '%s' must be one vector of factors", path,
+                                tables[i].name);
+        int n = (int)gt->ne[0];
+        if (t->n_rope_factors && n != t->n_rope_factors)
+            return posenc_error(l->err, "%s: tensor '%s' has %d factors, another rope factor "
+                                        "table %d", path, tables[i].name, n, t->n_rope_factors);
+        t->n_rope_factors = n;
+        if (take_vector(l, tables[i].out, tables[i].name, n)) return -1;
+    }
+    if (!t->rope_long != !t->rope_short)
+        return posenc_error(l->err, "%s: LongRoPE needs both rope_factors_long.weight and "
+                                    "rope_factors_short.weight", path);
+    return 0;
+}
+
+/* A key holding one integer or bool per layer, into out[n_layers]; 0 when
+ * absent (out untouched), 1 when read, -1 on error. */
+static int per_layer_ints(Loader *l, const char *key, int n_layers, int64_t *out) {
+    const GgufKV *kv = gguf_find_kv(l->g, key);
+    if (!kv) return 0;
+    const GgufArray *arr = &kv->v.arr;
+    if (kv->type != GGUF_TYPE_ARRAY || arr->type != GGUF_TYPE_BOOL) {
+        if (gguf_get_arr_int(l->g, key, &arr, l->err)) return -1;
+    }
+    if (arr->n != (size_t)n_layers)
+        return posenc_error(l->err, "%s: key '%s' has %zu entries for %d layers", l->g->path,
+                            key, arr->n, n_layers);
+    for (int i = 0; i < n_layers; i++) out[i] = gguf_arr_int(arr, (size_t)i);
+    return 1;
+}
+
+/* Which layers slide: llama.cpp's sliding_window_pattern, a period N (layer
+ * l slides unless l % N == N - 1; 0: all) or one bool a layer; without it
+ * the family's period. */
+static int sliding_layers(Loader *l, int n_layers, int period, int64_t *slides) {
+    const char *key = arch_key(l, "attention.sliding_window_pattern");
+    const GgufKV *kv = gguf_find_kv(l->g, key);
+    if (kv && kv->type == GGUF_TYPE_ARRAY)
+        return per_layer_ints(l, key, n_layers, slides) < 0 ? -1 : 0;
+    if (kv && key_int(l, key, &period)) return -1;
+    for (int i = 0; i < n_layers; i++) slides[i] = period <= 0 || i % period < period - 1;
+    return 0;
+}
+
+/* Model.layers from the model-wide scheme and the per-layer keys (the
+ * file's header comment lists them). */
+static int read_layers(Loader *l, Model *m) {
+    const ModelConfig *c = &m->config;
+    const ModelFamily *f = &c->family;
+    const char *path = l->g->path;
+    int n = c->n_layers, window = 0;
+    float score_scale = 0.0f, softcap = 0.0f;
+    model_layers_uniform(m, 0);
+    if (key_f32_opt(l, arch_key(l, "attention.scale"), &score_scale) ||
+        key_f32_opt(l, arch_key(l, "attn_logit_softcapping"), &softcap))
+        return -1;
+    if (!(score_scale >= 0.0f && score_scale < 1e6f) || !(softcap >= 0.0f && softcap < 1e6f))
+        return posenc_error(l->err, "%s: attention.scale %g or attn_logit_softcapping %g is out "
+                                    "of range", path, (double)score_scale, (double)softcap);
+    for (int i = 0; i < n; i++) {
+        if (score_scale > 0.0f) m->layers[i].score_div = 1.0f / score_scale;
+        m->layers[i].softcap = softcap;
+    }
+    int step = c->family.nope_step;
+    for (int i = step - 1; step > 0 && i < n; i += step) m->layers[i].pe = pe_params_default(PE_NONE);
+    int64_t *v = mallocCheck((size_t)n * sizeof *v, "the per-layer keys");
+    float swa_theta = f->swa_theta > 0.0f ? f->swa_theta : m->pe.rope_theta;
+    int rc = key_int_opt(l, arch_key(l, "attention.sliding_window"), &window) ||
+             key_f32_opt(l, arch_key(l, "rope.freq_base_swa"), &swa_theta) ? -1 : 0;
+    if (rc == 0 && window > 0 && (rc = sliding_layers(l, n, f->swa_period, v)) == 0)
+        for (int i = 0; i < n; i++) {
+            LayerAttention *la = &m->layers[i];
+            if (!v[i]) {
+                if (f->rope_swa_only) la->pe = pe_params_default(PE_NONE);
+                continue;
+            }
+            la->window = window;
+            la->pe.rope_theta = swa_theta;
+            if (f->swa_unscaled) la->pe.rope_scaling = PE_ROPE_SCALING_NONE;
+        }
+    if (rc == 0 && (rc = per_layer_ints(l, arch_key(l, "attention.rope_pattern"), n, v)) == 1)
+        for (int i = 0; i < n; i++)
+            if (!v[i]) m->layers[i].pe = pe_params_default(PE_NONE);
+    if (rc >= 0 && (rc = per_layer_ints(l, "posenc.layers.sliding_window", n, v)) == 1)
+        for (int i = 0; i < n; i++) {
+            if (v[i] < 0 || v[i] > INT_MAX) {
+                rc = posenc_error(l->err, "%s: posenc.layers.sliding_window[%d] = %lld is out of "
+                                          "range", path, i, (long long)v[i]);
+                break;
+            }
+            m->layers[i].window = (int)v[i];
+        }
+    free(v);
+    if (rc < 0) return -1;
+    const GgufArray *names;
+    if (!gguf_find_kv(l->g, "posenc.layers.positional")) return 0;
+    if (gguf_get_arr(l->g, "posenc.layers.positional", GGUF_TYPE_STRING, &names, l->err)) return -1;
+    if (names->n != (size_t)n)
+        return posenc_error(l->err, "%s: posenc.layers.positional has %zu entries for %d layers",
+                            path, names->n, n);
+    for (int i = 0; i < n; i++) {
+        GgufString name = gguf_arr_str(names, (size_t)i);
+        char buf[32];
+        PeKind k;
+        snprintf(buf, sizeof buf, "%.*s", (int)(name.len < 31 ? name.len : 31), name.ptr);
+        if (name.len >= sizeof buf || pe_kind_from_name(buf, &k))
+            return posenc_error(l->err, "%s: posenc.layers.positional[%d]: unknown scheme '%s'",
+                                path, i, posenc_escape(buf).s);
+        if (k != m->pe.kind) m->layers[i].pe = k == PE_NONE ? pe_params_default(PE_NONE) : m->pe;
+        m->layers[i].pe.kind = k;
+    }
+    return 0;
+}
+
 /* Instantiates the native scheme once, so that a parameter it refuses
  * (odd rotary dims, theta <= 1, learned without a table, ...) fails at load
  * time with the file's name rather than later. */
 static int check_positional(const Model *m, PosencError *err) {
-    if (model_check_scheme(m, &m->pe, err) == 0) return 0;
     char where[600];
+    if (model_check_scheme(m, &m->pe, err) == 0) {
+        int l = 0;
+        for (; l < m->config.n_layers; l++)
+            if (model_check_scheme(m, &m->layers[l].pe, err)) break;
+        if (l == m->config.n_layers) return 0;
+        snprintf(where, sizeof where, "%s: layer %d: positional scheme %s", m->path, l,
+                 pe_kind_name(m->layers[l].pe.kind));
+        return posenc_error_prefix(err, where);
+    }
     snprintf(where, sizeof where, "%s: positional scheme %s", m->path, pe_kind_name(m->pe.kind));
     return posenc_error_prefix(err, where);
 }
@@ -387,12 +637,15 @@ static int check_all_used(const Loader *l) {
 }
 
 static int load(Model *m, Loader *l) {
-    if (read_config(l, &m->config) || read_positional(l, &m->config.family, &m->pe)) return -1;
+    if (read_config(l, &m->config)) return -1;
     size_t n = conversion_floats(l->g);
     m->owned = l->arena = n ? mallocCheck(n * sizeof(float), "vectors converted to f32") : NULL;
     m->owned_bytes = n * sizeof(float);
     l->used = callocCheck(l->g->n_tensors ? l->g->n_tensors : 1, 1, "the tensor table");
-    if (take_weights(l, &m->config, &m->weights) || check_all_used(l)) return -1;
+    if (take_rope_factors(l, &m->weights.positional) ||
+        read_positional(l, &m->config, &m->weights.positional, &m->pe) ||
+        take_weights(l, &m->config, &m->weights) || read_layers(l, m) || check_all_used(l))
+        return -1;
     return check_positional(m, l->err);
 }
 

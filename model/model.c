@@ -2,6 +2,8 @@
 
 #include "model/kernels.h"
 
+#include <math.h>
+
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -147,7 +149,108 @@ int model_load(Model *m, const char *path, PosencError *err) {
     return 0;
 }
 
+void model_layers_uniform(Model *m, int window) {
+    const ModelConfig *c = &m->config;
+    m->layers = callocCheck((size_t)c->n_layers, sizeof *m->layers, "the layers' attention");
+    for (int l = 0; l < c->n_layers; l++)
+        m->layers[l] = (LayerAttention){.pe = m->pe, .window = window,
+                                        .score_div = sqrtf((float)model_head_size(c))};
+}
+
+PeParams model_layer_scheme(const Model *m, const PeParams *p, int l) {
+    const PeParams *own = &m->layers[l].pe, *ckpt = &m->pe;
+    if (own->kind != ckpt->kind) return *own;   /* a layer without position */
+    if (p->kind != ckpt->kind) return *p;
+    PeParams out = *own;
+#define CHANGED(field) if (p->field != ckpt->field) out.field = p->field
+    CHANGED(rope_theta);
+    CHANGED(rope_pairing);
+    CHANGED(rope_dim);
+    CHANGED(rope_scaling);
+    CHANGED(rope_factor);
+    CHANGED(rope_orig_ctx);
+    CHANGED(rope_attn_factor);
+    CHANGED(yarn_beta_fast);
+    CHANGED(yarn_beta_slow);
+    CHANGED(yarn_no_truncate);
+    CHANGED(llama3_low_freq);
+    CHANGED(llama3_high_freq);
+    CHANGED(longrope_rule);
+    CHANGED(alibi_max_bias);
+    CHANGED(learned_overflow);
+    CHANGED(t5_buckets);
+    CHANGED(t5_max_distance);
+    CHANGED(t5_bidirectional);
+#undef CHANGED
+    return out;
+}
+
+LayerAttention *model_layers_for(const Model *m, const PeParams *p) {
+    int n = m->config.n_layers;
+    LayerAttention *t = mallocCheck((size_t)n * sizeof *t, "the layers' attention");
+    for (int l = 0; l < n; l++) {
+        t[l] = m->layers[l];
+        t[l].pe = model_layer_scheme(m, p, l);
+    }
+    return t;
+}
+
+void model_layer_describe(const LayerAttention *la, char *buf, size_t size) {
+    const PeParams *p = &la->pe;
+    size_t at = (size_t)snprintf(buf, size, "%s", pe_kind_name(p->kind));
+    if (p->kind == PE_ROPE && at < size) {
+        at += (size_t)snprintf(buf + at, size - at, " theta=%g", (double)p->rope_theta);
+        if (p->rope_scaling == PE_ROPE_SCALING_FACTORS && at < size)
+            at += (size_t)snprintf(buf + at, size - at, " factors");
+        else if (p->rope_scaling != PE_ROPE_SCALING_NONE && at < size)
+            at += (size_t)snprintf(buf + at, size - at, " %s x%g",
+                                   pe_rope_scaling_name(p->rope_scaling), (double)p->rope_factor);
+    }
+    if (at < size)
+        at += (size_t)snprintf(buf + at, size - at, la->window ? " window=%d" : " full", la->window);
+    if (la->softcap > 0.0f && at < size)
+        snprintf(buf + at, size - at, " softcap=%g", (double)la->softcap);
+}
+
+void model_layers_describe(const LayerAttention *table, int n_layers, char *buf, size_t size) {
+    size_t at = 0;
+    buf[0] = '\0';
+    for (int l = 0; l < n_layers && at < size;) {
+        char line[160], next[160];
+        model_layer_describe(&table[l], line, sizeof line);
+        int last = l;
+        while (last + 1 < n_layers &&
+               (model_layer_describe(&table[last + 1], next, sizeof next), !strcmp(next, line)))
+            last++;
+        at += (size_t)(last > l ? snprintf(buf + at, size - at, "%s%d-%d: %s", l ? "; " : "", l,
+                                           last, line)
+                                : snprintf(buf + at, size - at, "%s%d: %s", l ? "; " : "", l, line));
+        l = last + 1;
+    }
+}
+
+int model_layer_override(const Model *m, const PeParams *variant, LayerAttention *table, int l,
+                         int scheme, int window, PosencError *err) {
+    if (l < 0 || l >= m->config.n_layers)
+        return posenc_error(err, "layer %d does not exist (the model has %d: 0..%d)", l,
+                            m->config.n_layers, m->config.n_layers - 1);
+    if (window >= 0) table[l].window = window;
+    if (scheme < 0 || (PeKind)scheme == table[l].pe.kind) return 0;
+    const PeOps *ops = pe_kind_ops((PeKind)scheme);
+    if (!ops) return posenc_error(err, "unknown positional scheme %d", scheme);
+    if (ops->embed)
+        return posenc_error(err, "%s adds position to the embedding, once for the model: it "
+                                 "cannot be one layer's scheme", ops->name);
+    PeKind k = (PeKind)scheme;
+    PeParams p = variant->kind == k ? *variant : m->pe.kind == k ? m->pe : pe_params_default(k);
+    if (k == PE_ROPE && variant->kind != k && m->pe.kind != k)
+        p.rope_pairing = m->config.family.pairing;
+    table[l].pe = p;
+    return 0;
+}
+
 void model_free(Model *m) {
+    free(m->layers);
     free(m->weights.layers);
     free(m->owned);
     free(m->packed);

@@ -21,16 +21,37 @@ typedef struct {
     float norm_eps;
     float embed_scale; /* token embeddings are multiplied by this (1 or sqrt(dim)) */
     float clamp_kqv;   /* q, k, v clamped to [-clamp_kqv, clamp_kqv] (mpt); 0 = not */
-    int sliding_window; /* a query sees the keys of the last W positions, its own
-                           included (Mistral); 0 = every earlier position */
+    float residual_scale; /* each sub-layer's output is scaled before it is added (Granite: 1
+                             elsewhere) */
+    float logit_scale;    /* the logits are multiplied by it (Command R; 1 / Granite's
+                             logits_scaling) */
+    float final_softcap;  /* logits become c * tanh(logit / c) (Gemma 2); 0 = not */
 } ModelConfig;
+
+/* How one layer attends: where it takes position from and what it sees.
+ * Every layer has one (Model.layers); the families of 2023 give every
+ * layer the same, the checkpoint's scheme.  The forward pass, the cache,
+ * a context shift and the views read this table. */
+typedef struct {
+    PeParams pe;        /* the layer's scheme: PE_NONE for a layer without position (NoPE);
+                           theta and scaling per layer (Gemma 3's local and global) */
+    int window;         /* a query sees the keys of the last W positions, its own included
+                           (sliding-window layers); 0 = every earlier position */
+    float score_div;    /* q.k is divided by it: sqrt(head_size), or sqrt(query_pre_attn_scalar) */
+    float softcap;      /* scores become softcap * tanh(score / softcap) (Gemma 2); 0 = not */
+} LayerAttention;
 
 /* Vectors are always f32 (norms and biases are tiny); matrices may be any
  * TensorType.  A NULL bias means "no bias". */
 typedef struct {
-    const float *attn_norm, *attn_norm_b; /* (dim) */
+    const float *attn_norm, *attn_norm_b; /* (dim); NULL where the norms are post-only */
     Tensor wq, wk, wv;                    /* (q_dim, dim) (kv_dim, dim) (kv_dim, dim) */
     const float *bq, *bk, *bv;            /* (q_dim) (kv_dim) (kv_dim) */
+    const float *q_norm, *k_norm;         /* family.qk_norm: (head_size), (n_heads, head_size) and
+                                             (n_kv_heads, head_size), or (q_dim) and (kv_dim) */
+    int qk_norm_per_head;                 /* q_norm and k_norm hold one vector a head */
+    const float *attn_post_norm;          /* (dim) sandwich and post-only norms */
+    const float *ffn_post_norm;           /* (dim) */
     Tensor wo;                            /* (dim, q_dim) */
     const float *bo;                      /* (dim) */
     const float *ffn_norm, *ffn_norm_b;   /* (dim) */
@@ -59,7 +80,9 @@ typedef struct {
 typedef struct {
     ModelConfig config;
     ModelWeights weights;
-    PeParams pe;            /* the scheme the checkpoint was trained with */
+    PeParams pe;            /* the scheme the checkpoint was trained with, model-wide: the one
+                               its positioned layers use (each layer's own is in layers) */
+    LayerAttention *layers; /* (n_layers) each layer's attention */
     MappedFile file;        /* llama2.c .bin: the mapping the weights point into */
     GgufFile *gguf;         /* GGUF: the open file (weights point into its mapping),
                                kept for its tokenizer.ggml.* vocabulary; NULL for .bin */
@@ -80,12 +103,43 @@ void model_free(Model *m);
 int model_kv_dim(const ModelConfig *c);
 int model_q_dim(const ModelConfig *c);   /* n_heads * head_size */
 int model_head_size(const ModelConfig *c);
-/* The first position a query at pos_q sees under the sliding window
- * (pos_q - W + 1, at least 0); 0 without one. */
-static inline int model_window_first(const ModelConfig *c, int pos_q) {
-    int first = pos_q - c->sliding_window + 1;
-    return c->sliding_window && first > 0 ? first : 0;
+/* The first position a query at pos_q sees through a window of W (pos_q -
+ * W + 1, at least 0); 0 without one (W = 0). */
+static inline int model_window_first(int window, int pos_q) {
+    int first = pos_q - window + 1;
+    return window && first > 0 ? first : 0;
 }
+
+/* Every layer's attention as the 2023 families have it: the model's scheme
+ * `pe`, `window` (0: none), q.k / sqrt(head_size), no soft-cap.  Allocates
+ * m->layers. */
+void model_layers_uniform(Model *m, int window);
+
+/* Layer l's scheme when the model-wide scheme is `p` (the checkpoint's,
+ * m->pe, or a variant of it): a layer without position stays so; a
+ * positioned layer takes p's scheme, and where p is the checkpoint's scheme
+ * it keeps its own values except those p changes (a model-wide --rope-theta
+ * gives Gemma 3's local and global layers one theta). */
+PeParams model_layer_scheme(const Model *m, const PeParams *p, int l);
+
+/* The model's table with variant p applied to every layer
+ * (model_layer_scheme), malloc'd (n_layers entries). */
+LayerAttention *model_layers_for(const Model *m, const PeParams *p);
+
+/* One line of a layer's attention, "rope theta=10000 yarn x4 window=8",
+ * in buf. */
+void model_layer_describe(const LayerAttention *la, char *buf, size_t size);
+/* The table in runs of equal layers, "0-4: rope theta=10000 window=8; 5:
+ * ...", in buf. */
+void model_layers_describe(const LayerAttention *table, int n_layers, char *buf, size_t size);
+
+/* Overrides entry l of such a table: its scheme (scheme >= 0: PE_NONE or a
+ * scheme that acts in attention, with the variant's values where it is the
+ * variant's scheme, the checkpoint's where it is that, else its defaults)
+ * and its window (window >= 0; 0: full attention).  0, or -1 with the
+ * reason. */
+int model_layer_override(const Model *m, const PeParams *variant, LayerAttention *table, int l,
+                         int scheme, int window, PosencError *err);
 
 /* Checks dimensions for sanity and overflow; used by every loader. */
 int model_config_validate(const ModelConfig *c, const char *path, PosencError *err);

@@ -4,20 +4,24 @@
 #include <string.h>
 
 /* Moves the keys of cells [first, first + count) by delta positions
- * through the scheme's rerotate hook, one cell at a time through the
- * forward pass's k scratch (an f16 cache: each shift adds one f16
- * rounding, as writing it did; an f32 one keeps every bit the hook gives). */
+ * through each rotating layer's rerotate hook, with that layer's theta and
+ * factors, one cell at a time through the forward pass's k scratch (an f16
+ * cache: each shift adds one f16 rounding, as writing it did; an f32 one
+ * keeps every bit the hook gives).  A layer without rotation keeps its keys:
+ * the cells' positions, updated, are all it has. */
 static void rerotate_keys(Context *ctx, int first, int count, int delta) {
     KVCache *kv = &ctx->cache;
-    const PeOps *scheme = pe_ops(&ctx->pe);
     int n_kv_heads = ctx->model->config.n_kv_heads;
-    for (int l = 0; l < kv->n_layers; l++)
+    for (int l = 0; l < kv->n_layers; l++) {
+        const PositionalEncoding *pe = &ctx->layers[l].pe;
+        if (pe->params.kind == PE_NONE || pe_shift_action(pe) != PE_SHIFT_REROTATE) continue;
         for (int c = first; c < first + count; c++) {
             float *k = ctx->state.k;
             kv_cache_load_keys(kv, l, c, 1, k);
-            scheme->rerotate(&ctx->pe, k, n_kv_heads, delta);
+            pe_ops(pe)->rerotate(pe, k, n_kv_heads, delta);
             kv_cache_store(kv, l, c, 1, k, NULL);
         }
+    }
 }
 
 /* Drops cells [first, n_used) and runs their tokens again at their
@@ -41,7 +45,7 @@ int context_shift_check_keep(int n_ctx, int keep, PosencError *err) {
 }
 
 const char *context_shift_action(const Context *ctx, ContextShiftMode mode) {
-    PeShiftAction action = pe_ops(&ctx->pe)->shift;
+    PeShiftAction action = context_shift_needs(ctx);
     /* The bug leaves positions updated and nothing else: right only where that is all. */
     if (mode == CONTEXT_SHIFT_NO_REROTATE && action != PE_SHIFT_POSITIONS)
         return "stale: keys NOT re-rotated or recomputed";
@@ -56,7 +60,7 @@ int context_shift(Context *ctx, int keep, int discard, ContextShiftMode mode, Po
     kv_cache_remove(kv, keep, discard);
     int moved = kv->n_used - keep;
     if (moved == 0 || mode == CONTEXT_SHIFT_NO_REROTATE) return 0;
-    switch (pe_ops(&ctx->pe)->shift) {
+    switch (context_shift_needs(ctx)) {
     case PE_SHIFT_REROTATE:  rerotate_keys(ctx, keep, moved, -discard); break;
     case PE_SHIFT_RECOMPUTE: recompute_cells(ctx, keep); break;
     case PE_SHIFT_POSITIONS: break; /* kv_cache_remove updated them */

@@ -6,33 +6,42 @@
 #include "modes/generate.h"
 
 /* The angle of the first rotation pair of KV head 0 in a layer-0 key. */
-static double first_pair_angle(const Context *ctx, int cell, float *key) {
-    const PeParams *p = &ctx->pe.params;
-    kv_cache_load_keys(&ctx->cache, 0, cell, 1, key);
-    int rope_dim = p->rope_dim > 0 ? p->rope_dim : ctx->pe.head_size;
+static double first_pair_angle(const Context *ctx, int layer, int cell, float *key) {
+    const PeParams *p = &ctx->layers[layer].pe.params;
+    kv_cache_load_keys(&ctx->cache, layer, cell, 1, key);
+    int rope_dim = p->rope_dim > 0 ? p->rope_dim : ctx->layers[layer].pe.head_size;
     int partner = p->rope_pairing == PE_ROPE_NEOX ? rope_dim / 2 : 1;
     return atan2((double)key[partner], (double)key[0]);
 }
 
 void cache_dump(FILE *out, const Context *ctx, const Tokenizer *tok, const char *when) {
     const KVCache *kv = &ctx->cache;
-    int rope = ctx->pe.params.kind == PE_ROPE;
-    const ModelConfig *cfg = &ctx->model->config;
+    /* the key angles of the first rotating layer */
+    int rope_layer = -1;
+    for (int l = 0; l < ctx->model->config.n_layers && rope_layer < 0; l++)
+        if (ctx->layers[l].pe.params.kind == PE_ROPE) rope_layer = l;
+    int rope = rope_layer >= 0;
     int next = 0; /* the position the next token takes */
     for (int i = 0; i < kv->n_used; i++) next = kv->pos[i] >= next ? kv->pos[i] + 1 : next;
-    int first_seen = model_window_first(cfg, next);
+    int layers = 0, window = context_narrowest_window(ctx, &layers);
+    int first_seen = model_window_first(window, next);
     fprintf(out, "[cache] %s: %d of %d cells", when, kv->n_used, kv->n_ctx);
-    if (rope) fprintf(out, "; key-angle turns %.6g rad per position", (double)ctx->pe.inv_freq[0]);
-    if (cfg->sliding_window)
-        fprintf(out, "; window %d: the next token (position %d) sees positions %d-%d", cfg->sliding_window,
-                next, first_seen, next);
+    if (rope)
+        fprintf(out, "; layer %d's key-angle turns %.6g rad per position", rope_layer,
+                (double)ctx->layers[rope_layer].pe.inv_freq[0]);
+    if (window) {
+        fprintf(out, "; window %d", window);
+        if (layers < ctx->model->config.n_layers)
+            fprintf(out, " (%d of %d layers)", layers, ctx->model->config.n_layers);
+        fprintf(out, ": the next token (position %d) sees positions %d-%d", next, first_seen, next);
+    }
     fputc('\n', out);
     fprintf(out, "[cache] %5s %6s %6s %s piece\n", "cell", "pos", "token", rope ? " key-angle" : "");
     float *key = rope ? mallocCheck((size_t)kv->kv_dim * sizeof *key, "a cached key") : NULL;
     for (int c = 0; c < kv->n_used; c++) {
         int token = kv->token[c];
         fprintf(out, "[cache] %5d %6d %6d ", c, kv->pos[c], token);
-        if (rope) fprintf(out, "%+10.4f ", first_pair_angle(ctx, c, key));
+        if (rope) fprintf(out, "%+10.4f ", first_pair_angle(ctx, rope_layer, c, key));
         if (token == tok->bos_id) {
             fputs("BOS", out);
         } else {

@@ -84,12 +84,15 @@ void generate_trace_chunk(FILE *t, const Context *ctx, const Tokenizer *tok, con
     else fprintf(t, "[pos] q=%d-%d (%d tokens) ", pos0, pos0 + n - 1, n);
     trace_tokens(t, tok, ids, n);
     fprintf(t, " cache=%s (%d/%d cells)", ranges, ctx->cache.n_used, ctx->cache.n_ctx);
-    int window = ctx->model->config.sliding_window, last = pos0 + n - 1;
-    if (window) { /* what the chunk's last query can still see */
-        int first = model_window_first(&ctx->model->config, last), out = 0;
+    int layers = 0, window = context_narrowest_window(ctx, &layers), last = pos0 + n - 1;
+    if (window) { /* what the chunk's last query can still see in its narrowest layers */
+        int first = model_window_first(window, last), out = 0;
         for (int c = 0; c < ctx->cache.n_used; c++) out += ctx->cache.pos[c] < first;
-        fprintf(t, " window=%d: q=%d sees %d-%d, %d cached cell%s out of reach", window, last, first, last,
-                out, out == 1 ? "" : "s");
+        fprintf(t, " window=%d", window);
+        if (layers < ctx->model->config.n_layers)
+            fprintf(t, " (%d of %d layers)", layers, ctx->model->config.n_layers);
+        fprintf(t, ": q=%d sees %d-%d, %d cached cell%s out of reach", last, first, last, out,
+                out == 1 ? "" : "s");
     }
     fputc('\n', t);
 }

@@ -101,7 +101,14 @@ static void emit_config(Emitter *e, const Model *m) {
     em_num(e, "norm_eps", c->norm_eps);
     em_num(e, "embedding_scale", c->embed_scale);
     if (c->clamp_kqv > 0.0f) em_num(e, "clamp_kqv", c->clamp_kqv);
-    if (c->sliding_window) em_int(e, "sliding_window", c->sliding_window);
+    if (c->family.qk_norm != QK_NORM_NONE)
+        em_str(e, "qk_norm", c->family.qk_norm == QK_NORM_HEAD ? "per head" : "whole projection");
+    if (c->family.norms != NORMS_PRE)
+        em_str(e, "norms", c->family.norms == NORMS_SANDWICH ? "before and after each sub-layer"
+                                                              : "after each sub-layer only");
+    if (c->residual_scale != 1.0f) em_num(e, "residual_scale", c->residual_scale);
+    if (c->logit_scale != 1.0f) em_num(e, "logit_scale", c->logit_scale);
+    if (c->final_softcap > 0.0f) em_num(e, "final_softcap", c->final_softcap);
     em_bool(e, "output_bias", m->weights.output_b != NULL);
     em_bool(e, "tied_output", m->weights.output.data == m->weights.token_embd.data);
     em_end(e, '}');
@@ -128,6 +135,43 @@ static void emit_positional(Emitter *e, const Model *m, const PeParams *p) {
     /* A table can be present whatever the scheme (it enables --pe learned). */
     em_int(e, "n_positions", m->weights.positional.n_positions);
     em_end(e, '}');
+}
+
+/* Where position lives, layer by layer: in text, runs of equal layers on
+ * one line ("0-4: rope theta=10000 window=512"); in JSON, one object a
+ * layer. */
+static void emit_layers(Emitter *e, const Model *m, const LayerAttention *layers) {
+    int n = m->config.n_layers;
+    em_begin(e, "layers", e->json ? '[' : '{');
+    for (int l = 0; l < n;) {
+        char line[160];
+        model_layer_describe(&layers[l], line, sizeof line);
+        if (e->json) {
+            if (e->need_comma) fputc(',', e->out);
+            const PeParams *p = &layers[l].pe;
+            fprintf(e->out, "{\"layer\":%d,\"scheme\":\"%s\",\"window\":%d,\"softcap\":%.9g,"
+                            "\"score_div\":%.9g", l, pe_kind_name(p->kind), layers[l].window,
+                    (double)layers[l].softcap, (double)layers[l].score_div);
+            if (p->kind == PE_ROPE)
+                fprintf(e->out, ",\"rope_theta\":%.9g,\"rope_scaling\":\"%s\",\"rope_factor\":%.9g",
+                        (double)p->rope_theta, pe_rope_scaling_name(p->rope_scaling),
+                        (double)p->rope_factor);
+            fputc('}', e->out);
+            e->need_comma = 1;
+            l++;
+            continue;
+        }
+        int last = l;
+        for (char next[160]; last + 1 < n; last++) {
+            model_layer_describe(&layers[last + 1], next, sizeof next);
+            if (strcmp(next, line)) break;
+        }
+        char key[32];
+        snprintf(key, sizeof key, last > l ? "%d-%d" : "%d", l, last);
+        em_str(e, key, line);
+        l = last + 1;
+    }
+    em_end(e, e->json ? ']' : '}');
 }
 
 /* g: the GGUF file, or NULL for a .bin (whose vocabulary is elsewhere). */
@@ -299,14 +343,15 @@ static void emit_file(Emitter *e, const char *path, const GgufFile *g) {
     if (name) em_str(e, "name", name);
 }
 
-void model_inspect(const Model *m, const PeParams *pe, FILE *out, int json, int n_ctx,
-                   TensorType kv_type) {
+void model_inspect(const Model *m, const PeParams *pe, const LayerAttention *layers, FILE *out,
+                   int json, int n_ctx, TensorType kv_type) {
     Emitter e = {.out = out, .json = json};
     if (json) fputc('{', out);
     emit_file(&e, m->path, m->gguf);
     em_str(&e, "architecture", m->config.family.name);
     emit_config(&e, m);
     emit_positional(&e, m, pe);
+    emit_layers(&e, m, layers);
     emit_tokenizer(&e, m->gguf);
     emit_tensors(&e, m);
     emit_memory(&e, m, n_ctx, kv_type);

@@ -8,10 +8,11 @@
 
 #include "model/model.h"
 
-/* pe: the scheme that would run (the checkpoint's after overrides); the
- * memory section is for a context of n_ctx cells of kv_type. */
-void model_inspect(const Model *m, const PeParams *pe, FILE *out, int json, int n_ctx,
-                   TensorType kv_type);
+/* pe: the scheme that would run (the checkpoint's after overrides), layers
+ * its per-layer table (model_layers_for and the overrides); the memory
+ * section is for a context of n_ctx cells of kv_type. */
+void model_inspect(const Model *m, const PeParams *pe, const LayerAttention *layers, FILE *out,
+                   int json, int n_ctx, TensorType kv_type);
 /* A GGUF without tensors (a vocab-only file): its header and vocabulary. */
 void gguf_inspect_vocab(const GgufFile *g, FILE *out, int json);
 #endif

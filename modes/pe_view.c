@@ -49,32 +49,43 @@ static float gaussian(unsigned long long *state) {
     return (float)(sqrt(-2.0 * log(u + 1e-300)) * cos(2.0 * M_PI * w));
 }
 
-/* Adds k . R(d) k / head_size for d = 0..n_pos-1 to qk[]: the score of a
- * query at distance d from a key, both the vector k (at position 0). */
-static void add_self_scores(const PeView *v, const PeOps *ops, const float *k, float *rotated,
-                            double *qk) {
-    int hs = v->pe.head_size;
-    for (int d = 0; d < v->n_pos; d++) {
+/* Adds q . k / head_size for d = 0..n_pos-1 to qk[]: one vector as a
+ * query at position d and a key at position 0, each as the scheme `pe`
+ * gives it there.  A random vector is rotated at both (YaRN's attention
+ * factor on each); a cached key turned back to position 0 already carries
+ * that factor, so it is only moved (the pure rotation).  A layer that does
+ * not rotate scores it the same at every distance. */
+static void add_self_scores(const PositionalEncoding *pe, int n_pos, const float *k, int cached,
+                            float *at0, float *rotated, double *qk) {
+    const PeOps *ops = pe_ops(pe);
+    int hs = pe->head_size;
+    memcpy(at0, k, (size_t)hs * sizeof(float));
+    if (ops->rotate && !cached) ops->rotate(pe, at0, 1, 0);
+    for (int d = 0; d < n_pos; d++) {
         memcpy(rotated, k, (size_t)hs * sizeof(float));
-        ops->rotate(&v->pe, rotated, 1, d);
+        if (ops->rotate && cached) ops->rerotate(pe, rotated, 1, d);
+        else if (ops->rotate) ops->rotate(pe, rotated, 1, d);
         double dot = 0.0;
-        for (int i = 0; i < hs; i++) dot += (double)k[i] * rotated[i];
+        for (int i = 0; i < hs; i++) dot += (double)at0[i] * rotated[i];
         qk[d] += dot / hs;
     }
 }
 
-static void rotate_views(PeView *v, const PeOps *ops, const Context *keys_ctx) {
+/* The q.k curves: of random vectors under the view's scheme, and of the
+ * model's own cached keys in each layer under that layer's scheme. */
+static void rotate_views(PeView *v, const Context *keys_ctx) {
     int hs = v->pe.head_size, n = v->n_pos;
     float *k = mallocCheck((size_t)hs * sizeof(float), "a random vector");
     float *rotated = mallocCheck((size_t)hs * sizeof(float), "a rotated vector");
+    float *at0 = mallocCheck((size_t)hs * sizeof(float), "a vector at position 0");
     v->qk_random = callocCheck((size_t)n, sizeof(double), "the q.k curve");
     unsigned long long state = PE_VIEW_SEED;
     for (int s = 0; s < PE_VIEW_RANDOM_SAMPLES; s++) {
         for (int i = 0; i < hs; i++) k[i] = gaussian(&state);
-        add_self_scores(v, ops, k, rotated, v->qk_random);
+        add_self_scores(&v->pe, n, k, 0, at0, rotated, v->qk_random);
     }
     for (int d = 0; d < n; d++) v->qk_random[d] /= PE_VIEW_RANDOM_SAMPLES;
-    if (keys_ctx && ops->rerotate) {
+    if (keys_ctx) {
         const KVCache *kv = &keys_ctx->cache;
         int kv_heads = kv->kv_dim / hs;
         float *row = mallocCheck((size_t)kv->kv_dim * sizeof(float), "a cached key");
@@ -82,17 +93,20 @@ static void rotate_views(PeView *v, const PeOps *ops, const Context *keys_ctx) {
         v->n_keys = kv->n_used * kv_heads;
         v->qk_keys = callocCheck((size_t)v->n_layers * n, sizeof(double), "the keys' q.k curves");
         for (int l = 0; l < v->n_layers; l++) {
+            const PositionalEncoding *lpe = &keys_ctx->layers[l].pe;
             double *qk = v->qk_keys + (size_t)l * n;
             for (int c = 0; c < kv->n_used; c++) {
                 kv_cache_load_keys(kv, l, c, 1, row);
-                ops->rerotate(&v->pe, row, kv_heads, -kv->pos[c]); /* back to position 0 */
+                if (pe_ops(lpe)->rerotate) /* back to position 0 */
+                    pe_ops(lpe)->rerotate(lpe, row, kv_heads, -kv->pos[c]);
                 for (int h = 0; h < kv_heads; h++)
-                    add_self_scores(v, ops, row + (size_t)h * hs, rotated, qk);
+                    add_self_scores(lpe, n, row + (size_t)h * hs, 1, at0, rotated, qk);
             }
             for (int d = 0; d < n; d++) qk[d] /= v->n_keys;
         }
         free(row);
     }
+    free(at0);
     free(k);
     free(rotated);
 }
@@ -124,15 +138,16 @@ static void bias_views(PeView *v, const PeOps *ops) {
     free(scores);
 }
 
-int pe_view_build(PeView *v, const Model *m, const PeParams *p, const char *label, int n_pos,
-                  const Context *keys_ctx, PosencError *err) {
+int pe_view_build(PeView *v, const Model *m, const PeParams *p, const LayerAttention *layers,
+                  const char *label, int n_pos, const Context *keys_ctx, PosencError *err) {
     memset(v, 0, sizeof *v);
     v->label = label;
     v->n_pos = n_pos;
+    model_layers_describe(layers, m->config.n_layers, v->layers, sizeof v->layers);
     if (model_build_scheme(m, p, &v->pe, err)) return -1;
     const PeOps *ops = pe_ops(&v->pe);
     if (ops->embed) embed_views(v, ops);
-    if (ops->rotate) rotate_views(v, ops, keys_ctx);
+    if (ops->rotate) rotate_views(v, keys_ctx);
     if (ops->bias) bias_views(v, ops);
     return 0;
 }
@@ -158,6 +173,8 @@ static void json_variant(FILE *f, const PeView *v) {
     json_write_string(f, v->label, strlen(v->label));
     fprintf(f, ",\"kind\":\"%s\",\"positions\":%d,\"dim\":%d,\"n_heads\":%d,\"head_size\":%d",
             pe_kind_name(pe->params.kind), v->n_pos, pe->dim, pe->n_heads, pe->head_size);
+    json_key(f, "layers");
+    json_write_string(f, v->layers, strlen(v->layers));
     /* the parameters as -m inspect shows them: the scheme's own describe */
     const PeOps *ops = pe_ops(pe);
     PeField fields[PE_MAX_FIELDS];
@@ -191,10 +208,10 @@ static void json_variant(FILE *f, const PeView *v) {
         for (int j = 0; j < half; j++)
             fprintf(f, "%s%.9g", j ? "," : "", 2.0 * M_PI / (double)pe->inv_freq[j]);
         fputc(']', f);
-        fprintf(f, ",\"rope_scaling\":\"%s\",\"rope_factor\":%.9g,\"attn_scale\":%.9g,"
+        fprintf(f, ",\"rope_scaling\":\"%s\",\"rope_factor\":%.9g,\"attn_factor\":%.9g,"
                    "\"random_samples\":%d,\"seed\":%u",
                 pe_rope_scaling_name(pe->params.rope_scaling), (double)pe->params.rope_factor,
-                (double)pe->attn_scale, PE_VIEW_RANDOM_SAMPLES, PE_VIEW_SEED);
+                (double)pe->rope_mscale, PE_VIEW_RANDOM_SAMPLES, PE_VIEW_SEED);
         json_key(f, "qk_random");
         json_write_doubles(f, v->qk_random, v->n_pos);
         json_key(f, "qk_keys");
@@ -241,6 +258,7 @@ static void print_variant(FILE *f, const PeView *v) {
     const PositionalEncoding *pe = &v->pe;
     fprintf(f, "\n## %s (%s): positions 0..%d\n", v->label, pe_kind_name(pe->params.kind),
             v->n_pos - 1);
+    fprintf(f, "layers: %s\n", v->layers);
     if (!v->vectors && !v->qk_random && !v->bias)
         fputs("no positional hook: attention sees content only\n", f);
     if (v->vectors) {
@@ -252,9 +270,9 @@ static void print_variant(FILE *f, const PeView *v) {
         }
     }
     if (v->qk_random) {
-        fprintf(f, "scaling %s, factor %g, attention scale %g\n",
+        fprintf(f, "scaling %s, factor %g, attention factor %g (on cos and sin)\n",
                 pe_rope_scaling_name(pe->params.rope_scaling), (double)pe->params.rope_factor,
-                (double)pe->attn_scale);
+                (double)pe->rope_mscale);
         fputs("pair  inv_freq      wavelength (tokens)\n", f);
         for (int j = 0; j < pe->params.rope_dim / 2; j++)
             fprintf(f, "%4d  %-12.6g  %.6g\n", j, (double)pe->inv_freq[j],

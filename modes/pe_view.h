@@ -24,6 +24,7 @@
 typedef struct {
     const char *label;       /* the --pe variant */
     PositionalEncoding pe;
+    char layers[512];        /* the variant's per-layer table (model_layers_describe) */
     int n_pos;               /* positions 0..n_pos-1 */
     /* embed */
     float *vectors;          /* (n_pos, dim), or NULL */
@@ -38,10 +39,10 @@ typedef struct {
 } PeView;
 
 /* Builds the scheme `p` on the model and computes its views over n_pos
- * positions; keys_ctx (or NULL) is a context of the same scheme whose cache
+ * positions, noting its per-layer table `layers`; keys_ctx (or NULL) is a context of the same scheme whose cache
  * holds a text: its keys give qk_keys.  0, or -1 with the reason. */
-int pe_view_build(PeView *v, const Model *m, const PeParams *p, const char *label, int n_pos,
-                  const Context *keys_ctx, PosencError *err);
+int pe_view_build(PeView *v, const Model *m, const PeParams *p, const LayerAttention *layers,
+                  const char *label, int n_pos, const Context *keys_ctx, PosencError *err);
 void pe_view_free(PeView *v);
 
 /* One JSON object for all variants. */

@@ -13,9 +13,12 @@ static const PeOps *const schemes[PE_COUNT] = {
     [PE_T5] = &pe_t5_ops,
 };
 
-static const char *const scaling_names[] = {
+static const char *const scaling_names[PE_ROPE_SCALING_COUNT] = {
     [PE_ROPE_SCALING_NONE] = "none", [PE_ROPE_SCALING_LINEAR] = "linear",
     [PE_ROPE_SCALING_NTK] = "ntk", [PE_ROPE_SCALING_YARN] = "yarn",
+    [PE_ROPE_SCALING_YARN_PAPER] = "yarn-paper", [PE_ROPE_SCALING_LLAMA3] = "llama3",
+    [PE_ROPE_SCALING_LONGROPE] = "longrope", [PE_ROPE_SCALING_DYNAMIC] = "dynamic",
+    [PE_ROPE_SCALING_FACTORS] = "factors",
 };
 
 PeParams pe_params_default(PeKind kind) {
@@ -60,11 +63,17 @@ void pe_kind_names(char *buf, size_t size, const char *separator) {
 }
 
 const char *pe_rope_scaling_name(PeRopeScaling s) {
-    return (unsigned)s <= PE_ROPE_SCALING_YARN ? scaling_names[s] : "?";
+    return (unsigned)s < PE_ROPE_SCALING_COUNT ? scaling_names[s] : "?";
+}
+
+void pe_rope_scaling_names(char *buf, size_t size, const char *separator) {
+    buf[0] = '\0';
+    for (int s = 0, at = 0; s < PE_ROPE_SCALING_COUNT && (size_t)at < size; s++)
+        at += snprintf(buf + at, size - (size_t)at, "%s%s", s ? separator : "", scaling_names[s]);
 }
 
 int pe_rope_scaling_from_name(const char *name, PeRopeScaling *out) {
-    for (int s = 0; s <= PE_ROPE_SCALING_YARN; s++) {
+    for (int s = 0; s < PE_ROPE_SCALING_COUNT; s++) {
         if (strcmp(name, scaling_names[s]) == 0) {
             *out = (PeRopeScaling)s;
             return 0;
@@ -85,6 +94,16 @@ const char *pe_shift_action_name(PeShiftAction action) {
     case PE_SHIFT_RECOMPUTE: break;
     }
     return "recomputed";
+}
+
+PeShiftAction pe_shift_action(const PositionalEncoding *pe) {
+    const PeOps *ops = pe_ops(pe);
+    return ops->shift_for ? ops->shift_for(pe) : ops->shift;
+}
+
+void pe_prepare(PositionalEncoding *pe, int last_pos, int n_ctx) {
+    const PeOps *ops = pe_ops(pe);
+    if (ops->prepare) ops->prepare(pe, last_pos, n_ctx);
 }
 
 PeCoverage pe_coverage_trained(int trained_ctx, const char *past) {
@@ -134,7 +153,7 @@ int pe_build(PositionalEncoding *pe, const PeParams *params, int dim, int n_head
     pe->head_size = head_size;
     pe->trained_ctx = trained_ctx;
     if (tables) pe->tables = *tables;
-    pe->attn_scale = 1.0f;
+    pe->rope_mscale = 1.0f;
     return ops->build ? ops->build(pe, err) : 0;
 }
 

@@ -137,6 +137,22 @@ const char *tests_make_family(const char *family, int tied, const char *name) {
     return out;
 }
 
+const char *tests_make_hf_case(const char *name) {
+    static char gguf[4][160];
+    static int next;
+    char dir[128], *out = gguf[next++ % 4];
+    snprintf(dir, sizeof dir, "build/hf/%s", name);
+    snprintf(out, sizeof gguf[0], "%s.gguf", dir);
+    mkdir("build", 0755);
+    mkdir("build/hf", 0755);
+    const char *make[] = {"tools/hf_tiny.py", "make", name, dir, NULL};
+    const char *conv[] = {"tools/convert.py", dir, out, NULL};
+    TestsRun a = tests_run_python_ok(make), b = tests_run_python_ok(conv);
+    tests_run_free(&a);
+    tests_run_free(&b);
+    return out;
+}
+
 void tests_load_family(Model *m, const char *family) {
     char name[64];
     snprintf(name, sizeof name, "models-%s", family);
@@ -160,9 +176,17 @@ int tests_load_models(TestsModel *out, const char *what) {
         out[1 + i].name = zoo[i];
         tests_load_zoo(&out[1 + i].model, dir, zoo[i]);
     }
-    for (int i = 0; i < TESTS_N_MODELS - 1 - n_zoo; i++) {
+    const int n_families = (int)(sizeof families / sizeof *families);
+    for (int i = 0; i < n_families; i++) {
         out[1 + n_zoo + i].name = families[i][0];
         tests_load_family(&out[1 + n_zoo + i].model, families[i][1]);
+    }
+    /* per-layer tables: Gemma 3's local and global theta, Command R7B's
+     * sliding RoPE and global NoPE layers (tools/hf_tiny.py) */
+    static const char *const per_layer[] = {"gemma3", "cohere2"};
+    for (int i = 0; i < TESTS_N_MODELS - 1 - n_zoo - n_families; i++) {
+        out[1 + n_zoo + n_families + i].name = per_layer[i];
+        tests_load_model(&out[1 + n_zoo + n_families + i].model, tests_make_hf_case(per_layer[i]));
     }
     return 1;
 }

@@ -50,14 +50,22 @@ void tests_load_zoo(Model *m, const char *models_dir, const char *scheme);
 const char *tests_make_family(const char *family, int tied, const char *name);
 void tests_load_family(Model *m, const char *family);
 
+/* tools/hf_tiny.py's checkpoint of `name` (one of its cases: the same bits
+ * transformers ran for tests/fixtures/hf_golden/<name>.json) generated into
+ * build/hf/<name> and converted with tools/convert.py; returns
+ * build/hf/<name>.gguf (static rotating buffer). */
+const char *tests_make_hf_case(const char *name);
+
 /* The models the cache suites run on, one per architecture family and
  * positional scheme: stories260K (llama, RoPE native), the six PE-zoo
  * models (gpt2; sinusoidal, learned, rope, alibi, none, t5), converted to
  * GGUF, and one tiny random checkpoint of every other family (qwen2,
  * gptneox and phi2 with partial rotary, bloom, starcoder, mpt, gemma with
- * its head size apart from dim / heads) and a llama with a sliding window
- * (mistral). */
-#define TESTS_N_MODELS 15
+ * its head size apart from dim / heads), a llama with a sliding window
+ * (mistral), and two models whose layers differ in where position lives:
+ * Gemma 3 (local theta 10000 with a window of 8, one global layer at 1e6,
+ * linear x8) and Command R7B (3 sliding RoPE layers, 1 global NoPE). */
+#define TESTS_N_MODELS 17
 typedef struct {
     const char *name;
     Model model;

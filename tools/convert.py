@@ -651,12 +651,12 @@ def add_shape_hparams(out, arch, ctx, dim, hidden, n_layers, n_heads, n_kv):
 
 
 def write_llama_hparams(out, ctx, dim, hidden, n_layers, n_heads, n_kv, head_dim, eps, theta,
-                        arch="llama", pairing="interleaved"):
+                        arch="llama", pairing="interleaved", rope_dim=None):
     add_shape_hparams(out, arch, ctx, dim, hidden, n_layers, n_heads, n_kv)
     w = out.w
     w.add_float32(arch + ".attention.layer_norm_rms_epsilon", eps)
     w.add_float32(arch + ".rope.freq_base", theta)
-    w.add_uint32(arch + ".rope.dimension_count", head_dim)
+    w.add_uint32(arch + ".rope.dimension_count", rope_dim or head_dim)
     if head_dim * n_heads != dim:
         w.add_uint32(arch + ".attention.key_length", head_dim)
         w.add_uint32(arch + ".attention.value_length", head_dim)
@@ -800,12 +800,29 @@ def cfg_float(config, key, default):
     return float(v)
 
 
+def add_nope_layers(out, config, n_layers):
+    """SmolLM3's layers without rotation: llama.cpp's smollm3 has every 4th
+    so; another pattern (no_rope_layers: 1 = rotates) goes to
+    posenc.layers.positional."""
+    flags = config.get("no_rope_layers")
+    default = [int((l + 1) % 4 != 0) for l in range(n_layers)]
+    if flags is None:
+        step = cfg_int(config, "no_rope_layer_interval", 4)
+        flags = [int((l + 1) % step != 0) for l in range(n_layers)]
+    if not isinstance(flags, list) or len(flags) != n_layers or \
+            any(f not in (0, 1) for f in flags):
+        fail("config.json: no_rope_layers must hold 0 or 1 for each of the %d layers" % n_layers)
+    if flags != default:
+        out.w.add_array("posenc.layers.positional", gguf.STRING,
+                        ["rope" if f else "none" for f in flags])
+
+
 def convert_hf_llama(model_dir, config, out, tokenizer, arch="llama"):
     """llama, and the families of the same layout whose q/k rows stay in HF's
     rotate_half order (llama.cpp runs them with NeoX pairs): qwen2, with
     q/k/v biases, and gemma, whose RMSNorms scale by (1 + w) (stored as
     1 + w, as llama.cpp's converter does), GeGLU, tied head."""
-    qwen2, gemma = arch == "qwen2", arch == "gemma"
+    qwen2, gemma, smollm3 = arch == "qwen2", arch == "gemma", arch == "smollm3"
     neox = qwen2 or gemma
     st = SafeTensors(model_dir)
     dim = cfg_int(config, "hidden_size")
@@ -854,14 +871,16 @@ def convert_hf_llama(model_dir, config, out, tokenizer, arch="llama"):
                  "tokenizer.bin)")
 
     out.general(arch, model_name(config, model_dir))
+    theta, scaling = rope_parameters(config)
+    rope_dim = int(hd * cfg_float(config, "partial_rotary_factor", 1.0))
     write_llama_hparams(out, ctx=ctx, dim=dim, hidden=hidden, n_layers=L, n_heads=n_heads,
                         n_kv=n_kv, head_dim=hd, eps=cfg_float(config, "rms_norm_eps", 1e-5),
-                        theta=cfg_float(config, "rope_theta", 10000.0), arch=arch,
-                        pairing="neox" if neox else "interleaved")
-    add_rope_scaling(out, config, arch)
-    window = config.get("sliding_window")
-    if window is not None and not qwen2:   # Mistral's; Qwen2's is refused above unless unused
-        out.w.add_uint32(arch + ".attention.sliding_window", cfg_int(config, "sliding_window"))
+                        theta=theta, arch=arch, pairing="neox" if neox else "interleaved")
+    add_rope_scaling(out, scaling, arch, ctx, rope_dim, theta)
+    if not qwen2:   # Qwen2's window is refused above unless unused
+        add_layer_types(out, config, arch, L, ctx, rope_dim)
+    if smollm3:
+        add_nope_layers(out, config, L)
     add_model_tokenizer(out, tokenizer, vocab, config)
 
     def plain(name):
@@ -909,23 +928,153 @@ def convert_hf_llama(model_dir, config, out, tokenizer, arch="llama"):
     plan.finish()
 
 
-def add_rope_scaling(out, config, arch="llama"):
+def rope_parameters(config, layer_type="full_attention"):
+    """(theta, scaling) of the layers of `layer_type`, from either form of the
+    config: transformers 5.x's rope_parameters (flat, or one entry per layer
+    type) or 4.x's rope_theta + rope_scaling (+ Gemma 3's
+    rope_local_base_freq for its sliding layers).  scaling is None or a dict
+    with rope_type."""
+    rp = config.get("rope_parameters")
+    if rp is not None:
+        if not isinstance(rp, dict):
+            fail("config.json: rope_parameters must be an object")
+        if "rope_type" not in rp and "rope_theta" not in rp:   # per layer type
+            if layer_type not in rp:
+                fail("config.json: rope_parameters has no entry for %r (it has %s)"
+                     % (layer_type, ", ".join(sorted(rp))))
+            rp = rp[layer_type]
+            if not isinstance(rp, dict):
+                fail("config.json: rope_parameters[%r] must be an object" % layer_type)
+        theta = cfg_float(rp, "rope_theta", cfg_float(config, "rope_theta", 10000.0))
+        scaling = rp if rp.get("rope_type", "default") != "default" else None
+        return theta, scaling
+    theta = cfg_float(config, "rope_theta", 10000.0)
+    if layer_type == "sliding_attention" and "rope_local_base_freq" in config:
+        return cfg_float(config, "rope_local_base_freq", None), None
     rs = config.get("rope_scaling")
+    if rs is not None and not isinstance(rs, dict):
+        fail("config.json: rope_scaling must be an object")
+    if rs and rs.get("rope_type", rs.get("type", "default")) != "default":
+        return theta, rs
+    return theta, None
+
+
+def llama3_rope_factors(rs, theta, rope_dim):
+    """Llama 3.1's scaling as the divisors of the frequencies, the rope_freqs
+    tensor llama.cpp's converter writes (modeling_rope_utils' llama3)."""
+    factor = cfg_float(rs, "factor", None)
+    low = cfg_float(rs, "low_freq_factor", 1.0)
+    high = cfg_float(rs, "high_freq_factor", 4.0)
+    orig = cfg_int(rs, "original_max_position_embeddings")
+    out = []
+    for j in range(rope_dim // 2):
+        wavelen = 2 * math.pi * theta ** (2 * j / rope_dim)
+        if wavelen < orig / high:
+            out.append(1.0)
+        elif wavelen > orig / low:
+            out.append(factor)
+        else:
+            smooth = (orig / wavelen - low) / (high - low)
+            out.append(1.0 / ((1 - smooth) / factor + smooth))
+    return out
+
+
+_SCALINGS = ("linear", "yarn", "dynamic", "llama3", "longrope")
+
+
+def add_rope_scaling(out, rs, arch, ctx, rope_dim, theta):
+    """The scaling's keys and tables, as llama.cpp writes them where it has
+    them: Llama 3.1's as a rope_freqs tensor, LongRoPE's as long and short
+    factor tensors and its attention factor, YaRN's attention factor as the
+    multiple of 0.1 ln s + 1; posenc's keys for the rest (dynamic, YaRN's
+    truncate)."""
     if not rs:
         return
-    if not isinstance(rs, dict):
-        fail("config.json: rope_scaling must be an object")
     kind = rs.get("rope_type", rs.get("type"))
-    if kind == "default":
-        return
-    if kind not in ("linear", "yarn"):
-        fail("config.json: rope_scaling type %r is not supported (linear, yarn)" % kind)
+    if kind == "su":
+        kind = "longrope"
+    if kind not in _SCALINGS:
+        fail("config.json: rope scaling type %r is not supported (%s)"
+             % (kind, ", ".join(_SCALINGS)))
+    if rs.get("mscale") or rs.get("mscale_all_dim"):
+        fail("config.json: YaRN's mscale/mscale_all_dim (DeepSeek) is not supported")
     w = out.w
-    w.add_string(arch + ".rope.scaling.type", kind)
-    w.add_float32(arch + ".rope.scaling.factor", cfg_float(rs, "factor", None))
-    if kind == "yarn" and "original_max_position_embeddings" in rs:
-        w.add_uint32(arch + ".rope.scaling.original_context_length",
-                     cfg_int(rs, "original_max_position_embeddings"))
+    key = arch + ".rope.scaling."
+    if kind == "llama3":
+        factors = llama3_rope_factors(rs, theta, rope_dim)
+        out.tensor("rope_freqs.weight", (len(factors),), lambda: array.array("f", factors))
+        return
+    if kind == "longrope":
+        orig = cfg_int(rs, "original_max_position_embeddings")
+        pairs = []
+        for name in ("long_factor", "short_factor"):
+            v = rs.get(name)
+            if not isinstance(v, list) or len(v) != rope_dim // 2:
+                fail("config.json: LongRoPE's %s must list %d factors (half the rotary dims)"
+                     % (name, rope_dim // 2))
+            pairs.append([cfg_float({"f": x}, "f", None) for x in v])
+        scale = ctx / orig
+        attn = rs.get("attention_factor")
+        if attn is None:
+            attn = math.sqrt(1 + math.log(scale) / math.log(orig)) if scale > 1 else 1.0
+        w.add_uint32(key + "original_context_length", orig)
+        w.add_float32(key + "attn_factor", cfg_float({"a": attn}, "a", None))
+        out.tensor("rope_factors_long.weight", (len(pairs[0]),),
+                   lambda: array.array("f", pairs[0]))
+        out.tensor("rope_factors_short.weight", (len(pairs[1]),),
+                   lambda: array.array("f", pairs[1]))
+        return
+    factor = cfg_float(rs, "factor", None)
+    w.add_string(key + "type", kind)
+    w.add_float32(key + "factor", factor)
+    orig = rs.get("original_max_position_embeddings")
+    if kind == "dynamic" or orig is not None:
+        w.add_uint32(key + "original_context_length",
+                     cfg_int(rs, "original_max_position_embeddings") if orig is not None else ctx)
+    if kind != "yarn":
+        return
+    for name in ("beta_fast", "beta_slow"):
+        if rs.get(name) is not None:
+            w.add_float32(key + "yarn_" + name, cfg_float(rs, name, None))
+    if rs.get("attention_factor") is not None and factor > 1:
+        w.add_float32(key + "attn_factor",
+                      cfg_float(rs, "attention_factor", None) / (0.1 * math.log(factor) + 1))
+    if rs.get("truncate") is False:
+        w.add_bool("posenc.rope.scaling.yarn_truncate", False)
+
+
+def add_layer_types(out, config, arch, n_layers, ctx, rope_dim):
+    """Sliding-window layers as llama.cpp writes them (sliding_window, and
+    sliding_window_pattern as one bool a layer), the sliding layers' theta
+    (rope.freq_base_swa); a Mistral's window (no layer_types) holds for every
+    layer."""
+    window = config.get("sliding_window")
+    if window is None or config.get("use_sliding_window") is False:
+        return
+    window = cfg_int(config, "sliding_window")
+    w = out.w
+    w.add_uint32(arch + ".attention.sliding_window", window)
+    types = config.get("layer_types")
+    if types is None:
+        return
+    if not isinstance(types, list) or len(types) != n_layers or \
+            any(t not in ("sliding_attention", "full_attention") for t in types):
+        fail("config.json: layer_types must list sliding_attention or full_attention for "
+             "each of the %d layers" % n_layers)
+    w.add_array(arch + ".attention.sliding_window_pattern", gguf.BOOL,
+                [t == "sliding_attention" for t in types])
+    if "sliding_attention" in types:
+        theta, scaling = rope_parameters(config, "sliding_attention")
+        w.add_float32(arch + ".rope.freq_base_swa", theta)
+        full_theta, full_scaling = rope_parameters(config, "full_attention")
+        # Gemma 3's and OLMo 2's sliding layers rotate unscaled (the loader's
+        # family default, as llama.cpp's); elsewhere they share the scaling
+        unscaled = arch in ("gemma3", "olmo2")
+        if scaling != full_scaling and not (unscaled and scaling is None):
+            fail("config.json: the sliding layers' rope scaling differs from the full layers' "
+                 "(not supported for %s)" % arch)
+        if unscaled and scaling is not None:
+            fail("config.json: %s's sliding layers rotate unscaled; this one scales them" % arch)
 
 
 def alibi_slopes(n_heads, max_bias):
@@ -1381,6 +1530,231 @@ _LAYERNORM_FAMILIES = {"gpt_neox": convert_hf_gpt_neox, "bloom": convert_hf_bloo
                        "mpt": convert_hf_mpt}
 
 
+def convert_hf_phi3(model_dir, config, out, tokenizer):
+    """Phi-3/3.5/4-mini as llama.cpp writes them: the fused qkv_proj as attn_qkv
+    and gate_up_proj as one ffn_up (gate rows first), NeoX pairs (no
+    permutation), partial rotary (Phi-4-mini), LongRoPE's factors, and the
+    sliding window of Phi-3-mini-4k, which Hugging Face applies."""
+    st = SafeTensors(model_dir)
+    dim = cfg_int(config, "hidden_size")
+    hidden = cfg_int(config, "intermediate_size")
+    L = cfg_int(config, "num_hidden_layers")
+    n_heads = cfg_int(config, "num_attention_heads")
+    n_kv = cfg_int(config, "num_key_value_heads", n_heads)
+    if dim % n_heads or n_heads % n_kv:
+        fail("config.json: inconsistent attention: hidden_size %d, %d heads, %d kv heads"
+             % (dim, n_heads, n_kv))
+    hd = dim // n_heads
+    if config.get("hidden_act", "silu") != "silu":
+        fail("config.json: hidden_act %r is not supported (phi3 uses silu)" % config["hidden_act"])
+    rope_dim = int(hd * cfg_float(config, "partial_rotary_factor", 1.0))
+    if rope_dim < 2 or rope_dim % 2:
+        fail("config.json: partial_rotary_factor gives %d rotated dims of %d (must be even, > 0)"
+             % (rope_dim, hd))
+    vocab = cfg_int(config, "vocab_size")
+    ctx = cfg_int(config, "max_position_embeddings")
+    plan = TensorPlan(st, ignore=("rotary_emb.inv_freq",))
+    embd = plan.take("model.embed_tokens.weight", (vocab, dim))
+    head = untied_head(st, plan, config, "lm_head.weight", tied_default=False)
+    if tokenizer is None:
+        tokenizer = model_dir
+    out.general("phi3", model_name(config, model_dir))
+    theta, scaling = rope_parameters(config)
+    write_llama_hparams(out, ctx=ctx, dim=dim, hidden=hidden, n_layers=L, n_heads=n_heads,
+                        n_kv=n_kv, head_dim=hd, eps=cfg_float(config, "rms_norm_eps", 1e-5),
+                        theta=theta, arch="phi3", pairing="neox", rope_dim=rope_dim)
+    if scaling and "original_max_position_embeddings" not in scaling and \
+            "original_max_position_embeddings" in config:
+        scaling = dict(scaling, original_max_position_embeddings=config[
+            "original_max_position_embeddings"])
+    add_rope_scaling(out, scaling, "phi3", ctx, rope_dim, theta)
+    add_layer_types(out, config, "phi3", L, ctx, rope_dim)
+    add_model_tokenizer(out, tokenizer, vocab, config)
+    qkv = (n_heads + 2 * n_kv) * hd
+
+    def plain(name):
+        return lambda: st.read(name)
+
+    out.tensor("token_embd.weight", (vocab, dim), plain(embd))
+    for l in range(L):
+        p, b = "model.layers.%d." % l, "blk.%d." % l
+        for src, dst, shape in (
+                ("input_layernorm.weight", "attn_norm.weight", (dim,)),
+                ("self_attn.qkv_proj.weight", "attn_qkv.weight", (qkv, dim)),
+                ("self_attn.o_proj.weight", "attn_output.weight", (dim, dim)),
+                ("post_attention_layernorm.weight", "ffn_norm.weight", (dim,)),
+                ("mlp.gate_up_proj.weight", "ffn_up.weight", (2 * hidden, dim)),
+                ("mlp.down_proj.weight", "ffn_down.weight", (dim, hidden))):
+            out.tensor(b + dst, shape, plain(plan.take(p + src, shape)))
+    out.tensor("output_norm.weight", (dim,), plain(plan.take("model.norm.weight", (dim,))))
+    if head:
+        out.tensor("output.weight", (vocab, dim), plain(plan.take(head, (vocab, dim))))
+    plan.finish()
+
+
+# Today's dense families, as llama.cpp names and stores them.  Each is a
+# llama-like block with a few of: q/k norms (per head, or the whole
+# projection), norms after the sub-layers (sandwich or post-only), Gemma's
+# norm weights stored as 1 + w, LayerNorms, q/k/v biases, a parallel block,
+# soft-caps and multipliers.  permute: HF keeps q/k in rotate_half order and
+# llama.cpp's runs them with interleaved pairs, so the rows are reordered
+# (Granite); Command R's HF code rotates interleaved pairs already.
+_MODERN = {
+    "qwen3": dict(arch="qwen3", qk_norm="head"),
+    "gemma2": dict(arch="gemma2", norms="sandwich", plus_one=True, act=("gelu_pytorch_tanh", "gelu"),
+                   tied=True),
+    "gemma3_text": dict(arch="gemma3", norms="sandwich", plus_one=True, qk_norm="head",
+                        act=("gelu_pytorch_tanh", "gelu"), tied=True),
+    "olmo2": dict(arch="olmo2", norms="post", qk_norm="full"),
+    "exaone4": dict(arch="exaone4", norms="post", qk_norm="head"),
+    "granite": dict(arch="granite", permute=True),
+    "stablelm": dict(arch="stablelm", layernorm=True, qk_norm="stablelm"),
+    "cohere2": dict(arch="cohere2", layernorm=True, parallel=True, tied=True),
+}
+
+
+def convert_hf_modern(model_dir, config, out, tokenizer, spec):
+    arch = spec["arch"]
+    st = SafeTensors(model_dir)
+    dim = cfg_int(config, "hidden_size")
+    hidden = cfg_int(config, "intermediate_size")
+    L = cfg_int(config, "num_hidden_layers")
+    n_heads = cfg_int(config, "num_attention_heads")
+    n_kv = cfg_int(config, "num_key_value_heads", n_heads)
+    hd = cfg_int(config, "head_dim") if config.get("head_dim") else dim // n_heads
+    if n_heads % n_kv or (config.get("head_dim") is None and dim % n_heads) or hd % 2:
+        fail("config.json: inconsistent attention: hidden_size %d, %d heads, %d kv heads"
+             % (dim, n_heads, n_kv))
+    acts = spec.get("act", ("silu",))
+    act = config.get("hidden_activation") or config.get("hidden_act", acts[0])
+    if act not in acts:
+        fail("config.json: hidden activation %r is not supported (%s uses %s)"
+             % (act, arch, acts[0]))
+    biased = bool(config.get("use_qkv_bias") or config.get("attention_bias"))
+    if config.get("mlp_bias") or (biased and arch != "stablelm"):
+        fail("config.json: attention/mlp biases are not supported for %s" % arch)
+    parallel = spec.get("parallel") or bool(config.get("use_parallel_residual"))
+    qk_norm = spec.get("qk_norm")
+    if qk_norm == "stablelm":
+        qk_norm = "stablelm" if config.get("qk_layernorm") else None
+    rope_dim = int(hd * cfg_float(config, "partial_rotary_factor", 1.0))
+    if rope_dim < 2 or rope_dim % 2:
+        fail("config.json: partial_rotary_factor gives %d rotated dims of %d (must be even, > 0)"
+             % (rope_dim, hd))
+    vocab = cfg_int(config, "vocab_size")
+    ctx = cfg_int(config, "max_position_embeddings")
+    eps = cfg_float(config, "layer_norm_eps" if spec.get("layernorm") else "rms_norm_eps", 1e-5)
+    plan = TensorPlan(st, ignore=("rotary_emb.inv_freq",))
+    embd = plan.take("model.embed_tokens.weight", (vocab, dim))
+    head = untied_head(st, plan, config, "lm_head.weight", tied_default=spec.get("tied", False))
+    if tokenizer is None:
+        tokenizer = model_dir
+    out.general(arch, model_name(config, model_dir))
+    theta, scaling = rope_parameters(config)
+    permute = spec.get("permute", False)
+    interleaved = permute or arch == "cohere2"
+    add_shape_hparams(out, arch, ctx, dim, hidden, L, n_heads, n_kv)
+    w = out.w
+    w.add_float32(arch + (".attention.layer_norm_epsilon" if spec.get("layernorm")
+                          else ".attention.layer_norm_rms_epsilon"), eps)
+    w.add_float32(arch + ".rope.freq_base", theta)
+    w.add_uint32(arch + ".rope.dimension_count", rope_dim)
+    if hd * n_heads != dim:
+        w.add_uint32(arch + ".attention.key_length", hd)
+        w.add_uint32(arch + ".attention.value_length", hd)
+    w.add_string("posenc.rope.pairing", "interleaved" if interleaved else "neox")
+    if arch == "stablelm":
+        w.add_bool(arch + ".use_parallel_residual", parallel)
+    add_rope_scaling(out, scaling, arch, ctx, rope_dim, theta)
+    add_layer_types(out, config, arch, L, ctx, rope_dim)
+    if "query_pre_attn_scalar" in config:
+        w.add_float32(arch + ".attention.scale",
+                      cfg_float(config, "query_pre_attn_scalar", None) ** -0.5)
+    if "attention_multiplier" in config:
+        w.add_float32(arch + ".attention.scale", cfg_float(config, "attention_multiplier", None))
+    for hf, key in (("attn_logit_softcapping", "attn_logit_softcapping"),
+                    ("final_logit_softcapping", "final_logit_softcapping"),
+                    ("embedding_multiplier", "embedding_scale"),
+                    ("residual_multiplier", "residual_scale"),
+                    ("logits_scaling", "logit_scale"), ("logit_scale", "logit_scale")):
+        if config.get(hf) is not None:
+            w.add_float32(arch + "." + key, cfg_float(config, hf, None))
+    add_model_tokenizer(out, tokenizer, vocab, config)
+
+    def plain(name):
+        return lambda: st.read(name)
+
+    def norm(name, n):
+        name = plan.take(name, (n,))
+        if spec.get("plus_one"):
+            return lambda: array.array("f", (v + 1.0 for v in st.read(name)))
+        return plain(name)
+
+    def rows(name, heads):
+        if not permute:
+            return plain(name)
+        return lambda: unpermute_rotate_half(st.read(name), heads, hd, dim)
+
+    def stacked(names, n):
+        def read():
+            a = array.array("f")
+            for nm in names:
+                a.extend(st.read(nm))
+            return a
+        for nm in names:
+            plan.take(nm, (n,))
+        return read
+
+    out.tensor("token_embd.weight", (vocab, dim), plain(embd))
+    norms = spec.get("norms", "pre")
+    for l in range(L):
+        p, b = "model.layers.%d." % l, "blk.%d." % l
+        a = p + "self_attn."
+        names = {"pre": (("input_layernorm", "attn_norm"), ("post_attention_layernorm", "ffn_norm")),
+                 "sandwich": (("input_layernorm", "attn_norm"),
+                              ("post_attention_layernorm", "post_attention_norm"),
+                              ("pre_feedforward_layernorm", "ffn_norm"),
+                              ("post_feedforward_layernorm", "post_ffw_norm")),
+                 "post": (("post_attention_layernorm", "post_attention_norm"),
+                          ("post_feedforward_layernorm", "post_ffw_norm"))}[norms]
+        if parallel:
+            names = names[:1]
+        for src, dst in names:
+            out.tensor(b + dst + ".weight", (dim,), norm(p + src + ".weight", dim))
+            if spec.get("layernorm") and p + src + ".bias" in st:
+                out.tensor(b + dst + ".bias", (dim,), plain(plan.take(p + src + ".bias", (dim,))))
+        for n, heads in (("q", n_heads), ("k", n_kv), ("v", n_kv)):
+            shape = (heads * hd, dim)
+            src = plan.take(a + n + "_proj.weight", shape)
+            out.tensor(b + "attn_%s.weight" % n, shape, rows(src, heads) if n != "v" else plain(src))
+            if biased:
+                out.tensor(b + "attn_%s.bias" % n, (heads * hd,),
+                           plain(plan.take(a + n + "_proj.bias", (heads * hd,))))
+        if qk_norm == "head":
+            for n in ("q", "k"):
+                out.tensor(b + "attn_%s_norm.weight" % n, (hd,), norm(a + n + "_norm.weight", hd))
+        elif qk_norm == "full":
+            for n, heads in (("q", n_heads), ("k", n_kv)):
+                out.tensor(b + "attn_%s_norm.weight" % n, (heads * hd,),
+                           norm(a + n + "_norm.weight", heads * hd))
+        elif qk_norm == "stablelm":
+            for n, heads in (("q", n_heads), ("k", n_kv)):
+                srcs = [a + "%s_layernorm.norms.%d.weight" % (n, h) for h in range(heads)]
+                out.tensor(b + "attn_%s_norm.weight" % n, (heads, hd), stacked(srcs, hd))
+        out.tensor(b + "attn_output.weight", (dim, n_heads * hd),
+                   plain(plan.take(a + "o_proj.weight", (dim, n_heads * hd))))
+        for src, dst, shape in (("gate_proj", "ffn_gate", (hidden, dim)),
+                                ("up_proj", "ffn_up", (hidden, dim)),
+                                ("down_proj", "ffn_down", (dim, hidden))):
+            out.tensor(b + dst + ".weight", shape, plain(plan.take(p + "mlp." + src + ".weight", shape)))
+    out.tensor("output_norm.weight", (dim,), norm("model.norm.weight", dim))
+    if spec.get("layernorm") and "model.norm.bias" in st:
+        out.tensor("output_norm.bias", (dim,), plain(plan.take("model.norm.bias", (dim,))))
+    if head:
+        out.tensor("output.weight", (vocab, dim), plain(plan.take(head, (vocab, dim))))
+    plan.finish()
+
+
 def convert_hf(model_dir, out, tokenizer):
     cfg_path = os.path.join(model_dir, "config.json")
     if not os.path.isfile(cfg_path):
@@ -1389,17 +1763,24 @@ def convert_hf(model_dir, out, tokenizer):
     if not isinstance(config, dict):
         fail("%s: expected a JSON object" % cfg_path)
     mt = config.get("model_type")
-    if mt in ("llama", "qwen2", "gemma", "mistral"):   # Mistral is llama with a sliding window
+    if mt in ("llama", "qwen2", "gemma", "mistral", "smollm3"):   # Mistral: llama with a window
         convert_hf_llama(model_dir, config, out, tokenizer, "llama" if mt == "mistral" else mt)
     elif mt in _LAYERNORM_FAMILIES:
         _LAYERNORM_FAMILIES[mt](model_dir, config, out, tokenizer)
+    elif mt == "phi3":
+        convert_hf_phi3(model_dir, config, out, tokenizer)
+    elif mt in _MODERN or (mt == "gemma3" and isinstance(config.get("text_config"), dict)):
+        if mt == "gemma3":   # the multimodal config: its text model
+            config, mt = dict(config["text_config"], model_type="gemma3_text"), "gemma3_text"
+        convert_hf_modern(model_dir, config, out, tokenizer, _MODERN[mt])
     elif mt == "gpt2":
         if tokenizer is not None:
             fail("--tokenizer is not used for gpt2 models (vocab.json + merges.txt are read "
                  "from the model directory)")
         convert_hf_gpt2(model_dir, config, out)
     else:
-        fail("%s: unsupported model_type %r (supported: llama, mistral, qwen2, gemma, gpt2, "
+        fail("%s: unsupported model_type %r (supported: llama, mistral, smollm3, phi3, qwen3, gemma2, gemma3, olmo2, "
+             "exaone4, granite, stablelm, cohere2, qwen2, gemma, gpt2, "
              "gpt_neox, bloom, gpt_bigcode, phi, mpt)" % (cfg_path, mt))
 
 

@@ -351,8 +351,24 @@ def model_seeds(models, tmp, rng, corpus_gguf, corpus_l2c):
         d = os.path.join(tmp, "arch-" + family)
         if arch_checkpoint(family, d, rng.randrange(1 << 30)):
             bases.append(convert([d], d + ".gguf"))
-    # varied in full: llama f32, gpt2 alibi, and t5 (its keys and table)
-    varied = [bases[0], gpt2["alibi"], gpt2["t5"]]
+    # today's families and per-layer tables: tools/hf_tiny.py's checkpoints
+    # (Gemma 3's window pattern and local theta, Phi-3's LongRoPE tables and
+    # fused gate/up, llama3's rope_freqs, Command R7B's NoPE layers, ...)
+    hf = {}
+    for case in ("gemma3", "phi3", "llama3", "cohere2", "smollm3", "exaone4", "olmo2",
+                 "stablelm_parallel", "gemma2", "granite"):
+        d = os.path.join(tmp, "hf-" + case)
+        r = subprocess.run([sys.executable, os.path.join(TOOLS, "hf_tiny.py"), "make", case, d],
+                           capture_output=True, text=True)
+        if r.returncode:
+            print("fuzz_seeds: no %s seed (tools/hf_tiny.py: %s)"
+                  % (case, r.stderr.strip().splitlines()[-1:]), file=sys.stderr)
+            continue
+        hf[case] = convert([d], d + ".gguf")
+        bases.append(hf[case])
+    # varied in full: llama f32, gpt2 alibi, t5 (its keys and table), and the
+    # per-layer keys and factor tables of gemma3 and phi3
+    varied = [bases[0], gpt2["alibi"], gpt2["t5"]] + [hf[c] for c in ("gemma3", "phi3") if c in hf]
     small_tok = os.path.join(tmp, "small-1.tok.bin")
     for name, scaling, hd in (("linear", {"type": "linear", "factor": 2.0}, None),
                               ("yarn", {"rope_type": "yarn", "factor": 4.0,

@@ -17,6 +17,10 @@ transformers itself (the fixture's "manifest").
     hf_tiny.py make CASE DIR [--fixture F]
         writes DIR/config.json (the config transformers saved), DIR/model.safetensors
         and a byte-level vocabulary (vocab.json, merges.txt: 256 bytes, no merges)
+    hf_tiny.py golden CASE chunk|steps|split|offset|ids
+        prints transformers' logits of that run, a line "POSITION v0 v1 ..." for each
+        position the fixture holds (positions count from the run's first token);
+        ids: the 80 token ids, on one line
 
 Stdlib + NumPy only.
 """
@@ -193,8 +197,11 @@ def make(case, directory, fixture=None):
     from arch_reference import byte_alphabet, write_safetensors
     golden = json.load(open(fixture or fixture_path(case)))
     os.makedirs(directory, exist_ok=True)
+    # a neutral general.name: llama.cpp applies Phi-3's vocabulary fixes to any
+    # model whose name contains "phi3", and looks for a "</s>" these lack
+    config = dict(golden["saved_config"], _name_or_path="hf-tiny-random")
     with open(os.path.join(directory, "config.json"), "w") as f:
-        json.dump(golden["saved_config"], f, indent=1)
+        json.dump(config, f, indent=1)
     write_safetensors(os.path.join(directory, "model.safetensors"),
                       {name: values(name, shape) for name, shape in golden["manifest"]})
     chars = byte_alphabet()
@@ -212,9 +219,22 @@ def main():
     mk.add_argument("case", choices=sorted(CASES))
     mk.add_argument("dir")
     mk.add_argument("--fixture")
+    gd = sub.add_parser("golden")
+    gd.add_argument("case", choices=sorted(CASES))
+    gd.add_argument("run", choices=("chunk", "steps", "split", "offset", "ids"))
     a = ap.parse_args()
     if a.cmd == "list":
         print("\n".join(CASES))
+    elif a.cmd == "golden" and a.run == "ids":
+        print(" ".join(map(str, json.load(open(fixture_path(a.case)))["ids"])))
+    elif a.cmd == "golden":
+        g = json.load(open(fixture_path(a.case)))
+        rows, positions = {"chunk": ("chunk", "chunk_positions"),
+                           "steps": ("steps", "chunk_positions"),
+                           "split": ("split", "split_positions"),
+                           "offset": ("offset_chunk", "offset_positions")}[a.run]
+        for p, row in zip(g[positions], g[rows]):
+            print(p, " ".join("%.9g" % v for v in row))
     else:
         make(a.case, a.dir, a.fixture)
 

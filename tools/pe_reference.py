@@ -52,8 +52,11 @@ def cosine(vectors):
 
 def rope_inv_freq(v, rope_dim, theta, orig_ctx, bug=False):
     """RoPE's frequencies theta^(-2j/d) after scaling: linear (positions / s),
-    NTK (theta s^(d/(d-2))), YaRN (NTK-by-parts: blend by rotations per
-    original context between alpha 1 and beta 32, Peng et al.)."""
+    NTK (theta s^(d/(d-2))), YaRN as Hugging Face's modeling_rope_utils
+    computes it (a ramp linear in the pair index j between the floored and
+    ceiled correction dims of beta_fast 32 and beta_slow 1), and the YaRN
+    paper's (yarn-paper: blend by rotations per original context between
+    alpha 1 and beta 32, Peng et al.)."""
     j = np.arange(rope_dim // 2)
     s, mode = v["rope_factor"], v["rope_scaling"]
     if mode == "ntk":
@@ -62,6 +65,15 @@ def rope_inv_freq(v, rope_dim, theta, orig_ctx, bug=False):
     if mode == "linear":
         f = f * (s if bug else 1.0 / s)
     if mode == "yarn":
+        def correction_dim(rotations):
+            return rope_dim * math.log(orig_ctx / (rotations * 2 * math.pi)) / (2 * math.log(theta))
+        low = max(math.floor(correction_dim(32.0)), 0)
+        high = min(math.ceil(correction_dim(1.0)), rope_dim - 1)
+        interpolated = np.clip((j - low) / (high - low if high > low else 0.001), 0.0, 1.0)
+        if bug:
+            interpolated = 1.0 - interpolated
+        f = interpolated * f / s + (1 - interpolated) * f
+    if mode == "yarn-paper":
         ramp = np.clip((orig_ctx * f / (2 * math.pi) - 1.0) / (32.0 - 1.0), 0.0, 1.0)
         if bug:
             ramp = 1.0 - ramp
@@ -152,12 +164,14 @@ def main():
             report(name, "inv_freq_rel", got / f - 1.0, 0.0, got / bug - 1.0)
             report(name, "wavelength_rel", np.array(v["wavelength"]) / (2 * math.pi / f) - 1.0, 0.0,
                    np.array(v["wavelength"]) / (2 * math.pi / bug) - 1.0)
-            m = 0.1 * math.log(v["rope_factor"]) + 1.0 if v["rope_scaling"] == "yarn" else 1.0
-            report(name, "attn_scale", v["attn_scale"], m * m, m * m + 0.1)
-            # the expectation over Gaussian vectors: each pair 2 cos(d f_j), the rest 1
+            m = 0.1 * math.log(v["rope_factor"]) + 1.0 \
+                if v["rope_scaling"] in ("yarn", "yarn-paper") else 1.0
+            report(name, "attn_factor", v["attn_factor"], m, m + 0.1)
+            # the expectation over Gaussian vectors: each pair 2 m^2 cos(d f_j) (q and k
+            # both carry YaRN's attention factor m on their rotated dims), the rest 1
             d = np.arange(n)[:, None]
-            expect = (2 * np.cos(d * f[None, :]).sum(1) + (hs - rope_dim)) / hs
-            expect_bug = (2 * np.cos(d * bug[None, :]).sum(1) + (hs - rope_dim)) / hs
+            expect = (2 * m * m * np.cos(d * f[None, :]).sum(1) + (hs - rope_dim)) / hs
+            expect_bug = (2 * m * m * np.cos(d * bug[None, :]).sum(1) + (hs - rope_dim)) / hs
             report(name, "qk_random", np.array(v["qk_random"]), expect, expect_bug)
             if keys is not None and v["qk_keys"] is not None:
                 neox = v["params"]["rope_pairing"] == "neox"

@@ -295,7 +295,8 @@ static const Refusal REFUSALS[] = {
      "rotary dims 18 must be even and in 2..16"},
     {"starcoder", "", "general.architecture=s:falcon",
      "unsupported architecture 'falcon' (supported: llama, gpt2, qwen2, gptneox, bloom, "
-     "starcoder, phi2, mpt, gemma)"},
+     "starcoder, phi2, mpt, gemma, smollm3, phi3, qwen3, gemma2, gemma3, olmo2, exaone4, "
+     "granite, stablelm, cohere2)"},
     /* control: the same copy with nothing changed loads */
     {"qwen2", "", "", NULL},
 };

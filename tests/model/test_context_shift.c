@@ -75,6 +75,9 @@ static const Variant VARIANTS[] = {
     {12, PE_ALIBI, PE_ROPE_SCALING_NONE}, {13, PE_ROPE, PE_ROPE_SCALING_NONE},
     {14, PE_ROPE, PE_ROPE_SCALING_NONE},
     {7, PE_ALIBI, PE_ROPE_SCALING_NONE}, {9, PE_ROPE, PE_ROPE_SCALING_NONE},
+    /* per-layer tables (their first layer: a sliding RoPE layer; the NoPE
+     * layer's shift is tested alone in test_layers.c) */
+    {15, PE_ROPE, PE_ROPE_SCALING_NONE}, {16, PE_ROPE, PE_ROPE_SCALING_NONE},
 };
 #define N_VARIANTS ((int)(sizeof VARIANTS / sizeof VARIANTS[0]))
 

@@ -27,9 +27,19 @@
  *    file, so no GELU reaches the output) within 1e-3, which proves the
  *    rest of the family (attention, positions, norms, biases) agrees.
  *  - The sliding window.  llama.cpp reads no sliding window for the llama
- *    architecture (src/models/llama.cpp), so the mistral case, a llama
- *    with a window of 5, is compared with posenc's window off; with it on,
- *    they must differ.
+ *    architecture (src/models/llama.cpp), nor applies Phi-3's
+ *    (src/models/phi3.cpp sets none), so the mistral case, a llama with a
+ *    window of 5, and the phi3 case (window 16) are compared with posenc's
+ *    window off; with it on, they must differ.
+ *  - EXAONE 4's layers.  llama.cpp slides (and leaves the global layers
+ *    without position) only in a 64-layer model, the 32B
+ *    (src/models/exaone4.cpp); Hugging Face wherever the config has a
+ *    window and layer_types.  The exaone4 case (4 layers, 3 sliding) is
+ *    compared with every layer full and rotating in posenc.
+ *  - Gemma 2's score scale.  llama.cpp takes 1/sqrt(head size)
+ *    (src/models/gemma2.cpp), Hugging Face query_pre_attn_scalar^-1/2 (24 in
+ *    the tiny checkpoint, 32 the head size): the gemma2 case is compared with
+ *    posenc's scale set to llama.cpp's; with the file's, they must differ.
  *
  * Negative control, every case: llama.cpp given the prompt with its first
  * token changed disagrees with posenc's log-probabilities of the prompt. */
@@ -54,27 +64,48 @@
 
 typedef struct {
     const char *name;
-    const char *family; /* arch_reference.py's family; NULL: stories260K */
+    const char *family; /* arch_reference.py's family, or tools/hf_tiny.py's case when hf;
+                           NULL: stories260K */
     int ffn_off;        /* every ffn_down zeroed; after the family's own case */
     double tol;
+    int hf;             /* family is a tools/hf_tiny.py case (today's families) */
 } Case;
 
 static const Case CASES[] = {
-    {"stories260K", NULL, 0, LOGP_TOL},
-    {"qwen2", "qwen2", 0, LOGP_TOL},
-    {"mistral", "mistral", 0, LOGP_TOL}, /* posenc's window off */
-    {"gptneox", "gpt_neox", 0, GELU_TOL},
-    {"bloom", "bloom", 0, GELU_TOL},
-    {"starcoder", "gpt_bigcode", 0, GELU_TOL},
-    {"phi2", "phi", 0, GELU_TOL},
-    {"mpt", "mpt", 0, GELU_TOL},
-    {"gemma", "gemma", 0, GELU_TOL},
-    {"gptneox-noffn", "gpt_neox", 1, LOGP_TOL},
-    {"bloom-noffn", "bloom", 1, LOGP_TOL},
-    {"starcoder-noffn", "gpt_bigcode", 1, LOGP_TOL},
-    {"phi2-noffn", "phi", 1, LOGP_TOL},
-    {"mpt-noffn", "mpt", 1, LOGP_TOL},
-    {"gemma-noffn", "gemma", 1, LOGP_TOL},
+    {"stories260K", NULL, 0, LOGP_TOL, 0},
+    {"qwen2", "qwen2", 0, LOGP_TOL, 0},
+    {"mistral", "mistral", 0, LOGP_TOL, 0}, /* posenc's window off */
+    {"gptneox", "gpt_neox", 0, GELU_TOL, 0},
+    {"bloom", "bloom", 0, GELU_TOL, 0},
+    {"starcoder", "gpt_bigcode", 0, GELU_TOL, 0},
+    {"phi2", "phi", 0, GELU_TOL, 0},
+    {"mpt", "mpt", 0, GELU_TOL, 0},
+    {"gemma", "gemma", 0, GELU_TOL, 0},
+    {"gptneox-noffn", "gpt_neox", 1, LOGP_TOL, 0},
+    {"bloom-noffn", "bloom", 1, LOGP_TOL, 0},
+    {"starcoder-noffn", "gpt_bigcode", 1, LOGP_TOL, 0},
+    {"phi2-noffn", "phi", 1, LOGP_TOL, 0},
+    {"mpt-noffn", "mpt", 1, LOGP_TOL, 0},
+    {"gemma-noffn", "gemma", 1, LOGP_TOL, 0},
+    /* today's families and position machinery (tests/model/test_layers.c
+     * checks them against transformers); not llama_dynamic (llama.cpp has no
+     * dynamic NTK: its loader asserts on the type) nor llama_yarn_untruncated
+     * (llama.cpp always rounds YaRN's correction range) */
+    {"llama3", "llama3", 0, LOGP_TOL, 1},
+    {"llama_yarn", "llama_yarn", 0, LOGP_TOL, 1},
+    {"smollm3", "smollm3", 0, LOGP_TOL, 1},
+    {"phi3", "phi3", 0, LOGP_TOL, 1}, /* posenc's window off */
+    {"qwen3", "qwen3", 0, LOGP_TOL, 1},
+    {"gemma2", "gemma2", 0, GELU_TOL, 1}, /* posenc's score scale 1/sqrt(head size) */
+    {"gemma3", "gemma3", 0, GELU_TOL, 1},
+    {"olmo2", "olmo2", 0, LOGP_TOL, 1},
+    {"granite", "granite", 0, LOGP_TOL, 1},
+    {"stablelm", "stablelm", 0, LOGP_TOL, 1},
+    {"stablelm_parallel", "stablelm_parallel", 0, LOGP_TOL, 1},
+    {"cohere2", "cohere2", 0, LOGP_TOL, 1},
+    {"exaone4", "exaone4", 0, LOGP_TOL, 1},
+    {"gemma2-noffn", "gemma2", 1, LOGP_TOL, 1},
+    {"gemma3-noffn", "gemma3", 1, LOGP_TOL, 1},
 };
 #define N_CASES ((int)(sizeof CASES / sizeof CASES[0]))
 
@@ -158,7 +189,14 @@ static const char *without_ffn(const char *gguf) {
             zeroed++;
         }
     }
-    ck_assert_msg(zeroed == 2, "%s: %d ffn_down tensors, not one per layer", gguf, zeroed);
+    const char *arch;
+    uint32_t layers = 0;
+    char key[128];
+    ck_assert_msg(gguf_get_str(&g, "general.architecture", &arch, &err) == 0, "%s", err.msg);
+    snprintf(key, sizeof key, "%s.block_count", arch);
+    ck_assert_msg(gguf_get_u32(&g, key, &layers, &err) == 0, "%s", err.msg);
+    ck_assert_msg(zeroed == (int)layers, "%s: %d ffn_down tensors, not one per layer", gguf,
+                  zeroed);
     const char *p = tests_write_temp(b, g.map.size, ".gguf");
     free(b);
     gguf_close(&g);
@@ -181,6 +219,8 @@ static void setup(void) {
                 base++;
             ck_assert_msg(base < c, "%s: no case of its family before it", CASES[c].name);
             snprintf(d->gguf, sizeof d->gguf, "%s", without_ffn(data[base].gguf));
+        } else if (CASES[c].hf) {
+            snprintf(d->gguf, sizeof d->gguf, "%s", tests_make_hf_case(CASES[c].family));
         } else if (CASES[c].family) {
             char name[64];
             snprintf(name, sizeof name, "llamacpp-%s", CASES[c].name);
@@ -294,17 +334,29 @@ START_TEST(matches_llamacpp) {
     tests_load_model(&m, d->gguf);
     int V = m.config.vocab_size;
     double top_d;
-    if (c->family && strcmp(c->family, "mistral") == 0) {
-        ck_assert_int_gt(m.config.sliding_window, 0);
-        ck_assert_int_lt(m.config.sliding_window, d->n - 1);
+    int exaone4 = c->family && !strcmp(c->family, "exaone4");
+    int no_window = c->family && (!strcmp(c->family, "mistral") || !strcmp(c->family, "phi3") ||
+                                  exaone4);
+    int gemma2 = c->family && !strcmp(c->family, "gemma2");
+    if (no_window || gemma2) { /* what llama.cpp computes otherwise (above) */
+        int window = m.layers[0].window;
+        if (no_window) {
+            ck_assert_int_gt(window, 0);
+            ck_assert_int_lt(window, d->n - 1);
+        }
         double *lw = posenc_logp(&m, d->ids, d->n);
-        double with_window = compare(lw, V, d, &top_d);
-        printf("%-16s posenc with its window of %d: max |log p - llama.cpp| = %.3g "
-               "(llama.cpp has none for llama)\n", c->name, m.config.sliding_window, with_window);
-        ck_assert_msg(with_window > CONTROL_MIN, "%s: the window changes nothing (%g)", c->name,
-                      with_window);
+        double as_file = compare(lw, V, d, &top_d);
+        printf("%-16s posenc as the file says (%s): max |log p - llama.cpp| = %.3g\n", c->name,
+               exaone4 ? "sliding RoPE, global NoPE" : no_window ? "its sliding window"
+                                                           : "query_pre_attn_scalar", as_file);
+        ck_assert_msg(as_file > CONTROL_MIN, "%s: the difference changes nothing (%g)", c->name,
+                      as_file);
         free(lw);
-        m.config.sliding_window = 0;
+        for (int l = 0; l < m.config.n_layers; l++) {
+            if (no_window) m.layers[l].window = 0;
+            if (exaone4) m.layers[l].pe = m.pe;
+            if (gemma2) m.layers[l].score_div = sqrtf((float)model_head_size(&m.config));
+        }
     }
     double *lp = posenc_logp(&m, d->ids, d->n);
     double diff = compare(lp, V, d, &top_d);

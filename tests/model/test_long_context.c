@@ -141,16 +141,23 @@ START_TEST(curve_detects_wrong_pairing) {
 }
 END_TEST
 
-/* t5's bucket of every distance below the max distance, rewritten as a
- * plausible bug would compute it. */
+/* t5's bucket of every distance below the max distance, rewritten in every
+ * layer's scheme (each layer biases its own scores) as a plausible bug
+ * would compute it. */
 static void t5_buckets_of_q_minus_k(Context *ctx) { /* every past key in bucket 0 */
-    for (int d = 0; d < ctx->pe.params.t5_max_distance; d++) ctx->pe.t5_bucket[d] = 0;
+    for (int l = 0; l < ctx->model->config.n_layers; l++) {
+        PositionalEncoding *pe = &ctx->layers[l].pe;
+        for (int d = 0; d < pe->params.t5_max_distance; d++) pe->t5_bucket[d] = 0;
+    }
 }
 
 static void t5_buckets_one_off(Context *ctx) { /* the bucket of distance d + 1 */
-    const PeParams *p = &ctx->pe.params;
-    for (int d = 0; d < p->t5_max_distance; d++)
-        ctx->pe.t5_bucket[d] = pe_t5_bucket(-(long long)d - 1, p->t5_buckets, p->t5_max_distance);
+    for (int l = 0; l < ctx->model->config.n_layers; l++) {
+        PositionalEncoding *pe = &ctx->layers[l].pe;
+        const PeParams *p = &pe->params;
+        for (int d = 0; d < p->t5_max_distance; d++)
+            pe->t5_bucket[d] = pe_t5_bucket(-(long long)d - 1, p->t5_buckets, p->t5_max_distance);
+    }
 }
 
 /* Negative controls for t5's curve: an off-by-one bucket or the reversed

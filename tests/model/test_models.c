@@ -599,7 +599,9 @@ static char *inspect_to_string(const char *path, int json) {
     char *s = NULL;
     size_t n = 0;
     FILE *f = open_memstream(&s, &n);
-    model_inspect(&m, &m.pe, f, json, m.config.seq_len, TENSOR_F32);
+    LayerAttention *layers = model_layers_for(&m, &m.pe);
+    model_inspect(&m, &m.pe, layers, f, json, m.config.seq_len, TENSOR_F32);
+    free(layers);
     fclose(f);
     model_free(&m);
     return s;

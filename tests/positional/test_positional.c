@@ -41,13 +41,13 @@ static float dot(const float *a, const float *b, int n) {
 
 START_TEST(rope_composition) {
     for (int pairing = 0; pairing < 2; pairing++)
-        for (int sc = 0; sc <= PE_ROPE_SCALING_YARN; sc++) {
+        for (int sc = 0; sc <= PE_ROPE_SCALING_LLAMA3; sc++) {
             PositionalEncoding pe = make_rope((PeRopePairing)pairing, (PeRopeScaling)sc);
             float a[HEAD * HEADS], b[HEAD * HEADS], wrong[HEAD * HEADS];
             fill(a, HEAD * HEADS, 1);
             for (int i = 0; i < HEAD * HEADS; i++) b[i] = wrong[i] = a[i];
             pe_rope_rotate(&pe, a, HEADS, 37);
-            pe_rope_rotate(&pe, a, HEADS, 58);   /* R(58) R(37) */
+            pe_rope_rerotate(&pe, a, HEADS, 58); /* R(58) R(37), YaRN's factor once */
             pe_rope_rotate(&pe, b, HEADS, 95);   /* R(95) */
             pe_rope_rotate(&pe, wrong, HEADS, 96);
             ck_assert_float_le(tests_max_abs_diff(a, b, HEAD * HEADS), ROT_TOL);

@@ -1,0 +1,495 @@
+/* Position per layer (Model.layers), rope scaling as Hugging Face computes
+ * it, and today's families.  tools/hf_tiny.py's tiny random checkpoints
+ * (Llama 3.1's llama3 scaling, YaRN with and without rounding of its
+ * correction range, dynamic NTK, SmolLM3's NoPE layers, Phi-3's LongRoPE
+ * over a partial rotary with a sliding window; Qwen3's per-head QK-norm,
+ * Gemma 2's soft-caps and sandwich norms, Gemma 3's 5 local layers (theta
+ * 10000, window 8) to a global one (theta 1e6, linear x8), OLMo 2's
+ * post-norms and whole-projection QK-norm, Granite's multipliers, StableLM
+ * 2's partial rotary, LayerNorm, qkv bias and per-head q/k LayerNorm in a
+ * parallel block, Command R7B's parallel block with 3 sliding RoPE layers
+ * to a global NoPE one, EXAONE 4's hybrid with llama3 scaling), converted with tools/convert.py and
+ * run by the engine over 80 tokens (past the original context of 32) in one
+ * chunk, token by token, in two chunks and at an offset, against
+ *   - tools/hf_reference.py, a float64 NumPy forward written from the
+ *     Hugging Face modeling code, at every position, and
+ *   - transformers 5.17's own logits for the same bits
+ *     (tests/fixtures/hf_golden/<case>.json, made by tools/hf_golden.py).
+ * Each feature's negative control must fail: the reference with the feature
+ * broken, and the engine misconfigured (the YaRN paper's ramp, no scaling,
+ * a NoPE layer rotated, dynamic NTK without the state transformers keeps,
+ * LongRoPE's factors chosen by the context as llama.cpp does).
+ * The cache: a context shift re-rotates the rotating layers only (control:
+ * rotating the NoPE layer's keys too fails), and recomputes where the
+ * rotation follows the sequence's length. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/shift.h"
+#include "tests/common.h"
+
+/* float32 engine vs float64: logits |l| <= 32 after two to six layers
+ * agree to 1e-4 (measured: at most 1.6e-5).  Float rounding is relative:
+ * a case whose logits reach further (Gemma 3's embeddings x 8 into a tied
+ * head give |l| up to 53; measured 8.3e-5 there) gets the bound scaled by
+ * its largest logit over 32 (tolerance()). */
+#define LOGIT_TOL 1e-4f
+#define LOGIT_TOL_SCALE 32.0f
+/* A broken feature moves logits by far more (each failure prints it). */
+#define CONTROL_MIN 1e-2f
+
+#define N_TOKENS 80
+#define VOCAB 256
+#define SPLIT_AT 50 /* tools/hf_tiny.py's SPLIT_AT and OFFSET */
+#define OFFSET 7
+
+typedef struct {
+    const char *name; /* tools/hf_tiny.py's case */
+    const char *arch; /* the GGUF architecture convert.py writes */
+} Case;
+
+static const Case CASES[] = {
+    {"llama3", "llama"},        {"llama_yarn", "llama"}, {"llama_yarn_untruncated", "llama"},
+    {"llama_dynamic", "llama"}, {"smollm3", "smollm3"},      {"phi3", "phi3"},
+    {"qwen3", "qwen3"},         {"gemma2", "gemma2"},         {"gemma3", "gemma3"},
+    {"olmo2", "olmo2"},         {"granite", "granite"},       {"stablelm", "stablelm"},
+    {"stablelm_parallel", "stablelm"}, {"cohere2", "cohere2"}, {"exaone4", "exaone4"},
+};
+#define N_CASES ((int)(sizeof CASES / sizeof CASES[0]))
+
+/* The reference's controls: hf_reference.py --break on a case. */
+static const struct {
+    const char *name, *broken;
+} CONTROLS[] = {
+    {"llama3", "rope-default"},     {"llama_yarn", "yarn-paper"},
+    {"llama_yarn_untruncated", "yarn-paper"}, {"llama_dynamic", "rope-default"},
+    {"smollm3", "nope-rotated"},    {"phi3", "long-factors-short"},
+    {"phi3", "no-window"},          {"qwen3", "qk-norm"},
+    {"gemma2", "softcap"},          {"gemma2", "post-norm"},
+    {"gemma2", "no-window"},        {"gemma3", "shared-theta"},
+    {"gemma3", "qk-norm"},          {"gemma3", "no-window"},
+    {"olmo2", "qk-norm"},           {"olmo2", "post-norm"},
+    {"granite", "multipliers"},     {"stablelm", "full-rotary"},
+    {"stablelm_parallel", "parallel"}, {"stablelm_parallel", "qk-norm"},
+    {"cohere2", "nope-rotated"},    {"cohere2", "parallel"},
+    {"cohere2", "no-window"},       {"exaone4", "nope-rotated"},
+    {"exaone4", "qk-norm"},         {"exaone4", "post-norm"},
+    {"exaone4", "rope-default"},
+};
+#define N_CONTROLS ((int)(sizeof CONTROLS / sizeof CONTROLS[0]))
+
+static int ids[N_TOKENS];
+static char ggufs[N_CASES][160];
+static int ready = 0;
+
+static void setup(void) {
+    if (!tests_python_available("per-layer positions and rope scaling")) return;
+    for (int c = 0; c < N_CASES; c++)
+        snprintf(ggufs[c], sizeof ggufs[c], "%s", tests_make_hf_case(CASES[c].name));
+    TestsRun r = tests_run_python_ok(
+        (const char *[]){"tools/hf_tiny.py", "golden", "llama3", "ids", NULL});
+    char *s = r.out;
+    for (int i = 0; i < N_TOKENS; i++) ids[i] = (int)strtol(s, &s, 10);
+    tests_run_free(&r);
+    ready = 1;
+}
+
+static void teardown(void) {}
+
+static int case_index(const char *name) {
+    for (int c = 0; c < N_CASES; c++)
+        if (!strcmp(CASES[c].name, name)) return c;
+    ck_abort_msg("%s is not in CASES", name);
+    return -1;
+}
+
+/* n rows of VOCAB numbers from a program's output; a row may start with
+ * its position (`positions`: filled, else NULL). */
+static float *parse_rows(const char *out, int n, int *positions) {
+    float *rows = malloc(sizeof(float) * (size_t)n * VOCAB);
+    const char *s = out;
+    for (int r = 0; r < n; r++) {
+        char *end;
+        if (positions) positions[r] = (int)strtol(s, &end, 10), s = end;
+        for (int i = 0; i < VOCAB; i++, s = end) {
+            rows[(size_t)r * VOCAB + i] = strtof(s, &end);
+            ck_assert_msg(end != s, "row %d ends after %d numbers", r, i);
+        }
+    }
+    return rows;
+}
+
+/* hf_reference.py's logits (N_TOKENS, VOCAB) of the case's checkpoint. */
+static float *reference(int c, const char *mode, int pos0, const char *broken) {
+    char list[N_TOKENS * 4 + 1] = "", p0[16], dir[160];
+    for (int i = 0; i < N_TOKENS; i++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%d", i ? "," : "", ids[i]);
+    snprintf(p0, sizeof p0, "%d", pos0);
+    snprintf(dir, sizeof dir, "build/hf/%s", CASES[c].name);
+    const char *args[] = {"tools/hf_reference.py", "logits", dir, "--ids", list, "--pos0", p0,
+                          "--mode", mode, broken ? "--break" : NULL, broken, NULL};
+    TestsRun r = tests_run_python_ok(args);
+    float *rows = parse_rows(r.out, N_TOKENS, NULL);
+    tests_run_free(&r);
+    return rows;
+}
+
+/* transformers' logits of one run of tools/hf_golden.py: *n rows at the
+ * positions (indexes into the 80 tokens) in positions[]. */
+static float *golden(int c, const char *run, int *positions, int *n) {
+    TestsRun r = tests_run_python_ok(
+        (const char *[]){"tools/hf_tiny.py", "golden", CASES[c].name, run, NULL});
+    *n = 0;
+    for (const char *s = r.out; *s; s++) *n += *s == '\n';
+    float *rows = parse_rows(r.out, *n, positions);
+    tests_run_free(&r);
+    return rows;
+}
+
+typedef enum { RUN_CHUNK, RUN_STEPS, RUN_SPLIT } RunKind;
+
+/* The engine's logits (N_TOKENS, VOCAB) in a context already built. */
+static float *engine_run(Context *ctx, RunKind kind, int pos0) {
+    float *out = malloc(sizeof(float) * N_TOKENS * VOCAB);
+    size_t row = VOCAB * sizeof(float);
+    if (kind == RUN_CHUNK) {
+        memcpy(out, context_forward(ctx, ids, N_TOKENS, pos0, 1), N_TOKENS * row);
+    } else if (kind == RUN_STEPS) {
+        for (int t = 0; t < N_TOKENS; t++)
+            memcpy(out + (size_t)t * VOCAB, context_forward(ctx, ids + t, 1, pos0 + t, 0), row);
+    } else {
+        memcpy(out, context_forward(ctx, ids, SPLIT_AT, pos0, 1), SPLIT_AT * row);
+        memcpy(out + (size_t)SPLIT_AT * VOCAB,
+               context_forward(ctx, ids + SPLIT_AT, N_TOKENS - SPLIT_AT, pos0 + SPLIT_AT, 1),
+               (N_TOKENS - SPLIT_AT) * row);
+    }
+    return out;
+}
+
+/* The same in a fresh context of the model's scheme (p: NULL) or of p. */
+static float *engine(const Model *m, const PeParams *p, RunKind kind, int pos0) {
+    Context ctx;
+    tests_build_context(&ctx, m, p ? p : &m->pe, 128);
+    float *out = engine_run(&ctx, kind, pos0);
+    context_free(&ctx);
+    return out;
+}
+
+static float tolerance(const float *ref, size_t n) {
+    float top = 0.0f;
+    for (size_t i = 0; i < n; i++) top = fabsf(ref[i]) > top ? fabsf(ref[i]) : top;
+    return top > LOGIT_TOL_SCALE ? LOGIT_TOL * top / LOGIT_TOL_SCALE : LOGIT_TOL;
+}
+
+/* max |a[pos] - b[row]| over the golden's rows. */
+static float rows_diff(const float *all, const float *rows, const int *positions, int n) {
+    float d = 0.0f;
+    for (int r = 0; r < n; r++) {
+        float dr = tests_max_abs_diff(all + (size_t)positions[r] * VOCAB, rows + (size_t)r * VOCAB,
+                                      VOCAB);
+        d = dr > d || dr != dr ? dr : d;
+    }
+    return d;
+}
+
+START_TEST(matches_reference) {
+    if (!ready) return;
+    Model m;
+    tests_load_model(&m, ggufs[_i]);
+    ck_assert_str_eq(m.config.family.name, CASES[_i].arch);
+    const struct {
+        const char *mode;
+        RunKind kind;
+        int pos0;
+    } runs[] = {{"chunk", RUN_CHUNK, 0}, {"steps", RUN_STEPS, 0}, {"split:50", RUN_SPLIT, 0},
+                {"chunk", RUN_CHUNK, OFFSET}};
+    for (size_t k = 0; k < sizeof runs / sizeof *runs; k++) {
+        float *ref = reference(_i, runs[k].mode, runs[k].pos0, NULL);
+        float *got = engine(&m, NULL, runs[k].kind, runs[k].pos0);
+        float d = tests_max_abs_diff(got, ref, (size_t)N_TOKENS * VOCAB);
+        float tol = tolerance(ref, (size_t)N_TOKENS * VOCAB);
+        printf("%-24s %-8s pos0 %d: max |logit - reference| = %.3g (bound %.3g)\n",
+               CASES[_i].name, runs[k].mode, runs[k].pos0, (double)d, (double)tol);
+        ck_assert_msg(d <= tol, "%s %s at %d: %g from the reference (bound %g)", CASES[_i].name,
+                      runs[k].mode, runs[k].pos0, (double)d, (double)tol);
+        free(ref);
+        free(got);
+    }
+    model_free(&m);
+}
+END_TEST
+
+/* transformers ran chunk, steps, split and offset in that order on one
+ * model: dynamic NTK keeps the theta it grew for the 80-token chunk through
+ * the split's first 50 tokens (its steps restart below the original
+ * context, which resets it).  The engine's context keeps that state too:
+ * the split runs after an 80-token chunk in the same context. */
+static float *engine_like_golden(const Model *m, const PeParams *p, const char *run) {
+    Context ctx;
+    tests_build_context(&ctx, m, p ? p : &m->pe, 128);
+    float *out;
+    if (!strcmp(run, "split")) {
+        free(engine_run(&ctx, RUN_CHUNK, 0));
+        kv_cache_clear(&ctx.cache);
+        out = engine_run(&ctx, RUN_SPLIT, 0);
+    } else {
+        out = engine_run(&ctx, !strcmp(run, "steps") ? RUN_STEPS : RUN_CHUNK,
+                         !strcmp(run, "offset") ? OFFSET : 0);
+    }
+    context_free(&ctx);
+    return out;
+}
+
+static const char *const GOLDEN_RUNS[] = {"chunk", "steps", "split", "offset"};
+
+START_TEST(matches_transformers) {
+    if (!ready) return;
+    Model m;
+    tests_load_model(&m, ggufs[_i]);
+    for (int k = 0; k < 4; k++) {
+        int positions[32], n;
+        float *rows = golden(_i, GOLDEN_RUNS[k], positions, &n);
+        float *got = engine_like_golden(&m, NULL, GOLDEN_RUNS[k]);
+        float d = rows_diff(got, rows, positions, n), tol = tolerance(rows, (size_t)n * VOCAB);
+        printf("%-24s %-6s max |logit - transformers| = %.3g over %d positions (bound %.3g)\n",
+               CASES[_i].name, GOLDEN_RUNS[k], (double)d, n, (double)tol);
+        ck_assert_msg(d <= tol, "%s %s: %g from transformers (bound %g)", CASES[_i].name,
+                      GOLDEN_RUNS[k], (double)d, (double)tol);
+        free(rows);
+        free(got);
+    }
+    model_free(&m);
+}
+END_TEST
+
+START_TEST(reference_controls) {
+    if (!ready) return;
+    int c = case_index(CONTROLS[_i].name);
+    Model m;
+    tests_load_model(&m, ggufs[c]);
+    float *ref = reference(c, "chunk", 0, CONTROLS[_i].broken);
+    float *got = engine(&m, NULL, RUN_CHUNK, 0);
+    float d = tests_max_abs_diff(got, ref, (size_t)N_TOKENS * VOCAB);
+    printf("control %-24s %-14s: %.3g\n", CONTROLS[_i].name, CONTROLS[_i].broken, (double)d);
+    ck_assert_msg(d > CONTROL_MIN, "%s with %s broken: only %g from the engine",
+                  CONTROLS[_i].name, CONTROLS[_i].broken, (double)d);
+    free(ref);
+    free(got);
+    model_free(&m);
+}
+END_TEST
+
+/* The engine misconfigured against transformers' chunk (or split): each
+ * must be far from it. */
+static void expect_far(const char *name, const PeParams *p, const char *run, const char *what) {
+    int c = case_index(name), positions[32], n;
+    Model m;
+    tests_load_model(&m, ggufs[c]);
+    float *rows = golden(c, run, positions, &n);
+    float *got = p ? engine_like_golden(&m, p, run) : engine(&m, NULL, RUN_SPLIT, 0);
+    float d = rows_diff(got, rows, positions, n);
+    printf("control %-24s %-40s: %.3g\n", name, what, (double)d);
+    ck_assert_msg(d > CONTROL_MIN, "%s with %s: only %g from transformers", name, what,
+                  (double)d);
+    free(rows);
+    free(got);
+    model_free(&m);
+}
+
+static PeParams scheme_of(const char *name) {
+    Model m;
+    tests_load_model(&m, ggufs[case_index(name)]);
+    PeParams p = m.pe;
+    model_free(&m);
+    return p;
+}
+
+START_TEST(engine_controls) {
+    if (!ready) return;
+    PeParams p = scheme_of("llama_yarn");
+    p.rope_scaling = PE_ROPE_SCALING_YARN_PAPER;
+    expect_far("llama_yarn", &p, "chunk", "the YaRN paper's ramp");
+    p = scheme_of("llama_yarn_untruncated");
+    p.yarn_no_truncate = 0;
+    expect_far("llama_yarn_untruncated", &p, "chunk", "the correction range rounded");
+    p = scheme_of("llama3");
+    p.rope_scaling = PE_ROPE_SCALING_NONE;
+    expect_far("llama3", &p, "chunk", "no scaling (rope_freqs ignored)");
+    p = scheme_of("llama_dynamic");
+    p.rope_scaling = PE_ROPE_SCALING_NTK;
+    expect_far("llama_dynamic", &p, "chunk", "fixed NTK instead of dynamic");
+    expect_far("llama_dynamic", NULL, "split", "a fresh context (no grown theta)");
+    p = scheme_of("phi3");
+    p.longrope_rule = PE_LONGROPE_BY_CONTEXT;
+    expect_far("phi3", &p, "steps", "llama.cpp's LongRoPE rule (by context)");
+}
+END_TEST
+
+/* SmolLM3 with its NoPE layer rotated, through the per-layer override. */
+START_TEST(nope_layer_rotated_fails) {
+    if (!ready) return;
+    int c = case_index("smollm3"), positions[32], n;
+    Model m;
+    tests_load_model(&m, ggufs[c]);
+    ck_assert_int_eq(m.layers[3].pe.kind, PE_NONE);
+    ck_assert_int_eq(m.layers[2].pe.kind, PE_ROPE);
+    LayerAttention *table = model_layers_for(&m, &m.pe);
+    PosencError err;
+    ck_assert_msg(model_layer_override(&m, &m.pe, table, 3, PE_ROPE, -1, &err) == 0, "%s", err.msg);
+    Context ctx;
+    tests_build_context(&ctx, &m, &m.pe, 128);
+    ck_assert_msg(context_use_layers(&ctx, table, &err) == 0, "%s", err.msg);
+    float *got = engine_run(&ctx, RUN_CHUNK, 0), *rows = golden(c, "chunk", positions, &n);
+    float d = rows_diff(got, rows, positions, n);
+    printf("control smollm3 NoPE layer rotated: %.3g\n", (double)d);
+    ck_assert_msg(d > CONTROL_MIN, "rotating SmolLM3's NoPE layer moved logits by only %g",
+                  (double)d);
+    free(got);
+    free(rows);
+    free(table);
+    context_free(&ctx);
+    model_free(&m);
+}
+END_TEST
+
+/* Layer l of m alone, a one-layer model sharing m's weights: its keys and
+ * values depend only on the tokens and their positions, so a shift of its
+ * cache equals running the kept tokens afresh at their new positions
+ * exactly (deeper layers saw the dropped tokens: test_context_shift.c). */
+static Model one_layer(const Model *m, int l) {
+    Model one = *m;
+    one.config.n_layers = 1;
+    one.weights.layers = m->weights.layers + l;
+    one.layers = m->layers + l;
+    return one;
+}
+
+/* max |logits after a shift - logits of the kept tokens run afresh|; with
+ * `rotate_keys` the cached keys are also rotated by the shift as a rotating
+ * layer's would be. */
+static float shift_vs_fresh(const Model *m, const PositionalEncoding *rope, int rotate_keys) {
+    enum { N_CTX = 48, FED = 40, KEEP = 4, DISCARD = 16 };
+    Context ctx, fresh;
+    tests_build_context(&ctx, m, &m->pe, N_CTX);
+    context_forward(&ctx, ids, FED, 0, 0);
+    PosencError err;
+    ck_assert_msg(context_shift(&ctx, KEEP, DISCARD, CONTEXT_SHIFT_ON, &err) == 0, "%s", err.msg);
+    for (int c = KEEP; rotate_keys && c < ctx.cache.n_used; c++) {
+        float *k = ctx.state.k;
+        kv_cache_load_keys(&ctx.cache, 0, c, 1, k);
+        pe_rope_rerotate(rope, k, m->config.n_kv_heads, -DISCARD);
+        kv_cache_store(&ctx.cache, 0, c, 1, k, NULL);
+    }
+    float shifted[VOCAB];
+    memcpy(shifted, context_forward(&ctx, ids + FED, 1, FED - DISCARD, 0), sizeof shifted);
+    int kept[FED - DISCARD + 1], n = 0;
+    for (int i = 0; i <= FED; i++)
+        if (i < KEEP || i >= KEEP + DISCARD) kept[n++] = ids[i];
+    tests_build_context(&fresh, m, &m->pe, N_CTX);
+    float d = tests_max_abs_diff(shifted, context_forward(&fresh, kept, n, 0, 0), VOCAB);
+    context_free(&ctx);
+    context_free(&fresh);
+    return d;
+}
+
+/* SmolLM3: the rotating layers re-rotate their keys, the NoPE layer only
+ * has its positions updated (control: rotating its keys breaks it). */
+START_TEST(shift_rerotates_rotating_layers_only) {
+    if (!ready) return;
+    Model m;
+    tests_load_model(&m, ggufs[case_index("smollm3")]);
+    Context whole;
+    tests_build_context(&whole, &m, &m.pe, 16);
+    ck_assert_str_eq(context_shift_action(&whole, CONTEXT_SHIFT_ON), "keys re-rotated");
+    Model rope = one_layer(&m, 0), nope = one_layer(&m, 3);
+    float d_rope = shift_vs_fresh(&rope, NULL, 0), d_nope = shift_vs_fresh(&nope, NULL, 0);
+    float broken = shift_vs_fresh(&nope, &whole.layers[0].pe, 1);
+    printf("shift vs fresh: rotating layer %.3g, NoPE layer %.3g; NoPE keys rotated: %.3g\n",
+           (double)d_rope, (double)d_nope, (double)broken);
+    ck_assert_msg(d_rope <= LOGIT_TOL, "rotating layer after a shift: %g", (double)d_rope);
+    ck_assert_msg(d_nope <= LOGIT_TOL, "NoPE layer after a shift: %g", (double)d_nope);
+    ck_assert_msg(broken > CONTROL_MIN, "rotating the NoPE keys moved logits by only %g",
+                  (double)broken);
+    context_free(&whole);
+    model_free(&m);
+}
+END_TEST
+
+/* Dynamic NTK's rotation follows the sequence's length, so a shift must
+ * recompute; YaRN's is fixed and is re-rotated. */
+START_TEST(shift_action_follows_the_scaling) {
+    if (!ready) return;
+    const struct {
+        const char *name, *action;
+    } want[] = {{"llama_dynamic", "recomputed"}, {"llama_yarn", "keys re-rotated"}};
+    for (int i = 0; i < 2; i++) {
+        Model m;
+        tests_load_model(&m, ggufs[case_index(want[i].name)]);
+        Context ctx;
+        tests_build_context(&ctx, &m, &m.pe, 16);
+        ck_assert_str_eq(context_shift_action(&ctx, CONTEXT_SHIFT_ON), want[i].action);
+        context_free(&ctx);
+        model_free(&m);
+    }
+}
+END_TEST
+
+/* The per-layer flags from the command line: -m inspect shows the table
+ * they give; misuse is one error line naming the flag, before any work. */
+START_TEST(layer_flags) {
+    if (!ready) return;
+    const char *gguf = ggufs[case_index("smollm3")];
+    const char *show[] = {gguf, "-m", "inspect", "--pe-layers", "every2=none/0=alibi", "--window",
+                          "3=16", NULL};
+    TestsRun r = tests_run_engine_ok(show);
+    ck_assert_msg(strstr(r.out, "  0                alibi full\n  1                none full\n"
+                                "  2                rope theta=10000 full\n"
+                                "  3                none window=16\n"), "%s", r.out);
+    tests_run_free(&r);
+    const char *plain[] = {gguf, "-m", "inspect", NULL}; /* control: the checkpoint's table */
+    r = tests_run_engine_ok(plain);
+    ck_assert_msg(strstr(r.out, "  0-2              rope theta=10000 full\n"
+                                "  3                none full\n"), "%s", r.out);
+    tests_run_free(&r);
+    const struct {
+        const char *flag, *value, *needle;
+    } bad[] = {
+        {"--pe-layers", "4=none", "--pe-layers: '4' is not a layer or range of the model's layers 0..3"},
+        {"--pe-layers", "all=learned", "--pe-layers: layer 0: learned adds position to the embedding"},
+        {"--pe-layers", "every0=none", "--pe-layers: 'every0': everyN needs N in 1..4"},
+        {"--pe-layers", "1=nope", "--pe-layers: unknown scheme 'nope'"},
+        {"--pe-layers", "none", "--pe-layers: 'none' needs the form LAYERS=SCHEME"},
+        {"--window", "1=65", "--window: a window of 65 is wider than the context of 64 (--ctx)"},
+        {"--window", "-3", "--window"},
+        {"--pe", "rope@2-1=none", "--pe: '2-1' is not a layer or range"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        const char *args[] = {gguf, "-m", "ppl", "-f", "README.md", "--ctx", "64", bad[i].flag,
+                              bad[i].value, NULL};
+        tests_expect_error(args, bad[i].needle);
+    }
+    const char *bench[] = {gguf, "-m", "bench", "--pe-layers", "all=none", NULL};
+    tests_expect_error(bench, "--pe-layers is not used by -m bench");
+}
+END_TEST
+
+static Suite *suite(void) {
+    Suite *s = suite_create("layers");
+    TCase *tc = tcase_create("hf");
+    tcase_set_timeout(tc, 600);
+    tcase_add_unchecked_fixture(tc, setup, teardown);
+    tcase_add_loop_test(tc, matches_reference, 0, N_CASES);
+    tcase_add_loop_test(tc, matches_transformers, 0, N_CASES);
+    tcase_add_loop_test(tc, reference_controls, 0, N_CONTROLS);
+    tcase_add_test(tc, engine_controls);
+    tcase_add_test(tc, nope_layer_rotated_fails);
+    tcase_add_test(tc, shift_rerotates_rotating_layers_only);
+    tcase_add_test(tc, shift_action_follows_the_scaling);
+    tcase_add_test(tc, layer_flags);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) { return tests_run_suite(suite()); }
