@@ -62,6 +62,7 @@ typedef struct {
     const char *longrope_rule;  /* NULL: sequence (Hugging Face's) */
     const char *pe_layers;      /* per-layer schemes: LAYERS=SCHEME[/...] */
     const char *window;         /* per-layer windows: W or LAYERS=W[/...] */
+    const char *chunk;          /* per-layer chunks: C or LAYERS=C[/...] */
     const char *pe_overflow;
     int ctx, pos_offset, keep;
     int windows[MAX_WINDOWS];   /* --ctx as a list (ppl): the study's windows; ctx is the first */
@@ -158,6 +159,8 @@ static void usage(FILE *f) {
         "                       all, everyN (the N-th, 2N-th, ...), I or I-J joined by , or +;\n"
         "                       SCHEME none|rope|alibi|t5.  A --pe variant may end in @SPEC\n"
         "  --window SPEC        sliding windows: W for every layer, or LAYERS=W[/...]; 0 = full\n"
+        "  --chunk SPEC         chunked attention (a query sees its own chunk of C positions):\n"
+        "                       C for every layer, or LAYERS=C[/...]; 0 = none\n"
         "  --alibi-max-bias F   ALiBi max bias (default 8)\n"
         "  --pe-overflow P      learned positions past the table: error|clamp (default error)\n"
         "  --ctx N              KV cache cells / ppl window (default: trained context);\n"
@@ -312,6 +315,7 @@ static int parse_value(Options *o, const char *f, const char *v) {
     else if (!strcmp(f, "--longrope-rule")) o->longrope_rule = v;
     else if (!strcmp(f, "--pe-layers")) o->pe_layers = v;
     else if (!strcmp(f, "--window")) o->window = v;
+    else if (!strcmp(f, "--chunk")) o->chunk = v;
     else if (!strcmp(f, "--alibi-max-bias")) o->alibi_max_bias = parse_float(f, v, 1e-6f, 1e6f);
     else if (!strcmp(f, "--pe-overflow")) o->pe_overflow = v;
     else if (!strcmp(f, "--ctx")) parse_windows(o, f, v);
@@ -356,7 +360,7 @@ static const struct {
     {"--kv-type", M_GENERATE | M_PPL | M_BENCH | M_CHAT | M_INSPECT}, {"--pe", M_SCHEME}, {"--rope-theta", M_SCHEME},
     {"--rope-scaling", M_SCHEME}, {"--rope-factor", M_SCHEME}, {"--rope-orig-ctx", M_SCHEME},
     {"--longrope-rule", M_SCHEME}, {"--pe-layers", M_SCHEME & ~M_BENCH},
-    {"--window", M_SCHEME & ~M_BENCH},
+    {"--window", M_SCHEME & ~M_BENCH}, {"--chunk", M_SCHEME & ~M_BENCH},
     {"--alibi-max-bias", M_SCHEME}, {"--pe-overflow", M_SCHEME}, {"--ctx", M_TEXT | M_PPL | M_INSPECT | M_PE},
     {"--pos-offset", M_GENERATE | M_PPL}, {"--keep", M_TEXT | M_PPL},
     {"--no-shift", M_TEXT | M_PPL}, {"--shift-no-rerotate", M_TEXT | M_PPL},
@@ -497,12 +501,16 @@ static void select_layers(const char *flag, const char *spec, size_t len, int n_
     }
 }
 
+/* What a layer spec sets: a scheme, or a size (a bare number meaning every
+ * layer) that is a window or a chunk. */
+typedef enum { SPEC_SCHEME, SPEC_WINDOW, SPEC_CHUNK } LayerSpec;
+
 /* Applies LAYERS=VALUE[/LAYERS=VALUE...] to `table` (the variant's,
- * model_layers_for): a scheme per layer, or with `windows` a window (a bare
- * W meaning every layer). */
+ * model_layers_for); a size wider than n_ctx (when given) is refused. */
 static void apply_layer_spec(const char *flag, const char *spec, const Model *m,
-                             const PeParams *variant, LayerAttention *table, int windows,
+                             const PeParams *variant, LayerAttention *table, LayerSpec what,
                              int n_ctx) {
+    int windows = what != SPEC_SCHEME;
     int n_layers = m->config.n_layers;
     unsigned char *sel = mallocCheck((size_t)n_layers, "the layer selection");
     char buf[512];
@@ -518,8 +526,8 @@ static void apply_layer_spec(const char *flag, const char *spec, const Model *m,
         if (windows) {
             window = (int)parse_long(flag, value, 0, INT_MAX);
             if (n_ctx && window > n_ctx)
-                die("%s: a window of %d is wider than the context of %d (--ctx)", flag, window,
-                    n_ctx);
+                die("%s: a %s of %d is wider than the context of %d (--ctx)", flag,
+                    what == SPEC_CHUNK ? "chunk" : "window", window, n_ctx);
         } else {
             PeKind k;
             if (pe_kind_from_name(value, &k))
@@ -528,8 +536,11 @@ static void apply_layer_spec(const char *flag, const char *spec, const Model *m,
         }
         for (int l = 0; l < n_layers; l++) {
             PosencError err;
-            if (sel[l] && model_layer_override(m, variant, table, l, scheme, window, &err))
-                die("%s: layer %d: %s", flag, l, err.msg);
+            int failed = !sel[l] ? 0
+                         : what == SPEC_CHUNK
+                             ? model_layer_chunk(m, table, l, window, &err)
+                             : model_layer_override(m, variant, table, l, scheme, window, &err);
+            if (failed) die("%s: layer %d: %s", flag, l, err.msg);
         }
     }
     free(sel);
@@ -541,10 +552,11 @@ static void apply_layer_spec(const char *flag, const char *spec, const Model *m,
 static LayerAttention *variant_layers(const Options *o, const Model *m, const PeParams *p,
                                       const char *label, int n_ctx) {
     LayerAttention *table = model_layers_for(m, p);
-    if (o->window) apply_layer_spec("--window", o->window, m, p, table, 1, n_ctx);
-    if (o->pe_layers) apply_layer_spec("--pe-layers", o->pe_layers, m, p, table, 0, n_ctx);
+    if (o->window) apply_layer_spec("--window", o->window, m, p, table, SPEC_WINDOW, n_ctx);
+    if (o->chunk) apply_layer_spec("--chunk", o->chunk, m, p, table, SPEC_CHUNK, n_ctx);
+    if (o->pe_layers) apply_layer_spec("--pe-layers", o->pe_layers, m, p, table, SPEC_SCHEME, n_ctx);
     const char *at = label ? strchr(label, '@') : NULL;
-    if (at) apply_layer_spec("--pe", at + 1, m, p, table, 0, n_ctx);
+    if (at) apply_layer_spec("--pe", at + 1, m, p, table, SPEC_SCHEME, n_ctx);
     return table;
 }
 
@@ -578,7 +590,7 @@ static PeParams variant_params(const Model *m, const Options *o, const char *spe
     head[head_len] = '\0';
     if (at) { /* its syntax and schemes, checked now */
         LayerAttention *table = model_layers_for(m, &p);
-        apply_layer_spec("--pe", at + 1, m, &p, table, 0, 0);
+        apply_layer_spec("--pe", at + 1, m, &p, table, SPEC_SCHEME, 0);
         free(table);
     }
     spec = head;

@@ -169,14 +169,15 @@ int context_use_layers(Context *ctx, const LayerAttention *table, PosencError *e
         ContextLayer *cl = &ctx->layers[l];
         char where[32];
         snprintf(where, sizeof where, "layer %d", l);
-        if (table[l].window < 0) {
-            posenc_error(err, "a window of %d is negative", table[l].window);
+        if (table[l].window < 0 || table[l].chunk < 0) {
+            posenc_error(err, "a window of %d or a chunk of %d is negative", table[l].window,
+                         table[l].chunk);
             return posenc_error_prefix(err, where);
         }
         PositionalEncoding built;
         if (model_build_scheme(m, &table[l].pe, &built, err)) return posenc_error_prefix(err, where);
         pe_free(&cl->pe);
-        *cl = (ContextLayer){.pe = built, .window = table[l].window,
+        *cl = (ContextLayer){.pe = built, .window = table[l].window, .chunk = table[l].chunk,
                              .score_div = table[l].score_div, .softcap = table[l].softcap};
     }
     return 0;

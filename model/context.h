@@ -43,6 +43,7 @@ typedef void (*AttentionObserver)(void *user, int layer, int head, int pos_q,
 typedef struct {
     PositionalEncoding pe; /* rotate and bias act per layer */
     int window;            /* 0: every earlier position */
+    int chunk;             /* 0: no chunks */
     float score_div, softcap;
 } ContextLayer;
 

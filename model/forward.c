@@ -91,7 +91,7 @@ static void block_scores(const Context *ctx, int layer, int head, int t0, int nt
         /* a query sees no later key, nor one that has left the sliding
          * window (the bounds out of the loop, which then vectorizes: the
          * cell by cell test was 3% of f32 pp512 at the 110M shape) */
-        int pos_q = pos0 + t0 + t, first = model_window_first(cl->window, pos_q);
+        int pos_q = pos0 + t0 + t, first = model_visible_first(cl->window, cl->chunk, pos_q);
         if (cap > 0.0f)   /* Gemma 2: scores bent into (-cap, cap) before the mask */
             for (int cell = 0; cell < nb; cell++) row[cell] = cap * tanhf(row[cell] / div / cap);
         else

@@ -18,6 +18,8 @@
  *   posenc.layers.positional one scheme name a layer: a per-layer table no
  *                           family default gives (a Llama with NoPE layers)
  *   posenc.layers.sliding_window  one window a layer (0: full attention)
+ *   posenc.layers.chunk      one chunk size a layer: a query sees only its own
+ *                           chunk of positions (0: none)
  *   posenc.rope.scaling.yarn_truncate  false: YaRN's correction range
  *                           unrounded (gpt-oss; default true)
  *   posenc.rope.scaling.llama3_low_freq_factor, ..._high_freq_factor
@@ -36,6 +38,7 @@
  *                                              stores it): scaling "factors"
  *   rope_factors_long/short.weight             LongRoPE's (Phi-3) */
 #include <limits.h>
+#include <stddef.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -540,15 +543,21 @@ static int read_layers(Loader *l, Model *m) {
     if (rc == 0 && (rc = per_layer_ints(l, arch_key(l, "attention.rope_pattern"), n, v)) == 1)
         for (int i = 0; i < n; i++)
             if (!v[i]) m->layers[i].pe = pe_params_default(PE_NONE);
-    if (rc >= 0 && (rc = per_layer_ints(l, "posenc.layers.sliding_window", n, v)) == 1)
+    const struct { const char *key; size_t offset; } sizes[] = {
+        {"posenc.layers.sliding_window", offsetof(LayerAttention, window)},
+        {"posenc.layers.chunk", offsetof(LayerAttention, chunk)},
+    };
+    for (size_t k = 0; k < sizeof sizes / sizeof *sizes && rc >= 0; k++) {
+        if ((rc = per_layer_ints(l, sizes[k].key, n, v)) != 1) continue;
         for (int i = 0; i < n; i++) {
             if (v[i] < 0 || v[i] > INT_MAX) {
-                rc = posenc_error(l->err, "%s: posenc.layers.sliding_window[%d] = %lld is out of "
-                                          "range", path, i, (long long)v[i]);
+                rc = posenc_error(l->err, "%s: %s[%d] = %lld is out of range", path, sizes[k].key,
+                                  i, (long long)v[i]);
                 break;
             }
-            m->layers[i].window = (int)v[i];
+            *(int *)((char *)&m->layers[i] + sizes[k].offset) = (int)v[i];
         }
+    }
     free(v);
     if (rc < 0) return -1;
     const GgufArray *names;

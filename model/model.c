@@ -206,6 +206,8 @@ void model_layer_describe(const LayerAttention *la, char *buf, size_t size) {
             at += (size_t)snprintf(buf + at, size - at, " %s x%g",
                                    pe_rope_scaling_name(p->rope_scaling), (double)p->rope_factor);
     }
+    if (at < size && la->chunk)
+        at += (size_t)snprintf(buf + at, size - at, " chunk=%d", la->chunk);
     if (at < size)
         at += (size_t)snprintf(buf + at, size - at, la->window ? " window=%d" : " full", la->window);
     if (la->softcap > 0.0f && at < size)
@@ -246,6 +248,15 @@ int model_layer_override(const Model *m, const PeParams *variant, LayerAttention
     if (k == PE_ROPE && variant->kind != k && m->pe.kind != k)
         p.rope_pairing = m->config.family.pairing;
     table[l].pe = p;
+    return 0;
+}
+
+int model_layer_chunk(const Model *m, LayerAttention *table, int l, int chunk, PosencError *err) {
+    if (l < 0 || l >= m->config.n_layers)
+        return posenc_error(err, "layer %d does not exist (the model has %d: 0..%d)", l,
+                            m->config.n_layers, m->config.n_layers - 1);
+    if (chunk < 0) return posenc_error(err, "a chunk of %d positions", chunk);
+    table[l].chunk = chunk;
     return 0;
 }
 

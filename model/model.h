@@ -37,6 +37,8 @@ typedef struct {
                            theta and scaling per layer (Gemma 3's local and global) */
     int window;         /* a query sees the keys of the last W positions, its own included
                            (sliding-window layers); 0 = every earlier position */
+    int chunk;          /* a query sees only the keys of its own chunk of C positions, chunks
+                           starting at 0, C, 2C, ... (Llama 4's chunked layers); 0 = none */
     float score_div;    /* q.k is divided by it: sqrt(head_size), or sqrt(query_pre_attn_scalar) */
     float softcap;      /* scores become softcap * tanh(score / softcap) (Gemma 2); 0 = not */
 } LayerAttention;
@@ -110,6 +112,13 @@ static inline int model_window_first(int window, int pos_q) {
     return window && first > 0 ? first : 0;
 }
 
+/* The same through a window of W and chunks of C (either 0: none): the
+ * later of the window's first position and the chunk's start. */
+static inline int model_visible_first(int window, int chunk, int pos_q) {
+    int first = model_window_first(window, pos_q), start = chunk ? pos_q / chunk * chunk : 0;
+    return start > first ? start : first;
+}
+
 /* Every layer's attention as the 2023 families have it: the model's scheme
  * `pe`, `window` (0: none), q.k / sqrt(head_size), no soft-cap.  Allocates
  * m->layers. */
@@ -140,6 +149,8 @@ void model_layers_describe(const LayerAttention *table, int n_layers, char *buf,
  * reason. */
 int model_layer_override(const Model *m, const PeParams *variant, LayerAttention *table, int l,
                          int scheme, int window, PosencError *err);
+/* Sets entry l's chunk size (chunked attention; 0: none). */
+int model_layer_chunk(const Model *m, LayerAttention *table, int l, int chunk, PosencError *err);
 
 /* Checks dimensions for sanity and overflow; used by every loader. */
 int model_config_validate(const ModelConfig *c, const char *path, PosencError *err);

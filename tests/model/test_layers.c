@@ -436,6 +436,47 @@ START_TEST(shift_action_follows_the_scaling) {
 }
 END_TEST
 
+/* Chunked attention: with chunks of 16 in every layer, the tokens of the
+ * third chunk (positions 32..47) see none of the first two at any depth,
+ * so their logits equal a context that ran only them, at the same
+ * positions.  Control: without chunks they differ. */
+static float third_chunk_vs_alone(const Model *m, int chunk) {
+    enum { C = 16, N = 3 * C };
+    LayerAttention *table = model_layers_for(m, &m->pe);
+    PosencError err;
+    for (int l = 0; l < m->config.n_layers; l++)
+        ck_assert_msg(model_layer_chunk(m, table, l, chunk, &err) == 0, "%s", err.msg);
+    Context all, alone;
+    tests_build_context(&all, m, &m->pe, N);
+    tests_build_context(&alone, m, &m->pe, N);
+    ck_assert_msg(context_use_layers(&all, table, &err) == 0 &&
+                  context_use_layers(&alone, table, &err) == 0, "%s", err.msg);
+    const float *lg = context_forward(&all, ids, N, 0, 1);
+    float *third = malloc(sizeof(float) * C * VOCAB);
+    memcpy(third, lg + (size_t)2 * C * VOCAB, sizeof(float) * C * VOCAB);
+    float d = tests_max_abs_diff(third, context_forward(&alone, ids + 2 * C, C, 2 * C, 1),
+                                 (size_t)C * VOCAB);
+    free(third);
+    free(table);
+    context_free(&all);
+    context_free(&alone);
+    return d;
+}
+
+START_TEST(chunked_attention_isolates_chunks) {
+    if (!ready) return;
+    Model m;
+    tests_load_model(&m, ggufs[case_index("smollm3")]);
+    float d = third_chunk_vs_alone(&m, 16), control = third_chunk_vs_alone(&m, 0);
+    printf("chunks of 16: the third chunk %.3g from running it alone; without chunks %.3g\n",
+           (double)d, (double)control);
+    ck_assert_msg(d <= LOGIT_TOL, "chunked: %g from the chunk alone", (double)d);
+    ck_assert_msg(control > CONTROL_MIN, "without chunks only %g from the chunk alone",
+                  (double)control);
+    model_free(&m);
+}
+END_TEST
+
 /* The per-layer flags from the command line: -m inspect shows the table
  * they give; misuse is one error line naming the flag, before any work. */
 START_TEST(layer_flags) {
@@ -462,6 +503,7 @@ START_TEST(layer_flags) {
         {"--pe-layers", "1=nope", "--pe-layers: unknown scheme 'nope'"},
         {"--pe-layers", "none", "--pe-layers: 'none' needs the form LAYERS=SCHEME"},
         {"--window", "1=65", "--window: a window of 65 is wider than the context of 64 (--ctx)"},
+        {"--chunk", "65", "--chunk: a chunk of 65 is wider than the context of 64 (--ctx)"},
         {"--window", "-3", "--window"},
         {"--pe", "rope@2-1=none", "--pe: '2-1' is not a layer or range"},
     };
@@ -488,6 +530,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, shift_rerotates_rotating_layers_only);
     tcase_add_test(tc, shift_action_follows_the_scaling);
     tcase_add_test(tc, layer_flags);
+    tcase_add_test(tc, chunked_attention_isolates_chunks);
     suite_add_tcase(s, tc);
     return s;
 }
