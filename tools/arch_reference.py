@@ -40,6 +40,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from hf_tiny import byte_alphabet  # noqa: E402
 from reference import read_safetensors  # noqa: E402
 
 FAMILIES = ("qwen2", "gpt_neox", "bloom", "gpt_bigcode", "phi", "mpt", "gemma", "mistral")
@@ -48,17 +49,6 @@ DIM, LAYERS, HEADS, VOCAB, CTX = 64, 2, 4, 256, 64
 
 
 # ---- writing a checkpoint ------------------------------------------------------------------
-
-def byte_alphabet():
-    """GPT-2's byte -> printable character map, so every byte is one token."""
-    bs = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
-    cs = bs[:]
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + len(cs) - 188)
-    return dict(zip(bs, map(chr, cs)))
-
 
 def write_safetensors(path, tensors):
     header, offset, blobs = {}, 0, []

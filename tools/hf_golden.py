@@ -24,7 +24,6 @@ import sys
 import tempfile
 import traceback
 
-import numpy as np
 import torch
 import transformers
 
@@ -64,7 +63,8 @@ def run_case(name, cfg):
     manifest = []
     with torch.no_grad():
         for pname, p in model.named_parameters():
-            p.copy_(torch.from_numpy(hf_tiny.values(pname, tuple(p.shape))))
+            p.copy_(torch.tensor(hf_tiny.values(pname, tuple(p.shape)),
+                                 dtype=torch.float32).reshape(p.shape))
             manifest.append([pname, list(p.shape)])
     model = model.to(torch.float64).eval()
     with tempfile.TemporaryDirectory() as d:

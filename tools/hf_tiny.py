@@ -22,15 +22,15 @@ transformers itself (the fixture's "manifest").
         position the fixture holds (positions count from the run's first token);
         ids: the 80 token ids, on one line
 
-Stdlib + NumPy only.
+Stdlib only (the README's example runs it with any python3).
 """
 import argparse
+import array
 import json
+import math
 import os
-import sys
+import struct
 import zlib
-
-import numpy as np
 
 VOCAB, DIM, N_TOKENS = 256, 64, 80
 # Where the tests read the logits: the first positions, both sides of the
@@ -147,19 +147,20 @@ _MASK = (1 << 64) - 1
 
 
 def _splitmix64(seed, n):
-    """n outputs of SplitMix64 started at `seed` (uint64 arithmetic wraps)."""
-    with np.errstate(over="ignore"):
-        x = np.uint64(seed & _MASK) + (np.arange(1, n + 1, dtype=np.uint64)
-                                       * np.uint64(0x9E3779B97F4A7C15))
-        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        return x ^ (x >> np.uint64(31))
+    """n outputs of SplitMix64 started at `seed` (uint64 arithmetic)."""
+    out = []
+    for i in range(1, n + 1):
+        x = (seed + i * 0x9E3779B97F4A7C15) & _MASK
+        x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+        x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK
+        out.append(x ^ (x >> 31))
+    return out
 
 
 def uniform(name, n):
     """n values in (-1, 1), each an odd multiple of 2^-24 (exact in float32)."""
-    top = (_splitmix64(zlib.crc32(name.encode()), n) >> np.uint64(40)).astype(np.float64)
-    return (top + 0.5) / float(1 << 23) - 1.0
+    return [((z >> 40) + 0.5) / float(1 << 23) - 1.0
+            for z in _splitmix64(zlib.crc32(name.encode()), n)]
 
 
 def amplitude(name, shape):
@@ -169,20 +170,49 @@ def amplitude(name, shape):
         return 0.2 if name.endswith("bias") or "norm" in name else 1.0
     if "embed" in name:
         return 1.0
-    return 1.5 / np.sqrt(shape[-1])
+    return 1.5 / math.sqrt(shape[-1])
 
 
 def values(name, shape):
-    """The float32 values of parameter `name`; 1-D norm weights are 1 + 0.2u."""
-    n = int(np.prod(shape))
-    v = uniform(name, n) * amplitude(name, shape)
+    """The float32 values of parameter `name`, flat in row-major order; 1-D
+    norm weights are 1 + 0.2u."""
+    a, offset = amplitude(name, shape), 0.0
     if len(shape) == 1 and "norm" in name and not name.endswith("bias"):
-        v = v + 1.0
-    return v.astype(np.float32).reshape(shape)
+        offset = 1.0
+    return array.array("f", (u * a + offset for u in uniform(name, math.prod(shape))))
 
 
 def token_ids():
-    return [int(t) for t in _splitmix64(zlib.crc32(b"ids"), N_TOKENS) % np.uint64(VOCAB)]
+    return [int(z % VOCAB) for z in _splitmix64(zlib.crc32(b"ids"), N_TOKENS)]
+
+
+def byte_alphabet():
+    """GPT-2's byte -> printable character map, so every byte is one token."""
+    bs = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
+    cs = bs[:]
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + len(cs) - 188)
+    return dict(zip(bs, map(chr, cs)))
+
+
+def write_safetensors(path, tensors):
+    """{name: (shape, float32 array)} as one F32 safetensors file."""
+    header, offset, blobs = {}, 0, []
+    for name, (shape, a) in tensors.items():
+        if struct.pack("=H", 1) != struct.pack("<H", 1):
+            a = array.array("f", a)
+            a.byteswap()
+        raw = a.tobytes()
+        header[name] = {"dtype": "F32", "shape": list(shape),
+                        "data_offsets": [offset, offset + len(raw)]}
+        offset += len(raw)
+        blobs.append(raw)
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
 
 
 # ---- writing a checkpoint -------------------------------------------------------------------------
@@ -193,8 +223,6 @@ def fixture_path(case):
 
 
 def make(case, directory, fixture=None):
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from arch_reference import byte_alphabet, write_safetensors
     golden = json.load(open(fixture or fixture_path(case)))
     os.makedirs(directory, exist_ok=True)
     # a neutral general.name: llama.cpp applies Phi-3's vocabulary fixes to any
@@ -203,7 +231,7 @@ def make(case, directory, fixture=None):
     with open(os.path.join(directory, "config.json"), "w") as f:
         json.dump(config, f, indent=1)
     write_safetensors(os.path.join(directory, "model.safetensors"),
-                      {name: values(name, shape) for name, shape in golden["manifest"]})
+                      {name: (shape, values(name, shape)) for name, shape in golden["manifest"]})
     chars = byte_alphabet()
     with open(os.path.join(directory, "vocab.json"), "w", encoding="utf-8") as f:
         json.dump({chars[b]: b for b in range(256)}, f, ensure_ascii=False)
