@@ -120,16 +120,19 @@ void tests_load_zoo(Model *m, const char *models_dir, const char *scheme) {
     tests_load_model(m, gguf);
 }
 
-const char *tests_make_family(const char *family, int tied, const char *name) {
+/* `tool` make SUBJECT build/<folder>/<name> [extra], then convert.py into
+ * build/<folder>/<name>.gguf (static rotating buffer). */
+static const char *make_and_convert(const char *tool, const char *subject, const char *folder,
+                                    const char *name, const char *extra) {
     static char gguf[4][160];
     static int next;
     char dir[128], *out = gguf[next++ % 4];
-    snprintf(dir, sizeof dir, "build/arch/%s", name);
-    snprintf(out, sizeof gguf[0], "%s.gguf", dir);
+    snprintf(dir, sizeof dir, "build/%s", folder);
     mkdir("build", 0755);
-    mkdir("build/arch", 0755);
-    const char *make[] = {"tools/arch_reference.py", "make", family, dir,
-                          tied ? "--tied" : NULL, NULL};
+    mkdir(dir, 0755);
+    snprintf(dir, sizeof dir, "build/%s/%s", folder, name);
+    snprintf(out, sizeof gguf[0], "%s.gguf", dir);
+    const char *make[] = {tool, "make", subject, dir, extra, NULL};
     const char *conv[] = {"tools/convert.py", dir, out, NULL};
     TestsRun a = tests_run_python_ok(make), b = tests_run_python_ok(conv);
     tests_run_free(&a);
@@ -137,20 +140,13 @@ const char *tests_make_family(const char *family, int tied, const char *name) {
     return out;
 }
 
+const char *tests_make_family(const char *family, int tied, const char *name) {
+    return make_and_convert("tools/arch_reference.py", family, "arch", name,
+                            tied ? "--tied" : NULL);
+}
+
 const char *tests_make_hf_case(const char *name) {
-    static char gguf[4][160];
-    static int next;
-    char dir[128], *out = gguf[next++ % 4];
-    snprintf(dir, sizeof dir, "build/hf/%s", name);
-    snprintf(out, sizeof gguf[0], "%s.gguf", dir);
-    mkdir("build", 0755);
-    mkdir("build/hf", 0755);
-    const char *make[] = {"tools/hf_tiny.py", "make", name, dir, NULL};
-    const char *conv[] = {"tools/convert.py", dir, out, NULL};
-    TestsRun a = tests_run_python_ok(make), b = tests_run_python_ok(conv);
-    tests_run_free(&a);
-    tests_run_free(&b);
-    return out;
+    return make_and_convert("tools/hf_tiny.py", name, "hf", name, NULL);
 }
 
 void tests_load_family(Model *m, const char *family) {

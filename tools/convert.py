@@ -817,14 +817,10 @@ def add_nope_layers(out, config, n_layers):
                         ["rope" if f else "none" for f in flags])
 
 
-def convert_hf_llama(model_dir, config, out, tokenizer, arch="llama"):
-    """llama, and the families of the same layout whose q/k rows stay in HF's
-    rotate_half order (llama.cpp runs them with NeoX pairs): qwen2, with
-    q/k/v biases, and gemma, whose RMSNorms scale by (1 + w) (stored as
-    1 + w, as llama.cpp's converter does), GeGLU, tied head."""
-    qwen2, gemma, smollm3 = arch == "qwen2", arch == "gemma", arch == "smollm3"
-    neox = qwen2 or gemma
-    st = SafeTensors(model_dir)
+def llama_shape(config):
+    """(dim, hidden, layers, heads, kv heads, head size) of a llama-like
+    config, checked: heads a multiple of kv heads, an even head size, dim a
+    multiple of the heads unless head_dim says otherwise."""
     dim = cfg_int(config, "hidden_size")
     hidden = cfg_int(config, "intermediate_size")
     L = cfg_int(config, "num_hidden_layers")
@@ -834,6 +830,27 @@ def convert_hf_llama(model_dir, config, out, tokenizer, arch="llama"):
     if n_heads % n_kv or (config.get("head_dim") is None and dim % n_heads) or hd % 2:
         fail("config.json: inconsistent attention: hidden_size %d, %d heads, %d kv heads"
              % (dim, n_heads, n_kv))
+    return dim, hidden, L, n_heads, n_kv, hd
+
+
+def rotary_dims(config, hd):
+    """The rotated dims of a head: partial_rotary_factor of it, even and > 0."""
+    rope_dim = int(hd * cfg_float(config, "partial_rotary_factor", 1.0))
+    if rope_dim < 2 or rope_dim % 2:
+        fail("config.json: partial_rotary_factor gives %d rotated dims of %d (must be even, > 0)"
+             % (rope_dim, hd))
+    return rope_dim
+
+
+def convert_hf_llama(model_dir, config, out, tokenizer, arch="llama"):
+    """llama, and the families of the same layout whose q/k rows stay in HF's
+    rotate_half order (llama.cpp runs them with NeoX pairs): qwen2, with
+    q/k/v biases, and gemma, whose RMSNorms scale by (1 + w) (stored as
+    1 + w, as llama.cpp's converter does), GeGLU, tied head."""
+    qwen2, gemma, smollm3 = arch == "qwen2", arch == "gemma", arch == "smollm3"
+    neox = qwen2 or gemma
+    st = SafeTensors(model_dir)
+    dim, hidden, L, n_heads, n_kv, hd = llama_shape(config)
     act = config.get("hidden_activation") or config.get("hidden_act", "silu")
     if gemma and act not in ("gelu", "gelu_pytorch_tanh"):
         fail("config.json: hidden_activation %r is not supported (gemma uses tanh GELU)" % act)
@@ -1536,21 +1553,10 @@ def convert_hf_phi3(model_dir, config, out, tokenizer):
     permutation), partial rotary (Phi-4-mini), LongRoPE's factors, and the
     sliding window of Phi-3-mini-4k, which Hugging Face applies."""
     st = SafeTensors(model_dir)
-    dim = cfg_int(config, "hidden_size")
-    hidden = cfg_int(config, "intermediate_size")
-    L = cfg_int(config, "num_hidden_layers")
-    n_heads = cfg_int(config, "num_attention_heads")
-    n_kv = cfg_int(config, "num_key_value_heads", n_heads)
-    if dim % n_heads or n_heads % n_kv:
-        fail("config.json: inconsistent attention: hidden_size %d, %d heads, %d kv heads"
-             % (dim, n_heads, n_kv))
-    hd = dim // n_heads
+    dim, hidden, L, n_heads, n_kv, hd = llama_shape(config)
     if config.get("hidden_act", "silu") != "silu":
         fail("config.json: hidden_act %r is not supported (phi3 uses silu)" % config["hidden_act"])
-    rope_dim = int(hd * cfg_float(config, "partial_rotary_factor", 1.0))
-    if rope_dim < 2 or rope_dim % 2:
-        fail("config.json: partial_rotary_factor gives %d rotated dims of %d (must be even, > 0)"
-             % (rope_dim, hd))
+    rope_dim = rotary_dims(config, hd)
     vocab = cfg_int(config, "vocab_size")
     ctx = cfg_int(config, "max_position_embeddings")
     plan = TensorPlan(st, ignore=("rotary_emb.inv_freq",))
@@ -1616,15 +1622,7 @@ _MODERN = {
 def convert_hf_modern(model_dir, config, out, tokenizer, spec):
     arch = spec["arch"]
     st = SafeTensors(model_dir)
-    dim = cfg_int(config, "hidden_size")
-    hidden = cfg_int(config, "intermediate_size")
-    L = cfg_int(config, "num_hidden_layers")
-    n_heads = cfg_int(config, "num_attention_heads")
-    n_kv = cfg_int(config, "num_key_value_heads", n_heads)
-    hd = cfg_int(config, "head_dim") if config.get("head_dim") else dim // n_heads
-    if n_heads % n_kv or (config.get("head_dim") is None and dim % n_heads) or hd % 2:
-        fail("config.json: inconsistent attention: hidden_size %d, %d heads, %d kv heads"
-             % (dim, n_heads, n_kv))
+    dim, hidden, L, n_heads, n_kv, hd = llama_shape(config)
     acts = spec.get("act", ("silu",))
     act = config.get("hidden_activation") or config.get("hidden_act", acts[0])
     if act not in acts:
@@ -1637,10 +1635,7 @@ def convert_hf_modern(model_dir, config, out, tokenizer, spec):
     qk_norm = spec.get("qk_norm")
     if qk_norm == "stablelm":
         qk_norm = "stablelm" if config.get("qk_layernorm") else None
-    rope_dim = int(hd * cfg_float(config, "partial_rotary_factor", 1.0))
-    if rope_dim < 2 or rope_dim % 2:
-        fail("config.json: partial_rotary_factor gives %d rotated dims of %d (must be even, > 0)"
-             % (rope_dim, hd))
+    rope_dim = rotary_dims(config, hd)
     vocab = cfg_int(config, "vocab_size")
     ctx = cfg_int(config, "max_position_embeddings")
     eps = cfg_float(config, "layer_norm_eps" if spec.get("layernorm") else "rms_norm_eps", 1e-5)
