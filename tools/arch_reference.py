@@ -34,13 +34,12 @@ import argparse
 import json
 import math
 import os
-import struct
 import sys
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hf_tiny import byte_alphabet  # noqa: E402
+from hf_tiny import byte_alphabet, write_safetensors  # noqa: E402
 from reference import read_safetensors  # noqa: E402
 
 FAMILIES = ("qwen2", "gpt_neox", "bloom", "gpt_bigcode", "phi", "mpt", "gemma", "mistral")
@@ -49,19 +48,6 @@ DIM, LAYERS, HEADS, VOCAB, CTX = 64, 2, 4, 256, 64
 
 
 # ---- writing a checkpoint ------------------------------------------------------------------
-
-def write_safetensors(path, tensors):
-    header, offset, blobs = {}, 0, []
-    for name, a in tensors.items():
-        raw = np.ascontiguousarray(a, dtype="<f4").tobytes()
-        header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [offset, offset + len(raw)]}
-        offset += len(raw)
-        blobs.append(raw)
-    h = json.dumps(header).encode()
-    h += b" " * (-len(h) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
-
 
 def per_head_fused_block(t, p, attn, d, ff, r, norm):
     """A GPT-NeoX or BLOOM block's tensors (they differ in the attention's name)."""
@@ -220,7 +206,8 @@ def make(family, directory, seed, tied):
     os.makedirs(directory, exist_ok=True)
     with open(os.path.join(directory, "config.json"), "w") as f:
         json.dump(cfg, f, indent=1)
-    write_safetensors(os.path.join(directory, "model.safetensors"), tensors)
+    write_safetensors(os.path.join(directory, "model.safetensors"),
+                      {n: (a.shape, np.ascontiguousarray(a, dtype="<f4")) for n, a in tensors.items()})
     chars = byte_alphabet()
     with open(os.path.join(directory, "vocab.json"), "w", encoding="utf-8") as f:
         json.dump({chars[b]: b for b in range(256)}, f, ensure_ascii=False)

@@ -198,10 +198,12 @@ def byte_alphabet():
 
 
 def write_safetensors(path, tensors):
-    """{name: (shape, float32 array)} as one F32 safetensors file."""
+    """{name: (shape, values)} as one F32 safetensors file; values is an
+    array('f') or anything whose tobytes() gives little-endian float32 (a
+    NumPy '<f4' array)."""
     header, offset, blobs = {}, 0, []
     for name, (shape, a) in tensors.items():
-        if struct.pack("=H", 1) != struct.pack("<H", 1):
+        if isinstance(a, array.array) and struct.pack("=H", 1) != struct.pack("<H", 1):
             a = array.array("f", a)
             a.byteswap()
         raw = a.tobytes()
