@@ -214,16 +214,23 @@ void model_layer_describe(const LayerAttention *la, char *buf, size_t size) {
         snprintf(buf + at, size - at, " softcap=%g", (double)la->softcap);
 }
 
+int model_layers_run_end(const LayerAttention *table, int n_layers, int l) {
+    char line[160], next[160];
+    model_layer_describe(&table[l], line, sizeof line);
+    int last = l;
+    while (last + 1 < n_layers &&
+           (model_layer_describe(&table[last + 1], next, sizeof next), !strcmp(next, line)))
+        last++;
+    return last;
+}
+
 void model_layers_describe(const LayerAttention *table, int n_layers, char *buf, size_t size) {
     size_t at = 0;
     buf[0] = '\0';
     for (int l = 0; l < n_layers && at < size;) {
-        char line[160], next[160];
+        char line[160];
         model_layer_describe(&table[l], line, sizeof line);
-        int last = l;
-        while (last + 1 < n_layers &&
-               (model_layer_describe(&table[last + 1], next, sizeof next), !strcmp(next, line)))
-            last++;
+        int last = model_layers_run_end(table, n_layers, l);
         at += (size_t)(last > l ? snprintf(buf + at, size - at, "%s%d-%d: %s", l ? "; " : "", l,
                                            last, line)
                                 : snprintf(buf + at, size - at, "%s%d: %s", l ? "; " : "", l, line));

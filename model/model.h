@@ -138,6 +138,9 @@ LayerAttention *model_layers_for(const Model *m, const PeParams *p);
 /* One line of a layer's attention, "rope theta=10000 yarn x4 window=8",
  * in buf. */
 void model_layer_describe(const LayerAttention *la, char *buf, size_t size);
+/* The last layer of the run of layers that read as layer l does
+ * (model_layer_describe), l itself when the next differs. */
+int model_layers_run_end(const LayerAttention *table, int n_layers, int l);
 /* The table in runs of equal layers, "0-4: rope theta=10000 window=8; 5:
  * ...", in buf. */
 void model_layers_describe(const LayerAttention *table, int n_layers, char *buf, size_t size);

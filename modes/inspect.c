@@ -144,8 +144,6 @@ static void emit_layers(Emitter *e, const Model *m, const LayerAttention *layers
     int n = m->config.n_layers;
     em_begin(e, "layers", e->json ? '[' : '{');
     for (int l = 0; l < n;) {
-        char line[160];
-        model_layer_describe(&layers[l], line, sizeof line);
         if (e->json) {
             if (e->need_comma) fputc(',', e->out);
             const PeParams *p = &layers[l].pe;
@@ -161,12 +159,9 @@ static void emit_layers(Emitter *e, const Model *m, const LayerAttention *layers
             l++;
             continue;
         }
-        int last = l;
-        for (char next[160]; last + 1 < n; last++) {
-            model_layer_describe(&layers[last + 1], next, sizeof next);
-            if (strcmp(next, line)) break;
-        }
-        char key[32];
+        char line[160], key[32];
+        model_layer_describe(&layers[l], line, sizeof line);
+        int last = model_layers_run_end(layers, n, l);
         snprintf(key, sizeof key, last > l ? "%d-%d" : "%d", l, last);
         em_str(e, key, line);
         l = last + 1;
