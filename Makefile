@@ -20,11 +20,13 @@ ASAN_FLAGS := $(BASE) -O1 -g $(ARCH_FLAGS) -fno-omit-frame-pointer \
 LDLIBS  := -lm -fopenmp
 
 # The layers, bottom up: base, then positional, tokenizer and chat (templates),
-# then the model (the engine), then the modes that drive it; run.c is the
-# command line.
+# then the model (the engine), then the modes that drive it; cli/ is the
+# command line (the option and mode tables and one driver per mode), which
+# run.c parses and dispatches.
 LAYERS   := base positional tokenizer chat model modes
 LIB_SRC  := $(sort $(foreach d,$(LAYERS),$(wildcard $(d)/*.c)))
-LIB_HDR  := $(foreach d,$(LAYERS),$(wildcard $(d)/*.h))
+LIB_HDR  := $(foreach d,$(LAYERS),$(wildcard $(d)/*.h)) $(wildcard cli/*.h)
+CLI_SRC  := $(sort $(wildcard cli/*.c))
 # Every tests/**/test_*.c is a suite, named by its path under tests/
 # (model/test_sampler): a file dropped into any directory there is built
 # and run by make test.
@@ -54,11 +56,23 @@ build/rel/libposenc.a: $(patsubst %.c,build/rel/%.o,$(LIB_SRC))
 	ar rcs $@ $^
 build/asan/libposenc.a: $(patsubst %.c,build/asan/%.o,$(LIB_SRC))
 	ar rcs $@ $^
+build/rel/libposenc_cli.a: $(patsubst %.c,build/rel/%.o,$(CLI_SRC))
+	ar rcs $@ $^
+build/asan/libposenc_cli.a: $(patsubst %.c,build/asan/%.o,$(CLI_SRC))
+	ar rcs $@ $^
 
-run: build/rel/run.o build/rel/libposenc.a
+run: build/rel/run.o build/rel/libposenc_cli.a build/rel/libposenc.a
 	$(CC) $(REL_FLAGS) $^ -o $@ $(LDLIBS)
-build/asan/run: build/asan/run.o build/asan/libposenc.a
+build/asan/run: build/asan/run.o build/asan/libposenc_cli.a build/asan/libposenc.a
 	$(CC) $(ASAN_FLAGS) $^ -o $@ $(LDLIBS)
+
+# The command-line reference, made from cli/options.c's tables; make test
+# (tests/cli/test_cli_reference) fails while it is out of date.
+build/rel/tools/cli_reference: build/rel/tools/cli_reference.o build/rel/libposenc_cli.a \
+        build/rel/libposenc.a
+	$(CC) $(REL_FLAGS) $^ -o $@ $(LDLIBS)
+docs/cli.md: build/rel/tools/cli_reference
+	$< > $@
 
 # ---- tests ----------------------------------------------------------------
 # Check's flags are looked up only when a test target runs, so `make` alone
@@ -66,9 +80,11 @@ build/asan/run: build/asan/run.o build/asan/libposenc.a
 CHECK_CFLAGS = $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS   = $(shell pkg-config --libs check 2>/dev/null)
 
-build/rel/tests/%: build/rel/tests/%.o build/rel/tests/common.o build/rel/libposenc.a
+build/rel/tests/%: build/rel/tests/%.o build/rel/tests/common.o build/rel/libposenc_cli.a \
+        build/rel/libposenc.a
 	$(CC) $(REL_FLAGS) $^ -o $@ $(CHECK_LIBS) $(LDLIBS)
-build/asan/tests/%: build/asan/tests/%.o build/asan/tests/common.o build/asan/libposenc.a
+build/asan/tests/%: build/asan/tests/%.o build/asan/tests/common.o build/asan/libposenc_cli.a \
+        build/asan/libposenc.a
 	$(CC) $(ASAN_FLAGS) $^ -o $@ $(CHECK_LIBS) $(LDLIBS)
 build/rel/tests/%.o: tests/%.c tests/common.h $(LIB_HDR) build/rel/flags
 	@mkdir -p $(dir $@)
@@ -92,7 +108,7 @@ deps:
 # control: a copy of the tree with one include pointing up must fail.
 check-layers:
 	@sh tools/check_layers.sh . && echo "check-layers: every include points down"
-	@tmp=$$(mktemp -d) && cp -r $(LAYERS) $$tmp/ && \
+	@tmp=$$(mktemp -d) && cp -r $(LAYERS) cli $$tmp/ && \
 	  echo '#include "model/model.h"' >> $$tmp/positional/pe.c && \
 	  if sh tools/check_layers.sh $$tmp > $$tmp/out; then rm -rf $$tmp; \
 	    echo "check-layers: an upward include was not caught" >&2; exit 1; fi; \

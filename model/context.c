@@ -241,6 +241,14 @@ const float *context_prefill(Context *ctx, const int *tokens, int n, int pos0) {
     return logits;
 }
 
+const float *context_step(Context *ctx, const int *tokens, int n, int pos0, int all_logits,
+                          PosencError *err) {
+    if (context_check_chunk(ctx, tokens, n, pos0, err)) return NULL;
+    const float *logits = context_forward(ctx, tokens, n, pos0, all_logits);
+    int rows = all_logits ? n : 1, first = all_logits ? pos0 : pos0 + n - 1;
+    return context_check_logits(ctx, logits, rows, first, err) ? NULL : logits;
+}
+
 int context_check_tokens(const Context *ctx, const int *tokens, int n, int pos0, PosencError *err) {
     const ModelConfig *c = &ctx->model->config;
     if (n <= 0) return posenc_error(err, "empty chunk");

@@ -19,8 +19,9 @@ typedef struct {
     int max_tokens;     /* largest chunk one forward call accepts */
     int logit_rows;     /* rows of logits one call may return */
     float *x;           /* (max_tokens, dim) residual stream */
-    float *xb, *xb2;    /* (max_tokens, dim) */
-    float *q;           /* (max_tokens, dim) */
+    float *xb;          /* (max_tokens, max(dim, q_dim)) a normed row, then the heads' outputs */
+    float *xb2;         /* (max_tokens, dim) */
+    float *q;           /* (max_tokens, q_dim) queries, q_dim = n_heads * head_size */
     float *k, *v;       /* (max_tokens, kv_dim) new keys and values before a cache of another
                            type than f32 rounds them; NULL when they go straight in the cells */
     float *hb, *hb2;    /* (max_tokens, hidden_dim) */
@@ -88,8 +89,9 @@ ContextSize context_size_ppl(int n_ctx, TensorType kv_type);
 
 int context_build_sized(Context *ctx, const Model *m, const PeParams *pe, const ContextSize *size,
                         PosencError *err);
-/* n_ctx cells, chunks of max_tokens (<= n_ctx) with every row's logits;
- * the cache holds f32, or kv_type. */
+/* Test seams: n_ctx cells, chunks of max_tokens (<= n_ctx) with every
+ * row's logits; the cache holds f32, or kv_type.  The engine's callers size
+ * a context with context_build_sized. */
 int context_build(Context *ctx, const Model *m, const PeParams *pe, int n_ctx, int max_tokens,
                   PosencError *err);
 int context_build_kv(Context *ctx, const Model *m, const PeParams *pe, int n_ctx, int max_tokens,
@@ -137,4 +139,9 @@ int context_check_tokens(const Context *ctx, const int *tokens, int n, int pos0,
  * a sampler that cannot choose or a perplexity of nan. */
 int context_check_logits(const Context *ctx, const float *logits, int rows, int pos0,
                          PosencError *err);
+/* One step of generate, chat and ppl: the chunk checked, run and its logits
+ * checked (context_check_chunk, context_forward, context_check_logits);
+ * NULL with err set when a check fails. */
+const float *context_step(Context *ctx, const int *tokens, int n, int pos0, int all_logits,
+                          PosencError *err);
 #endif

@@ -260,7 +260,7 @@ static void ffn_block(Context *ctx, int l, int n) {
  * both branches read the same x: x += attn(norm1 x) + ffn(norm2 x).  The
  * family's norm placement may add a norm after each branch or have only
  * that one; Granite scales each branch by residual_scale. */
-static void layer(Context *ctx, int l, int first_cell, int n, int pos0) {
+static void transformer_layer(Context *ctx, int l, int first_cell, int n, int pos0) {
     const ModelConfig *c = &ctx->model->config;
     ForwardState *s = &ctx->state;
     size_t len = (size_t)n * c->dim;
@@ -298,7 +298,7 @@ const float *context_forward(Context *ctx, const int *tokens, int n, int pos0, i
     int first_cell = kv_cache_append(&ctx->cache, tokens, n, pos0);
     for (int l = 0; l < c->n_layers; l++) {
         pe_prepare(&ctx->layers[l].pe, pos0 + n - 1, ctx->cache.n_ctx);
-        layer(ctx, l, first_cell, n, pos0);
+        transformer_layer(ctx, l, first_cell, n, pos0);
     }
 
     /* Only the rows whose logits are wanted go through the classifier. */

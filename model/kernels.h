@@ -145,7 +145,7 @@ int kernels_bf16_activations(void);
  * (the AVX-512 path where the CPU and kernel allow AMX): the same bits as
  * with VNNI, only faster. */
 int kernels_int8_amx(void);
-/* Tests hold AMX's prefill against the same path without it: 0 keeps
+/* Test seam: tests hold AMX's prefill against the same path without it: 0 keeps
  * AMX's tiles unused (BF16 prefill on pair products or in f32,
  * block-quantized on VNNI). */
 void kernels_allow_amx(int allow);

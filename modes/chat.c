@@ -162,10 +162,9 @@ static int feed(ChatSession *s, const int *ids, int n, PosencError *err) {
         if (chunk > n) chunk = n;
         if (chunk > ctx->state.max_tokens) chunk = ctx->state.max_tokens;
         int pos = kv->n_used ? kv->pos[kv->n_used - 1] + 1 : 0;
-        if (context_check_chunk(ctx, ids, chunk, pos, err)) return -1;
         if (s->opt->trace) generate_trace_chunk(s->opt->trace, ctx, s->tok, ids, chunk, pos);
-        s->logits = context_forward(ctx, ids, chunk, pos, 0);
-        if (context_check_logits(ctx, s->logits, 1, pos + chunk - 1, err)) return -1;
+        s->logits = context_step(ctx, ids, chunk, pos, 0, err);
+        if (!s->logits) return -1;
         for (int i = 0; i < chunk; i++) {
             push_seen(s, ids[i]);
             sampler_accept(s->sampler, ids[i]);

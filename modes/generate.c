@@ -155,10 +155,9 @@ static int decode_loop(Context *ctx, const Tokenizer *tok, Sampler *sampler, con
             return 0;
         }
         int pos = ctx->cache.pos[ctx->cache.n_used - 1] + 1;
-        if (context_check_chunk(ctx, &token, 1, pos, err)) return -1;
         if (o->opt->trace) trace_chunk(o, ctx, tok, &token, 1, pos);
-        logits = context_forward(ctx, &token, 1, pos, 0);
-        if (context_check_logits(ctx, logits, 1, pos, err)) return -1;
+        logits = context_step(ctx, &token, 1, pos, 0, err);
+        if (!logits) return -1;
     }
 }
 

@@ -63,9 +63,7 @@ static void add_nll(PplResult *r, int pos_index, double nll) {
 static int forward_all(Lockstep *ls, const int *tokens, int n, int pos0, PosencError *err) {
     for (int v = 0; v < ls->n_variants; v++) {
         double t0 = time_now_s();
-        if (context_check_chunk(&ls->ctxs[v], tokens, n, pos0, err)) return -1;
-        const float *logits = context_forward(&ls->ctxs[v], tokens, n, pos0, 1);
-        if (context_check_logits(&ls->ctxs[v], logits, n, pos0, err)) return -1;
+        if (!context_step(&ls->ctxs[v], tokens, n, pos0, 1, err)) return -1;
         ls->res[v].seconds += time_now_s() - t0;
         ls->res[v].n_chunks++;
     }

@@ -1,6 +1,7 @@
 #!/bin/sh
 # Includes point down the layers, never up or sideways:
 #
+#   cli         the command line: option and mode tables, one driver per mode
 #   modes       generate, ppl driver, bench, inspect, plots: may include all below
 #   model       the engine (loaders, forward, cache, shift, kernels, sampler)
 #   positional  tokenizer  chat    side by side: each only itself and base
@@ -19,11 +20,12 @@ allowed() {
     chat) echo "base chat" ;;
     model) echo "base positional model" ;;
     modes) echo "base positional tokenizer chat model modes" ;;
+    cli) echo "base positional tokenizer chat model modes cli" ;;
     esac
 }
 
 bad=0
-for layer in base positional tokenizer chat model modes; do
+for layer in base positional tokenizer chat model modes cli; do
     ok=$(allowed "$layer")
     for f in "$root/$layer"/*.c "$root/$layer"/*.h; do
         [ -e "$f" ] || continue

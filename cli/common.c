@@ -1,0 +1,212 @@
+/* What the mode drivers share (cli/common.h). */
+#include "cli/common.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "modes/generate.h"
+#include "modes/html_report.h"
+
+/* Every CLI failure is one line on stderr and exit status 1.  Flag values
+ * and paths come from the user: a control character in one is written as
+ * \xNN, so it can neither split the line nor reach the terminal. */
+void cli_die(const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fputs("error: ", stderr);
+    for (const unsigned char *c = (const unsigned char *)msg; *c; c++) {
+        if (*c < 0x20 || *c == 0x7f) fprintf(stderr, "\\x%02x", *c);
+        else fputc(*c, stderr);
+    }
+    fputc('\n', stderr);
+    exit(EXIT_FAILURE);
+}
+
+TensorType kv_type(const Options *o) {
+    TensorType t = TENSOR_F32;
+    if (o->kv_type) kv_cache_type_from_name(o->kv_type, &t); /* a known name: parse_args checked */
+    return t;
+}
+
+/* The variant's context, with its per-layer table (variant_layers). */
+void build_context(Context *ctx, const Options *o, const Model *m, const PeParams *p,
+                          const char *label, ContextSize size) {
+    PosencError err;
+    if (context_build_sized(ctx, m, p, &size, &err)) cli_die("%s", err.msg);
+    LayerAttention *table = variant_layers(o, m, p, label, size.n_ctx);
+    int rc = context_use_layers(ctx, table, &err);
+    free(table);
+    if (rc) cli_die("%s%s: %s", label ? "--pe " : "", label ? label : "", err.msg);
+}
+
+/* tokenizer.bin beside the model, as llama2.c users lay files out. */
+const char *default_tokenizer(const char *model_path, char *buf, size_t n) {
+    const char *slash = strrchr(model_path, '/');
+    int dir_len = slash ? (int)(slash - model_path + 1) : 0;
+    snprintf(buf, n, "%.*stokenizer.bin", dir_len, model_path);
+    if (access(buf, R_OK) != 0) cli_die("no tokenizer: pass -z PATH (looked for '%s')", buf);
+    return buf;
+}
+
+void load_model(const Options *o, Model *model) {
+    if (!o->model_path) cli_die("no model given (usage: run MODEL [options])");
+    PosencError err;
+    if (model_load(model, o->model_path, &err)) cli_die("%s", err.msg);
+}
+
+/* --special needs a vocabulary whose control pieces can come from text. */
+void apply_special(const Options *o, Tokenizer *tok) {
+    if (o->special && tokenizer_set_parse_special(tok, 1))
+        cli_die("--special: %s is not a byte-level BPE vocabulary; its control pieces never come "
+                "from text", tok->source[0] ? tok->source : o->model_path);
+}
+
+/* -z wins; then the GGUF's own vocabulary; then tokenizer.bin beside a .bin. */
+void load_tokenizer(const Options *o, const Model *model, Tokenizer *tok) {
+    PosencError err;
+    int vocab = model ? model->config.vocab_size : 0;
+    if (o->tokenizer_path) {
+        if (tokenizer_load(tok, o->tokenizer_path, vocab, &err)) cli_die("-z: %s", err.msg);
+    } else if (model && model->gguf) {
+        if (tokenizer_load_gguf(tok, model->gguf, &err)) cli_die("%s", err.msg);
+        if (tok->vocab_size != vocab)
+            cli_die("%s: the vocabulary has %d tokens but the model %d", o->model_path, tok->vocab_size,
+                    vocab);
+    } else if (model) {
+        char buf[1024];
+        if (tokenizer_load(tok, default_tokenizer(o->model_path, buf, sizeof buf), vocab, &err))
+            cli_die("%s", err.msg);
+    } else {
+        cli_die("-m tokenize needs -z TOKENIZER or a GGUF file");
+    }
+    apply_special(o, tok);
+}
+
+
+/* -f: a file, or a pipe such as /dev/stdin (read to its end, as cat
+ * would); a directory is refused here, before reading it fails. */
+FILE *open_text_file(const char *path) {
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) cli_die("-f: '%s' is a directory", path);
+    FILE *f = fopen(path, "rb");
+    if (!f) cli_die("-f: cannot open '%s': %s", path, strerror(errno));
+    return f;
+}
+
+/* The whole file, NUL-terminated (len excludes the NUL). */
+char *read_text_file(const char *path, size_t *len) {
+    FILE *f = open_text_file(path);
+    PosencError err;
+    char *text = posenc_read_stream(f, len, path, &err);
+    if (!text) cli_die("-f: %s", err.msg);
+    fclose(f);
+    return text;
+}
+
+/* generate -f: the prompt is the file's text, as llama.cpp's -f; one
+ * trailing newline (an editor's) is dropped. */
+char *read_prompt_file(const char *path) {
+    size_t len;
+    char *text = read_text_file(path, &len);
+    if (len > 0 && text[len - 1] == '\n') len--;
+    if (memchr(text, '\0', len)) cli_die("-f: '%s' contains a NUL byte; a prompt is text", path);
+    text[len] = '\0';
+    return text;
+}
+
+/* Named here, before any work; the engine checks again for other callers. */
+void check_keep(const Options *o, int n_ctx) {
+    PosencError err;
+    if (!o->no_shift && context_shift_check_keep(n_ctx, o->keep, &err))
+        cli_die("--keep %d: %s: keep at most --ctx - 2, or pass --no-shift", o->keep, err.msg);
+}
+
+ContextShiftMode shift_mode(const Options *o) {
+    if (o->no_shift) return CONTEXT_SHIFT_OFF;
+    if (o->shift_no_rerotate) {
+        fprintf(stderr, "warning: --shift-no-rerotate keeps stale keys after a context shift: "
+                        "this demonstrates a bug, the output will degrade\n");
+        return CONTEXT_SHIFT_NO_REROTATE;
+    }
+    return CONTEXT_SHIFT_ON;
+}
+
+/* --logits-out: the file and its writer, or out == NULL when not asked for. */
+void open_logits_out(const Options *o, int vocab, LogprobWriter *w) {
+    w->out = NULL;
+    if (!o->logits_out) return;
+    FILE *f = fopen(o->logits_out, "w");
+    if (!f) cli_die("--logits-out: cannot write '%s': %s", o->logits_out, strerror(errno));
+    int top = o->logits_top < vocab ? o->logits_top : vocab;
+    logprob_writer_init(w, f, vocab, top);
+}
+
+void close_logits_out(const Options *o, LogprobWriter *w) {
+    if (!w->out) return;
+    int failed = ferror(w->out);
+    if (fclose(w->out) != 0 || failed) cli_die("--logits-out: error writing '%s'", o->logits_out);
+    logprob_writer_free(w);
+}
+
+void build_sampler(const Options *o, int vocab, Sampler *s) {
+    unsigned long long seed = o->seed ? o->seed : (unsigned long long)time(NULL);
+    sampler_build(s, vocab, o->temperature, o->topp, o->topk, seed);
+    sampler_set_min_p(s, o->min_p);
+    sampler_set_penalties(s, o->penalties);
+}
+
+void write_html(const Options *o, const char *title, const ViewReport *r) {
+    PosencError err;
+    FILE *f = html_report_open(o->html_path, title, &err);
+    if (!f) cli_die("--html: %s", err.msg);
+    SvgSink sink = {.html = f};
+    if (r->charts(&sink, r->arg, &err)) {
+        fclose(f);
+        remove(o->html_path);
+        cli_die("--html: %s", err.msg);
+    }
+    html_report_data(f, r->json, r->arg);
+    if (html_report_close(f, o->html_path, &err)) cli_die("--html: %s", err.msg);
+    fprintf(stderr, "wrote %s\n", o->html_path);
+}
+
+void setup_open(Setup *s, const Options *o, int needs) {
+    memset(s, 0, sizeof *s);
+    double t0 = time_now_s();
+    load_model(o, &s->model);
+    s->has_tokenizer = (needs & SETUP_TOKENIZER) != 0;
+    if (s->has_tokenizer) load_tokenizer(o, &s->model, &s->tok);
+    s->load_s = time_now_s() - t0;
+    if (needs & SETUP_VARIANTS) resolve_variants(o, &s->model, &s->v);
+    s->n_ctx = o->ctx ? o->ctx : s->model.config.seq_len;
+}
+
+const char *setup_prompt(Setup *s, const Options *o) {
+    if (o->text_file && !s->prompt_file) s->prompt_file = read_prompt_file(o->text_file);
+    return o->text_file ? s->prompt_file : o->prompt;
+}
+
+int *setup_prompt_ids(Setup *s, const Options *o, int *n_ids) {
+    int *ids;
+    PosencError err;
+    if (generate_encode_prompt(&s->tok, setup_prompt(s, o), &ids, n_ids, &err))
+        cli_die("%s: %s", text_flag(o), err.msg);
+    return ids;
+}
+
+void setup_close(Setup *s) {
+    free(s->prompt_file);
+    if (s->has_tokenizer) tokenizer_free(&s->tok);
+    s->has_tokenizer = 0;
+    model_free(&s->model);
+}
+
+const char *text_flag(const Options *o) { return o->text_file ? "-f" : "-i"; }

@@ -1,0 +1,571 @@
+/* The option and mode tables, and everything made from them: the parser,
+ * the checks of which flags a mode takes, -h and docs/cli.md. */
+#include "cli/options.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chat/chat_template.h"
+#include "cli/common.h"
+#include "cli/modes.h"
+#include "model/kvcache.h"
+#include "positional/pe.h"
+
+static const ModeSpec modes[] = {
+    {"generate", run_generate, "MODEL [-i TEXT | -f FILE] [options]",
+     "Continues the prompt (-i, or -f FILE) with sampled tokens; the default mode."},
+    {"chat", run_chat, "MODEL -m chat [-y SYSTEM] [--chat-template T] [options]",
+     "Turns from stdin, one per line, through the chat template; -i is the first turn and -n "
+     "the tokens of each reply."},
+    {"ppl", run_ppl, "MODEL [MODEL...] -m ppl -f FILE [--pe A,B,...] [--ctx N[,N...]] [options]",
+     "Scores the text of -f under every --pe variant against a baseline: in windows, sliding "
+     "windows (--stride) or one stream through the cache (--stream).  Several models or a list "
+     "of windows make the extrapolation study."},
+    {"bench", run_bench, "MODEL -m bench [--pp LIST] [--tg LIST] [--depth LIST] [options]",
+     "Times prefill and decode as llama-bench does; --pe and the positional flags choose the "
+     "scheme it runs with."},
+    {"tokenize", run_tokenize, "[MODEL] -m tokenize [-z TOKENIZER] (-i TEXT | -f FILE) [--pieces]",
+     "Prints the ids (or pieces) of the text; needs no weights: -z, or the model file's own "
+     "vocabulary."},
+    {"inspect", run_inspect, "MODEL -m inspect [--json] [options]",
+     "Shows the configuration that would run, after --pe and the positional flags, with the "
+     "per-layer table; a GGUF without tensors is shown as the vocabulary it is."},
+    {"pe", run_pe, "MODEL -m pe [--pe A,B,...] [-i TEXT | -f FILE] [options]",
+     "The positional scheme of each --pe variant as data: a summary, --json, --svg charts or "
+     "an --html page; -i/-f give the RoPE view cached keys to read."},
+    {"attention", run_attention, "MODEL -m attention (-i TEXT | -f FILE) [--pe A,B,...] [options]",
+     "Where each head attends for the text (at most 1024 tokens) under each --pe variant."},
+};
+
+#define M_ALL 0xffu
+#define M_TEXT (MODE_GENERATE | MODE_CHAT)         /* modes that sample text */
+#define M_VIEWS (MODE_PE | MODE_ATTENTION)          /* modes that show positions at work */
+#define M_FORWARD (MODE_GENERATE | MODE_PPL | MODE_BENCH | MODE_CHAT | MODE_ATTENTION)
+#define M_SCHEME (M_FORWARD | MODE_INSPECT | MODE_PE) /* modes that build a positional scheme */
+
+static void parse_windows(Options *o, const OptionSpec *spec, const char *v);
+static void parse_stop(Options *o, const OptionSpec *spec, const char *v);
+
+#define SECTION(title) {.section = title}
+#define OPTION(name, kind, lo, hi, modes, field, metavar, fallback, help) \
+    {name, kind, lo, hi, modes, offsetof(Options, field), metavar, fallback, help, NULL, NULL}
+#define OPTION_PARSED(name, kind, lo, hi, modes, field, metavar, fallback, help, parse) \
+    {name, kind, lo, hi, modes, offsetof(Options, field), metavar, fallback, help, parse, NULL}
+
+static const OptionSpec options[] = {
+    SECTION("general"),
+    OPTION("-m", OPT_TEXT, 0, 0, M_ALL, mode, "MODE", "generate",
+     "the mode: generate | chat | ppl | bench | tokenize | inspect | pe | attention"),
+    OPTION("-z", OPT_TEXT, 0, 0, M_TEXT | MODE_PPL | MODE_TOKENIZE | M_VIEWS, tokenizer_path,
+     "PATH", "the GGUF's own vocabulary, or tokenizer.bin beside a .bin model",
+     "the tokenizer: tokenizer.bin, a SentencePiece .model, a tokenizer.json, a GGUF, or a "
+     "vocab.json+merges.txt directory"),
+    OPTION("-i", OPT_TEXT, 0, 0, M_TEXT | MODE_TOKENIZE | M_VIEWS, prompt, "TEXT", "empty",
+     "the prompt (chat: the first turn; tokenize, pe, attention: the text)"),
+    OPTION("-f", OPT_TEXT, 0, 0, MODE_GENERATE | MODE_PPL | MODE_TOKENIZE | M_VIEWS, text_file,
+     "FILE", NULL,
+     "generate: the prompt from FILE (one trailing newline dropped); ppl: the text to score; "
+     "tokenize, pe, attention: the text"),
+    OPTION("--threads", OPT_INT, 1, 1024, M_FORWARD | MODE_INSPECT | MODE_PE, threads, "N",
+     "all cores", "OpenMP threads"),
+    OPTION("--kv-type", OPT_TEXT, 0, 0, MODE_GENERATE | MODE_PPL | MODE_BENCH | MODE_CHAT | MODE_INSPECT,
+     kv_type, "T", "f32", "KV cache element type: f32 | f16"),
+    OPTION("--special", OPT_SWITCH, 0, 0, MODE_GENERATE | MODE_PPL | MODE_TOKENIZE, special, NULL,
+     NULL, "special tokens written in the text (<|eot_id|>, <|im_start|>) become their ids "
+     "(byte-level BPE)"),
+    OPTION("--json", OPT_SWITCH, 0, 0, MODE_GENERATE | MODE_PPL | MODE_BENCH | MODE_INSPECT | M_VIEWS,
+     json, NULL, NULL,
+     "JSON on stdout: generate one object per token, then a summary; ppl one per variant; "
+     "bench one per test; inspect, pe, attention one object"),
+    OPTION("--logits-out", OPT_TEXT, 0, 0, MODE_GENERATE | MODE_PPL, logits_out, "FILE", NULL,
+     "one JSON line per generated or scored token: its log-probability and the top ids"),
+    OPTION("--logits-top", OPT_INT, 0, INT_MAX, MODE_GENERATE | MODE_PPL, logits_top, "K", "10",
+     "ids per line in --logits-out (at most the vocabulary)"),
+
+    SECTION("sampling"),
+    OPTION("-n", OPT_INT, 0, INT_MAX, M_TEXT, steps, "N", "256",
+     "total tokens including the prompt (chat: tokens per reply); 0 = the context"),
+    OPTION("-t", OPT_FLOAT, 0, 100, M_TEXT, temperature, "F", "1.0", "temperature; 0 = greedy"),
+    OPTION("-p", OPT_FLOAT, 0, 1, M_TEXT, topp, "F", "0.9", "top-p; 0 or 1 disables"),
+    OPTION("-k", OPT_INT, 0, INT_MAX, M_TEXT, topk, "N", "0 = off", "top-k"),
+    OPTION("--min-p", OPT_FLOAT, 0, 1, M_TEXT, min_p, "F", "0 = off",
+     "keep tokens at least F x the most probable"),
+    OPTION("--repeat-penalty", OPT_FLOAT, 0.01, 100, M_TEXT, penalties.repeat, "F", "1 = off",
+     "divide (multiply, when negative) the logits of recent tokens by F"),
+    OPTION("--repeat-last-n", OPT_INT, 0, 1 << 20, M_TEXT, penalties.last_n, "N", "64",
+     "tokens the penalties look back on"),
+    OPTION("--presence-penalty", OPT_FLOAT, -100, 100, M_TEXT, penalties.presence, "F", "0",
+     "subtract F from the logit of every recent token"),
+    OPTION("--frequency-penalty", OPT_FLOAT, -100, 100, M_TEXT, penalties.frequency, "F", "0",
+     "subtract F x its count from each recent token"),
+    OPTION("-s", OPT_SEED, 0, (double)LONG_MAX, M_TEXT, seed, "N", "time", "random seed"),
+
+    SECTION("positions"),
+    OPTION("--pe", OPT_TEXT, 0, 0, M_SCHEME, pe_list, "NAME", "the checkpoint's",
+     "{schemes}; in ppl, pe and attention a comma list of NAME[:SCALING:FACTOR][@SPEC] "
+     "variants (@SPEC as for --pe-layers)"),
+    OPTION("--rope-theta", OPT_FLOAT, 1.0001, 1e12, M_SCHEME, rope_theta, "F",
+     "the checkpoint's, 10000", "RoPE base"),
+    OPTION("--rope-scaling", OPT_TEXT, 0, 0, M_SCHEME, rope_scaling, "S", "the checkpoint's",
+     "{scalings}"),
+    OPTION("--rope-factor", OPT_FLOAT, 1, 1e6, M_SCHEME, rope_factor, "F", "the checkpoint's, 1",
+     "context extension factor for --rope-scaling"),
+    OPTION("--rope-orig-ctx", OPT_INT, 1, 1 << 24, M_SCHEME, rope_orig_ctx, "N", "the model's",
+     "the context before scaling"),
+    OPTION("--longrope-rule", OPT_TEXT, 0, 0, M_SCHEME, longrope_rule, "R", "sequence",
+     "sequence (Hugging Face: long factors for a pass past the original context) | context "
+     "(llama.cpp: for a --ctx past it)"),
+    OPTION("--pe-layers", OPT_TEXT, 0, 0, M_SCHEME & ~MODE_BENCH, pe_layers, "SPEC", NULL,
+     "per-layer schemes, LAYERS=SCHEME[/LAYERS=SCHEME...]; LAYERS is all, everyN (the N-th, "
+     "2N-th, ...), I or I-J joined by , or +; SCHEME none|rope|alibi|t5"),
+    OPTION("--window", OPT_TEXT, 0, 0, M_SCHEME & ~MODE_BENCH, window, "SPEC", "full",
+     "sliding windows: W for every layer, or LAYERS=W[/...]; 0 = full"),
+    OPTION("--chunk", OPT_TEXT, 0, 0, M_SCHEME & ~MODE_BENCH, chunk, "SPEC", "none",
+     "chunked attention (a query sees its own chunk of C positions): C for every layer, or "
+     "LAYERS=C[/...]; 0 = none"),
+    OPTION("--alibi-max-bias", OPT_FLOAT, 1e-6, 1e6, M_SCHEME, alibi_max_bias, "F",
+     "the checkpoint's, 8", "ALiBi max bias"),
+    OPTION("--pe-overflow", OPT_TEXT, 0, 0, M_SCHEME, pe_overflow, "P", "error",
+     "learned positions past the table: error | clamp"),
+
+    SECTION("the cache"),
+    OPTION_PARSED("--ctx", OPT_CUSTOM, 1, 1 << 22, M_TEXT | MODE_PPL | MODE_INSPECT | MODE_PE, ctx, "N",
+     "the trained context (pe: 64)",
+     "KV cache cells / ppl window / positions shown by pe; ppl: a list 64,128,... runs every "
+     "window (the study)", parse_windows),
+    OPTION("--pos-offset", OPT_INT, 0, 1 << 30, MODE_GENERATE | MODE_PPL, pos_offset, "N", "0",
+     "position of the first token"),
+    OPTION("--keep", OPT_INT, 0, 1 << 22, M_TEXT | MODE_PPL, keep, "N",
+     "0 (chat: the system prompt)", "cells a context shift never discards"),
+    OPTION("--no-shift", OPT_SWITCH, 0, 0, M_TEXT | MODE_PPL, no_shift, NULL, NULL,
+     "stop at the end of the context instead of shifting"),
+    OPTION("--shift-no-rerotate", OPT_SWITCH, 0, 0, M_TEXT | MODE_PPL, shift_no_rerotate, NULL,
+     NULL, "demonstrate the classic bug: shift without fixing keys"),
+    OPTION("--trace-positions", OPT_SWITCH, 0, 0, M_TEXT, trace_positions, NULL, NULL,
+     "print query and cache positions for every step (stderr)"),
+    OPTION("--dump-cache", OPT_SWITCH, 0, 0, M_TEXT, dump_cache, NULL, NULL,
+     "print the cache as a table (cell, position, token, RoPE key angle) before and after every "
+     "shift and at the end (stderr)"),
+
+    SECTION("ppl"),
+    OPTION("--chunks", OPT_INT, 1, INT_MAX, MODE_PPL, chunks, "N", "all",
+     "score at most N windows"),
+    OPTION("--stride", OPT_INT, 1, 1 << 22, MODE_PPL, stride, "S", NULL,
+     "sliding windows advancing by S"),
+    OPTION("--stream", OPT_SWITCH, 0, 0, MODE_PPL, stream, NULL, NULL,
+     "one cache with context shifts instead of windows (--keep, --no-shift, "
+     "--shift-no-rerotate apply here)"),
+    OPTION("--bos", OPT_SWITCH, 0, 0, MODE_PPL, bos, NULL, NULL, "prepend BOS to the text"),
+    OPTION("--baseline", OPT_TEXT, 0, 0, MODE_PPL, baseline, "NAME",
+     "the checkpoint's scheme, run too if not listed",
+     "the --pe variant the others are compared with"),
+    OPTION("--csv", OPT_TEXT, 0, 0, MODE_PPL | MODE_ATTENTION, csv_path, "PATH", NULL,
+     "ppl: mean NLL, count and standard error by position (the study: by model, variant and "
+     "window); attention: every weight"),
+    OPTION("--svg", OPT_TEXT, 0, 0, MODE_PPL | M_VIEWS, svg_path, "PATH", NULL,
+     "ppl: NLL-vs-position chart of all variants (several models or windows: NLL-vs-window); "
+     "pe, attention: charts PATH-*.svg"),
+    OPTION("--html", OPT_TEXT, 0, 0, MODE_PPL | M_VIEWS, html_path, "FILE", NULL,
+     "pe, attention, the ppl study: one self-contained page, charts and data"),
+
+    SECTION("bench"),
+    OPTION("--pp", OPT_TEXT, 0, 0, MODE_BENCH, pp_list, "LIST", "512",
+     "prefill sizes, e.g. 128,512"),
+    OPTION("--tg", OPT_TEXT, 0, 0, MODE_BENCH, tg_list, "LIST", "128", "decode lengths"),
+    OPTION("--depth", OPT_TEXT, 0, 0, MODE_BENCH, depth_list, "LIST", "0",
+     "cached tokens before each test, e.g. 0,1024,4096"),
+    OPTION("-r", OPT_INT, 1, 1000, MODE_BENCH, reps, "R", "5", "repetitions"),
+
+    SECTION("chat"),
+    OPTION("-y", OPT_TEXT, 0, 0, MODE_CHAT, system_prompt, "TEXT", NULL, "system prompt"),
+    OPTION("--chat-template", OPT_TEXT, 0, 0, MODE_CHAT, chat_template, "T",
+     "the GGUF's tokenizer.chat_template",
+     "a Jinja file or a built-in format: {templates}"),
+    OPTION_PARSED("--stop", OPT_CUSTOM, 0, 0, MODE_CHAT, stops, "STR", NULL,
+     "end a reply at STR (repeatable, up to 16)", parse_stop),
+
+    SECTION("attention"),
+    OPTION("--layer", OPT_INT, 0, 1 << 20, MODE_ATTENTION, layer, "L", "all",
+     "the layer whose weights are written"),
+    OPTION("--head", OPT_INT, 0, 1 << 20, MODE_ATTENTION, head, "H", "all",
+     "the head whose weights are written"),
+
+    SECTION("tokenize"),
+    OPTION("--pieces", OPT_SWITCH, 0, 0, MODE_TOKENIZE, pieces, NULL, NULL,
+     "print pieces instead of ids"),
+};
+
+const OptionSpec *cli_options(int *n) {
+    *n = (int)(sizeof options / sizeof *options);
+    return options;
+}
+
+const ModeSpec *cli_modes(int *n) {
+    *n = (int)(sizeof modes / sizeof *modes);
+    return modes;
+}
+
+const ModeSpec *cli_mode_named(const char *name) {
+    for (size_t m = 0; m < sizeof modes / sizeof *modes; m++)
+        if (!strcmp(modes[m].name, name)) return &modes[m];
+    return NULL;
+}
+
+unsigned cli_mode_bit(const char *name) {
+    const ModeSpec *m = cli_mode_named(name);
+    if (!m) {
+        char names[128] = "";
+        for (size_t k = 0, at = 0; k < sizeof modes / sizeof *modes; k++)
+            at += (size_t)snprintf(names + at, sizeof names - at, "%s%s", k ? "|" : "",
+                                   modes[k].name);
+        cli_die("-m: unknown mode '%s' (%s)", name, names);
+    }
+    return 1u << (m - modes);
+}
+
+static const OptionSpec *option_named(const char *name) {
+    for (size_t k = 0; k < sizeof options / sizeof *options; k++)
+        if (options[k].name && !strcmp(options[k].name, name)) return &options[k];
+    return NULL;
+}
+
+/* ---- names of the registries ---- */
+
+const char *cli_scheme_names(void) {
+    static char names[256];
+    if (!names[0]) pe_kind_names(names, sizeof names, "|");
+    return names;
+}
+
+const char *cli_scaling_names(void) {
+    static char names[256];
+    if (!names[0]) pe_rope_scaling_names(names, sizeof names, "|");
+    return names;
+}
+
+const char *cli_template_names(void) {
+    static char names[256];
+    if (!names[0])
+        for (int k = 0, at = 0; chat_template_builtin_name(k); k++)
+            at += snprintf(names + at, sizeof names - (size_t)at, "%s%s", k ? "|" : "",
+                           chat_template_builtin_name(k));
+    return names;
+}
+
+/* ---- parsing ---- */
+
+long cli_parse_long(const char *flag, const char *s, long lo, long hi) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        cli_die("%s expects an integer in %ld..%ld, got '%s'", flag, lo, hi, s);
+    return v;
+}
+
+float cli_parse_float(const char *flag, const char *s, float lo, float hi) {
+    char *end;
+    errno = 0;
+    float v = strtof(s, &end);
+    if (errno || end == s || *end || !(v >= lo && v <= hi))
+        cli_die("%s expects a number in %g..%g, got '%s'", flag, (double)lo, (double)hi, s);
+    return v;
+}
+
+/* --ctx N, or in ppl a list of increasing windows N,N,... */
+static void parse_windows(Options *o, const OptionSpec *spec, const char *v) {
+    const char *flag = spec->name;
+    char buf[256];
+    if (strlen(v) >= sizeof buf) cli_die("%s: list too long", flag);
+    if (v[0] == ',' || (v[0] && v[strlen(v) - 1] == ',') || strstr(v, ",,"))
+        cli_die("%s: an empty window in '%s'", flag, v);
+    snprintf(buf, sizeof buf, "%s", v);
+    o->n_windows = 0;
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (o->n_windows == MAX_WINDOWS) cli_die("%s: at most %d windows", flag, MAX_WINDOWS);
+        int w = (int)cli_parse_long(flag, t, (long)spec->lo, (long)spec->hi);
+        if (o->n_windows && w <= o->windows[o->n_windows - 1])
+            cli_die("%s: the windows must increase, got %d after %d", flag, w,
+                    o->windows[o->n_windows - 1]);
+        o->windows[o->n_windows++] = w;
+    }
+    if (o->n_windows == 0) cli_die("%s expects an integer or a list, got '%s'", flag, v);
+    o->ctx = o->windows[0];
+}
+
+/* --stop, the one flag that repeats. */
+static void parse_stop(Options *o, const OptionSpec *spec, const char *v) {
+    if (o->n_stops == MAX_STOPS) cli_die("%s: at most %d stop strings", spec->name, MAX_STOPS);
+    if (!v[0]) cli_die("%s: an empty stop string would end every reply at once", spec->name);
+    o->stops[o->n_stops++] = v;
+}
+
+static void set_value(Options *o, const OptionSpec *s, const char *v) {
+    char *field = (char *)o + s->field;
+    switch (s->kind) {
+    case OPT_SWITCH: *(int *)field = 1; break;
+    case OPT_INT: *(int *)field = (int)cli_parse_long(s->name, v, (long)s->lo, (long)s->hi); break;
+    case OPT_FLOAT:
+        *(float *)field = cli_parse_float(s->name, v, (float)s->lo, (float)s->hi);
+        break;
+    case OPT_SEED:
+        *(unsigned long long *)field = (unsigned long long)cli_parse_long(s->name, v, (long)s->lo,
+                                                                          LONG_MAX);
+        break;
+    case OPT_TEXT: *(const char **)field = v; break;
+    case OPT_CUSTOM: s->parse(o, s, v); break;
+    }
+}
+
+int cli_given(const Options *o, const char *flag) {
+    for (int i = 0; i < o->n_given; i++)
+        if (!strcmp(o->given[i], flag)) return 1;
+    return 0;
+}
+
+/* -h after -m MODE (or before it) is that mode's help. */
+static void help_and_exit(int argc, char **argv) {
+    const ModeSpec *mode = NULL;
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "-m")) mode = cli_mode_named(argv[i + 1]);
+    cli_write_help(stdout, mode);
+    exit(EXIT_SUCCESS);
+}
+
+/* Which modes use each flag: a flag given to a mode that does not use it is
+ * an error, never silently ignored; so are combinations that say two
+ * different things. */
+static void check_flags_apply(const Options *o) {
+    unsigned mode = cli_mode_bit(o->mode);
+    for (int i = 0; i < o->n_given; i++)
+        if (!(option_named(o->given[i])->modes & mode))
+            cli_die("%s is not used by -m %s", o->given[i], o->mode);
+    if (mode == MODE_PPL) {
+        const char *window_only[] = {"--chunks", "--stride"};
+        const char *stream_only[] = {"--keep", "--no-shift", "--shift-no-rerotate"};
+        for (int i = 0; i < 2; i++)
+            if (o->stream && cli_given(o, window_only[i]))
+                cli_die("%s is not used by -m ppl --stream (it scores the whole text through one "
+                        "cache)", window_only[i]);
+        for (int i = 0; i < 3; i++)
+            if (!o->stream && cli_given(o, stream_only[i]))
+                cli_die("%s applies to context shifts: use it with -m ppl --stream",
+                        stream_only[i]);
+    }
+    if (cli_given(o, "-i") && cli_given(o, "-f")) cli_die("-i and -f both give the input text: use one");
+    if (o->n_models > 1 && mode != MODE_PPL)
+        cli_die("unexpected argument '%s' (one model: only -m ppl compares several models)",
+                o->model_paths[1]);
+    if (o->n_windows > 1 && mode != MODE_PPL) cli_die("--ctx: a list of windows needs -m ppl");
+    if ((o->n_models > 1 || o->n_windows > 1) && o->logits_out)
+        cli_die("--logits-out writes one run's tokens: give one model and one --ctx window");
+    TensorType kv;
+    if (o->kv_type && kv_cache_type_from_name(o->kv_type, &kv))
+        cli_die("--kv-type: unknown type '%s' (f32|f16)", o->kv_type);
+    if (o->no_shift && o->shift_no_rerotate)
+        cli_die("--no-shift and --shift-no-rerotate exclude each other");
+    if (cli_given(o, "--logits-top") && !o->logits_out)
+        cli_die("--logits-top sets what --logits-out writes: give --logits-out FILE");
+}
+
+/* A numeric flag whose help names a number as its default ("256", "0 =
+ * off") starts at that number, so the help text and the value cannot
+ * drift apart; the others start at zero, "not given". */
+static Options defaults(void) {
+    Options o = {0};
+    o.mode = "generate";
+    o.layer = o.head = -1;
+    for (size_t k = 0; k < sizeof options / sizeof *options; k++) {
+        const OptionSpec *s = &options[k];
+        if ((s->kind != OPT_INT && s->kind != OPT_FLOAT) || !s->fallback ||
+            !(s->fallback[0] >= '0' && s->fallback[0] <= '9'))
+            continue;
+        char first[32];
+        snprintf(first, sizeof first, "%.*s", (int)strcspn(s->fallback, " "), s->fallback);
+        set_value(&o, s, first);
+    }
+    return o;
+}
+
+Options cli_parse(int argc, char **argv) {
+    Options o = defaults();
+    int i = 1;
+    for (; i < argc && argv[i][0] != '-'; i++) {
+        if (o.n_models == MAX_MODELS) cli_die("at most %d models", MAX_MODELS);
+        for (int m = 0; m < o.n_models; m++)
+            if (!strcmp(o.model_paths[m], argv[i])) cli_die("the model '%s' is given twice", argv[i]);
+        o.model_paths[o.n_models++] = argv[i];
+    }
+    o.model_path = o.model_paths[0];
+    for (; i < argc; i++) {
+        const char *f = argv[i];
+        if (!strcmp(f, "-h") || !strcmp(f, "--help")) help_and_exit(argc, argv);
+        if (f[0] != '-') cli_die("unexpected argument '%s' (the model path goes first)", f);
+        const OptionSpec *s = option_named(f);
+        if (!s) cli_die("unknown flag '%s' (see %s -h)", f, argv[0]);
+        int repeats = s->parse == parse_stop;
+        if (!repeats && cli_given(&o, f)) cli_die("%s is given twice", f);
+        if (!cli_given(&o, f)) {
+            if (o.n_given == MAX_GIVEN) cli_die("too many flags");
+            o.given[o.n_given++] = s->name;
+        }
+        if (s->kind == OPT_SWITCH) {
+            set_value(&o, s, NULL);
+            continue;
+        }
+        if (i + 1 >= argc) cli_die("flag %s needs a value", f);
+        set_value(&o, s, argv[++i]);
+    }
+    check_flags_apply(&o);
+    return o;
+}
+
+/* ---- help and the reference ---- */
+
+/* The help text with {schemes}, {scalings} and {templates} filled in. */
+static const char *expand(const char *help, char *buf, size_t size) {
+    const struct { const char *key, *(*names)(void); } keys[] = {
+        {"{schemes}", cli_scheme_names}, {"{scalings}", cli_scaling_names},
+        {"{templates}", cli_template_names}};
+    size_t at = 0;
+    buf[0] = '\0';
+    while (*help && at + 1 < size) {
+        size_t k = 0;
+        while (k < sizeof keys / sizeof *keys && strncmp(help, keys[k].key, strlen(keys[k].key)))
+            k++;
+        if (k < sizeof keys / sizeof *keys) {
+            at += (size_t)snprintf(buf + at, size - at, "%s", keys[k].names());
+            help += strlen(keys[k].key);
+        } else {
+            buf[at++] = *help++;
+            buf[at] = '\0';
+        }
+        if (at >= size) at = size - 1;
+    }
+    return buf;
+}
+
+/* `text` from column `indent`, folded at spaces before column 90. */
+static void write_folded(FILE *f, const char *text, int column, int indent) {
+    const int width = 90;
+    while (*text) {
+        int room = width - column, len = (int)strlen(text);
+        int cut = len;
+        if (len > room) {
+            cut = room;
+            while (cut > 0 && text[cut] != ' ') cut--;
+            if (cut == 0) cut = len;
+        }
+        fprintf(f, "%.*s\n", cut, text);
+        text += cut;
+        while (*text == ' ') text++;
+        if (*text) fprintf(f, "%*s", indent, "");
+        column = indent;
+    }
+}
+
+static void write_option_help(FILE *f, const OptionSpec *s) {
+    char head[64], help[512], line[640];
+    snprintf(head, sizeof head, "  %s%s%s", s->name, s->metavar ? " " : "",
+             s->metavar ? s->metavar : "");
+    expand(s->help, help, sizeof help);
+    if (s->fallback) snprintf(line, sizeof line, "%s (default: %s)", help, s->fallback);
+    else snprintf(line, sizeof line, "%s", help);
+    int column = fprintf(f, "%-23s", head);
+    if (column > 23) {
+        fprintf(f, "\n%23s", "");
+        column = 23;
+    }
+    write_folded(f, line, column, 23);
+}
+
+void cli_write_help(FILE *f, const ModeSpec *mode) {
+    unsigned bit = mode ? 1u << (mode - modes) : M_ALL;
+    size_t n_modes = sizeof modes / sizeof *modes;
+    if (mode) {
+        fprintf(f, "usage: run %s\n\n", mode->synopsis);
+        write_folded(f, mode->help, 0, 0);
+    } else {
+        for (size_t m = 0; m < n_modes; m++)
+            fprintf(f, "%s run %s\n", m ? "      " : "usage:", modes[m].synopsis);
+        fputs("\nMODEL is a GGUF file (weights, vocabulary and positional configuration in one)\n"
+              "or a llama2.c .bin checkpoint.  `run -m MODE -h` shows one mode's flags.\n\nmodes:\n",
+              f);
+        for (size_t m = 0; m < n_modes; m++) {
+            fprintf(f, "  %-21s", modes[m].name);
+            write_folded(f, modes[m].help, 23, 23);
+        }
+    }
+    const char *section = NULL;
+    for (size_t k = 0; k < sizeof options / sizeof *options; k++) {
+        const OptionSpec *s = &options[k];
+        if (!s->name) {
+            section = s->section;
+            continue;
+        }
+        if (!(s->modes & bit)) continue;
+        if (section) fprintf(f, "\n%s:\n", section);
+        section = NULL;
+        write_option_help(f, s);
+    }
+    fputs("\n  -h, --help           this text (after -m MODE: that mode's flags only)\n"
+          "A flag the mode does not use is an error.\n", f);
+}
+
+/* `text` as a Markdown table cell: in code (a flag, a usage line) only the
+ * column bar is escaped, in prose also what Markdown would format. */
+static void write_markdown_cell(FILE *f, const char *text, int code) {
+    if (code) fputc('`', f);
+    for (; *text; text++) {
+        if (*text == '|' || (!code && strchr("<>*_", *text))) fputc('\\', f);
+        fputc(*text, f);
+    }
+    if (code) fputc('`', f);
+}
+
+void cli_write_reference(FILE *f) {
+    size_t n_modes = sizeof modes / sizeof *modes;
+    fputs("# Command-line reference\n\n"
+          "Generated from the tables in `cli/options.c` by `make docs/cli.md`; `make test` checks\n"
+          "that it is current.  `./run -h` prints the same, and `./run -m MODE -h` one mode's "
+          "part.\nA flag given to a mode that does not use it is an error.\n\n"
+          "## Modes\n\n| mode | usage | what it does |\n|---|---|---|\n", f);
+    for (size_t m = 0; m < n_modes; m++) {
+        char usage[256];
+        snprintf(usage, sizeof usage, "run %s", modes[m].synopsis);
+        fprintf(f, "| `%s` | ", modes[m].name);
+        write_markdown_cell(f, usage, 1);
+        fputs(" | ", f);
+        write_markdown_cell(f, modes[m].help, 0);
+        fputs(" |\n", f);
+    }
+    for (size_t k = 0; k < sizeof options / sizeof *options; k++) {
+        const OptionSpec *s = &options[k];
+        if (!s->name) {
+            fprintf(f, "\n## %c%s\n\n| flag | modes | default | what it sets |\n|---|---|---|---|\n",
+                    s->section[0] - 'a' + 'A', s->section + 1);
+            continue;
+        }
+        char flag[64];
+        snprintf(flag, sizeof flag, "%s%s%s", s->name, s->metavar ? " " : "", s->metavar ? s->metavar : "");
+        fputs("| ", f);
+        write_markdown_cell(f, flag, 1);
+        fputs(" | ", f);
+        if (s->modes == M_ALL) fputs("all", f);
+        else
+            for (size_t m = 0, first = 1; m < n_modes; m++)
+                if (s->modes & (1u << m)) {
+                    fprintf(f, "%s%s", first ? "" : ", ", modes[m].name);
+                    first = 0;
+                }
+        fputs(" | ", f);
+        write_markdown_cell(f, s->fallback ? s->fallback : "", 0);
+        fputs(" | ", f);
+        char help[512];
+        write_markdown_cell(f, expand(s->help, help, sizeof help), 0);
+        fputs(" |\n", f);
+    }
+}

@@ -1,0 +1,33 @@
+/* What -m ppl's single run (cli/mode_ppl.c) and the study
+ * (cli/mode_ppl_study.c) share. */
+#ifndef POSENC_CLI_PPL_H
+#define POSENC_CLI_PPL_H
+
+#include "cli/common.h"
+#include "modes/perplexity.h"
+
+/* The variants -m ppl runs on one model and the baseline among them. */
+typedef struct {
+    Variants listed;
+    /* Slot 0 is the checkpoint's own scheme, used only when it is the
+     * default baseline and --pe does not list it; the listed variants follow. */
+    const char *all_labels[MAX_VARIANTS + 1];
+    PeParams all_params[MAX_VARIANTS + 1];
+    const char **labels;  /* (n) into all_labels */
+    PeParams *params;     /* (n) into all_params */
+    int n, baseline, added;
+} PplVariants;
+
+/* The listed variants (Setup's) with the baseline among them, the
+ * checkpoint's scheme added when it is the baseline and not listed. */
+void resolve_ppl_variants(const Options *o, const Model *model, const Variants *listed,
+                          PplVariants *pv);
+int *encode_ppl_text(const Options *o, const Tokenizer *tok, int *n_ids);
+void check_text_length(const Options *o, int n_ids, int C);
+/* Scores ids under n variants in windows (or a stream) of C: one context
+ * per variant, built, run in lockstep and freed here. */
+void score_variants(const Options *o, const Model *model, const char *const *labels,
+                    const PeParams *params, int n, int baseline, const int *ids, int n_ids, int C,
+                    const char *progress_label, LogprobWriter *logprobs, PplResult *res);
+
+#endif

@@ -1,0 +1,213 @@
+/* The --pe variants and the per-layer overrides (--pe-layers, --window,
+ * --chunk, a variant's @SPEC): parsed, applied to the model's per-layer
+ * table and checked before any work. */
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/common.h"
+
+/* Marks in sel[n_layers] the layers of LAYERS (spec[0, len)): "all",
+ * "everyN" (the N-th, 2N-th, ...: layers N-1, 2N-1, ...), "I" or "I-J",
+ * joined by '+' (or ','). */
+void select_layers(const char *flag, const char *spec, size_t len, int n_layers,
+                          unsigned char *sel) {
+    char buf[256];
+    if (len == 0 || len >= sizeof buf) cli_die("%s: empty or too long layer list in '%s'", flag, spec);
+    memcpy(buf, spec, len);
+    buf[len] = '\0';
+    for (char *save = NULL, *t = strtok_r(buf, "+,", &save); t; t = strtok_r(NULL, "+,", &save)) {
+        char *end;
+        if (!strcmp(t, "all")) {
+            memset(sel, 1, (size_t)n_layers);
+        } else if (!strncmp(t, "every", 5)) {
+            long step = strtol(t + 5, &end, 10);
+            if (end == t + 5 || *end || step < 1 || step > n_layers)
+                cli_die("%s: '%s': everyN needs N in 1..%d (the model's layers)", flag, t, n_layers);
+            for (long l = step - 1; l < n_layers; l += step) sel[l] = 1;
+        } else {
+            long a = strtol(t, &end, 10), b = a;
+            if (end != t && *end == '-') b = strtol(end + 1, &end, 10);
+            if (end == t || *end || a < 0 || b < a || b >= n_layers)
+                cli_die("%s: '%s' is not a layer or range of the model's layers 0..%d", flag, t,
+                        n_layers - 1);
+            for (long l = a; l <= b; l++) sel[l] = 1;
+        }
+    }
+}
+
+/* What a layer spec sets: a scheme, or a size (a bare number meaning every
+ * layer) that is a window or a chunk. */
+typedef enum { SPEC_SCHEME, SPEC_WINDOW, SPEC_CHUNK } LayerSpec;
+
+/* Applies LAYERS=VALUE[/LAYERS=VALUE...] to `table` (the variant's,
+ * model_layers_for); a size wider than n_ctx (when given) is refused. */
+void apply_layer_spec(const char *flag, const char *spec, const Model *m,
+                             const PeParams *variant, LayerAttention *table, LayerSpec what,
+                             int n_ctx) {
+    int windows = what != SPEC_SCHEME;
+    int n_layers = m->config.n_layers;
+    unsigned char *sel = mallocCheck((size_t)n_layers, "the layer selection");
+    char buf[512];
+    if (strlen(spec) >= sizeof buf) cli_die("%s: '%s' is too long", flag, spec);
+    snprintf(buf, sizeof buf, "%s", spec);
+    for (char *save = NULL, *a = strtok_r(buf, "/", &save); a; a = strtok_r(NULL, "/", &save)) {
+        char *eq = strchr(a, '=');
+        const char *value = eq ? eq + 1 : a;
+        memset(sel, !eq, (size_t)n_layers);
+        if (!eq && !windows) cli_die("%s: '%s' needs the form LAYERS=SCHEME", flag, a);
+        if (eq) select_layers(flag, a, (size_t)(eq - a), n_layers, sel);
+        int scheme = -1, window = -1;
+        if (windows) {
+            window = (int)cli_parse_long(flag, value, 0, INT_MAX);
+            if (n_ctx && window > n_ctx)
+                cli_die("%s: a %s of %d is wider than the context of %d (--ctx)", flag,
+                        what == SPEC_CHUNK ? "chunk" : "window", window, n_ctx);
+        } else {
+            PeKind k;
+            if (pe_kind_from_name(value, &k))
+                cli_die("%s: unknown scheme '%s' (%s)", flag, value, cli_scheme_names());
+            scheme = (int)k;
+        }
+        for (int l = 0; l < n_layers; l++) {
+            PosencError err;
+            int failed = !sel[l] ? 0
+                         : what == SPEC_CHUNK
+                             ? model_layer_chunk(m, table, l, window, &err)
+                             : model_layer_override(m, variant, table, l, scheme, window, &err);
+            if (failed) cli_die("%s: layer %d: %s", flag, l, err.msg);
+        }
+    }
+    free(sel);
+}
+
+/* The variant's per-layer table with the overrides: --window, then
+ * --pe-layers, then the variant's own @ part (`label` as the user spelled
+ * it); malloc'd. */
+LayerAttention *variant_layers(const Options *o, const Model *m, const PeParams *p,
+                                      const char *label, int n_ctx) {
+    LayerAttention *table = model_layers_for(m, p);
+    if (o->window) apply_layer_spec("--window", o->window, m, p, table, SPEC_WINDOW, n_ctx);
+    if (o->chunk) apply_layer_spec("--chunk", o->chunk, m, p, table, SPEC_CHUNK, n_ctx);
+    if (o->pe_layers) apply_layer_spec("--pe-layers", o->pe_layers, m, p, table, SPEC_SCHEME, n_ctx);
+    const char *at = label ? strchr(label, '@') : NULL;
+    if (at) apply_layer_spec("--pe", at + 1, m, p, table, SPEC_SCHEME, n_ctx);
+    return table;
+}
+
+/* One variant "NAME[:SCALING[:FACTOR]][@LAYERS=SCHEME...]" on top of the
+ * checkpoint's scheme and the global flags. */
+PeParams variant_params(const Model *m, const Options *o, const char *spec) {
+    PeParams p = m->pe;
+    if (o->rope_theta > 0.0f) p.rope_theta = o->rope_theta;
+    if (o->alibi_max_bias > 0.0f) p.alibi_max_bias = o->alibi_max_bias;
+    if (o->rope_factor > 0.0f) p.rope_factor = o->rope_factor;
+    if (o->rope_orig_ctx > 0) p.rope_orig_ctx = o->rope_orig_ctx;
+    if (o->rope_scaling && pe_rope_scaling_from_name(o->rope_scaling, &p.rope_scaling))
+        cli_die("--rope-scaling: unknown mode '%s' (%s)", o->rope_scaling, cli_scaling_names());
+    if (o->longrope_rule) {
+        if (!strcmp(o->longrope_rule, "sequence")) p.longrope_rule = PE_LONGROPE_BY_SEQUENCE;
+        else if (!strcmp(o->longrope_rule, "context")) p.longrope_rule = PE_LONGROPE_BY_CONTEXT;
+        else cli_die("--longrope-rule: unknown rule '%s' (sequence|context)", o->longrope_rule);
+    }
+    if (o->pe_overflow) {
+        if (!strcmp(o->pe_overflow, "error")) p.learned_overflow = PE_OVERFLOW_ERROR;
+        else if (!strcmp(o->pe_overflow, "clamp")) p.learned_overflow = PE_OVERFLOW_CLAMP;
+        else cli_die("--pe-overflow: unknown policy '%s' (error|clamp)", o->pe_overflow);
+    }
+    if (!spec) return p;
+    char name[64], scaling[64] = "", head[128];
+    float factor = 0.0f;
+    const char *at = strchr(spec, '@');
+    size_t head_len = at ? (size_t)(at - spec) : strlen(spec);
+    if (head_len >= sizeof head) cli_die("--pe: variant too long in '%s'", spec);
+    memcpy(head, spec, head_len);
+    head[head_len] = '\0';
+    if (at) { /* its syntax and schemes, checked now */
+        LayerAttention *table = model_layers_for(m, &p);
+        apply_layer_spec("--pe", at + 1, m, &p, table, SPEC_SCHEME, 0);
+        free(table);
+    }
+    spec = head;
+    const char *colon = strchr(spec, ':');
+    size_t len = colon ? (size_t)(colon - spec) : strlen(spec);
+    if (len >= sizeof name) cli_die("--pe: scheme name too long in '%s'", spec);
+    memcpy(name, spec, len);
+    name[len] = '\0';
+    if (pe_kind_from_name(name, &p.kind))
+        cli_die("--pe: unknown scheme '%s' (%s)", name, cli_scheme_names());
+    if (colon) {
+        char tail[64];
+        snprintf(tail, sizeof tail, "%s", colon + 1);
+        char *c2 = strchr(tail, ':');
+        if (c2) {
+            *c2 = '\0';
+            factor = cli_parse_float("--pe factor", c2 + 1, 1.0f, 1e6f);
+        }
+        snprintf(scaling, sizeof scaling, "%s", tail);
+        if (p.kind != PE_ROPE) cli_die("--pe: '%s': only rope takes a scaling mode", spec);
+        if (pe_rope_scaling_from_name(scaling, &p.rope_scaling))
+            cli_die("--pe: '%s': unknown scaling '%s' (%s)", spec, scaling, cli_scaling_names());
+        if (factor > 0.0f) p.rope_factor = factor;
+    }
+    return p;
+}
+
+/* A scheme the model cannot carry (e.g. `learned` without a position table)
+ * is refused before any work. */
+void check_scheme(const Model *m, const PeParams *p, const char *label) {
+    PosencError err;
+    if (model_check_scheme(m, p, &err)) cli_die("--pe %s: %s", label, err.msg);
+}
+
+void resolve_variants(const Options *o, const Model *m, Variants *v) {
+    const char *specs[MAX_VARIANTS] = {NULL};
+    v->n = 1;
+    if (o->pe_list) {
+        if (strlen(o->pe_list) >= sizeof v->buf) cli_die("--pe: list too long");
+        snprintf(v->buf, sizeof v->buf, "%s", o->pe_list);
+        v->n = 0;
+        for (char *save = NULL, *t = strtok_r(v->buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+            if (v->n == MAX_VARIANTS) cli_die("--pe: at most %d variants", MAX_VARIANTS);
+            specs[v->n++] = t;
+        }
+        if (v->n == 0) cli_die("--pe: empty list");
+        if (v->n > 1 && !(cli_mode_bit(o->mode) & (MODE_PPL | MODE_PE | MODE_ATTENTION)))
+            cli_die("--pe: a comma list compares variants and needs -m ppl, pe or attention");
+    }
+    unsigned kinds = 0;
+    for (int i = 0; i < v->n; i++) {
+        v->params[i] = variant_params(m, o, specs[i]);
+        v->labels[i] = specs[i] ? specs[i] : pe_kind_name(v->params[i].kind);
+        check_scheme(m, &v->params[i], v->labels[i]);
+        /* the per-layer overrides too, before any work (a ppl list of windows
+         * is checked against its first) */
+        free(variant_layers(o, m, &v->params[i], v->labels[i], o->ctx ? o->ctx : m->config.seq_len));
+        kinds |= 1u << v->params[i].kind;
+    }
+    const struct { const char *flag; PeKind kind; } scheme_flags[] = {
+        {"--rope-theta", PE_ROPE}, {"--rope-scaling", PE_ROPE}, {"--rope-factor", PE_ROPE},
+        {"--rope-orig-ctx", PE_ROPE}, {"--longrope-rule", PE_ROPE},
+        {"--alibi-max-bias", PE_ALIBI}, {"--pe-overflow", PE_LEARNED},
+    };
+    for (size_t f = 0; f < sizeof scheme_flags / sizeof *scheme_flags; f++)
+        if (cli_given(o, scheme_flags[f].flag) && !(kinds & (1u << scheme_flags[f].kind)))
+            cli_die("%s applies to %s and no scheme that runs is %s (see --pe)", scheme_flags[f].flag,
+                    pe_kind_name(scheme_flags[f].kind), pe_kind_name(scheme_flags[f].kind));
+}
+
+/* Positions past what the variant covers: a warning where the scheme can
+ * go on, an error where it cannot (positional/ decides and states the
+ * fact; here the flags that change it are added). */
+void check_positions(const Model *m, const PeParams *p, const char *label, int last_pos) {
+    PeRange r = pe_position_range(p, m->config.seq_len, m->weights.positional.n_positions, last_pos);
+    switch (r.verdict) {
+    case PE_RANGE_TRAINED: break;
+    case PE_RANGE_EXTRAPOLATES: fprintf(stderr, "warning: %s: %s\n", label, r.fact); break;
+    case PE_RANGE_CLAMPED:
+        fprintf(stderr, "warning: %s: %s (--pe-overflow clamp)\n", label, r.fact);
+        break;
+    case PE_RANGE_REFUSED:
+        cli_die("--pe %s: %s (lower --ctx/--pos-offset, or --pe-overflow clamp)", label, r.fact);
+    }
+}

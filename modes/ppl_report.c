@@ -1,0 +1,138 @@
+/* -m ppl's report of one run (modes/ppl_report.h). */
+#include "modes/ppl_report.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/json.h"
+#include "modes/plot_svg.h"
+
+/* Mean NLL by position, smoothed by a centred moving average over
+ * 2*half+1 positions (each position weighted by how often it was scored). */
+static double *nll_curve(const PplResult *r, int half) {
+    double *y = mallocCheck((size_t)r->n_pos * sizeof(double), "the NLL curve");
+    for (int i = 0; i < r->n_pos; i++) {
+        double sum = 0.0;
+        long count = 0;
+        for (int j = i - half; j <= i + half; j++)
+            if (j >= 0 && j < r->n_pos) {
+                sum += r->nll_by_pos[j];
+                count += r->count_by_pos[j];
+            }
+        y[i] = count ? sum / count : NAN;
+    }
+    return y;
+}
+
+int ppl_report_write_csv(const char *path, const char *const *labels, const PplResult *res, int n,
+                         PosencError *err) {
+    FILE *f = fopen(path, "w");
+    if (!f) return posenc_error(err, "cannot write '%s': %s", path, strerror(errno));
+    fprintf(f, "variant,position,mean_nll,count,se\n");
+    for (int v = 0; v < n; v++)
+        for (int i = 0; i < res[v].n_pos; i++) {
+            long count = res[v].count_by_pos[i];
+            if (!count) continue;
+            double mean, se;
+            ppl_mean_se(res[v].nll_by_pos[i], res[v].nll_sq_by_pos[i], count, &mean, &se);
+            fprintf(f, "%s,%d,%.6f,%ld,", labels[v], i, mean, count);
+            if (count > 1) fprintf(f, "%.6f", se);
+            fputc('\n', f);
+        }
+    if (fclose(f) != 0) return posenc_error(err, "error writing '%s'", path);
+    return 0;
+}
+
+/* A position scored fewer times than this share of the most-scored one
+ * (the early positions of a --stride run, the positions a --stream only
+ * passes once) is drawn faint: its mean rests on few tokens. */
+#define FAINT_BELOW_PERCENT 10
+
+int ppl_report_write_svg(const char *path, const PplChartSource *src, const char *const *labels,
+                         const PplResult *res, int n, PosencError *err) {
+    /* Every variant scores the same predictions: the counts are common. */
+    int n_pos = res[0].n_pos, half = n_pos > 256 ? n_pos / 256 : 0;
+    long most = 0;
+    for (int i = 0; i < n_pos; i++)
+        if (res[0].count_by_pos[i] > most) most = res[0].count_by_pos[i];
+    long too_few = (most * FAINT_BELOW_PERCENT + 99) / 100;
+    unsigned char *faint = mallocCheck((size_t)n_pos, "the sparse-position marks");
+    int n_faint = 0;
+    for (int i = 0; i < n_pos; i++) n_faint += faint[i] = res[0].count_by_pos[i] < too_few;
+
+    SvgSeries *series = callocCheck((size_t)n, sizeof *series, "the chart's curves");
+    char (*notes)[128] = callocCheck((size_t)n, sizeof *notes, "the chart's notes");
+    for (int v = 0; v < n; v++) {
+        double nll, se;
+        ppl_mean_se(res[v].nll_sum, res[v].nll_sq_sum, res[v].n_scored, &nll, &se);
+        snprintf(notes[v], sizeof notes[v], "mean NLL %.4f \u00b1 %.4f, ctx %d, %ld %s", nll, se,
+                 n_pos, res[v].n_chunks, src->stream ? "chunks" : "windows");
+        series[v] = (SvgSeries){.label = labels[v], .note = notes[v],
+                                .y = nll_curve(&res[v], half), .faint = faint, .n = n_pos};
+    }
+    char title[512], subtitle[128], footnote[160], marker[64];
+    snprintf(title, sizeof title, "NLL by position: %s, %s", src->model, src->text);
+    if (half)
+        snprintf(subtitle, sizeof subtitle, "each curve: centred moving average over %d positions",
+                 2 * half + 1);
+    else
+        snprintf(subtitle, sizeof subtitle, "each curve: mean NLL at every position (no "
+                 "smoothing)");
+    snprintf(footnote, sizeof footnote, "faint, dashed, cut at the frame: positions scored fewer "
+             "than %ld times (%d%% of the most-scored position's %ld)", too_few,
+             FAINT_BELOW_PERCENT, most);
+    snprintf(marker, sizeof marker, "trained context %d", src->trained_ctx);
+    SvgChart chart = {.title = title, .subtitle = subtitle,
+                      .x_label = "position within the window", .y_label = "mean NLL (nats/token)",
+                      .footnote = n_faint ? footnote : NULL, .marker_x = src->trained_ctx,
+                      .marker_label = marker};
+    int rc = svg_write_curves(path, &chart, series, n, err);
+    for (int v = 0; v < n; v++) free((void *)series[v].y);
+    free(series);
+    free(notes);
+    free(faint);
+    return rc;
+}
+
+void ppl_report_row(FILE *out, int json, const PplRow *row, const PplResult *r) {
+    const char *model = row->model, *label = row->label, *baseline = row->baseline;
+    int C = row->ctx;
+    double nll, se, diff, diff_se, n = (double)r->n_scored;
+    ppl_mean_se(r->nll_sum, r->nll_sq_sum, r->n_scored, &nll, &se);
+    ppl_mean_se(r->diff_sum, r->diff_sq_sum, r->n_scored, &diff, &diff_se);
+    double kl = n > 0 ? r->kl_sum / n : 0.0, top1 = n > 0 ? r->top1_agree / n : 0.0;
+    double tok_s = n / r->seconds;
+    if (json) {
+        fputs("{", out);
+        if (model) {
+            fputs("\"model\":", out);
+            json_write_string(out, model, strlen(model));
+            fputs(",", out);
+        }
+        fputs("\"pe\":", out);
+        json_write_string(out, label, strlen(label));
+        fprintf(out, ",\"ctx\":%d,\"tokens\":%ld,\"chunks\":%ld,\"nll\":%.9g,\"nll_se\":%.9g,"
+               "\"ppl\":%.9g,\"baseline\":", C, r->n_scored, r->n_chunks, nll, se, exp(nll));
+        json_write_string(out, baseline, strlen(baseline));
+        fprintf(out, ",\"baseline_added\":%s,\"nll_diff\":%.9g,\"nll_diff_se\":%.9g,\"kl\":%.9g,"
+               "\"top1_agree\":%.9g,\"seconds\":%.3f,\"tok_s\":%.1f,\"stream\":%s}\n",
+               row->baseline_added ? "true" : "false", diff, diff_se, kl, top1, r->seconds, tok_s,
+               row->stream ? "true" : "false");
+        return;
+    }
+    if (model) fprintf(out, "%-*s ", row->model_width, model);
+    if (row->is_baseline)
+        fprintf(out, "%-22s %6d %9ld %9.4f %8.4f %10.3f %9s %8s %9s %7s %8.2f %9.0f\n", label, C,
+               r->n_scored, nll, se, exp(nll), "baseline", "", "", "", r->seconds, tok_s);
+    else
+        fprintf(out, "%-22s %6d %9ld %9.4f %8.4f %10.3f %+9.4f %8.4f %9.4f %7.4f %8.2f %9.0f\n", label,
+               C, r->n_scored, nll, se, exp(nll), diff, diff_se, kl, top1, r->seconds, tok_s);
+}
+
+void ppl_report_columns(FILE *out, int model_width) {
+    if (model_width) fprintf(out, "%-*s ", model_width, "model");
+    fprintf(out, "%-22s %6s %9s %9s %8s %10s %9s %8s %9s %7s %8s %9s\n", "variant", "ctx", "tokens",
+           "nll", "se", "ppl", "dnll", "se", "kl", "top1", "seconds", "tok/s");
+}
