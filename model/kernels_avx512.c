@@ -1,19 +1,21 @@
 /* AVX-512 path (F, BW, VL; VNNI for Q8_0 when present): 16 float lanes.
+ * This file holds the path's table, its float tiles (decode, attention,
+ * prefill's f32 panels), the row-wise decode of block-quantized weights,
+ * the conversions and the activations; the kernels on packed rows are in
+ * kernels_avx512_packed.c, prefill's int8 units in kernels_avx512_int8.c
+ * (what they share: kernels_avx512.h).
+ *
  * Dot products keep one accumulator per output and sum 16-lane partials
  * over k (the tail through a masked load into the low lanes), then reduce
  * the lanes with the tree ((l + l+8) + (l+4 + l+12)), then pairs (0,2)
  * (1,3), then the two halves: reduce16 below does that for 16 outputs at
  * once, so every output of a tile rounds as if it had been computed
  * alone. */
-#include "model/kernels_impl.h"
+#include "model/kernels_avx512.h"
 
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && \
-    defined(__FMA__) && defined(__F16C__)
-#include <immintrin.h>
+#ifdef KERNELS_AVX512
 #include <math.h>
 #include <string.h>
-
-#define INLINE static inline __attribute__((always_inline))
 
 /* 16 weights at p as floats; the masked form reads only the first lanes. */
 INLINE __m512 load_w(const void *p, TensorType type) {
@@ -531,13 +533,6 @@ INLINE __m256i quant_dot4(__m256i vq, __m256i vx) {
  * the odd one: the nibbles as they are (0..15, unsigned, so the
  * unsigned-by-signed product needs no sign moved) against the
  * activations, less 8 times the activations' sum. */
-INLINE __m512i dot4_u8(__m512i u, __m512i x) {
-#ifdef __AVX512VNNI__
-    return _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, x);
-#else
-    return _mm512_madd_epi16(_mm512_maddubs_epi16(u, x), _mm512_set1_epi16(1)); /* pairs <= 2 * 15 * 127 */
-#endif
-}
 static void dot_q4_0_pairs(float *out, const int8_t *xq, const float *xd, const void *w, size_t row_bytes,
                            int m, int k) {
     const __m256i low = _mm256_set1_epi8(0xF);
@@ -574,426 +569,9 @@ static void dot_q4_0_pairs(float *out, const int8_t *xq, const float *xd, const 
     }
 }
 
-#ifdef __AVX512VNNI__
-/* Prefill's integer product (kernels_impl.h): NT tokens against the
- * unit's two groups of 16 rows.  Per 4 weights, each token's 4 quants are
- * broadcast against the interleaved u (dpbusd: unsigned by signed, exact
- * in int32); per half block, off times the activations' sum is taken off
- * in int32 and the lanes (one per row) are scaled into f32 accumulators. */
-INLINE void gemm_q8_tile(float *out, size_t ldo, const QuantUnit *w, int rows, const QuantActs *x,
-                         int t, int NT, int OFF, int MIN, int SPLIT) {
-    int k = x->k;
-    const int8_t *xq[4];
-    const float *xd[4];
-    const int32_t *xs[4];
-    __m512 acc[2][4];
-#pragma GCC unroll 4
-    for (int j = 0; j < NT; j++) {
-        xq[j] = x->q + (size_t)(t + j) * k;
-        xd[j] = x->d + (size_t)(t + j) * (k / 32);
-        xs[j] = x->sum + (size_t)(t + j) * (k / 16);
-        acc[0][j] = acc[1][j] = _mm512_setzero_ps();
-    }
-    for (int b = 0; b < w->nb; b++) {
-        const uint8_t *wq = w->q + (size_t)b * 1024;
-        for (int h = 0; h < (SPLIT ? 2 : 1); h++) {
-            __m512i ia[2][4];
-#pragma GCC unroll 4
-            for (int j = 0; j < NT; j++) ia[0][j] = ia[1][j] = _mm512_setzero_si512();
-            for (int s = SPLIT ? 4 * h : 0; s < (SPLIT ? 4 * h + 4 : 8); s++) {
-                __m512i w0 = _mm512_loadu_si512(wq + 64 * s), w1 = _mm512_loadu_si512(wq + 512 + 64 * s);
-#pragma GCC unroll 4
-                for (int j = 0; j < NT; j++) {
-                    int32_t v;
-                    memcpy(&v, xq[j] + 32 * b + 4 * s, 4);
-                    __m512i xb = _mm512_set1_epi32(v);
-                    ia[0][j] = _mm512_dpbusd_epi32(ia[0][j], w0, xb);
-                    ia[1][j] = _mm512_dpbusd_epi32(ia[1][j], w1, xb);
-                }
-            }
-#pragma GCC unroll 4
-            for (int j = 0; j < NT; j++) {
-                int32_t sum = SPLIT ? xs[j][2 * b + h] : xs[j][2 * b] + xs[j][2 * b + 1];
-                __m512 xdv = _mm512_set1_ps(xd[j][b]);
-#pragma GCC unroll 2
-                for (int g = 0; g < 2; g++) {
-                    __m512i v = ia[g][j];
-                    if (OFF) v = _mm512_sub_epi32(v, _mm512_set1_epi32(w->off * sum));
-                    size_t at = ((size_t)(b * 2 + g) * 2 + h) * 16;
-                    acc[g][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(v), _mm512_mul_ps(_mm512_loadu_ps(w->d + at), xdv),
-                                                acc[g][j]);
-                    if (MIN)
-                        acc[g][j] = _mm512_fmadd_ps(_mm512_loadu_ps(w->m + at),
-                                                    _mm512_set1_ps(xd[j][b] * (float)sum), acc[g][j]);
-                }
-            }
-        }
-    }
-#pragma GCC unroll 4
-    for (int j = 0; j < NT; j++)
-        for (int g = 0; g < 2 && rows > 16 * g; g++) {
-            __mmask16 m = rows - 16 * g >= 16 ? 0xFFFF : (__mmask16)((1u << (rows - 16 * g)) - 1);
-            _mm512_mask_storeu_ps(out + (size_t)(t + j) * ldo + 16 * g, m, acc[g][j]);
-        }
-}
-
-#define GEMM_Q8_KIND(name, OFF, MIN, SPLIT)                                                       \
-    static void name(float *out, size_t ldo, const QuantUnit *w, int rows, const QuantActs *x,    \
-                     int t0, int t1) {                                                            \
-        int t = t0;                                                                               \
-        for (; t + 4 <= t1; t += 4) gemm_q8_tile(out, ldo, w, rows, x, t, 4, OFF, MIN, SPLIT);    \
-        switch (t1 - t) {                                                                         \
-        case 3: gemm_q8_tile(out, ldo, w, rows, x, t, 3, OFF, MIN, SPLIT); break;                 \
-        case 2: gemm_q8_tile(out, ldo, w, rows, x, t, 2, OFF, MIN, SPLIT); break;                 \
-        case 1: gemm_q8_tile(out, ldo, w, rows, x, t, 1, OFF, MIN, SPLIT); break;                 \
-        }                                                                                         \
-    }
-GEMM_Q8_KIND(gemm_q8_centred, 1, 0, 0)       /* Q8_0, Q4_0, Q5_0 */
-GEMM_Q8_KIND(gemm_q8_min, 0, 1, 0)           /* Q4_1, Q5_1, Q4_K, Q5_K */
-GEMM_Q8_KIND(gemm_q8_split_min, 0, 1, 1)     /* Q2_K */
-GEMM_Q8_KIND(gemm_q8_split_centred, 1, 0, 1) /* Q3_K, Q6_K */
-
-static void gemm_q8(float *out, size_t ldo, const QuantUnit *w, int rows, const QuantActs *x, int t0,
-                    int t1) {
-    if (w->split)
-        (w->has_min ? gemm_q8_split_min : gemm_q8_split_centred)(out, ldo, w, rows, x, t0, t1);
-    else
-        (w->has_min ? gemm_q8_min : gemm_q8_centred)(out, ldo, w, rows, x, t0, t1);
-}
-#define GEMM_Q8 gemm_q8
-
-/* Q8_0 rows into a unit (quant_unit_fill's bytes, scales and mins).  A
- * group's vector s holds quants 4s..4s+3 of each of its 16 rows: a
- * transpose of 16 rows by 8 four-byte words, done as two 8 x 8 ones side
- * by side (rows r and r + 8 in one register).  The file's quants are
- * already centred (int8); u adds 128 by flipping the top bit.  Of the
- * samples of a 110M Q8_0 pp512 run (2 threads), the fill took 5.5% row by
- * row (quant_unit_fill), 6.2% gathered, 2.8% transposed. */
-static void unit_fill_q8_0(QuantUnit *u, const void *rows, size_t row_bytes, int n_rows, int k, int centred) {
-    static const uint8_t zero[2 + QK];
-    quant_unit_kind(u, TENSOR_Q8_0, k);
-    const __m512i flip = _mm512_set1_epi8(centred ? 0 : (char)0x80);
-    const __m512i lo = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13), hi = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
-    for (int g = 0; g < 2; g++) {
-        const uint8_t *row[16];
-        for (int r = 0; r < 16; r++)
-            row[r] = 16 * g + r < n_rows ? (const uint8_t *)rows + (size_t)(16 * g + r) * row_bytes : NULL;
-        for (int b = 0; b < k / 32; b++) {
-            size_t at = (size_t)b * (2 + QK);
-            const uint8_t *blk[16];
-            uint16_t h[16];
-            for (int r = 0; r < 16; r++) {
-                blk[r] = row[r] ? row[r] + at : zero;
-                memcpy(&h[r], blk[r], 2);
-            }
-            __m512i v[8], t[8], q[8];
-            for (int i = 0; i < 8; i++)
-                v[i] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(blk[i] + 2))),
-                                          _mm256_loadu_si256((const __m256i *)(blk[i + 8] + 2)), 1);
-            for (int i = 0; i < 8; i += 2) {
-                t[i] = _mm512_unpacklo_epi32(v[i], v[i + 1]);
-                t[i + 1] = _mm512_unpackhi_epi32(v[i], v[i + 1]);
-            }
-            for (int i = 0; i < 8; i += 4) { /* q[i + j]: word j (and j + 4) of rows i.. */
-                q[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
-                q[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
-                q[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
-                q[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
-            }
-            uint8_t *dst = u->q + (size_t)(b * 2 + g) * 512;
-            for (int j = 0; j < 4; j++) {
-                __m512i words_j = _mm512_permutex2var_epi64(q[j], lo, q[j + 4]);
-                __m512i words_j4 = _mm512_permutex2var_epi64(q[j], hi, q[j + 4]);
-                _mm512_storeu_si512(dst + 64 * j, _mm512_xor_si512(words_j, flip));
-                _mm512_storeu_si512(dst + 64 * (j + 4), _mm512_xor_si512(words_j4, flip));
-            }
-            __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)h));
-            size_t sc = (size_t)(b * 2 + g) * 2 * 16;
-            _mm512_storeu_ps(u->d + sc, d);
-            _mm512_storeu_ps(u->d + sc + 16, d);
-            _mm512_storeu_ps(u->m + sc, _mm512_setzero_ps());
-            _mm512_storeu_ps(u->m + sc + 16, _mm512_setzero_ps());
-        }
-    }
-    u->centred = centred;
-}
-#define UNIT_FILL_Q8_0 unit_fill_q8_0
-
-/* The same from packed Q8_0 groups, whose quants lie as a unit's: copied,
- * and the scales converted 16 at a time (the portable fill from the copy,
- * a scale at a time, was 3.7% of a two-thread 110M pp512's samples). */
-static void unit_fill_packed_q8_0(QuantUnit *u, const void *groups, int n_rows, int k) {
-    quant_unit_kind(u, TENSOR_Q8_0, k);
-    size_t group = (size_t)u->nb * sizeof(PackQ8_0);
-    for (int g = 0; g < 2; g++)
-        for (int b = 0; b < u->nb; b++) {
-            uint8_t *dst = u->q + (size_t)(b * 2 + g) * 512;
-            float *d = u->d + (size_t)(b * 2 + g) * 32, *m = u->m + (size_t)(b * 2 + g) * 32;
-            __m512 dv = _mm512_setzero_ps();
-            if (16 * g < n_rows) {
-                const PackQ8_0 *p = (const PackQ8_0 *)((const char *)groups + g * group) + b;
-                for (int s = 0; s < 8; s++) _mm512_storeu_si512(dst + 64 * s, _mm512_loadu_si512(p->qs[s]));
-                dv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p->d));
-            } else {
-                for (int s = 0; s < 8; s++) _mm512_storeu_si512(dst + 64 * s, _mm512_setzero_si512());
-            }
-            _mm512_storeu_ps(d, dv);
-            _mm512_storeu_ps(d + 16, dv);
-            _mm512_storeu_ps(m, _mm512_setzero_ps());
-            _mm512_storeu_ps(m + 16, _mm512_setzero_ps());
-        }
-}
-#define UNIT_FILL_PACKED_Q8_0 unit_fill_packed_q8_0
-#else
-#define GEMM_Q8 NULL /* no VNNI: prefill keeps f32 panels (kernels_int8_prefill) */
-#define UNIT_FILL_Q8_0 NULL
-#define UNIT_FILL_PACKED_Q8_0 NULL
-#endif
-
-/* ---- decode on packed rows (kernels_impl.h) ------------------------------------ */
-
-INLINE __m512i dpbusd_acc(__m512i acc, __m512i u, __m512i x) {
-#ifdef __AVX512VNNI__
-    return _mm512_dpbusd_epi32(acc, u, x);
-#else
-    return _mm512_add_epi32(acc, dot4_u8(u, x));
-#endif
-}
-INLINE __m512i broadcast4(const int8_t *x) {
-    int32_t v;
-    memcpy(&v, x, 4);
-    return _mm512_set1_epi32(v);
-}
-/* The 16 rows' sums of u * x over each half of a block of 32: the low
- * nibbles (weights 0-15) in *lo, the high ones in *hi; a Q6_K block ORs
- * its top two bits in (qh, else NULL). */
-INLINE void packed_block(__m512i *lo, __m512i *hi, const uint8_t qs[4][64], const uint8_t qh[2][64],
-                         const int8_t *x) {
-    const __m512i low = _mm512_set1_epi8(0xF), top = _mm512_set1_epi8(0x30);
-    __m512i a = _mm512_setzero_si512(), b = _mm512_setzero_si512(), h0, h1;
-    if (qh) h0 = _mm512_loadu_si512(qh[0]), h1 = _mm512_loadu_si512(qh[1]);
-#pragma GCC unroll 4
-    for (int s = 0; s < 4; s++) {
-        __m512i v = _mm512_loadu_si512(qs[s]);
-        __m512i u0 = _mm512_and_si512(v, low), u1 = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
-        if (qh) { /* bits 2s, 2s + 1 of each byte to bits 4, 5 (16-bit shifts: the mask drops what crosses) */
-            __m512i t0 = s < 3 ? _mm512_slli_epi16(h0, 4 - 2 * s) : _mm512_srli_epi16(h0, 2);
-            __m512i t1 = s < 3 ? _mm512_slli_epi16(h1, 4 - 2 * s) : _mm512_srli_epi16(h1, 2);
-            u0 = _mm512_or_si512(u0, _mm512_and_si512(t0, top));
-            u1 = _mm512_or_si512(u1, _mm512_and_si512(t1, top));
-        }
-        a = dpbusd_acc(a, u0, broadcast4(x + 4 * s));
-        b = dpbusd_acc(b, u1, broadcast4(x + 16 + 4 * s));
-    }
-    *lo = a, *hi = b;
-}
-INLINE __m512 packed_half16(const uint8_t d[PACK_ROWS][2]) {
-    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)d));
-}
-INLINE void packed_store(float *out, __m512 v, int rows) {
-    _mm512_mask_storeu_ps(out, rows >= 16 ? 0xFFFF : (__mmask16)((1u << rows) - 1), v);
-}
-
-/* Decode's packed rows are one stream (kernels_impl.h), and each block's
- * (or eighth of a super-block's) bytes are asked for STREAM_AHEAD further
- * on as it is read: the hardware prefetcher alone left one-thread Q4_0
- * decode at 343 tok/s (110M shape), a group's rows prefetched at its
- * start at 311, this 386. */
-static void packed_q4_0(float *out, const DecodeActs *x, const void *w, int m, int k) {
-    const PackQ4_0 *p = w;
-    int nb = k / QK;
-    for (int g = 0; g < m; g += PACK_ROWS, p += nb) {
-        __m512 acc = _mm512_setzero_ps();
-        for (int b = 0; b < nb; b++) {
-            __m512i lo, hi;
-            stream_prefetch(p + b, sizeof *p);
-            packed_block(&lo, &hi, p[b].qs, NULL, x->q + QK * b);
-            __m512i dot = _mm512_sub_epi32(_mm512_add_epi32(lo, hi), _mm512_set1_epi32(8 * x->sum[b]));
-            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot),
-                                  _mm512_mul_ps(packed_half16(p[b].d), _mm512_set1_ps(x->d[b])), acc);
-        }
-        packed_store(out + g, acc, m - g);
-    }
-}
-
-/* Q8_0's bytes need no unpacking: per block, 8 products of the 16 rows'
- * 4 quants with a broadcast 4 of the activations, less 128 times their
- * sum, scaled once. */
-static void packed_q8_0(float *out, const DecodeActs *x, const void *w, int m, int k) {
-    const PackQ8_0 *p = w;
-    int nb = k / QK;
-    for (int g = 0; g < m; g += PACK_ROWS, p += nb) {
-        __m512 acc = _mm512_setzero_ps();
-        for (int b = 0; b < nb; b++) {
-            stream_prefetch(p + b, sizeof *p);
-            __m512i dot = _mm512_set1_epi32(-128 * x->sum[b]);
-#pragma GCC unroll 8
-            for (int s = 0; s < 8; s++)
-                dot = dpbusd_acc(dot, _mm512_loadu_si512(p[b].qs[s]), broadcast4(x->q + QK * b + 4 * s));
-            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot),
-                                  _mm512_mul_ps(packed_half16(p[b].d), _mm512_set1_ps(x->d[b])), acc);
-        }
-        packed_store(out + g, acc, m - g);
-    }
-}
-
-/* Packed F32 and F16 (kernels_impl.h): every output is one lane's chain
- * of multiply-adds over columns 0..k-1, from 0, F16's columns converted
- * to f32 exactly.  Column c of a group of 16 rows. */
-INLINE __m512 packed_col(const void *group, size_t c, TensorType type) {
-    if (type == TENSOR_F16) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)group + c * PACK_ROWS)));
-    return _mm512_loadu_ps((const float *)group + c * PACK_ROWS);
-}
-
-/* Decode runs four groups at once, four chains in flight and four
- * ascending streams. */
-INLINE void packed_float(float *out, const DecodeActs *x, const void *w, int m, int k, TensorType type) {
-    const char *p = w;
-    const float *xv = x->x;
-    size_t group = (size_t)k * PACK_ROWS * tensor_row_bytes(type, 1);
-    int groups = (m + PACK_ROWS - 1) / PACK_ROWS, g = 0;
-    for (; g + 4 <= groups; g += 4) {
-        const char *q = p + (size_t)g * group;
-        __m512 acc[4];
-#pragma GCC unroll 4
-        for (int i = 0; i < 4; i++) acc[i] = _mm512_setzero_ps();
-        for (int c = 0; c < k; c++) {
-            __m512 xc = _mm512_set1_ps(xv[c]);
-#pragma GCC unroll 4
-            for (int i = 0; i < 4; i++) acc[i] = _mm512_fmadd_ps(packed_col(q + (size_t)i * group, (size_t)c, type), xc, acc[i]);
-        }
-#pragma GCC unroll 4
-        for (int i = 0; i < 4; i++) packed_store(out + (g + i) * PACK_ROWS, acc[i], m - (g + i) * PACK_ROWS);
-    }
-    for (; g < groups; g++) {
-        const char *q = p + (size_t)g * group;
-        __m512 acc = _mm512_setzero_ps();
-        for (int c = 0; c < k; c++) acc = _mm512_fmadd_ps(packed_col(q, (size_t)c, type), _mm512_set1_ps(xv[c]), acc);
-        packed_store(out + g * PACK_ROWS, acc, m - g * PACK_ROWS);
-    }
-}
-static void packed_f32(float *out, const DecodeActs *x, const void *w, int m, int k) {
-    packed_float(out, x, w, m, k, TENSOR_F32);
-}
-static void packed_f16(float *out, const DecodeActs *x, const void *w, int m, int k) {
-    packed_float(out, x, w, m, k, TENSOR_F16);
-}
-
-/* Prefill on packed rows: tiles of 4 groups (64 rows) by 6 tokens, 24
- * accumulators, each column 4 vector loads of 16 rows and 6 broadcasts.
- * The columns run whole (the 4 groups' 192 KB at k = 768 stream from L2),
- * so every output is decode's chain.  One thread at the 110M shape, F32
- * these against 8 groups by 3 tokens in column blocks of 64 (whose
- * partial sums went back to memory between blocks): 87% of the FMA peak
- * against 75% at k = 768, 83% against 71% at k = 2048.  Missing groups
- * and tokens repeat the last valid one and are not stored; rows past m
- * are masked.  Each group's columns are asked for PACKED_AHEAD columns
- * (1 KB of F32) before they are read (prefetch_ahead: the last may pass
- * the copy's end).  On a day when the tile ran below the 86-90% measured
- * before on the same machine, two threads, the three GEMMs, four
- * alternating rounds: 82.1, 80.8, 79.8% of the FMA peak without, 83.1,
- * 81.6, 82.2% with (4, 8 and 32 columns ahead gave as much or less;
- * blocking the columns by 64 to 256, the partial sums through memory, gave
- * nothing that day either). */
-#define PACKED_AHEAD 16
-#define PACKED_TILE_GROUPS 4
-#define PACKED_TILE_TOKENS 6
-INLINE void packed_tile(float *out, size_t ldo, const float *x, size_t ldx, const char *w, size_t group, int k,
-                        int ng, int nt, int m, TensorType type) {
-    const char *wg[PACKED_TILE_GROUPS];
-    const float *xt[PACKED_TILE_TOKENS];
-    size_t col = PACK_ROWS * tensor_row_bytes(type, 1);
-#pragma GCC unroll 4
-    for (int i = 0; i < PACKED_TILE_GROUPS; i++) wg[i] = w + (size_t)(i < ng ? i : ng - 1) * group;
-#pragma GCC unroll 6
-    for (int j = 0; j < PACKED_TILE_TOKENS; j++) xt[j] = x + (size_t)(j < nt ? j : nt - 1) * ldx;
-    __m512 acc[PACKED_TILE_TOKENS][PACKED_TILE_GROUPS];
-#pragma GCC unroll 6
-    for (int j = 0; j < PACKED_TILE_TOKENS; j++)
-#pragma GCC unroll 4
-        for (int i = 0; i < PACKED_TILE_GROUPS; i++) acc[j][i] = _mm512_setzero_ps();
-    for (int c = 0; c < k; c++) {
-        __m512 b[PACKED_TILE_TOKENS];
-#pragma GCC unroll 6
-        for (int j = 0; j < PACKED_TILE_TOKENS; j++) b[j] = _mm512_set1_ps(xt[j][c]);
-#pragma GCC unroll 4
-        for (int i = 0; i < PACKED_TILE_GROUPS; i++) {
-            prefetch_ahead(wg[i] + (size_t)c * col, 64, PACKED_AHEAD * col);
-            __m512 v = packed_col(wg[i], (size_t)c, type);
-#pragma GCC unroll 6
-            for (int j = 0; j < PACKED_TILE_TOKENS; j++) acc[j][i] = _mm512_fmadd_ps(v, b[j], acc[j][i]);
-        }
-    }
-    for (int j = 0; j < nt; j++)
-        for (int i = 0; i < ng; i++) packed_store(out + (size_t)j * ldo + (size_t)i * PACK_ROWS, acc[j][i], m - i * PACK_ROWS);
-}
-
-INLINE void gemm_packed_float(float *out, size_t ldo, const float *x, size_t ldx, const void *w, int n, int m, int k,
-                              TensorType type) {
-    size_t group = (size_t)k * PACK_ROWS * tensor_row_bytes(type, 1);
-    int groups = (m + PACK_ROWS - 1) / PACK_ROWS;
-    for (int g0 = 0; g0 < groups; g0 += PACKED_TILE_GROUPS)
-        for (int t = 0; t < n; t += PACKED_TILE_TOKENS)
-            packed_tile(out + (size_t)t * ldo + (size_t)g0 * PACK_ROWS, ldo, x + (size_t)t * ldx, ldx,
-                        (const char *)w + (size_t)g0 * group, group, k,
-                        groups - g0 < PACKED_TILE_GROUPS ? groups - g0 : PACKED_TILE_GROUPS,
-                        n - t < PACKED_TILE_TOKENS ? n - t : PACKED_TILE_TOKENS, m - g0 * PACK_ROWS, type);
-}
-static void gemm_packed_f32(float *out, size_t ldo, const float *x, size_t ldx, const void *w, int n, int m,
-                            int k) {
-    gemm_packed_float(out, ldo, x, ldx, w, n, m, k, TENSOR_F32);
-}
-static void gemm_packed_f16(float *out, size_t ldo, const float *x, size_t ldx, const void *w, int n, int m,
-                            int k) {
-    gemm_packed_float(out, ldo, x, ldx, w, n, m, k, TENSOR_F16);
-}
-
-/* One super-block of 16 packed K-quant rows against Q8_K activations
- * (xq, their sums of 16 ks, scale kd): Q4_K's scales and mins per 32
- * weights, or Q6_K's (six) scales per 16 around the centre 32. */
-INLINE __m512 packed_superblock(const void *blk, int six, const int8_t *xq, const int16_t *ks, float kd) {
-    __m512i dot = _mm512_setzero_si512(), mins = _mm512_setzero_si512();
-    const PackQ4_K *q4 = blk;
-    const PackQ6_K *q6 = blk;
-    size_t eighth = (six ? sizeof *q6 : sizeof *q4) / 8;
-    for (int j = 0; j < QK_K / 32; j++) {
-        __m512i lo, hi;
-        stream_prefetch((const char *)blk + j * eighth, eighth);
-        packed_block(&lo, &hi, six ? q6->ql[j] : q4->qs[j], six ? q6->qh[j] : NULL, xq + 32 * j);
-        if (six) {
-            lo = _mm512_sub_epi32(lo, _mm512_set1_epi32(32 * ks[2 * j]));
-            hi = _mm512_sub_epi32(hi, _mm512_set1_epi32(32 * ks[2 * j + 1]));
-            dot = _mm512_add_epi32(dot, _mm512_mullo_epi32(lo, _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)q6->sc[2 * j]))));
-            dot = _mm512_add_epi32(dot, _mm512_mullo_epi32(hi, _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)q6->sc[2 * j + 1]))));
-        } else {
-            __m512i sc = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)q4->sc[j]));
-            __m512i mn = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)q4->mn[j]));
-            dot = _mm512_add_epi32(dot, _mm512_mullo_epi32(_mm512_add_epi32(lo, hi), sc));
-            mins = _mm512_add_epi32(mins, _mm512_mullo_epi32(mn, _mm512_set1_epi32(ks[2 * j] + ks[2 * j + 1])));
-        }
-    }
-    __m512 xd = _mm512_set1_ps(kd);
-    __m512 r = _mm512_mul_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(packed_half16(six ? q6->d : q4->d), xd));
-    return six ? r : _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mins), _mm512_mul_ps(packed_half16(q4->dmin), xd), r);
-}
-
-INLINE void packed_k(float *out, const DecodeActs *x, const void *w, int m, int k, int six) {
-    size_t bytes = six ? sizeof(PackQ6_K) : sizeof(PackQ4_K);
-    int nb = k / QK_K;
-    const char *p = w;
-    for (int g = 0; g < m; g += PACK_ROWS, p += (size_t)nb * bytes) {
-        __m512 acc = _mm512_setzero_ps();
-        for (int b = 0; b < nb; b++)
-            acc = _mm512_add_ps(acc, packed_superblock(p + (size_t)b * bytes, six, x->kq + QK_K * b,
-                                                       x->ksum + QK_K / 16 * b, x->kd[b]));
-        packed_store(out + g, acc, m - g);
-    }
-}
-static void packed_q4_k(float *out, const DecodeActs *x, const void *w, int m, int k) { packed_k(out, x, w, m, k, 0); }
-static void packed_q6_k(float *out, const DecodeActs *x, const void *w, int m, int k) { packed_k(out, x, w, m, k, 1); }
-#define QUANT_PACKED_Q4_0 packed_q4_0
-#define QUANT_PACKED_Q4_K packed_q4_k
-#define QUANT_PACKED_Q6_K packed_q6_k
+#define QUANT_PACKED_Q4_0 avx512_packed_q4_0 /* kernels_avx512_packed.c */
+#define QUANT_PACKED_Q4_K avx512_packed_q4_k
+#define QUANT_PACKED_Q6_K avx512_packed_q6_k
 
 #define QUANT_AVX256 /* kernels_quant.h's 256-bit kernels, on quant_dot4 */
 #define QUANT_DOT_Q4_0 dot_q4_0_pairs
@@ -1020,12 +598,12 @@ static double fma_peak(long rounds) {
 static const KernelPath path = {
     .name = "avx512",
     .type = {
-        [TENSOR_F32] = {.dot = dot_f32, .dot_packed = packed_f32, .gemm_packed = gemm_packed_f32, .mix = mix_f32,
-                        .to_f32 = kernel_copy_f32},
-        [TENSOR_F16] = {.dot = dot_f16, .dot_packed = packed_f16, .gemm_packed = gemm_packed_f16, .mix = mix_f16,
-                        .to_f32 = f16_to_f32},
+        [TENSOR_F32] = {.dot = dot_f32, .dot_packed = avx512_packed_f32, .gemm_packed = avx512_gemm_packed_f32,
+                        .mix = mix_f32, .to_f32 = kernel_copy_f32},
+        [TENSOR_F16] = {.dot = dot_f16, .dot_packed = avx512_packed_f16, .gemm_packed = avx512_gemm_packed_f16,
+                        .mix = mix_f16, .to_f32 = f16_to_f32},
         [TENSOR_BF16] = {.dot = dot_bf16, .to_f32 = bf16_to_f32},
-        [TENSOR_Q8_0] = {.dot_q8 = dot_q8_0, .dot_packed = packed_q8_0, .to_f32 = q8_0_to_f32},
+        [TENSOR_Q8_0] = {.dot_q8 = dot_q8_0, .dot_packed = avx512_packed_q8_0, .to_f32 = q8_0_to_f32},
         KERNEL_QUANT_TYPES,
     },
 #ifdef KERNELS_AMX
@@ -1037,7 +615,11 @@ static const KernelPath path = {
 #ifdef KERNELS_AMX_INT8
     .gemm_q8_amx = amx_gemm_q8, /* kernels_amx.c */
 #endif
-    .gemm_q8 = GEMM_Q8, .unit_fill_q8_0 = UNIT_FILL_Q8_0, .unit_fill_packed_q8_0 = UNIT_FILL_PACKED_Q8_0, .quantize_q8 = quantize_q8, .to_f16 = to_f16,
+#ifdef KERNELS_AVX512_INT8 /* kernels_avx512_int8.c; without VNNI, prefill keeps f32 panels (kernels_int8_prefill) */
+    .gemm_q8 = avx512_gemm_q8, .unit_fill_q8_0 = avx512_unit_fill_q8_0,
+    .unit_fill_packed_q8_0 = avx512_unit_fill_packed_q8_0,
+#endif
+    .quantize_q8 = quantize_q8, .to_f16 = to_f16,
     .softmax = softmax,
     .sum_exp = sum_exp, .exp_sum = exp_sum, .max_of = max_of, .swiglu = swiglu, .gelu = gelu, .fma_peak = fma_peak,
 };
