@@ -313,10 +313,11 @@ static void gemm(float *out, const float *x, const Tensor *w, int n, MatmulScrat
 
 /* Packed F32 rows (kernels_impl.h): work items of PACKED_PANEL_ROWS rows
  * by PACKED_PANEL_TOKENS tokens, whose weights (384 KB at k = 768) and
- * activations stay in a core's L2.  Two threads at the 110M shape, pp512's
- * three GEMMs (k = 768 with 768 and 2048 rows, k = 2048): 128 x 24 90%,
- * 89%, 86% of the FMA peak; 128 x 48 90, 87, 85; 64 x 24 88, 86, 87;
- * 256 x 24 91, 87, 79; 128 x 12 81, 87, 86. */
+ * activations stay in a core's L2.  Of its neighbours (half or twice the
+ * rows or the tokens), 128 x 24 keeps the three GEMMs of a 110M-shaped
+ * layer (k = 768 with 768 and 2048 rows, k = 2048) nearest the FMA peak;
+ * 256 rows fall behind at k = 2048, where their weights (2 MB) overflow
+ * L2. */
 #define PACKED_PANEL_ROWS 128
 #define PACKED_PANEL_TOKENS 24
 static void gemm_packed(float *out, const float *x, const Tensor *w, int n, MatmulScratch *s) {
@@ -338,8 +339,8 @@ static void gemm_packed(float *out, const float *x, const Tensor *w, int n, Matm
  * `count` matrices of the same width (q, k, v; gate, up): per QUANT_TOKENS
  * tokens the activations are rounded once (in parallel) for all of them,
  * then each thread multiplies blocks of rows, of any of the matrices, with
- * every token of the chunk (rounded per matrix, the rounding was 1.9% of a
- * two-thread 110M pp512's samples). */
+ * every token of the chunk (rounded per matrix, the same rounding would be
+ * repeated for each). */
 static void gemm_bf16(float *const *outs, const float *x, const Tensor *const *ws, int count, int n,
                       const Bf16Prefill *bp, MatmulScratch *s) {
     int k = ws[0]->cols, blocks = 0;
@@ -411,8 +412,8 @@ static void gemm_quant(float *const *outs, const float *x, const Tensor *const *
                 int r0 = j * UNIT_ROWS, rows = w->rows - r0 < UNIT_ROWS ? w->rows - r0 : UNIT_ROWS;
                 /* on AMX only the centred types with one scale per block: half
                  * blocks take two products and two stores per block, and a min
-                 * one more multiply-add per output; with them there, q4_k_m
-                 * (Q4_K, Q6_K) prefill was 3-5% slower than on VNNI */
+                 * one more multiply-add per output, which cost AMX more than
+                 * its products gain over VNNI's */
                 quant_unit_kind(u, w->type, k);
                 int on_amx = amx && !u->split && !u->has_min;
                 size_t row_bytes = tensor_row_bytes(w->type, (size_t)k);

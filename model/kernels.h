@@ -58,7 +58,8 @@ void matmul_scratch_free(MatmulScratch *s);
  * panels for f32/f16/bf16, and
  * for block-quantized weights either the same (kernels_int8_prefill() 0)
  * or, with x quantized to Q8 blocks of 32, integer products on units of
- * 32 rows unpacked to bytes (kernels_impl.h): with VNNI, 2.8x the f32 panels at the 110M shape. */
+ * 32 rows unpacked to bytes (kernels_impl.h), which VNNI multiplies
+ * several times faster than the f32 panels. */
 void matmul(float *out, const float *x, const Tensor *w, int n, MatmulScratch *s);
 /* outs[i] = x . ws[i]^T for `count` <= MATMUL_MANY_MAX matrices of the same
  * width (q, k, v; gate, up): for decode, and for prefill against

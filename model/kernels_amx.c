@@ -147,12 +147,11 @@ void amx_gemm_bf16(float *out, size_t ldo, const uint16_t *tiles, const uint16_t
  * Per block, TDPBSSD gives the exact int32 sums of the 16 tokens by the
  * unit's 32 rows in two C tiles; they are stored and scaled as gemm_q8's
  * into f32 sums in memory.  The products and the vector work do not
- * overlap on the machine measured (one waits for the other), but a store
- * right after its product waits for the product's latency: so the C tiles
- * alternate by block, and block b + 1's products are issued before block
- * b's sums are stored (single thread, 2048 x 768 by 512 tokens: 590 -> 650
- * GOP/s; four C tiles of 32 tokens by 32 rows, each stored right after its
- * product, were slower). */
+ * overlap (one waits for the other), but a store right after its product
+ * waits for the product's latency: so the C tiles alternate by block, and
+ * block b + 1's products are issued before block b's sums are stored,
+ * which hides that latency (four C tiles of 32 tokens by 32 rows, each
+ * stored right after its product, do not). */
 static void configure_q8(void) {
     TileConfig cfg;
     memset(&cfg, 0, sizeof cfg);

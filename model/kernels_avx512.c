@@ -128,8 +128,8 @@ INLINE void dot_tile(float *out, size_t ldo, const float *x, size_t ldx, const c
 }
 
 /* One token against rows streamed one after another: the hardware
- * prefetcher keeps up with one ascending stream per core (measured 43 GB/s
- * for two threads) but not with several interleaved rows (20 GB/s). */
+ * prefetcher keeps up with one ascending stream per core but not with
+ * several interleaved rows, which get about half the bandwidth. */
 INLINE void dot_stream(float *out, const float *x, const char *w, size_t wrow, int m, int k,
                        TensorType type) {
     size_t es = tensor_row_bytes(type, 1);
@@ -147,17 +147,16 @@ INLINE void dot_stream(float *out, const float *x, const char *w, size_t wrow, i
 }
 
 /* Decode's attention reads a head's cells in one pass, keys and then
- * values, with little work per byte; asking for each cell's bytes 2 KB
- * ahead took tg64 at depth 4096 (110M shape, f16 cache, 2 threads) from
- * 37.5 to 40.8 tok/s (1 to 3 KB ahead alike, 8 KB 39.5). */
+ * values, with little work per byte, so at long contexts it waits on
+ * memory: each cell's bytes are asked for 2 KB ahead (1 to 3 KB ahead do
+ * alike, 8 KB less well). */
 #define KV_AHEAD 2048
 
 /* Rows in groups of 8, each group held in L1 while it meets the tokens 3
  * at a time (24 accumulators; each token vector read from L2 feeds 8
- * multiply-adds: one-thread f32 pp512 at the 110M shape went from 582
- * tok/s with 4 x 4 tiles in this order, and 637 with tokens outermost, to
- * 684); a remainder of 1 or 2 tokens uses taller tiles.  A single token
- * against long rows (a weight matrix, not a head's keys) streams. */
+ * multiply-adds, where a 4 x 4 tile's feeds 4, in either loop order); a
+ * remainder of 1 or 2 tokens uses taller tiles.  A single token against
+ * long rows (a weight matrix, not a head's keys) streams. */
 INLINE void dot_any(float *out, size_t ldo, const float *x, size_t ldx, const void *w, size_t ldw,
                     int n, int m, int k, TensorType type) {
     size_t wrow = tensor_row_bytes(type, ldw);

@@ -98,10 +98,10 @@ void avx512_gemm_q8(float *out, size_t ldo, const QuantUnit *w, int rows, const 
 /* Q8_0 rows into a unit (quant_unit_fill's bytes, scales and mins).  A
  * group's vector s holds quants 4s..4s+3 of each of its 16 rows: a
  * transpose of 16 rows by 8 four-byte words, done as two 8 x 8 ones side
- * by side (rows r and r + 8 in one register).  The file's quants are
- * already centred (int8); u adds 128 by flipping the top bit.  Of the
- * samples of a 110M Q8_0 pp512 run (2 threads), the fill took 5.5% row by
- * row (quant_unit_fill), 6.2% gathered, 2.8% transposed. */
+ * by side (rows r and r + 8 in one register): the fill then costs half
+ * what it does row by row (quant_unit_fill) or gathered.  The file's
+ * quants are already centred (int8); u adds 128 by flipping the top
+ * bit. */
 void avx512_unit_fill_q8_0(QuantUnit *u, const void *rows, size_t row_bytes, int n_rows, int k, int centred) {
     static const uint8_t zero[2 + QK];
     quant_unit_kind(u, TENSOR_Q8_0, k);
@@ -152,8 +152,8 @@ void avx512_unit_fill_q8_0(QuantUnit *u, const void *rows, size_t row_bytes, int
 }
 
 /* The same from packed Q8_0 groups, whose quants lie as a unit's: copied,
- * and the scales converted 16 at a time (the portable fill from the copy,
- * a scale at a time, was 3.7% of a two-thread 110M pp512's samples). */
+ * and the scales converted 16 at a time, where the portable fill from the
+ * copy (quant_unit_fill_packed) converts one at a time. */
 void avx512_unit_fill_packed_q8_0(QuantUnit *u, const void *groups, int n_rows, int k) {
     quant_unit_kind(u, TENSOR_Q8_0, k);
     size_t group = (size_t)u->nb * sizeof(PackQ8_0);

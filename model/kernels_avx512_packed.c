@@ -52,9 +52,8 @@ INLINE void packed_store(float *out, __m512 v, int rows) {
 
 /* Decode's packed rows are one stream (kernels_impl.h), and each block's
  * (or eighth of a super-block's) bytes are asked for STREAM_AHEAD further
- * on as it is read: the hardware prefetcher alone left one-thread Q4_0
- * decode at 343 tok/s (110M shape), a group's rows prefetched at its
- * start at 311, this 386. */
+ * on as it is read: the hardware prefetcher alone falls behind, and
+ * asking for a group's rows all at its start does worse still. */
 void avx512_packed_q4_0(float *out, const DecodeActs *x, const void *w, int m, int k) {
     const PackQ4_0 *p = w;
     int nb = k / QK;
@@ -138,19 +137,15 @@ void avx512_packed_f16(float *out, const DecodeActs *x, const void *w, int m, in
 /* Prefill on packed rows: tiles of 4 groups (64 rows) by 6 tokens, 24
  * accumulators, each column 4 vector loads of 16 rows and 6 broadcasts.
  * The columns run whole (the 4 groups' 192 KB at k = 768 stream from L2),
- * so every output is decode's chain.  One thread at the 110M shape, F32
- * these against 8 groups by 3 tokens in column blocks of 64 (whose
- * partial sums went back to memory between blocks): 87% of the FMA peak
- * against 75% at k = 768, 83% against 71% at k = 2048.  Missing groups
- * and tokens repeat the last valid one and are not stored; rows past m
- * are masked.  Each group's columns are asked for PACKED_AHEAD columns
- * (1 KB of F32) before they are read (prefetch_ahead: the last may pass
- * the copy's end).  On a day when the tile ran below the 86-90% measured
- * before on the same machine, two threads, the three GEMMs, four
- * alternating rounds: 82.1, 80.8, 79.8% of the FMA peak without, 83.1,
- * 81.6, 82.2% with (4, 8 and 32 columns ahead gave as much or less;
- * blocking the columns by 64 to 256, the partial sums through memory, gave
- * nothing that day either). */
+ * so every output is decode's chain, and no partial sums go back to
+ * memory between column blocks: blocking the columns (by 64 to 256) costs
+ * that traffic and gains nothing, and 8 groups by 3 tokens in blocks of 64
+ * columns are well below this tile.  Missing groups and tokens repeat the
+ * last valid one and are not stored; rows past m are masked.  Each group's
+ * columns are asked for PACKED_AHEAD columns (1 KB of F32) before they
+ * are read (prefetch_ahead: the last may pass the copy's end): the stream
+ * from L2 then keeps up a little better than on its own (4, 8 and 32
+ * columns ahead do as well or less). */
 #define PACKED_AHEAD 16
 #define PACKED_TILE_GROUPS 4
 #define PACKED_TILE_TOKENS 6

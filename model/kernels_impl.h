@@ -90,8 +90,8 @@ typedef struct QuantActs {
 /* Decode's packed weights (kernels_pack.c).  A block-quantized row read
  * block by block costs more instructions to unpack than its bytes take to
  * arrive, and every row ends in a horizontal sum; and prefill, which
- * unpacks rows into units, spent 7-10% of a Q8_0 pp512 gathering 16 rows'
- * blocks into a unit's interleave.  So the matrices of the
+ * unpacks rows into units, would otherwise gather 16 rows' blocks into a
+ * unit's interleave each time it fills one.  So the matrices of the
  * types below are copied once at load time into groups of PACK_ROWS rows
  * interleaved as prefill's units are: each 64-byte vector holds 4
  * consecutive quants of each of the 16 rows, and one VNNI dpbusd advances
@@ -111,8 +111,8 @@ typedef struct QuantActs {
  * floats (or halves), column c of its 16 rows in one vector.  Prefill's
  * tile then multiplies a vector of 16 rows by one broadcast activation,
  * with no horizontal sum per output (read row by row, every output of
- * every token ended in one, and the tile's loads left the f32 GEMM at ~70%
- * of the FMA peak; F16 went through f32 panels as well, at ~45%).  Each
+ * every token ends in one, and the tile is bound by its loads; F16 would
+ * also be converted to f32 panels first).  Each
  * output is one lane's chain of multiply-adds over columns 0..k-1 (F16
  * converted exactly), in decode and in prefill alike, so the two give the
  * same bits. */
@@ -298,12 +298,12 @@ void quant_q5_k_to_f32(float *dst, const void *src, size_t n);
 void quant_q6_k_to_f32(float *dst, const void *src, size_t n);
 
 /* Decode reads each weight row once, rows one after another.  For the
- * block-quantized rows the hardware prefetcher of the machines measured
- * does not stay far enough ahead (the integer work per byte is several
- * times f32's): Q4_0 decode on one thread ran at 60 tok/s without this
- * and 165 with it (stories110M shape).  So their kernels ask, row by row,
- * for the bytes STREAM_AHEAD further on: prefetches never fault, and the
- * address is formed as an integer so it may pass the mapping's end. */
+ * block-quantized rows the hardware prefetcher does not stay far enough
+ * ahead (the integer work per byte is several times f32's), and decode
+ * spends much of its time waiting for memory.  So their kernels ask, row
+ * by row, for the bytes STREAM_AHEAD further on: prefetches never fault,
+ * and the address is formed as an integer so it may pass the mapping's
+ * end. */
 #define STREAM_AHEAD 4096
 static inline void prefetch_ahead(const void *at, size_t bytes, size_t ahead) {
     uintptr_t p = (uintptr_t)at + ahead;
