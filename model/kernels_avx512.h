@@ -21,7 +21,8 @@
 #define INLINE static inline __attribute__((always_inline))
 
 /* Per int32 lane: the sum of 4 products of unsigned bytes u by signed
- * bytes x (the packed rows' and Q4_0's quants by Q8 activations). */
+ * bytes x (the packed rows' and Q4_0's quants by Q8 activations); without
+ * VNNI, u below 128 (maddubs' pair sums saturate at 32767). */
 INLINE __m512i dot4_u8(__m512i u, __m512i x) {
 #ifdef __AVX512VNNI__
     return _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, x);

@@ -15,6 +15,19 @@ INLINE __m512i dpbusd_acc(__m512i acc, __m512i u, __m512i x) {
     return _mm512_add_epi32(acc, dot4_u8(u, x));
 #endif
 }
+/* dpbusd_acc for u of all 8 bits (Q8_0's quants + 128): without VNNI,
+ * maddubs would saturate its 16-bit pair sums (2 * 255 * 127 > 32767), so
+ * the nibbles are summed apart. */
+INLINE __m512i dpbusd_acc_u8(__m512i acc, __m512i u, __m512i x) {
+#ifdef __AVX512VNNI__
+    return _mm512_dpbusd_epi32(acc, u, x);
+#else
+    const __m512i low = _mm512_set1_epi8(0xF);
+    __m512i lo = dot4_u8(_mm512_and_si512(u, low), x);
+    __m512i hi = dot4_u8(_mm512_and_si512(_mm512_srli_epi16(u, 4), low), x);
+    return _mm512_add_epi32(acc, _mm512_add_epi32(lo, _mm512_slli_epi32(hi, 4)));
+#endif
+}
 INLINE __m512i broadcast4(const int8_t *x) {
     int32_t v;
     memcpy(&v, x, 4);
@@ -84,7 +97,7 @@ void avx512_packed_q8_0(float *out, const DecodeActs *x, const void *w, int m, i
             __m512i dot = _mm512_set1_epi32(-128 * x->sum[b]);
 #pragma GCC unroll 8
             for (int s = 0; s < 8; s++)
-                dot = dpbusd_acc(dot, _mm512_loadu_si512(p[b].qs[s]), broadcast4(x->q + QK * b + 4 * s));
+                dot = dpbusd_acc_u8(dot, _mm512_loadu_si512(p[b].qs[s]), broadcast4(x->q + QK * b + 4 * s));
             acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot),
                                   _mm512_mul_ps(packed_half16(p[b].d), _mm512_set1_ps(x->d[b])), acc);
         }
