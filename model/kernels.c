@@ -17,7 +17,7 @@ static const KernelPath *best_path(void) {
 
 static const KernelPath *path;
 
-static const KernelPath *kp(void) {
+static const KernelPath *active_path(void) {
     if (!path) path = best_path();
     return path;
 }
@@ -32,16 +32,16 @@ int kernels_use(const char *name) {
     return -1;
 }
 
-const char *kernels_path_name(void) { return kp()->name; }
+const char *kernels_path_name(void) { return active_path()->name; }
 
-int kernels_int8_prefill(void) { return kp()->gemm_q8 != NULL; }
+int kernels_int8_prefill(void) { return active_path()->gemm_q8 != NULL; }
 
 /* AMX needs the kernel's leave to use its tile state (once per process);
  * without it BF16 prefill takes AVX512-BF16's pair products if the path
  * has them, else the f32 panels, and block-quantized prefill VNNI. */
 static int amx_allowed = 1;
-static int amx_bf16(void) { return kp()->bf16_amx.gemm && amx_allowed && kernels_amx_ready(); }
-static int amx_int8(void) { return kp()->gemm_q8 && kp()->gemm_q8_amx && amx_allowed && kernels_amx_ready(); }
+static int amx_bf16(void) { return active_path()->bf16_amx.gemm && amx_allowed && kernels_amx_ready(); }
+static int amx_int8(void) { return active_path()->gemm_q8 && active_path()->gemm_q8_amx && amx_allowed && kernels_amx_ready(); }
 
 void kernels_allow_amx(int allow) { amx_allowed = allow; }
 
@@ -57,8 +57,8 @@ const char *kernels_amx_name(void) {
 
 /* The BF16 prefill in use, NULL for the f32 panels. */
 static const Bf16Prefill *bf16_prefill(void) {
-    if (amx_bf16()) return &kp()->bf16_amx;
-    return kp()->bf16_pairs.gemm ? &kp()->bf16_pairs : NULL;
+    if (amx_bf16()) return &active_path()->bf16_amx;
+    return active_path()->bf16_pairs.gemm ? &active_path()->bf16_pairs : NULL;
 }
 
 int kernels_bf16_activations(void) { return bf16_prefill() != NULL; }
@@ -71,7 +71,7 @@ double kernels_fma_peak_gflops(void) {
     for (int pass = 0; pass < FMA_PEAK_PASSES; pass++) {
         double flops = 0.0, t0 = time_now_s();
         #pragma omp parallel reduction(+ : flops)
-        flops += kp()->fma_peak(rounds);
+        flops += active_path()->fma_peak(rounds);
         double t = time_now_s() - t0;
         if (t < 0.01 && pass == 0) { /* too short to time: longer, and start over */
             rounds *= 16;
@@ -217,7 +217,7 @@ static int n_threads_for(const MatmulScratch *s, size_t macs) {
 
 /* Whether decode reads w's packed copy on the path in use; the group that
  * holds row r0 (a multiple of PACK_ROWS). */
-static int packed(const Tensor *w) { return w->packed && kp()->type[w->type].dot_packed; }
+static int packed(const Tensor *w) { return w->packed && active_path()->type[w->type].dot_packed; }
 static const void *packed_group(const Tensor *w, int r0) {
     return (const char *)w->packed + (size_t)(r0 / PACK_ROWS) * pack_group_bytes(w->type, w->cols);
 }
@@ -228,7 +228,7 @@ static const void *packed_group(const Tensor *w, int r0) {
  * a multiple of PACK_ROWS); the others with the f32 activations. */
 static void gemv_rows(float *out, const float *x, const Tensor *w, int r0, int r1,
                       const MatmulScratch *s) {
-    const TypeKernels *tk = &kp()->type[w->type];
+    const TypeKernels *tk = &active_path()->type[w->type];
     int k = w->cols;
     const void *rows = tensor_row(w, r0);
     size_t row_bytes = tensor_row_bytes(w->type, (size_t)k);
@@ -252,11 +252,11 @@ static void gemv(float *const *outs, const float *x, const Tensor *const *ws, in
     for (int i = 0; i < count; i++) total += (ws[i]->rows + GEMV_ROW_STEP - 1) / GEMV_ROW_STEP;
     int q8 = 0, q8k = 0, q8_packed = 0;
     for (int i = 0; i < count; i++) {
-        q8 |= kp()->type[ws[i]->type].dot_q8 != NULL;
-        q8k |= kp()->type[ws[i]->type].dot_q8k != NULL;
-        q8_packed |= kp()->type[ws[i]->type].dot_q8 && packed(ws[i]);
+        q8 |= active_path()->type[ws[i]->type].dot_q8 != NULL;
+        q8k |= active_path()->type[ws[i]->type].dot_q8k != NULL;
+        q8_packed |= active_path()->type[ws[i]->type].dot_q8 && packed(ws[i]);
     }
-    if (q8) kp()->quantize_q8(s->xq, s->xd, x, ws[0]->cols);
+    if (q8) active_path()->quantize_q8(s->xq, s->xd, x, ws[0]->cols);
     if (q8_packed) quant_sums(s->xsum, s->xq, ws[0]->cols, QK); /* the packed Q4_0 kernel's centre term */
     if (q8k) quantize_q8k(s->kq, s->kd, s->ksum, x, ws[0]->cols);
     int nt = n_threads_for(s, (size_t)total * GEMV_ROW_STEP * ws[0]->cols);
@@ -278,7 +278,7 @@ static void gemv(float *const *outs, const float *x, const Tensor *const *ws, in
  * converted to f32 once per thread and reused for the following items
  * that share it. */
 static void gemm(float *out, const float *x, const Tensor *w, int n, MatmulScratch *s) {
-    const KernelPath *p = kp();
+    const KernelPath *p = active_path();
     int rows = w->rows, k = w->cols;
     int mc_max = (int)(s->panel_floats / (size_t)k) / 16 * 16;
     if (mc_max < 16) mc_max = 16;
@@ -324,7 +324,7 @@ static void gemm_packed(float *out, const float *x, const Tensor *w, int n, Matm
     int rows = w->rows, k = w->cols;
     int n_rp = (rows + PACKED_PANEL_ROWS - 1) / PACKED_PANEL_ROWS;
     int n_tp = (n + PACKED_PANEL_TOKENS - 1) / PACKED_PANEL_TOKENS, items = n_rp * n_tp;
-    const TypeKernels *tk = &kp()->type[w->type];
+    const TypeKernels *tk = &active_path()->type[w->type];
     #pragma omp parallel for schedule(dynamic, 1) num_threads(n_threads_for(s, (size_t)rows * k * n))
     for (int it = 0; it < items; it++) {
         int r0 = it / n_tp * PACKED_PANEL_ROWS, t0 = it % n_tp * PACKED_PANEL_TOKENS;
@@ -379,7 +379,7 @@ static void gemm_bf16(float *const *outs, const float *x, const Tensor *const *w
  * the result depends on neither the threads nor the chunking. */
 static void gemm_quant(float *const *outs, const float *x, const Tensor *const *ws, int count, int n,
                        MatmulScratch *s) {
-    const KernelPath *p = kp();
+    const KernelPath *p = active_path();
     int k = ws[0]->cols, units = 0;
     for (int i = 0; i < count; i++) units += (ws[i]->rows + UNIT_ROWS - 1) / UNIT_ROWS;
     for (int t0 = 0; t0 < n; t0 += QUANT_TOKENS) {
@@ -440,7 +440,7 @@ static void gemm_quant(float *const *outs, const float *x, const Tensor *const *
 
 size_t kernels_packed_bytes(const Tensor *w) {
     size_t group = pack_group_bytes(w->type, w->cols);
-    if (!kp()->type[w->type].dot_packed || !group) return 0;
+    if (!active_path()->type[w->type].dot_packed || !group) return 0;
     size_t groups = ((size_t)w->rows + PACK_ROWS - 1) / PACK_ROWS;
     return groups > SIZE_MAX / group ? SIZE_MAX : groups * group;
 }
@@ -456,7 +456,7 @@ void kernels_pack(void *dst, const Tensor *w) {
 }
 
 static int quantized(const Tensor *w) {
-    const TypeKernels *tk = &kp()->type[w->type];
+    const TypeKernels *tk = &active_path()->type[w->type];
     return tk->dot_q8 || tk->dot_q8k;
 }
 
@@ -474,13 +474,13 @@ void matmul_many(float *const *outs, const float *x, const Tensor *const *ws, in
     const Tensor *q_ws[MATMUL_MANY_MAX], *b_ws[MATMUL_MANY_MAX];
     int nq = 0, nb = 0;
     for (int i = 0; i < count; i++)
-        if (kp()->gemm_q8 && quantized(ws[i]) && nq < MATMUL_MANY_MAX) {
+        if (active_path()->gemm_q8 && quantized(ws[i]) && nq < MATMUL_MANY_MAX) {
             q_outs[nq] = outs[i];
             q_ws[nq++] = ws[i];
         } else if (ws[i]->type == TENSOR_BF16 && ws[i]->cols % 32 == 0 && bf16_prefill() && nb < MATMUL_MANY_MAX) {
             b_outs[nb] = outs[i];
             b_ws[nb++] = ws[i];
-        } else if (packed(ws[i]) && kp()->type[ws[i]->type].gemm_packed) {
+        } else if (packed(ws[i]) && active_path()->type[ws[i]->type].gemm_packed) {
             gemm_packed(outs[i], x, ws[i], n, s);
         } else {
             gemm(outs[i], x, ws[i], n, s);
@@ -491,18 +491,18 @@ void matmul_many(float *const *outs, const float *x, const Tensor *const *ws, in
 
 void dot_rows(float *out, size_t ldo, const float *x, size_t ldx, TensorType wt, const void *w,
               size_t ldw, int n, int m, int k) {
-    kp()->type[wt].dot(out, ldo, x, ldx, w, ldw, n, m, k);
+    active_path()->type[wt].dot(out, ldo, x, ldx, w, ldw, n, m, k);
 }
 
 void mix_rows(float *out, size_t ldo, const float *p, size_t ldp, TensorType vt, const void *v,
               size_t ldv, int n, int cells, int hs) {
-    kp()->type[vt].mix(out, ldo, p, ldp, v, ldv, n, cells, hs);
+    active_path()->type[vt].mix(out, ldo, p, ldp, v, ldv, n, cells, hs);
 }
 
-void convert_to_f16(uint16_t *dst, const float *src, size_t n) { kp()->to_f16(dst, src, n); }
+void convert_to_f16(uint16_t *dst, const float *src, size_t n) { active_path()->to_f16(dst, src, n); }
 
 void convert_to_f32(float *dst, const void *src, TensorType t, size_t n) {
-    kp()->type[t].to_f32(dst, src, n);
+    active_path()->type[t].to_f32(dst, src, n);
 }
 
 /* ---- row-wise kernels ------------------------------------------------------ */
@@ -532,25 +532,25 @@ void layernorm(float *out, const float *x, const float *w, const float *b, int d
     for (int i = 0; i < dim; i++) out[i] = ((float)(x[i] - mean) * inv) * w[i] + (b ? b[i] : 0.0f);
 }
 
-void softmax(float *x, int n) { kp()->softmax(x, n); }
+void softmax(float *x, int n) { active_path()->softmax(x, n); }
 
-float sum_exp(const float *x, int n, float *max) { return kp()->sum_exp(x, n, max); }
+float sum_exp(const float *x, int n, float *max) { return active_path()->sum_exp(x, n, max); }
 
-float exp_sum(float *x, int n, float max) { return kp()->exp_sum(x, n, max); }
+float exp_sum(float *x, int n, float max) { return active_path()->exp_sum(x, n, max); }
 
 float exp_sum_running(float *x, int n, float *max) {
-    float top = kp()->max_of(x, n);
+    float top = active_path()->max_of(x, n);
     if (top > *max) *max = top;
     if (*max == -INFINITY) { /* nothing visible yet: weights 0 */
         memset(x, 0, (size_t)n * sizeof(float));
         return 0.0f;
     }
-    return kp()->exp_sum(x, n, *max);
+    return active_path()->exp_sum(x, n, *max);
 }
 
-void swiglu(float *h, const float *g, int n) { kp()->swiglu(h, g, n); }
+void swiglu(float *h, const float *g, int n) { active_path()->swiglu(h, g, n); }
 
-void gelu(float *h, int n) { kp()->gelu(h, n); }
+void gelu(float *h, int n) { active_path()->gelu(h, n); }
 
 void gelu_erf(float *h, int n) {
     for (int i = 0; i < n; i++) h[i] = 0.5f * h[i] * (1.0f + erff(h[i] * 0.70710678118654752f));
