@@ -116,7 +116,7 @@ check-layers:
 	  echo "check-layers: control (positional/pe.c including model/model.h) fails as it must"
 
 # Each suite gets the engine binary of its own build, so CLI tests run the
-# sanitized ./run under ASan too.
+# sanitized ./run under ASan too; each prints its time, for keeping CI short.
 test: deps check-layers
 	@$(MAKE) --no-print-directory test-rel
 	@$(MAKE) --no-print-directory test-asan
@@ -124,12 +124,14 @@ test: deps check-layers
 
 test-rel: run $(addprefix build/rel/tests/,$(TEST_NAMES))
 	@set -e; for t in $(TEST_NAMES); do \
-	  echo "== $$t (plain)"; POSENC_RUN=./run PYTHON=$(PYTHON) build/rel/tests/$$t; done
+	  echo "== $$t (plain)"; start=$$(date +%s); POSENC_RUN=./run PYTHON=$(PYTHON) build/rel/tests/$$t; \
+	  echo "== $$t (plain): $$(( $$(date +%s) - start )) s"; done
 
 test-asan: build/asan/run $(addprefix build/asan/tests/,$(TEST_NAMES))
 	@set -e; for t in $(TEST_NAMES); do \
-	  echo "== $$t (asan)"; POSENC_RUN=build/asan/run PYTHON=$(PYTHON) \
-	  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 build/asan/tests/$$t; done
+	  echo "== $$t (asan)"; start=$$(date +%s); POSENC_RUN=build/asan/run PYTHON=$(PYTHON) \
+	  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 build/asan/tests/$$t; \
+	  echo "== $$t (asan): $$(( $$(date +%s) - start )) s"; done
 
 # ---- demo -----------------------------------------------------------------
 MODELS_DIR ?= $(if $(POSENC_MODELS),$(POSENC_MODELS),../shared/models)

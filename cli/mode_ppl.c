@@ -31,12 +31,12 @@ static void log_prediction(const PplPrediction *p, void *user) {
 /* Before any context is built: a window defaults to the model's context
  * length, which a header may set to millions of tokens, and its logits
  * would be allocated before the text is found too short to fill it. */
-void check_text_length(const Options *o, int n_ids, int C) {
+void check_text_length(const Options *o, int n_ids, int window) {
     if (o->stream && n_ids < 2)
         cli_die("-f %s: the text has %d tokens, too few to score (at least 2)", o->text_file, n_ids);
-    if (!o->stream && n_ids - 1 < C)
+    if (!o->stream && n_ids - 1 < window)
         cli_die("-f %s: the text has %d tokens, too few for one window of %d (lower --ctx)",
-                o->text_file, n_ids, C);
+                o->text_file, n_ids, window);
 }
 
 void resolve_ppl_variants(const Options *o, const Model *model, const Variants *listed,
@@ -77,14 +77,14 @@ int *encode_ppl_text(const Options *o, const Tokenizer *tok, int *n_ids) {
 
 void score_variants(const Options *o, const Model *model, const char *const *labels,
                            const PeParams *params, int n, int baseline, const int *ids,
-                           int n_ids, int C, const char *progress_label, LogprobWriter *logprobs,
+                           int n_ids, int window, const char *progress_label, LogprobWriter *logprobs,
                            PplResult *res) {
-    PplOptions popt = {.window = C, .stride = o->stride, .max_chunks = o->chunks,
+    PplOptions popt = {.window = window, .stride = o->stride, .max_chunks = o->chunks,
                        .stream = o->stream, .keep = o->keep, .shift = shift_mode(o),
                        .pos_offset = o->pos_offset};
     Context ctxs[MAX_VARIANTS + 1];
     for (int v = 0; v < n; v++)
-        build_context(&ctxs[v], o, model, &params[v], labels[v], context_size_ppl(C, kv_type(o)));
+        build_context(&ctxs[v], o, model, &params[v], labels[v], context_size_ppl(window, kv_type(o)));
     PplReport report = {progress_label, labels, logprobs};
     PplHooks hooks = {isatty(STDERR_FILENO) ? progress_bar : NULL,
                       logprobs && logprobs->out ? log_prediction : NULL, &report};
@@ -97,20 +97,23 @@ void score_variants(const Options *o, const Model *model, const char *const *lab
 int run_ppl(const Options *o) {
     if (!o->text_file) cli_die("-m ppl needs -f FILE");
     if (o->n_models > 1 || o->n_windows > 1) return run_ppl_study(o);
-    if (o->html_path) cli_die("--html: -m ppl writes a page for the extrapolation study: give --ctx a list of windows or several models");
+    if (o->html_path)
+        cli_die("--html: -m ppl writes a page for the extrapolation study: give --ctx a list of "
+                "windows or several models");
     Setup s;
     setup_open(&s, o, SETUP_TOKENIZER | SETUP_VARIANTS);
     const Model *model = &s.model;
     PplVariants pv;
     resolve_ppl_variants(o, model, &s.v, &pv);
-    int C = s.n_ctx;
-    if (o->stride > C) cli_die("--stride %d must be in 1..%d (the window, --ctx)", o->stride, C);
-    if (o->stream) check_keep(o, C);
+    int window = s.n_ctx;
+    if (o->stride > window)
+        cli_die("--stride %d must be in 1..%d (the window, --ctx)", o->stride, window);
+    if (o->stream) check_keep(o, window);
     for (int v = 0; v < pv.n; v++)
-        check_positions(model, &pv.params[v], pv.labels[v], o->pos_offset + C - 1);
+        check_positions(model, &pv.params[v], pv.labels[v], o->pos_offset + window - 1);
     int n_ids;
     int *ids = encode_ppl_text(o, &s.tok, &n_ids);
-    check_text_length(o, n_ids, C);
+    check_text_length(o, n_ids, window);
     LogprobWriter logprobs;
     open_logits_out(o, model->config.vocab_size, &logprobs);
 
@@ -120,7 +123,7 @@ int run_ppl(const Options *o) {
                "dnll = NLL(variant) - NLL(baseline), kl = KL(baseline || variant) in nats, "
                "top1 = argmax agreement\n",
                o->model_path, o->text_file, n_ids, o->stream ? "stream through a cache" : "windows",
-               C, o->stride ? " (sliding)" : "", pv.labels[pv.baseline],
+               window, o->stride ? " (sliding)" : "", pv.labels[pv.baseline],
                pv.added ? "the checkpoint's scheme, not in --pe, so run too"
                : o->baseline ? "--baseline" : "the checkpoint's scheme");
         ppl_report_columns(stdout, 0);
@@ -130,11 +133,11 @@ int run_ppl(const Options *o) {
     if (pv.n == 1) snprintf(progress_label, sizeof progress_label, "%s", pv.labels[0]);
     else snprintf(progress_label, sizeof progress_label, "%d variants", pv.n);
     PplResult res[MAX_VARIANTS + 1];
-    score_variants(o, model, pv.labels, pv.params, pv.n, pv.baseline, ids, n_ids, C,
+    score_variants(o, model, pv.labels, pv.params, pv.n, pv.baseline, ids, n_ids, window,
                    progress_label, &logprobs, res);
     close_logits_out(o, &logprobs);
     for (int v = 0; v < pv.n; v++) {
-        PplRow row = {.label = pv.labels[v], .ctx = C, .baseline = pv.labels[pv.baseline],
+        PplRow row = {.label = pv.labels[v], .ctx = window, .baseline = pv.labels[pv.baseline],
                       .is_baseline = v == pv.baseline, .baseline_added = pv.added,
                       .stream = o->stream};
         ppl_report_row(stdout, o->json, &row, &res[v]);

@@ -17,17 +17,17 @@ typedef struct {
     int first_series;        /* its variants' series in the study */
 } StudyModel;
 
-/* Whether variant v can run at window C; a refusal is noted, not an error:
+/* Whether variant v can run at `window`; a refusal is noted, not an error:
  * the study shows the scheme's curve where it exists (learned positions end
  * at their table). */
-static int study_variant_runs(const StudyModel *sm, int v, int C, int note) {
+static int study_variant_runs(const StudyModel *sm, int v, int window, int note) {
     const Model *m = &sm->setup.model;
     PeRange r = pe_position_range(&sm->pv.params[v], m->config.seq_len,
-                                  m->weights.positional.n_positions, sm->o.pos_offset + C - 1);
+                                  m->weights.positional.n_positions, sm->o.pos_offset + window - 1);
     if (r.verdict != PE_RANGE_REFUSED) return 1;
     if (note)
         fprintf(stderr, "note: %s: %s at --ctx %d: %s; not scored (--pe-overflow clamp "
-                "would reuse the last position)\n", sm->o.model_path, sm->pv.labels[v], C, r.fact);
+                "would reuse the last position)\n", sm->o.model_path, sm->pv.labels[v], window, r.fact);
     return 0;
 }
 
@@ -43,13 +43,13 @@ static StudyModel *load_study(const Options *o, const int *windows, int n_window
         resolve_ppl_variants(&s->o, &s->setup.model, &s->setup.v, &s->pv);
         s->ids = encode_ppl_text(&s->o, &s->setup.tok, &s->n_ids);
         for (int w = 0; w < n_windows; w++) {
-            int C = windows[w];
-            check_text_length(&s->o, s->n_ids, C);
-            if (o->stride > C)
-                cli_die("--stride %d must be in 1..%d (the smallest --ctx)", o->stride, C);
-            if (o->stream) check_keep(o, C);
+            int window = windows[w];
+            check_text_length(&s->o, s->n_ids, window);
+            if (o->stride > window)
+                cli_die("--stride %d must be in 1..%d (the smallest --ctx)", o->stride, window);
+            if (o->stream) check_keep(o, window);
             for (int v = 0; v < s->pv.n; v++)
-                study_variant_runs(s, v, C, 1);
+                study_variant_runs(s, v, window, 1);
         }
         /* Extrapolation warnings once per variant, at the largest window it runs. */
         for (int v = 0; v < s->pv.n; v++)
@@ -69,25 +69,25 @@ static StudyModel *load_study(const Options *o, const int *windows, int n_window
  * the baseline (none run when the baseline cannot). */
 static void study_window(const Options *o, StudyModel *s, int w, int model_width,
                          PplStudy *study) {
-    int C = study->windows[w], n = 0, baseline = -1;
+    int window = study->windows[w], n = 0, baseline = -1;
     const char *labels[MAX_VARIANTS + 1];
     PeParams params[MAX_VARIANTS + 1];
     int series[MAX_VARIANTS + 1];
-    if (!study_variant_runs(s, s->pv.baseline, C, 0)) return;
+    if (!study_variant_runs(s, s->pv.baseline, window, 0)) return;
     for (int v = 0; v < s->pv.n; v++) {
-        if (!study_variant_runs(s, v, C, 0)) continue;
+        if (!study_variant_runs(s, v, window, 0)) continue;
         if (v == s->pv.baseline) baseline = n;
         labels[n] = s->pv.labels[v];
         params[n] = s->pv.params[v];
         series[n++] = s->first_series + v;
     }
     char progress_label[64];
-    snprintf(progress_label, sizeof progress_label, "%s ctx %d", s->o.model_path, C);
+    snprintf(progress_label, sizeof progress_label, "%s ctx %d", s->o.model_path, window);
     PplResult res[MAX_VARIANTS + 1];
-    score_variants(&s->o, &s->setup.model, labels, params, n, baseline, s->ids, s->n_ids, C,
+    score_variants(&s->o, &s->setup.model, labels, params, n, baseline, s->ids, s->n_ids, window,
                    progress_label, NULL, res);
     for (int v = 0; v < n; v++) {
-        PplRow row = {s->o.model_path, model_width, labels[v], C, labels[baseline],
+        PplRow row = {s->o.model_path, model_width, labels[v], window, labels[baseline],
                       v == baseline, s->pv.added, o->stream};
         ppl_report_row(stdout, o->json, &row, &res[v]);
         PplStudySeries *r = &study->series[series[v]];

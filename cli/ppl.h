@@ -23,11 +23,11 @@ typedef struct {
 void resolve_ppl_variants(const Options *o, const Model *model, const Variants *listed,
                           PplVariants *pv);
 int *encode_ppl_text(const Options *o, const Tokenizer *tok, int *n_ids);
-void check_text_length(const Options *o, int n_ids, int C);
-/* Scores ids under n variants in windows (or a stream) of C: one context
+void check_text_length(const Options *o, int n_ids, int window);
+/* Scores ids under n variants in windows (or a stream) of `window` tokens: one context
  * per variant, built, run in lockstep and freed here. */
 void score_variants(const Options *o, const Model *model, const char *const *labels,
-                    const PeParams *params, int n, int baseline, const int *ids, int n_ids, int C,
+                    const PeParams *params, int n, int baseline, const int *ids, int n_ids, int window,
                     const char *progress_label, LogprobWriter *logprobs, PplResult *res);
 
 #endif

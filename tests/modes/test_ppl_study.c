@@ -1,6 +1,8 @@
 /* The extrapolation study (-m ppl with several models and --ctx as a list of
  * windows), through the real binary on the PE zoo (../shared/models/zoo):
- *  - one run of all six models at W = 64..1024 (32 windows each) reproduces
+ *  - one run of all six models at W = 64..1024 (32 windows each; under ASan
+ *    64..256, where 512 and 1024 took most of its ten minutes and the
+ *    plain build has already held them to the reference) reproduces
  *    every model's PyTorch curve (reference.json val_nll_window{W}) within
  *    2e-3; learned is not scored past its table, with a note; control: each
  *    curve against the reference one window over is far outside;
@@ -26,6 +28,13 @@
 #define CSV_TOL 1e-6
 #define N_MODELS 6
 #define N_WINDOWS 5
+#ifdef __SANITIZE_ADDRESS__
+static const int n_windows = 3;
+static const char *const window_list = "64,128,256";
+#else
+static const int n_windows = N_WINDOWS;
+static const char *const window_list = "64,128,256,512,1024";
+#endif
 
 static const char *const SCHEMES[N_MODELS] = {"sinusoidal", "learned", "rope", "alibi", "none",
                                               "t5"};
@@ -48,7 +57,7 @@ static void setup(void) {
         ck_assert_ptr_nonnull(gguf[m]);
         snprintf(rel, sizeof rel, "zoo/%s/reference.json", SCHEMES[m]);
         char *json = tests_read_file(tests_model_path(models, rel), NULL);
-        for (int w = 0; w < N_WINDOWS; w++) {
+        for (int w = 0; w < n_windows; w++) {
             char key[32];
             snprintf(key, sizeof key, "val_nll_window%d", WINDOWS[w]);
             ref[m][w] = tests_json_number(json, key);
@@ -62,7 +71,7 @@ static void setup(void) {
     free(text);
     for (int t = 0; t < N_TEMPS; t++) temp[t] = tests_write_temp("", 0, NULL);
     const char *args[] = {gguf[0], gguf[1], gguf[2], gguf[3], gguf[4], gguf[5], "-m", "ppl",
-                          "-f", val_text, "--ctx", "64,128,256,512,1024", "--chunks", "32",
+                          "-f", val_text, "--ctx", window_list, "--chunks", "32",
                           "--json", "--svg", temp[T_SVG], "--csv", temp[T_CSV], NULL};
     study = tests_run_engine_ok(args);
 }
@@ -98,9 +107,9 @@ static double study_nll(const char *out, const char *model, int C) {
 static double curve_error(int m, int shift) {
     float engine[N_WINDOWS], reference[N_WINDOWS];
     size_t n = 0;
-    for (int w = 0; w < N_WINDOWS; w++) {
+    for (int w = 0; w < n_windows; w++) {
         int r = w + shift;
-        if (r < 0 || r >= N_WINDOWS || isnan(ref[m][r]) || isnan(ref[m][w])) continue;
+        if (r < 0 || r >= n_windows || isnan(ref[m][r]) || isnan(ref[m][w])) continue;
         engine[n] = (float)study_nll(study.out, gguf[m], WINDOWS[w]);
         reference[n++] = (float)ref[m][r];
     }
@@ -110,7 +119,7 @@ static double curve_error(int m, int shift) {
 START_TEST(curves_match_reference) {
     if (!models) return;
     for (int m = 0; m < N_MODELS; m++) {
-        for (int w = 0; w < N_WINDOWS; w++)
+        for (int w = 0; w < n_windows; w++)
             printf("%-10s W=%4d  nll %.4f  reference %.4f\n", SCHEMES[m], WINDOWS[w],
                    study_nll(study.out, gguf[m], WINDOWS[w]), ref[m][w]);
         double err = curve_error(m, 0);
@@ -122,7 +131,7 @@ START_TEST(curves_match_reference) {
         ck_assert_msg(off > 2 * NLL_TOL, "%s: shifted reference only %.5f off", SCHEMES[m], off);
     }
     /* learned has no position past its 128: not scored there, and said so */
-    for (int w = 2; w < N_WINDOWS; w++)
+    for (int w = 2; w < n_windows; w++)
         ck_assert(isnan(study_nll(study.out, gguf[ZOO_LEARNED], WINDOWS[w])));
     ck_assert_msg(strstr(study.err, "learned at --ctx 256: ") && strstr(study.err, "not scored"),
                   "%s", study.err);
@@ -139,7 +148,7 @@ START_TEST(chart_is_readable) {
     ck_assert_msg(strstr(o, "text=mean NLL (nats/token)\n"), "%s", o);
     ck_assert_msg(strstr(o, "the first 32 windows of that size"), "%s", o);
     ck_assert_msg(strstr(o, "marker_above_plot=1\n"), "%s", o);
-    for (int w = 0; w < N_WINDOWS; w++) {
+    for (int w = 0; w < n_windows; w++) {
         char tick[32];
         snprintf(tick, sizeof tick, "text=%d\n", WINDOWS[w]);
         ck_assert_msg(strstr(o, tick), "no tick %d: %s", WINDOWS[w], o);
@@ -148,7 +157,7 @@ START_TEST(chart_is_readable) {
         char want[1200];
         snprintf(want, sizeof want, "legend=%s|%s, trained context 128\n", gguf[m], SCHEMES[m]);
         ck_assert_msg(strstr(o, want), "missing '%s' in %s", want, o);
-        snprintf(want, sizeof want, "points=%s|%d\n", gguf[m], m == ZOO_LEARNED ? 2 : N_WINDOWS);
+        snprintf(want, sizeof want, "points=%s|%d\n", gguf[m], m == ZOO_LEARNED ? 2 : n_windows);
         ck_assert_msg(strstr(o, want), "missing '%s' in %s", want, o);
     }
     tests_run_free(&facts);
@@ -173,7 +182,7 @@ START_TEST(csv_agrees_with_json) {
         ck_assert_int_eq(tokens, 32L * C); /* 32 windows of C scored predictions */
         rows++;
     }
-    ck_assert_int_eq(rows, 5 * N_WINDOWS + 2); /* learned: 64 and 128 only */
+    ck_assert_int_eq(rows, 5 * n_windows + 2); /* learned: 64 and 128 only */
     free(csv);
 }
 END_TEST
