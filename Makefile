@@ -3,7 +3,7 @@
 #   make PORTABLE=1   the same without -march=native
 #   make test         Check suites, plain and under ASan/UBSan
 #   make demo         generate text with a small model
-#   make fuzz         libFuzzer targets (clang), FUZZ_SECONDS each (README: Fuzzing)
+#   make fuzz         libFuzzer targets (clang), FUZZ_SECONDS each (docs/testing.md: Fuzzing)
 # make's built-in CC is cc; gcc unless the user names another compiler
 ifeq ($(origin CC),default)
 CC      := gcc

@@ -5,7 +5,7 @@
  * The environment is the one Hugging Face renders chat templates with:
  * trim_blocks and lstrip_blocks on, one trailing newline of the template
  * dropped.  Where Jinja and @huggingface/jinja (the reference the tests
- * compare against) differ, README.md "Chat templates" says which is followed.
+ * compare against) differ, docs/chat.md "Chat templates" says which is followed.
  *
  * Templates are untrusted input: parsing and rendering never crash, and a
  * template that is too deep, too long-running or too large in output is

@@ -118,7 +118,7 @@ typedef struct {
     size_t len, cap;
 } JinjaBuffer;
 void jinja_buffer_append(JinjaArena *a, JinjaBuffer *b, const char *s, size_t len);
-/* v as {{ v }} prints it (see README "Chat templates" for the formats). */
+/* v as {{ v }} prints it (see docs/chat.md "Chat templates" for the formats). */
 void jv_print(JinjaArena *a, JinjaBuffer *b, JinjaValue v);
 JinjaValue jv_to_string(JinjaArena *a, JinjaValue v);
 /* tojson: Python json.dumps' layout; indent < 0 means no indentation. */

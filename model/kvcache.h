@@ -9,7 +9,7 @@
  * stored head by head: one KV head's cells lie end to end, so attention,
  * which reads one head at a time, streams them instead of picking
  * head_size elements out of every kv_dim (measured on the 110M shape at
- * 4096 cells: see README, "The cache's layout"). */
+ * 4096 cells: see docs/performance.md, "The cache's layout"). */
 #ifndef POSENC_KVCACHE_H
 #define POSENC_KVCACHE_H
 #include "base/tensor.h"

@@ -21,7 +21,7 @@ typedef struct {
 void logprob_writer_init(LogprobWriter *w, FILE *out, int vocab, int top_k);
 void logprob_writer_free(LogprobWriter *w);
 /* One line: `token` predicted from `logits` (vocab) at position pos;
- * index is the token's place in the run (see README). */
+ * index is the token's place in the run (see docs/evaluation.md). */
 void logprob_writer_row(LogprobWriter *w, const char *variant, long index, int pos,
                         const float *logits, int token);
 #endif

@@ -188,7 +188,7 @@ int tokenizer_build(Tokenizer *t, const TokenizerSpec *spec, PosencError *err);
 void tokenizer_free(Tokenizer *t);
 
 /* Encodes len bytes of text (any bytes: invalid UTF-8 is handled as the
- * reference library does, see README).  ids must hold len + 3 entries (BOS,
+ * reference library does, see docs/tokenizers.md).  ids must hold len + 3 entries (BOS,
  * dummy prefix, EOS).  Only a SentencePiece normalizer (a .model's, or a
  * Unigram tokenizer.json's charsmap and its U+2581 before each section
  * between added tokens) can produce more ids than that (NFKC expansions,

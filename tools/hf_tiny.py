@@ -22,7 +22,7 @@ transformers itself (the fixture's "manifest").
         position the fixture holds (positions count from the run's first token);
         ids: the 80 token ids, on one line
 
-Stdlib only (the README's example runs it with any python3).
+Stdlib only (docs/positional.md's example runs it with any python3).
 """
 import argparse
 import array

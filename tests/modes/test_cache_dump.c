@@ -1,5 +1,5 @@
 /* --dump-cache: the table before and after a context shift says what the
- * README's table of schemes says.  Read back from ./run's stderr: the kept
+ * table in docs/positional.md says.  Read back from ./run's stderr: the kept
  * cells are unchanged, the moved cells are the ones after the discarded
  * block with positions lowered by d, and for RoPE each moved key's first
  * pair turned by -d x its rate (mod 2 pi) — under --shift-no-rerotate it

@@ -316,8 +316,8 @@ START_TEST(t5_refuses_what_it_cannot_run) {
 }
 END_TEST
 
-/* README's table "what a shift does", row by row. */
-static const PeShiftAction README_SHIFT[PE_COUNT] = {
+/* The table "what a shift does" of docs/positional.md, row by row. */
+static const PeShiftAction DOCUMENTED_SHIFT[PE_COUNT] = {
     [PE_ROPE] = PE_SHIFT_REROTATE,       [PE_ALIBI] = PE_SHIFT_POSITIONS,
     [PE_SINUSOIDAL] = PE_SHIFT_RECOMPUTE, [PE_LEARNED] = PE_SHIFT_RECOMPUTE,
     [PE_NONE] = PE_SHIFT_RECOMPUTE,     [PE_T5] = PE_SHIFT_POSITIONS,
@@ -355,11 +355,11 @@ START_TEST(registry_describes_every_scheme) {
         for (int i = 0; i < n; i++) ck_assert_ptr_nonnull(fields[i].key);
         pe_free(&pe);
     }
-    ck_assert_int_eq(shift_mismatches(README_SHIFT), 0);
+    ck_assert_int_eq(shift_mismatches(DOCUMENTED_SHIFT), 0);
     /* Negative control: NoPE "updating positions only", the tempting wrong
      * row (its hidden states infer position), is told apart. */
     PeShiftAction wrong[PE_COUNT];
-    memcpy(wrong, README_SHIFT, sizeof wrong);
+    memcpy(wrong, DOCUMENTED_SHIFT, sizeof wrong);
     wrong[PE_NONE] = PE_SHIFT_POSITIONS;
     ck_assert_int_eq(shift_mismatches(wrong), 1);
     ck_assert_ptr_null(pe_kind_ops(PE_COUNT));
