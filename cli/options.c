@@ -57,144 +57,229 @@ static void parse_stop(Options *o, const OptionSpec *spec, const char *v);
 
 static const OptionSpec options[] = {
     SECTION("general"),
-    OPTION("-m", OPT_TEXT, 0, 0, M_ALL, mode, "MODE", "generate",
+    OPTION("-m", OPT_TEXT, 0, 0, M_ALL, mode, "MODE",
+     "generate",
      "the mode: generate | chat | ppl | bench | tokenize | inspect | pe | attention"),
-    OPTION("-z", OPT_TEXT, 0, 0, M_TEXT | MODE_PPL | MODE_TOKENIZE | M_VIEWS, tokenizer_path,
-     "PATH", "the GGUF's own vocabulary, or tokenizer.bin beside a .bin model",
-     "the tokenizer: tokenizer.bin, a SentencePiece .model, a tokenizer.json, a GGUF, or a "
-     "vocab.json+merges.txt directory"),
-    OPTION("-i", OPT_TEXT, 0, 0, M_TEXT | MODE_TOKENIZE | M_VIEWS, prompt, "TEXT", "empty",
-     "the prompt (chat: the first turn; tokenize, pe, attention: the text)"),
-    OPTION("-f", OPT_TEXT, 0, 0, MODE_GENERATE | MODE_PPL | MODE_TOKENIZE | M_VIEWS, text_file,
-     "FILE", NULL,
-     "generate: the prompt from FILE (one trailing newline dropped); ppl: the text to score; "
-     "tokenize, pe, attention: the text"),
+    OPTION("-z", OPT_TEXT, 0, 0, M_TEXT | MODE_PPL | MODE_TOKENIZE | M_VIEWS, tokenizer_path, "PATH",
+     "the GGUF's own vocabulary; tokenizer.bin beside a .bin",
+     "the tokenizer: llama2.c tokenizer.bin, a SentencePiece .model, a Hugging Face "
+     "tokenizer.json (or a directory holding one; tokenizer_config.json beside it "
+     "is read too), a GGUF, or a directory (or vocab.json) with GPT-2 vocab.json + "
+     "merges.txt"),
+    OPTION("-i", OPT_TEXT, 0, 0, M_TEXT | MODE_TOKENIZE | M_VIEWS, prompt, "TEXT",
+     "empty",
+     "the prompt; chat: the first user turn; tokenize: the text; pe: a text whose "
+     "cached keys the RoPE view reads; attention: the text whose attention is shown"),
+    OPTION("-f", OPT_TEXT, 0, 0, MODE_GENERATE | MODE_PPL | MODE_TOKENIZE | M_VIEWS, text_file, "FILE",
+     NULL,
+     "generate: the prompt, read from FILE (one trailing newline dropped, as "
+     "llama.cpp's -f); ppl: the text to score; tokenize: text to encode line by "
+     "line; pe, attention: as -i; a file or a pipe (-f /dev/stdin), not a directory"),
     OPTION("--threads", OPT_INT, 1, 1024, M_FORWARD | MODE_INSPECT | MODE_PE, threads, "N",
-     "all cores", "OpenMP threads"),
-    OPTION("--kv-type", OPT_TEXT, 0, 0, MODE_GENERATE | MODE_PPL | MODE_BENCH | MODE_CHAT | MODE_INSPECT,
-     kv_type, "T", "f32", "KV cache element type: f32 | f16"),
+     "all cores",
+     "OpenMP threads"),
+    OPTION("--kv-type", OPT_TEXT, 0, 0, MODE_GENERATE | MODE_PPL | MODE_BENCH | MODE_CHAT | MODE_INSPECT, kv_type, "T",
+     "f32",
+     "KV cache element type: f32 or f16 (half the cache memory and attention "
+     "bandwidth)"),
     OPTION("--special", OPT_SWITCH, 0, 0, MODE_GENERATE | MODE_PPL | MODE_TOKENIZE, special, NULL,
-     NULL, "special tokens written in the text (<|eot_id|>, <|im_start|>) become their ids "
-     "(byte-level BPE)"),
-    OPTION("--json", OPT_SWITCH, 0, 0, MODE_GENERATE | MODE_PPL | MODE_BENCH | MODE_INSPECT | M_VIEWS,
-     json, NULL, NULL,
-     "JSON on stdout: generate one object per token, then a summary; ppl one per variant; "
-     "bench one per test; inspect, pe, attention one object"),
-    OPTION("--logits-out", OPT_TEXT, 0, 0, MODE_GENERATE | MODE_PPL, logits_out, "FILE", NULL,
-     "one JSON line per generated or scored token: its log-probability and the top ids"),
-    OPTION("--logits-top", OPT_INT, 0, INT_MAX, MODE_GENERATE | MODE_PPL, logits_top, "K", "10",
-     "ids per line in --logits-out (at most the vocabulary)"),
+     NULL,
+     "special (control) tokens written in the text, e.g. <|eot_id|>, become their "
+     "ids; byte-level BPE vocabularies only"),
+    OPTION("--json", OPT_SWITCH, 0, 0, MODE_GENERATE | MODE_PPL | MODE_BENCH | MODE_INSPECT | M_VIEWS, json, NULL,
+     NULL,
+     "machine-readable output on stdout: generate one JSON object per generated "
+     "token, then a summary (stdout is JSON only); ppl one per variant; bench one "
+     "per test; inspect, pe, attention one object"),
+    OPTION("--logits-out", OPT_TEXT, 0, 0, MODE_GENERATE | MODE_PPL, logits_out, "FILE",
+     NULL,
+     "one JSON line per scored or generated token: its log-probability and the most "
+     "probable ids (docs/evaluation.md)"),
+    OPTION("--logits-top", OPT_INT, 0, INT_MAX, MODE_GENERATE | MODE_PPL, logits_top, "K",
+     "10",
+     "ids per --logits-out line; at most the vocabulary (0: none)"),
 
     SECTION("sampling"),
-    OPTION("-n", OPT_INT, 0, INT_MAX, M_TEXT, steps, "N", "256",
-     "total tokens including the prompt (chat: tokens per reply); 0 = the context"),
-    OPTION("-t", OPT_FLOAT, 0, 100, M_TEXT, temperature, "F", "1.0", "temperature; 0 = greedy"),
-    OPTION("-p", OPT_FLOAT, 0, 1, M_TEXT, topp, "F", "0.9", "top-p; 0 or 1 disables"),
-    OPTION("-k", OPT_INT, 0, INT_MAX, M_TEXT, topk, "N", "0 = off", "top-k"),
-    OPTION("--min-p", OPT_FLOAT, 0, 1, M_TEXT, min_p, "F", "0 = off",
-     "keep tokens at least F x the most probable"),
-    OPTION("--repeat-penalty", OPT_FLOAT, 0.01, 100, M_TEXT, penalties.repeat, "F", "1 = off",
-     "divide (multiply, when negative) the logits of recent tokens by F"),
-    OPTION("--repeat-last-n", OPT_INT, 0, 1 << 20, M_TEXT, penalties.last_n, "N", "64",
-     "tokens the penalties look back on"),
-    OPTION("--presence-penalty", OPT_FLOAT, -100, 100, M_TEXT, penalties.presence, "F", "0",
-     "subtract F from the logit of every recent token"),
-    OPTION("--frequency-penalty", OPT_FLOAT, -100, 100, M_TEXT, penalties.frequency, "F", "0",
-     "subtract F x its count from each recent token"),
-    OPTION("-s", OPT_SEED, 0, (double)LONG_MAX, M_TEXT, seed, "N", "time", "random seed"),
+    OPTION("-n", OPT_INT, 0, INT_MAX, M_TEXT, steps, "N",
+     "256",
+     "tokens of text in total, prompt included (a leading BOS is not counted); 0 = "
+     "the context size; chat: tokens per reply at most (0: until an end-of-turn "
+     "token)"),
+    OPTION("-t", OPT_FLOAT, 0, 100, M_TEXT, temperature, "F",
+     "1.0",
+     "temperature; 0 = greedy (so is any temperature small enough that logit/t "
+     "overflows, e.g. 1e-38)"),
+    OPTION("-p", OPT_FLOAT, 0, 1, M_TEXT, topp, "F",
+     "0.9",
+     "top-p (nucleus); 0 or 1 disables"),
+    OPTION("-k", OPT_INT, 0, INT_MAX, M_TEXT, topk, "N",
+     "0 = off",
+     "top-k (applied before top-p)"),
+    OPTION("--min-p", OPT_FLOAT, 0, 1, M_TEXT, min_p, "F",
+     "0 = off",
+     "keep only tokens whose probability is at least F x the most probable one's "
+     "(after temperature, top-k and top-p)"),
+    OPTION("--repeat-penalty", OPT_FLOAT, 0.01, 100, M_TEXT, penalties.repeat, "F",
+     "1 = off",
+     "the logits of the last --repeat-last-n tokens (prompt included) are divided "
+     "by F when positive, multiplied by F when negative (llama.cpp's formula)"),
+    OPTION("--repeat-last-n", OPT_INT, 0, 1 << 20, M_TEXT, penalties.last_n, "N",
+     "64",
+     "how many recent tokens the penalties look at; 0 disables them"),
+    OPTION("--presence-penalty", OPT_FLOAT, -100, 100, M_TEXT, penalties.presence, "F",
+     "0",
+     "subtracted from the logit of every token among the recent ones"),
+    OPTION("--frequency-penalty", OPT_FLOAT, -100, 100, M_TEXT, penalties.frequency, "F",
+     "0",
+     "subtracted from a recent token's logit once per occurrence"),
+    OPTION("-s", OPT_SEED, 0, (double)LONG_MAX, M_TEXT, seed, "N",
+     "the current time",
+     "random seed"),
 
     SECTION("positions"),
-    OPTION("--pe", OPT_TEXT, 0, 0, M_SCHEME, pe_list, "NAME", "the checkpoint's",
-     "{schemes}; in ppl, pe and attention a comma list of NAME[:SCALING:FACTOR][@SPEC] "
-     "variants (@SPEC as for --pe-layers)"),
+    OPTION("--pe", OPT_TEXT, 0, 0, M_SCHEME, pe_list, "NAME",
+     "the checkpoint's",
+     "the positional scheme: {schemes}; in ppl, pe and attention a comma list of "
+     "variants NAME[:SCALING[:FACTOR]][@SPEC] compared on the same weights (@SPEC "
+     "as for --pe-layers)"),
     OPTION("--rope-theta", OPT_FLOAT, 1.0001, 1e12, M_SCHEME, rope_theta, "F",
-     "the checkpoint's, 10000", "RoPE base"),
-    OPTION("--rope-scaling", OPT_TEXT, 0, 0, M_SCHEME, rope_scaling, "S", "the checkpoint's",
-     "{scalings}"),
-    OPTION("--rope-factor", OPT_FLOAT, 1, 1e6, M_SCHEME, rope_factor, "F", "the checkpoint's, 1",
-     "context extension factor for --rope-scaling"),
-    OPTION("--rope-orig-ctx", OPT_INT, 1, 1 << 24, M_SCHEME, rope_orig_ctx, "N", "the model's",
-     "the context before scaling"),
-    OPTION("--longrope-rule", OPT_TEXT, 0, 0, M_SCHEME, longrope_rule, "R", "sequence",
-     "sequence (Hugging Face: long factors for a pass past the original context) | context "
-     "(llama.cpp: for a --ctx past it)"),
-    OPTION("--pe-layers", OPT_TEXT, 0, 0, M_SCHEME & ~MODE_BENCH, pe_layers, "SPEC", NULL,
-     "per-layer schemes, LAYERS=SCHEME[/LAYERS=SCHEME...]; LAYERS is all, everyN (the N-th, "
-     "2N-th, ...), I or I-J joined by , or +; SCHEME none|rope|alibi|t5"),
-    OPTION("--window", OPT_TEXT, 0, 0, M_SCHEME & ~MODE_BENCH, window, "SPEC", "full",
-     "sliding windows: W for every layer, or LAYERS=W[/...]; 0 = full"),
-    OPTION("--chunk", OPT_TEXT, 0, 0, M_SCHEME & ~MODE_BENCH, chunk, "SPEC", "none",
-     "chunked attention (a query sees its own chunk of C positions): C for every layer, or "
-     "LAYERS=C[/...]; 0 = none"),
+     "the checkpoint's, else 10000",
+     "RoPE base frequency"),
+    OPTION("--rope-scaling", OPT_TEXT, 0, 0, M_SCHEME, rope_scaling, "S",
+     "the checkpoint's, else none",
+     "RoPE frequency scaling: {scalings} (docs/positional.md)"),
+    OPTION("--rope-factor", OPT_FLOAT, 1, 1e6, M_SCHEME, rope_factor, "F",
+     "the checkpoint's, else 1",
+     "the scaling factor"),
+    OPTION("--rope-orig-ctx", OPT_INT, 1, 1 << 24, M_SCHEME, rope_orig_ctx, "N",
+     "the checkpoint's, else the model's context length",
+     "the context before scaling, which yarn, llama3, longrope and dynamic start "
+     "from"),
+    OPTION("--longrope-rule", OPT_TEXT, 0, 0, M_SCHEME, longrope_rule, "R",
+     "sequence",
+     "sequence: LongRoPE's long factors for a forward pass whose last position is "
+     "past the original context (Hugging Face); context: for a --ctx past it "
+     "(llama.cpp)"),
+    OPTION("--pe-layers", OPT_TEXT, 0, 0, M_SCHEME & ~MODE_BENCH, pe_layers, "SPEC",
+     "the checkpoint's table",
+     "per-layer schemes, LAYERS=SCHEME[/LAYERS=SCHEME...]: LAYERS is all, everyN "
+     "(the N-th, 2N-th, ... layer), I or I-J, joined by , or +; SCHEME one that "
+     "acts in attention (none, rope, alibi, t5)"),
+    OPTION("--window", OPT_TEXT, 0, 0, M_SCHEME & ~MODE_BENCH, window, "SPEC",
+     "the checkpoint's",
+     "sliding windows: W for every layer or LAYERS=W[/...]; 0 = full attention; "
+     "wider than --ctx is an error"),
+    OPTION("--chunk", OPT_TEXT, 0, 0, M_SCHEME & ~MODE_BENCH, chunk, "SPEC",
+     "the checkpoint's, else none",
+     "chunked attention (Llama 4's): a query sees only its own chunk of C positions "
+     "(chunks start at 0, C, 2C, ...); C for every layer or LAYERS=C[/...]; 0 = none"),
     OPTION("--alibi-max-bias", OPT_FLOAT, 1e-6, 1e6, M_SCHEME, alibi_max_bias, "F",
-     "the checkpoint's, 8", "ALiBi max bias"),
-    OPTION("--pe-overflow", OPT_TEXT, 0, 0, M_SCHEME, pe_overflow, "P", "error",
-     "learned positions past the table: error | clamp"),
+     "the checkpoint's, else 8",
+     "ALiBi maximum bias, from which the head slopes follow"),
+    OPTION("--pe-overflow", OPT_TEXT, 0, 0, M_SCHEME, pe_overflow, "P",
+     "error",
+     "learned positions past the table: error, or clamp (reuse the last row)"),
 
     SECTION("the cache"),
     OPTION_PARSED("--ctx", OPT_CUSTOM, 1, 1 << 22, M_TEXT | MODE_PPL | MODE_INSPECT | MODE_PE, ctx, "N",
-     "the trained context (pe: 64)",
-     "KV cache cells / ppl window / positions shown by pe; ppl: a list 64,128,... runs every "
-     "window (the study)", parse_windows),
-    OPTION("--pos-offset", OPT_INT, 0, 1 << 30, MODE_GENERATE | MODE_PPL, pos_offset, "N", "0",
+     "the model's trained context",
+     "KV cache cells; pe: the positions shown (64, or the trained context if "
+     "smaller); ppl: the window, or an increasing list of windows 64,128,256 scored "
+     "one after another (the extrapolation study)", parse_windows),
+    OPTION("--pos-offset", OPT_INT, 0, 1 << 30, MODE_GENERATE | MODE_PPL, pos_offset, "N",
+     "0",
      "position of the first token"),
     OPTION("--keep", OPT_INT, 0, 1 << 22, M_TEXT | MODE_PPL, keep, "N",
-     "0 (chat: the system prompt)", "cells a context shift never discards"),
-    OPTION("--no-shift", OPT_SWITCH, 0, 0, M_TEXT | MODE_PPL, no_shift, NULL, NULL,
-     "stop at the end of the context instead of shifting"),
+     "0 (chat: the cells every turn begins with: BOS, the system prompt)",
+     "cells a context shift never discards (attention sinks); at most --ctx - 2"),
+    OPTION("--no-shift", OPT_SWITCH, 0, 0, M_TEXT | MODE_PPL, no_shift, NULL,
+     NULL,
+     "stop when the context is full instead of shifting"),
     OPTION("--shift-no-rerotate", OPT_SWITCH, 0, 0, M_TEXT | MODE_PPL, shift_no_rerotate, NULL,
-     NULL, "demonstrate the classic bug: shift without fixing keys"),
-    OPTION("--trace-positions", OPT_SWITCH, 0, 0, M_TEXT, trace_positions, NULL, NULL,
-     "print query and cache positions for every step (stderr)"),
-    OPTION("--dump-cache", OPT_SWITCH, 0, 0, M_TEXT, dump_cache, NULL, NULL,
-     "print the cache as a table (cell, position, token, RoPE key angle) before and after every "
-     "shift and at the end (stderr)"),
+     NULL,
+     "shift without making keys agree with their new positions: a deliberate bug, "
+     "for demonstration (prints a warning)"),
+    OPTION("--trace-positions", OPT_SWITCH, 0, 0, M_TEXT, trace_positions, NULL,
+     NULL,
+     "one stderr line per prefill and per decoded token (the chunk's positions and "
+     "text, the cache's positions as ranges) and one per shift"),
+    OPTION("--dump-cache", OPT_SWITCH, 0, 0, M_TEXT, dump_cache, NULL,
+     NULL,
+     "the cache as a table on stderr (cell, position, token, its text, and for RoPE "
+     "the angle of the stored key's first rotation pair) before and after every "
+     "context shift and at the end"),
 
     SECTION("ppl"),
-    OPTION("--chunks", OPT_INT, 1, INT_MAX, MODE_PPL, chunks, "N", "all",
+    OPTION("--chunks", OPT_INT, 1, INT_MAX, MODE_PPL, chunks, "N",
+     "all windows",
      "score at most N windows"),
-    OPTION("--stride", OPT_INT, 1, 1 << 22, MODE_PPL, stride, "S", NULL,
+    OPTION("--stride", OPT_INT, 1, 1 << 22, MODE_PPL, stride, "S",
+     "consecutive windows",
      "sliding windows advancing by S"),
-    OPTION("--stream", OPT_SWITCH, 0, 0, MODE_PPL, stream, NULL, NULL,
-     "one cache with context shifts instead of windows (--keep, --no-shift, "
-     "--shift-no-rerotate apply here)"),
-    OPTION("--bos", OPT_SWITCH, 0, 0, MODE_PPL, bos, NULL, NULL, "prepend BOS to the text"),
+    OPTION("--stream", OPT_SWITCH, 0, 0, MODE_PPL, stream, NULL,
+     NULL,
+     "one cache of --ctx cells with context shifts instead of windows (--keep, "
+     "--no-shift, --shift-no-rerotate apply)"),
+    OPTION("--bos", OPT_SWITCH, 0, 0, MODE_PPL, bos, NULL,
+     NULL,
+     "prepend BOS to the text"),
     OPTION("--baseline", OPT_TEXT, 0, 0, MODE_PPL, baseline, "NAME",
-     "the checkpoint's scheme, run too if not listed",
-     "the --pe variant the others are compared with"),
-    OPTION("--csv", OPT_TEXT, 0, 0, MODE_PPL | MODE_ATTENTION, csv_path, "PATH", NULL,
-     "ppl: mean NLL, count and standard error by position (the study: by model, variant and "
-     "window); attention: every weight"),
-    OPTION("--svg", OPT_TEXT, 0, 0, MODE_PPL | M_VIEWS, svg_path, "PATH", NULL,
-     "ppl: NLL-vs-position chart of all variants (several models or windows: NLL-vs-window); "
-     "pe, attention: charts PATH-*.svg"),
-    OPTION("--html", OPT_TEXT, 0, 0, MODE_PPL | M_VIEWS, html_path, "FILE", NULL,
-     "pe, attention, the ppl study: one self-contained page, charts and data"),
+     "the checkpoint's scheme, run too when --pe does not list it",
+     "the --pe variant every other is compared with (paired NLL difference, KL, "
+     "top-1 agreement)"),
+    OPTION("--csv", OPT_TEXT, 0, 0, MODE_PPL | MODE_ATTENTION, csv_path, "PATH",
+     NULL,
+     "ppl: per variant and position within the window, mean NLL, count and standard "
+     "error (the study: per series and window); attention: every weight of the "
+     "selected heads"),
+    OPTION("--svg", OPT_TEXT, 0, 0, MODE_PPL | M_VIEWS, svg_path, "PATH",
+     NULL,
+     "ppl: NLL-vs-position chart of every variant (the study: NLL-vs-window chart "
+     "of every model and variant); pe, attention: a prefix, the charts are "
+     "PATH-VIEW.svg and PATH-VARIANT-VIEW.svg"),
+    OPTION("--html", OPT_TEXT, 0, 0, MODE_PPL | M_VIEWS, html_path, "FILE",
+     NULL,
+     "pe, attention, the ppl study (a --ctx list or several models): one "
+     "self-contained HTML page with the charts and the data"),
 
     SECTION("bench"),
-    OPTION("--pp", OPT_TEXT, 0, 0, MODE_BENCH, pp_list, "LIST", "512",
-     "prefill sizes, e.g. 128,512"),
-    OPTION("--tg", OPT_TEXT, 0, 0, MODE_BENCH, tg_list, "LIST", "128", "decode lengths"),
-    OPTION("--depth", OPT_TEXT, 0, 0, MODE_BENCH, depth_list, "LIST", "0",
-     "cached tokens before each test, e.g. 0,1024,4096"),
-    OPTION("-r", OPT_INT, 1, 1000, MODE_BENCH, reps, "R", "5", "repetitions"),
+    OPTION("--pp", OPT_TEXT, 0, 0, MODE_BENCH, pp_list, "LIST",
+     "512",
+     "prefill tests, e.g. 128,512; 0 = none"),
+    OPTION("--tg", OPT_TEXT, 0, 0, MODE_BENCH, tg_list, "LIST",
+     "128",
+     "decode tests, e.g. 128; 0 = none"),
+    OPTION("--depth", OPT_TEXT, 0, 0, MODE_BENCH, depth_list, "LIST",
+     "0",
+     "cached tokens before every test, e.g. 0,1024,4096 (filled once, not measured; "
+     "tests named tg128 @ d4096, as llama-bench names them)"),
+    OPTION("-r", OPT_INT, 1, 1000, MODE_BENCH, reps, "R",
+     "5",
+     "measured repetitions per test (after one warm-up)"),
 
     SECTION("chat"),
-    OPTION("-y", OPT_TEXT, 0, 0, MODE_CHAT, system_prompt, "TEXT", NULL, "system prompt"),
+    OPTION("-y", OPT_TEXT, 0, 0, MODE_CHAT, system_prompt, "TEXT",
+     NULL,
+     "the system prompt"),
     OPTION("--chat-template", OPT_TEXT, 0, 0, MODE_CHAT, chat_template, "T",
      "the GGUF's tokenizer.chat_template",
-     "a Jinja file or a built-in format: {templates}"),
-    OPTION_PARSED("--stop", OPT_CUSTOM, 0, 0, MODE_CHAT, stops, "STR", NULL,
-     "end a reply at STR (repeatable, up to 16)", parse_stop),
+     "a built-in format ({templates}) or a Jinja file"),
+    OPTION_PARSED("--stop", OPT_CUSTOM, 0, 0, MODE_CHAT, stops, "STR",
+     NULL,
+     "end the reply where STR appears (STR is not shown); repeatable, up to 16", parse_stop),
 
     SECTION("attention"),
-    OPTION("--layer", OPT_INT, 0, 1 << 20, MODE_ATTENTION, layer, "L", "all",
-     "the layer whose weights are written"),
-    OPTION("--head", OPT_INT, 0, 1 << 20, MODE_ATTENTION, head, "H", "all",
-     "the head whose weights are written"),
+    OPTION("--layer", OPT_INT, 0, 1 << 20, MODE_ATTENTION, layer, "L",
+     "all",
+     "the layer whose weights --json, --csv and --svg write and the summary's mass "
+     "averages"),
+    OPTION("--head", OPT_INT, 0, 1 << 20, MODE_ATTENTION, head, "H",
+     "all",
+     "the head whose weights --json, --csv and --svg write"),
 
     SECTION("tokenize"),
-    OPTION("--pieces", OPT_SWITCH, 0, 0, MODE_TOKENIZE, pieces, NULL, NULL,
+    OPTION("--pieces", OPT_SWITCH, 0, 0, MODE_TOKENIZE, pieces, NULL,
+     NULL,
      "print pieces instead of ids"),
 };
 
@@ -474,12 +559,9 @@ static void write_option_help(FILE *f, const OptionSpec *s) {
     expand(s->help, help, sizeof help);
     if (s->fallback) snprintf(line, sizeof line, "%s (default: %s)", help, s->fallback);
     else snprintf(line, sizeof line, "%s", help);
-    int column = fprintf(f, "%-23s", head);
-    if (column > 23) {
-        fprintf(f, "\n%23s", "");
-        column = 23;
-    }
-    write_folded(f, line, column, 23);
+    if (strlen(head) > 21) fprintf(f, "%s\n%23s", head, ""); /* the help below a long flag */
+    else fprintf(f, "%-23s", head);
+    write_folded(f, line, 23, 23);
 }
 
 void cli_write_help(FILE *f, const ModeSpec *mode) {
