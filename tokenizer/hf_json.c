@@ -467,6 +467,8 @@ static int build(Tokenizer *t, const JsonValue *root, PosencError *err) {
                               .leftmost_merges = 1};
         rc = tokenizer_build(t, &spec, err);
     }
+    /* the model's unk_token, also when an added (special) token spells it */
+    if (rc == 0 && byte_fallback && unk) t->unk_id = tokenizer_lookup(t, unk, strlen(unk));
     free(v.pieces);
     free(v.lens);
     free(v.types);
@@ -496,9 +498,6 @@ int hf_json_read(Tokenizer *t, const char *path, PosencError *err) {
     if (rc == 0) {
         t->bos_id = config_token(t, &config.root, "bos_token");
         t->eos_id = config_token(t, &config.root, "eos_token");
-        /* the model's unk_token, also when an added (special) token spells it */
-        const char *unk = json_get_string(json_get(&doc.root, "model"), "unk_token");
-        if (t->kind == TOKENIZER_HF_BPE && unk) t->unk_id = tokenizer_lookup(t, unk, strlen(unk));
     }
     json_free(&doc);
     json_free(&config);
