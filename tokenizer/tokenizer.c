@@ -230,29 +230,29 @@ static int ends_with(const char *s, const char *suffix) {
     return n >= k && strcmp(s + n - k, suffix) == 0;
 }
 
+typedef int (*TokenizerReadFn)(Tokenizer *t, const char *path, PosencError *err);
+
 /* By name first; otherwise a JSON object is a GPT-2 vocab, a protobuf
- * starting with a piece (field 1) a SentencePiece model, else llama2.c. */
-static TokenizerKind guess_format(const char *path, PosencError *err, int *failed) {
+ * starting with a piece (field 1) a SentencePiece model, else llama2.c.
+ * NULL, with the reason in err, when the path cannot be read. */
+static TokenizerReadFn guess_reader(const char *path, PosencError *err) {
     struct stat st;
-    *failed = 0;
     if (stat(path, &st) != 0) {
-        *failed = 1;
         posenc_error(err, "%s: cannot open: %s", path, strerror(errno));
-        return TOKENIZER_LLAMA2C;
+        return NULL;
     }
     if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) { /* a FIFO would block below */
-        *failed = 1;
         posenc_error(err, "%s: not a regular file", path);
-        return TOKENIZER_LLAMA2C;
+        return NULL;
     }
-    if (S_ISDIR(st.st_mode) || ends_with(path, ".json")) return TOKENIZER_GPT2;
-    if (ends_with(path, ".model")) return TOKENIZER_SPM_BPE;
-    if (ends_with(path, ".bin")) return TOKENIZER_LLAMA2C;
+    if (S_ISDIR(st.st_mode) || ends_with(path, ".json")) return gpt2_read;
+    if (ends_with(path, ".model")) return spm_read;
+    if (ends_with(path, ".bin")) return llama2c_read;
     FILE *f = fopen(path, "rb");
     int first = f ? fgetc(f) : EOF, c = first;
     while (c == ' ' || c == '\n' || c == '\r' || c == '\t') c = fgetc(f);
     if (f) fclose(f);
-    return c == '{' ? TOKENIZER_GPT2 : first == 0x0A ? TOKENIZER_SPM_BPE : TOKENIZER_LLAMA2C;
+    return c == '{' ? gpt2_read : first == 0x0A ? spm_read : llama2c_read;
 }
 
 /* A file named tokenizer.json, or a directory holding one. */
@@ -275,16 +275,13 @@ static int gguf_read(Tokenizer *t, const char *path, PosencError *err) {
 
 int tokenizer_load(Tokenizer *t, const char *path, int expected_vocab, PosencError *err) {
     memset(t, 0, sizeof *t);
-    int failed;
-    TokenizerKind kind = guess_format(path, err, &failed);
-    if (failed) return -1;
+    TokenizerReadFn reader = guess_reader(path, err);
+    if (!reader) return -1;
     int is_gguf = gguf_file_has_magic(path, err);
     if (is_gguf < 0) return -1;
-    int rc = is_gguf                     ? gguf_read(t, path, err)
-             : is_hf_json(path)          ? hf_json_read(t, path, err)
-             : kind == TOKENIZER_GPT2    ? gpt2_read(t, path, err)
-             : kind == TOKENIZER_LLAMA2C ? llama2c_read(t, path, err)
-                                         : spm_read(t, path, err);
+    int rc = is_gguf            ? gguf_read(t, path, err)
+             : is_hf_json(path) ? hf_json_read(t, path, err)
+                                : reader(t, path, err);
     if (rc) return -1;
     snprintf(t->source, sizeof t->source, "%s", path);
     if (expected_vocab > 0 && t->vocab_size != expected_vocab) {
