@@ -54,9 +54,27 @@ static int optional_array(const GgufFile *g, const char *key, size_t n, int ints
     return 0;
 }
 
+/* What a tokenizer.ggml.model name is read as. */
+typedef struct {
+    const char *name;
+    TokenizerKind kind;
+    int merges;                   /* tokenizer.ggml.merges is read */
+    int pre;                      /* tokenizer.ggml.pre is read (byte-level BPE) */
+    int add_space_prefix;         /* tokenizer.ggml.add_space_prefix when absent */
+    int remove_extra_whitespaces; /* tokenizer.ggml.remove_extra_whitespaces when absent */
+} GgufTokenizerModel;
+
+static const GgufTokenizerModel gguf_models[] = {
+    {"llama", TOKENIZER_SPM_BPE, 0, 0, 1, 0},
+    {"t5", TOKENIZER_SPM_UNIGRAM, 0, 0, 1, 1},
+    {"gpt2", TOKENIZER_GPT2, 1, 1, 0, 0},
+    {"gemma4", TOKENIZER_HF_BPE, 1, 0, 1, 0},
+};
+
 /* The spec being filled and what was allocated for it. */
 typedef struct {
     TokenizerSpec spec;
+    const GgufTokenizerModel *model;
     int llama2c;       /* posenc.tokenizer.encoder = llama2c */
     char **owned;      /* strings made here (merges, respelled pieces) */
     size_t n_owned;
@@ -73,17 +91,23 @@ static int read_kind(const GgufFile *g, VocabBuild *b, PosencError *err) {
     if (gguf_get_str(g, "tokenizer.ggml.model", &model, err) ||
         optional_str(g, "posenc.tokenizer.encoder", &encoder, err))
         return -1;
-    if (!strcmp(model, "llama")) b->spec.kind = TOKENIZER_SPM_BPE;
-    else if (!strcmp(model, "t5")) b->spec.kind = TOKENIZER_SPM_UNIGRAM;
-    else if (!strcmp(model, "gpt2")) b->spec.kind = TOKENIZER_GPT2;
-    else if (!strcmp(model, "gemma4")) b->spec.kind = TOKENIZER_HF_BPE;
-    else return posenc_error(err, "%s: tokenizer.ggml.model '%s' is not supported (llama|t5|gpt2|gemma4)",
-                             g->path, posenc_escape(model).s);
+    const size_t n_models = sizeof gguf_models / sizeof *gguf_models;
+    for (size_t i = 0; i < n_models && !b->model; i++)
+        if (!strcmp(model, gguf_models[i].name)) b->model = &gguf_models[i];
+    if (!b->model) {
+        char names[64] = "";
+        for (size_t i = 0; i < n_models; i++)
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? "|" : "",
+                     gguf_models[i].name);
+        return posenc_error(err, "%s: tokenizer.ggml.model '%s' is not supported (%s)", g->path,
+                            posenc_escape(model).s, names);
+    }
+    b->spec.kind = b->model->kind;
     if (!encoder) return 0;
     if (strcmp(encoder, "llama2c") != 0)
         return posenc_error(err, "%s: posenc.tokenizer.encoder '%s' is not supported (llama2c)",
                             g->path, posenc_escape(encoder).s);
-    if (b->spec.kind != TOKENIZER_SPM_BPE)
+    if (strcmp(model, "llama") != 0)
         return posenc_error(err, "%s: posenc.tokenizer.encoder llama2c needs "
                                  "tokenizer.ggml.model llama, not %s", g->path, model);
     b->llama2c = 1;
@@ -183,12 +207,13 @@ static int read_charsmap(const GgufFile *g, VocabBuild *b, PosencError *err) {
 /* Special ids and the normalizer/encoder flags. */
 static int read_settings(const GgufFile *g, VocabBuild *b, int has_bytes, PosencError *err) {
     TokenizerSpec *spec = &b->spec;
-    int n = spec->n_pieces, is_spm = spec->kind != TOKENIZER_GPT2;
+    int n = spec->n_pieces;
     return optional_id(g, "tokenizer.ggml.bos_token_id", n, err, &spec->bos_id) ||
            optional_id(g, "tokenizer.ggml.eos_token_id", n, err, &spec->eos_id) ||
-           optional_bool(g, "tokenizer.ggml.add_space_prefix", is_spm, err, &spec->add_dummy_prefix) ||
+           optional_bool(g, "tokenizer.ggml.add_space_prefix", b->model->add_space_prefix, err,
+                         &spec->add_dummy_prefix) ||
            optional_bool(g, "tokenizer.ggml.remove_extra_whitespaces",
-                         spec->kind == TOKENIZER_SPM_UNIGRAM, err, &spec->remove_extra_whitespaces) ||
+                         b->model->remove_extra_whitespaces, err, &spec->remove_extra_whitespaces) ||
            optional_bool(g, "posenc.tokenizer.escape_whitespaces", 1, err,
                          &spec->escape_whitespaces) ||
            optional_bool(g, "posenc.tokenizer.treat_whitespace_as_suffix", 0, err,
@@ -204,7 +229,7 @@ static int read_settings(const GgufFile *g, VocabBuild *b, int has_bytes, Posenc
  * ignore_merges; absent, GPT-2's pattern as OpenAI's encoder.py runs it. */
 static int read_pre(const GgufFile *g, VocabBuild *b, PosencError *err) {
     const char *pre;
-    if (b->spec.kind != TOKENIZER_GPT2) return 0;
+    if (!b->model->pre) return 0;
     if (optional_str(g, "tokenizer.ggml.pre", &pre, err)) return -1;
     if (!pre) return 0;
     const char *why;
@@ -227,8 +252,7 @@ static int fill_spec(const GgufFile *g, VocabBuild *b, PosencError *err) {
         return -1;
     if (tokens->n == 0 || tokens->n > (1u << 24))
         return posenc_error(err, "%s: %zu tokens", g->path, tokens->n);
-    int bpe = b->spec.kind == TOKENIZER_GPT2 || b->spec.kind == TOKENIZER_HF_BPE;
-    if (bpe && gguf_find_kv(g, "tokenizer.ggml.merges") &&
+    if (b->model->merges && gguf_find_kv(g, "tokenizer.ggml.merges") &&
         gguf_get_arr(g, "tokenizer.ggml.merges", GGUF_TYPE_STRING, &merges, err))
         return -1;
     b->owned = mallocCheck((tokens->n + (merges ? merges->n : 0)) * sizeof(char *),
