@@ -146,6 +146,27 @@ extern const int n_nfc_compositions;
  * U+0300 up), else the text in `out` (cps: scratch).  *out_len: its length. */
 const char *nfc_normalize(const char *s, size_t n, size_t *out_len, CharBuf *out, IntBuf *cps);
 
+/* ---- added pieces (added.c): GPT2, HF_BPE, HF_UNIGRAM ---------------------- */
+/* The tries of user-defined pieces, and of those and control pieces
+ * (parse_special). */
+void added_pieces_init(Tokenizer *t);
+void added_pieces_free(Tokenizer *t);
+/* Encodes text[start, end), a section between added pieces. */
+typedef int (*SectionEncodeFn)(const Tokenizer *t, const char *text, size_t start, size_t end,
+                               IntBuf *out, TokScratch *s, PosencError *err);
+/* Splits the text at added pieces, each section encoded by encode_section. */
+int added_pieces_encode(const Tokenizer *t, const char *text, size_t len,
+                        SectionEncodeFn encode_section, IntBuf *out, TokScratch *s,
+                        PosencError *err);
+
+/* ---- merges by rank (merge_ranks.c): GPT2, HF_BPE ---------------------------- */
+/* The spec's "left right" merges as a table keyed by the id pair. */
+int merge_ranks_init(Tokenizer *t, const TokenizerSpec *spec, PosencError *err);
+void merge_ranks_free(Tokenizer *t);
+/* The BpePairFn of the table (ctx: the Tokenizer): the better rank first. */
+int merge_ranks_pair(const void *ctx, const BpeSymbol *a, const BpeSymbol *b, double *priority,
+                     int *result);
+
 /* ---- formats --------------------------------------------------------------- */
 int llama2c_read(Tokenizer *t, const char *path, PosencError *err);
 int llama2c_encode(const Tokenizer *t, const char *text, size_t len, IntBuf *out,
