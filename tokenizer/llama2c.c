@@ -1,6 +1,7 @@
-/* llama2.c's tokenizer.bin and its encoder.  File layout: int32
- * max_token_length, then per piece: f32 score, int32 byte length, bytes.
- * The count is not stored: it is whatever the file holds. */
+/* llama2.c's tokenizer.bin and its kind (TOKENIZER_LLAMA2C): llama2.c's
+ * encoder and decoder.  File layout: int32 max_token_length, then per piece:
+ * f32 score, int32 byte length, bytes.  The count is not stored: it is
+ * whatever the file holds. */
 #include "tokenizer/tokenizer_impl.h"
 
 /* Walks the records: the first pass (fill = 0) validates and counts them,
@@ -88,8 +89,8 @@ static void add_symbol(BpeSymbol *syms, int *n, int id, int start, int len) {
     (*n)++;
 }
 
-int llama2c_encode(const Tokenizer *t, const char *text, size_t len, IntBuf *out,
-                   TokScratch *s, PosencError *err) {
+static int encode(const Tokenizer *t, const char *text, size_t len, IntBuf *out, TokScratch *s,
+                  PosencError *err) {
     if (len == 0) return 0;
     if (len >= INT32_MAX) return posenc_error(err, "text too long to encode");
     /* llama2.c always prepends a space ("dummy prefix") to non-empty text. */
@@ -124,3 +125,23 @@ int llama2c_encode(const Tokenizer *t, const char *text, size_t len, IntBuf *out
     for (int k = 0; k >= 0; k = syms[k].next) intbuf_push(out, syms[k].id);
     return 0;
 }
+
+/* <0xXX> pieces are their byte; the rest is the piece as written. */
+static void append_surface(const Tokenizer *t, int id, const char *unk_surface, CharBuf *pool) {
+    const char *p = t->pieces[id];
+    int byte = byte_piece_value(p);
+    if (byte >= 0) charbuf_push(pool, (char)byte);
+    else charbuf_append(pool, p, strlen(p));
+}
+
+/* llama2.c drops a piece's leading space after BOS only. */
+static int drops_space(const Tokenizer *t, int prev, int token) {
+    return prev == t->bos_id && t->pieces[token][0] == ' ';
+}
+
+const TokenizerOps tokenizer_llama2c_ops = {
+    .encode = encode,
+    .append_surface = append_surface,
+    .drops_space = drops_space,
+    .first_repeat_wins = 1,
+};

@@ -1,6 +1,8 @@
 /* SentencePiece: validating a vocabulary as the library does when it loads
- * one, and the encode pipeline: normalize, segment (BPE or unigram), then
- * unknown pieces become byte pieces (byte fallback) or one merged <unk>. */
+ * one (also HF_UNIGRAM's, converted from one), the encode pipeline of
+ * SPM_BPE and SPM_UNIGRAM: normalize, segment (spm_bpe.c or unigram.c), then
+ * unknown pieces become byte pieces (byte fallback) or one merged <unk>; and
+ * the library's decoder. */
 #include <float.h>
 
 #include "tokenizer/tokenizer_impl.h"
@@ -71,7 +73,7 @@ static int load_charsmap(Tokenizer *t, const uint8_t *blob, size_t size, PosencE
     return 0;
 }
 
-int spm_init(Tokenizer *t, const TokenizerSpec *spec, PosencError *err) {
+int spm_init(Tokenizer *t, const TokenizerSpec *spec, int user_pieces, PosencError *err) {
     t->add_dummy_prefix = spec->add_dummy_prefix;
     t->remove_extra_whitespaces = spec->remove_extra_whitespaces;
     t->escape_whitespaces = spec->escape_whitespaces;
@@ -79,11 +81,9 @@ int spm_init(Tokenizer *t, const TokenizerSpec *spec, PosencError *err) {
     t->byte_fallback = spec->byte_fallback;
     t->min_score = FLT_MAX;
     t->max_score = FLT_MIN; /* sic: the library's initial maximum */
-    int hf = t->kind == TOKENIZER_HF_UNIGRAM;
     for (int id = 0; id < t->vocab_size; id++) {
         const char *p = t->pieces[id];
         if (!*p) return posenc_error(err, "piece %d is empty", id);
-        if (hf && t->scores[id] < t->min_score) t->min_score = t->scores[id]; /* of every piece */
         switch (t->types[id]) {
         case TOKEN_UNKNOWN:
             if (t->unk_id >= 0 && !spec->several_unknown)
@@ -112,23 +112,7 @@ int spm_init(Tokenizer *t, const TokenizerSpec *spec, PosencError *err) {
             return posenc_error(err, "byte_fallback is on but piece <0x%02X> is missing", b);
     if (load_charsmap(t, spec->charsmap, spec->charsmap_size, err)) return -1;
     static const int user_only[7] = {[TOKEN_USER_DEFINED] = 1};
-    static const int lattice[7] = {[TOKEN_NORMAL] = 1, [TOKEN_USER_DEFINED] = 1};
-    /* Hugging Face's lattice holds every piece (added ones are split off before) */
-    static const int every[7] = {1, 1, 1, 1, 1, 1, 1};
-    if (!hf) piece_trie_build(&t->user_trie, t, user_only);
-    t->strip_right = spec->strip_right;
-    t->has_space_run = spec->space_run != NULL;
-    if (spec->space_run && strlen(spec->space_run) >= sizeof t->space_run)
-        return posenc_error(err, "the replacement of space runs is too long");
-    if (spec->space_run) strcpy(t->space_run, spec->space_run);
-    t->metaspace_prepend = spec->metaspace_prepend;
-    t->metaspace_split = spec->metaspace_split;
-    t->strip_leading_space = spec->strip_leading_space;
-    if (t->kind == TOKENIZER_SPM_UNIGRAM || hf) {
-        piece_trie_build(&t->unigram_trie, t, hf ? every : lattice);
-        if (t->unigram_trie.n_nodes == 0)
-            return posenc_error(err, "the unigram model has no normal pieces");
-    }
+    if (user_pieces) piece_trie_build(&t->user_trie, t, user_only);
     return 0;
 }
 
@@ -136,7 +120,6 @@ void spm_free(Tokenizer *t) {
     free(t->charsmap_units);
     free(t->charsmap_text);
     piece_trie_free(&t->user_trie);
-    piece_trie_free(&t->unigram_trie);
 }
 
 /* Unknown pieces become their byte pieces (byte fallback), a run of them
@@ -155,14 +138,63 @@ void spm_spans_to_ids(const Tokenizer *t, const char *norm, const IntBuf *spans,
     }
 }
 
-int spm_encode(const Tokenizer *t, const char *text, size_t len, IntBuf *out, TokScratch *s,
-               PosencError *err) {
+int spm_encode(const Tokenizer *t, const char *text, size_t len, SpmSegmentFn segment,
+               IntBuf *out, TokScratch *s, PosencError *err) {
     spm_normalize(t, text, len, &s->norm);
     if (s->norm.n >= INT32_MAX / 2) return posenc_error(err, "text too long to encode");
     s->spans.n = 0;
     if (s->norm.n == 0) return 0;
-    if (t->kind == TOKENIZER_SPM_BPE) spm_bpe_encode(t, s->norm.v, s->norm.n, s);
-    else spm_unigram_encode(t, s->norm.v, s->norm.n, s);
+    segment(t, s->norm.v, s->norm.n, s);
     spm_spans_to_ids(t, s->norm.v, &s->spans, out);
     return 0;
+}
+
+/* Control pieces decode to nothing, the unknown piece to unk_surface, byte
+ * pieces to their byte, the others to their text with ▁ as a space. */
+void spm_append_surface(const Tokenizer *t, int id, const char *unk_surface, CharBuf *pool) {
+    switch (t->types[id]) {
+    case TOKEN_CONTROL:
+        break;
+    case TOKEN_UNKNOWN:
+        charbuf_append(pool, unk_surface, strlen(unk_surface));
+        break;
+    case TOKEN_BYTE:
+        charbuf_push(pool, (char)byte_piece_value(t->pieces[id]));
+        break;
+    default:
+        append_metaspace_text(pool, t->pieces[id]);
+    }
+}
+
+/* The library drops the ▁ a piece starts with at the start of text when
+ * the normalizer adds a dummy prefix or strips leading spaces. */
+static int drops_prefix_space(const Tokenizer *t, int token) {
+    TokenType type = (TokenType)t->types[token];
+    return (t->add_dummy_prefix || t->remove_extra_whitespaces) &&
+           strncmp(t->pieces[token], "\xE2\x96\x81", 3) == 0 && type != TOKEN_CONTROL &&
+           type != TOKEN_UNKNOWN && type != TOKEN_BYTE;
+}
+
+int spm_drops_space(const Tokenizer *t, int prev, int token) {
+    return starts_text(t, prev) && drops_prefix_space(t, token);
+}
+
+/* The library's rules: runs of byte pieces joined, ▁ stripped until text
+ * appears. */
+void spm_decode_text(const Tokenizer *t, const int *ids, int n, CharBuf *out) {
+    int at_start = 1, dropped = 0;
+    for (int i = 0; i < n; i++) {
+        int id = ids[i];
+        if (id < 0 || id >= t->vocab_size) continue;
+        if (t->types[id] == TOKEN_BYTE) {
+            i = append_byte_run(t, ids, i, n, out) - 1;
+            continue;
+        }
+        /* the library keeps stripping while nothing has been written, unless
+         * the last piece already gave up its dummy-prefix ▁ */
+        if (dropped || out->n > 0) at_start = 0;
+        int drop = at_start && drops_prefix_space(t, id);
+        dropped = drop && !t->remove_extra_whitespaces;
+        append_piece_surface(t, id, drop, out);
+    }
 }

@@ -1,8 +1,8 @@
-/* SentencePiece BPE: characters (user-defined pieces whole and frozen)
- * merged by piece score, highest first, leftmost among equals; a pair merges
- * when its concatenation is a normal, user-defined or unused piece.  Unused
- * pieces in the result are split back into the parts they were last built
- * from, recursively, as the library does. */
+/* SentencePiece BPE (TOKENIZER_SPM_BPE): characters (user-defined pieces
+ * whole and frozen) merged by piece score, highest first, leftmost among
+ * equals; a pair merges when its concatenation is a normal, user-defined or
+ * unused piece.  Unused pieces in the result are split back into the parts
+ * they were last built from, recursively, as the library does. */
 #include "tokenizer/tokenizer_impl.h"
 
 typedef struct {
@@ -57,7 +57,7 @@ static void resegment(const Tokenizer *t, const char *norm, int start, int len, 
     resegment(t, norm, start + l, len - l, s);
 }
 
-void spm_bpe_encode(const Tokenizer *t, const char *norm, size_t len, TokScratch *s) {
+static void segment(const Tokenizer *t, const char *norm, size_t len, TokScratch *s) {
     BpeSymbol *syms = scratch_symbols(s, len);
     int n = 0;
     for (size_t i = 0; i < len; n++) {
@@ -76,3 +76,21 @@ void spm_bpe_encode(const Tokenizer *t, const char *norm, size_t len, TokScratch
     bpe_merge(syms, n, pair_piece, &ctx, 0, &s->heap);
     for (int k = 0; k >= 0; k = syms[k].next) resegment(t, norm, syms[k].start, syms[k].len, s);
 }
+
+static int init(Tokenizer *t, const TokenizerSpec *spec, PosencError *err) {
+    return spm_init(t, spec, 1, err);
+}
+
+static int encode(const Tokenizer *t, const char *text, size_t len, IntBuf *out, TokScratch *s,
+                  PosencError *err) {
+    return spm_encode(t, text, len, segment, out, s, err);
+}
+
+const TokenizerOps tokenizer_spm_bpe_ops = {
+    .init = init,
+    .free = spm_free,
+    .encode = encode,
+    .append_surface = spm_append_surface,
+    .drops_space = spm_drops_space,
+    .decode_text = spm_decode_text,
+};

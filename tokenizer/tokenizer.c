@@ -1,9 +1,26 @@
 /* The format-independent part: building and validating a vocabulary from a
- * TokenizerSpec, lookup, decoding, and the encode entry points. */
+ * TokenizerSpec, lookup, decoding, and the encode entry points, each handing
+ * what depends on the kind to its TokenizerOps. */
 #include "tokenizer/tokenizer_impl.h"
 
 #include <errno.h>
 #include <sys/stat.h>
+
+static const TokenizerOps *const kinds[] = {
+    [TOKENIZER_LLAMA2C] = &tokenizer_llama2c_ops,
+    [TOKENIZER_SPM_BPE] = &tokenizer_spm_bpe_ops,
+    [TOKENIZER_SPM_UNIGRAM] = &tokenizer_spm_unigram_ops,
+    [TOKENIZER_GPT2] = &tokenizer_gpt2_ops,
+    [TOKENIZER_HF_BPE] = &tokenizer_hf_bpe_ops,
+    [TOKENIZER_HF_UNIGRAM] = &tokenizer_hf_unigram_ops,
+};
+
+/* NULL for a value outside TokenizerKind. */
+static const TokenizerOps *kind_ops(TokenizerKind kind) {
+    return (unsigned)kind < sizeof kinds / sizeof *kinds ? kinds[kind] : NULL;
+}
+
+const TokenizerOps *tokenizer_ops(const Tokenizer *t) { return kinds[t->kind]; }
 
 void buf_reserve(void **v, size_t *cap, size_t n, size_t extra, size_t size) {
     size_t need;
@@ -33,8 +50,8 @@ int tokenizer_lookup(const Tokenizer *t, const char *piece, size_t len) {
     }
 }
 
-/* Indexes the pieces; a repeated piece is an error except in llama2.c
- * files, where the first one wins (llama2.c's binary search finds either). */
+/* Indexes the pieces; a repeated piece is an error except where the kind
+ * keeps the first (llama2.c's binary search finds either). */
 static int build_hash(Tokenizer *t, PosencError *err) {
     uint32_t slots = 16;
     while (slots < 2u * (uint32_t)t->vocab_size) slots *= 2;
@@ -47,7 +64,7 @@ static int build_hash(Tokenizer *t, PosencError *err) {
         uint32_t i = hash_bytes(p, n) & t->hash_mask;
         for (; t->hash[i] >= 0; i = (i + 1) & t->hash_mask) {
             if (strcmp(t->pieces[t->hash[i]], p) != 0) continue;
-            if (t->kind == TOKENIZER_LLAMA2C) break;
+            if (tokenizer_ops(t)->first_repeat_wins) break;
             return posenc_error(err, "piece %d '%s' repeats piece %d", id, posenc_escape(p).s,
                                 t->hash[i]);
         }
@@ -64,68 +81,23 @@ int byte_piece_value(const char *p) {
     return (int)((hi - hex) * 16 + (lo - hex));
 }
 
-/* tokenizer.json vocabularies that are not byte-level: their decoders keep
- * the text of control and unknown pieces. */
-static int keeps_piece_text(const Tokenizer *t) {
-    return t->kind == TOKENIZER_HF_BPE || t->kind == TOKENIZER_HF_UNIGRAM;
-}
-
-/* The vocabularies whose added pieces split the text before the model
- * (gpt2_encode), control pieces too under parse_special. */
-static int splits_added(const Tokenizer *t) {
-    return t->kind == TOKENIZER_GPT2 || keeps_piece_text(t);
-}
-
-/* Appends the text token `id` stands for mid-sentence to `pool`. */
-static void append_surface(const Tokenizer *t, int id, const char *unk_surface, CharBuf *pool) {
-    const char *p = t->pieces[id];
-    int byte = byte_piece_value(p);
-    switch (t->kind) {
-    case TOKENIZER_LLAMA2C:
-        if (byte >= 0) {
-            char b = (char)byte;
-            charbuf_append(pool, &b, 1);
+void append_metaspace_text(CharBuf *pool, const char *piece) {
+    for (const char *p = piece; *p; p++) {
+        if (strncmp(p, "\xE2\x96\x81", 3) == 0) { /* ▁ */
+            charbuf_push(pool, ' ');
+            p += 2;
         } else {
-            charbuf_append(pool, p, strlen(p));
+            charbuf_push(pool, *p);
         }
-        break;
-    case TOKENIZER_SPM_BPE:
-    case TOKENIZER_SPM_UNIGRAM:
-    case TOKENIZER_HF_BPE: /* as SentencePiece, but control and unknown pieces are their text */
-    case TOKENIZER_HF_UNIGRAM: /* and byte pieces too (its Metaspace decoder has no ByteFallback) */
-        if (t->types[id] == TOKEN_CONTROL && !keeps_piece_text(t)) break;
-        if (t->types[id] == TOKEN_UNKNOWN && !keeps_piece_text(t)) {
-            charbuf_append(pool, unk_surface, strlen(unk_surface));
-        } else if (t->types[id] == TOKEN_BYTE && t->kind != TOKENIZER_HF_UNIGRAM) {
-            char b = (char)byte;
-            charbuf_append(pool, &b, 1);
-        } else {
-            for (; *p; p++) {
-                if (strncmp(p, "\xE2\x96\x81", 3) == 0) { /* ▁ */
-                    charbuf_append(pool, " ", 1);
-                    p += 2;
-                } else {
-                    charbuf_append(pool, p, 1);
-                }
-            }
-        }
-        break;
-    case TOKENIZER_GPT2:
-        for (size_t i = 0, n = strlen(p); i < n;) {
-            uint32_t cp;
-            int k = utf8_decode((const unsigned char *)p + i, n - i, &cp);
-            int b = k > 0 ? gpt2_char_byte(cp) : -1;
-            if (b >= 0) {
-                char c = (char)b;
-                charbuf_append(pool, &c, 1);
-            } else { /* not a byte-level character: kept as written */
-                charbuf_append(pool, p + i, k > 0 ? (size_t)k : 1);
-            }
-            i += k > 0 ? (size_t)k : 1;
-        }
-        break;
     }
-    charbuf_append(pool, "", 1);
+}
+
+void lookup_byte_pieces(Tokenizer *t) {
+    for (int b = 0; b < 256; b++) {
+        char piece[8];
+        int n = snprintf(piece, sizeof piece, "<0x%02X>", b);
+        t->byte_ids[b] = tokenizer_lookup(t, piece, (size_t)n);
+    }
 }
 
 static void build_surfaces(Tokenizer *t, const char *unk_surface) {
@@ -134,7 +106,8 @@ static void build_surfaces(Tokenizer *t, const char *unk_surface) {
         mallocCheck(((size_t)t->vocab_size + 1) * sizeof(size_t), "the decoded pieces");
     for (int id = 0; id < t->vocab_size; id++) {
         t->surface_off[id] = pool.n;
-        append_surface(t, id, unk_surface, &pool);
+        tokenizer_ops(t)->append_surface(t, id, unk_surface, &pool);
+        charbuf_push(&pool, '\0');
     }
     t->surface_off[t->vocab_size] = pool.n;
     t->surface_pool = pool.v;
@@ -171,6 +144,8 @@ static int copy_pieces(Tokenizer *t, const TokenizerSpec *spec, PosencError *err
 
 int tokenizer_build(Tokenizer *t, const TokenizerSpec *spec, PosencError *err) {
     memset(t, 0, sizeof *t);
+    const TokenizerOps *ops = kind_ops(spec->kind);
+    if (!ops) return posenc_error(err, "unknown tokenizer kind %d", (int)spec->kind);
     t->kind = spec->kind;
     t->unk_id = -1;
     if (spec->n_pieces <= 0) return posenc_error(err, "the vocabulary is empty");
@@ -198,10 +173,7 @@ int tokenizer_build(Tokenizer *t, const TokenizerSpec *spec, PosencError *err) {
     t->eos_id = spec->eos_id;
     for (int b = 0; b < 256; b++) t->byte_ids[b] = -1;
     if (rc == 0) rc = build_hash(t, err);
-    if (rc == 0 && (t->kind == TOKENIZER_SPM_BPE || t->kind == TOKENIZER_SPM_UNIGRAM ||
-                    t->kind == TOKENIZER_HF_UNIGRAM))
-        rc = spm_init(t, spec, err);
-    if (rc == 0 && splits_added(t)) rc = gpt2_init(t, spec, err);
+    if (rc == 0 && ops->init) rc = ops->init(t, spec, err);
     if (rc) {
         tokenizer_free(t);
         return -1;
@@ -220,8 +192,8 @@ void tokenizer_free(Tokenizer *t) {
     free(t->hash);
     free(t->surface_pool);
     free(t->surface_off);
-    spm_free(t);
-    gpt2_free(t);
+    const TokenizerOps *ops = tokenizer_ops(t);
+    if (ops->free) ops->free(t);
     memset(t, 0, sizeof *t);
 }
 
@@ -294,7 +266,7 @@ int tokenizer_load(Tokenizer *t, const char *path, int expected_vocab, PosencErr
 }
 
 int tokenizer_set_parse_special(Tokenizer *t, int on) {
-    if (!splits_added(t)) return -1;
+    if (!tokenizer_ops(t)->splits_added) return -1;
     t->parse_special = on != 0;
     return 0;
 }
@@ -312,22 +284,24 @@ int tokenizer_ends_turn(const Tokenizer *t, int id) {
 }
 
 int tokenizer_is_eog(const Tokenizer *t, int id) {
-    return splits_added(t) && tokenizer_ends_turn(t, id);
+    return tokenizer_ops(t)->splits_added && tokenizer_ends_turn(t, id);
 }
 
-/* SentencePiece drops the ▁ a piece starts with at the start of text when
- * the normalizer adds a dummy prefix or strips leading spaces. */
-static int spm_drops_space(const Tokenizer *t, int token) {
-    TokenType type = (TokenType)t->types[token];
-    return (t->add_dummy_prefix || t->remove_extra_whitespaces) &&
-           strncmp(t->pieces[token], "\xE2\x96\x81", 3) == 0 && type != TOKEN_CONTROL &&
-           type != TOKEN_UNKNOWN && type != TOKEN_BYTE;
-}
-
-static const char *surface(const Tokenizer *t, int token, int drop_space, size_t *len) {
+static const char *piece_surface(const Tokenizer *t, int token, int drop_space, size_t *len) {
     size_t off = t->surface_off[token];
     *len = t->surface_off[token + 1] - off - 1 - (size_t)drop_space;
     return t->surface_pool + off + drop_space;
+}
+
+void append_piece_surface(const Tokenizer *t, int token, int drop_space, CharBuf *out) {
+    size_t len;
+    const char *s = piece_surface(t, token, drop_space, &len);
+    charbuf_append(out, s, len);
+}
+
+int strip_decoder_drops_space(const Tokenizer *t, int prev, int token) {
+    return t->strip_leading_space && starts_text(t, prev) &&
+           t->surface_pool[t->surface_off[token]] == ' ';
 }
 
 const char *tokenizer_decode(const Tokenizer *t, int prev, int token, size_t *len) {
@@ -335,65 +309,45 @@ const char *tokenizer_decode(const Tokenizer *t, int prev, int token, size_t *le
         *len = 0;
         return "";
     }
-    int drop = 0;
-    if (t->kind == TOKENIZER_LLAMA2C)
-        drop = prev == t->bos_id && t->pieces[token][0] == ' ';
-    else if (t->kind == TOKENIZER_SPM_BPE || t->kind == TOKENIZER_SPM_UNIGRAM)
-        drop = (prev < 0 || prev == t->bos_id) && spm_drops_space(t, token);
-    else if (keeps_piece_text(t) && t->strip_leading_space)
-        drop = (prev < 0 || prev == t->bos_id) && t->surface_pool[t->surface_off[token]] == ' ';
-    return surface(t, token, drop, len);
+    const TokenizerOps *ops = tokenizer_ops(t);
+    return piece_surface(t, token, ops->drops_space && ops->drops_space(t, prev, token), len);
 }
 
-/* Bytes of a run of byte pieces; what is not UTF-8 becomes U+FFFD per byte. */
-static void append_byte_run(const Tokenizer *t, const int *ids, int n, CharBuf *out) {
+int append_byte_run(const Tokenizer *t, const int *ids, int i, int n, CharBuf *out) {
+    int end = i;
+    while (end < n && ids[end] >= 0 && ids[end] < t->vocab_size && t->types[ids[end]] == TOKEN_BYTE)
+        end++;
     unsigned char bytes[4];
-    int i = 0;
-    while (i < n) {
+    while (i < end) {
         int k = 0;
-        while (k < 4 && i + k < n) bytes[k] = (unsigned char)t->surface_pool[t->surface_off[ids[i + k]]], k++;
+        while (k < 4 && i + k < end) bytes[k] = (unsigned char)t->surface_pool[t->surface_off[ids[i + k]]], k++;
         uint32_t cp;
         int len = utf8_decode(bytes, (size_t)k, &cp);
         if (len == 0) charbuf_append(out, "\xEF\xBF\xBD", 3);
         else charbuf_append(out, (const char *)bytes, (size_t)len);
         i += len ? len : 1;
     }
+    return end;
+}
+
+/* Each piece as tokenizer_decode gives it after the one before. */
+static void decode_streamed(const Tokenizer *t, const int *ids, int n, CharBuf *out) {
+    int prev = -1;
+    for (int i = 0; i < n; i++) {
+        if (ids[i] < 0 || ids[i] >= t->vocab_size) continue;
+        size_t k;
+        const char *s = tokenizer_decode(t, prev, ids[i], &k);
+        charbuf_append(out, s, k);
+        prev = ids[i];
+    }
 }
 
 char *tokenizer_decode_text(const Tokenizer *t, const int *ids, int n, size_t *len) {
     CharBuf out = {0};
-    int spm = t->kind == TOKENIZER_SPM_BPE || t->kind == TOKENIZER_SPM_UNIGRAM;
-    int byte_runs = spm || t->kind == TOKENIZER_HF_BPE; /* joined, invalid UTF-8 -> U+FFFD */
-    int at_start = 1, dropped = 0, prev = -1;
-    for (int i = 0; i < n; i++) {
-        int id = ids[i];
-        if (id < 0 || id >= t->vocab_size) continue;
-        size_t k;
-        const char *s;
-        if (!byte_runs || (!spm && t->types[id] != TOKEN_BYTE)) {
-            /* HF_BPE's Strip (HF_UNIGRAM's Metaspace: the first token's) applies
-             * once, to the whole text, below */
-            s = keeps_piece_text(t) ? surface(t, id, 0, &k) : tokenizer_decode(t, prev, id, &k);
-            charbuf_append(&out, s, k);
-            prev = id;
-            continue;
-        }
-        if (t->types[id] == TOKEN_BYTE) {
-            int j = i;
-            while (j < n && ids[j] >= 0 && ids[j] < t->vocab_size && t->types[ids[j]] == TOKEN_BYTE) j++;
-            append_byte_run(t, ids + i, j - i, &out);
-            i = j - 1;
-            continue;
-        }
-        /* the library keeps stripping while nothing has been written, unless
-         * the last piece already gave up its dummy-prefix ▁ */
-        if (dropped || out.n > 0) at_start = 0;
-        int drop = at_start && spm_drops_space(t, id);
-        dropped = drop && !t->remove_extra_whitespaces;
-        s = surface(t, id, drop, &k);
-        charbuf_append(&out, s, k);
-    }
-    charbuf_append(&out, "", 1);
+    const TokenizerOps *ops = tokenizer_ops(t);
+    if (ops->decode_text) ops->decode_text(t, ids, n, &out);
+    else decode_streamed(t, ids, n, &out);
+    charbuf_push(&out, '\0');
     *len = out.n - 1;
     if (t->strip_leading_space && out.v[0] == ' ') memmove(out.v, out.v + 1, (*len)--);
     return out.v;
@@ -420,11 +374,8 @@ static int encode_into(const Tokenizer *t, const char *text, size_t len, int add
                        int add_eos, IntBuf *out, TokScratch *s, PosencError *err) {
     out->n = 0;
     if (add_bos && t->bos_id >= 0) intbuf_push(out, t->bos_id);
-    int rc = t->kind == TOKENIZER_LLAMA2C ? llama2c_encode(t, text, len, out, s, err)
-             : splits_added(t)
-                 ? gpt2_encode(t, text, len, out, s, err)
-                                          : spm_encode(t, text, len, out, s, err);
-    if (rc) return posenc_error_prefix(err, t->source);
+    if (tokenizer_ops(t)->encode(t, text, len, out, s, err))
+        return posenc_error_prefix(err, t->source);
     if (add_eos && t->eos_id >= 0) intbuf_push(out, t->eos_id);
     if (out->n > INT32_MAX) {
         posenc_error(err, "text encodes to too many tokens");

@@ -1,6 +1,6 @@
 /* Internals shared by the tokenizer/ files: growable buffers, the per-call
- * scratch, the merge engine, the piece trie, UTF-8 and Unicode classes, and
- * each format's reader and encoder. */
+ * scratch, the merge engine, the piece trie, UTF-8 and Unicode classes, the
+ * table of what each tokenizer kind does (TokenizerOps), and the readers. */
 #ifndef POSENC_TOKENIZER_IMPL_H
 #define POSENC_TOKENIZER_IMPL_H
 #include <stdlib.h>
@@ -36,6 +36,8 @@ static inline void charbuf_append(CharBuf *b, const char *s, size_t n) {
     memcpy(b->v + b->n, s, n);
     b->n += n;
 }
+
+static inline void charbuf_push(CharBuf *b, char c) { charbuf_append(b, &c, 1); }
 
 /* ---- merge engine (bpe.c) ------------------------------------------------- */
 /* A symbol of a word being merged: a span of `len` input units (bytes) linked
@@ -146,6 +148,62 @@ extern const int n_nfc_compositions;
  * U+0300 up), else the text in `out` (cps: scratch).  *out_len: its length. */
 const char *nfc_normalize(const char *s, size_t n, size_t *out_len, CharBuf *out, IntBuf *cps);
 
+/* ---- the kinds ------------------------------------------------------------ */
+/* What a tokenizer kind does beyond what tokenizer.c does for every kind
+ * (copying and indexing the pieces, the surfaces' pool, BOS/EOS, the encode
+ * and decode entry points).  Adding a kind is one file defining its
+ * TokenizerOps, plus its TokenizerKind and one line in the registry in
+ * tokenizer.c.  NULL hooks take the default their comment names. */
+typedef struct {
+    /* Validates and indexes what the kind reads from the spec beyond the
+     * pieces, scores and types (tokenizer.c has them in t); 0, or -1 with the
+     * reason.  NULL: nothing.  free releases it, also when init failed half-way. */
+    int (*init)(Tokenizer *t, const TokenizerSpec *spec, PosencError *err);
+    void (*free)(Tokenizer *t);
+    /* Text -> ids appended to out, without BOS/EOS; 0, or -1 with the reason. */
+    int (*encode)(const Tokenizer *t, const char *text, size_t len, IntBuf *out, TokScratch *s,
+                  PosencError *err);
+    /* Appends the text piece `id` stands for mid-text (its surface) to pool;
+     * unk_surface is what SentencePiece's unknown piece decodes to. */
+    void (*append_surface)(const Tokenizer *t, int id, const char *unk_surface, CharBuf *pool);
+    /* Whether tokenizer_decode(prev, token) drops the first byte of the
+     * token's surface, a space.  NULL: never. */
+    int (*drops_space)(const Tokenizer *t, int prev, int token);
+    /* tokenizer_decode_text's rule: appends ids[0..n) (any ints: skip those
+     * outside the vocabulary) to out.  NULL: each valid id's
+     * tokenizer_decode after the one before it. */
+    void (*decode_text)(const Tokenizer *t, const int *ids, int n, CharBuf *out);
+    int splits_added;      /* added pieces split the text before the model, so --special
+                              applies; a turn's end ends generation */
+    int first_repeat_wins; /* a repeated piece keeps its first id (llama2.c's files), where
+                              the others refuse it */
+} TokenizerOps;
+
+extern const TokenizerOps tokenizer_llama2c_ops, tokenizer_spm_bpe_ops,
+    tokenizer_spm_unigram_ops, tokenizer_gpt2_ops, tokenizer_hf_bpe_ops,
+    tokenizer_hf_unigram_ops;
+
+/* The registry: the table of t->kind. */
+const TokenizerOps *tokenizer_ops(const Tokenizer *t);
+
+/* ---- helpers the kinds share (tokenizer.c) ------------------------------------ */
+/* Appends the surface of `token`, without its first byte when drop_space. */
+void append_piece_surface(const Tokenizer *t, int token, int drop_space, CharBuf *out);
+/* Appends `piece` with each U+2581 as a space. */
+void append_metaspace_text(CharBuf *pool, const char *piece);
+/* Appends the bytes of the run of byte pieces that starts at ids[i] (it ends
+ * before ids[n] or an id that is no byte piece); what is not UTF-8 becomes
+ * U+FFFD per byte.  Returns the index past the run. */
+int append_byte_run(const Tokenizer *t, const int *ids, int i, int n, CharBuf *out);
+/* Whether a token after `prev` starts the text: prev is -1 or BOS. */
+static inline int starts_text(const Tokenizer *t, int prev) {
+    return prev < 0 || prev == t->bos_id;
+}
+/* Hugging Face's Strip decoder (HF_BPE, HF_UNIGRAM): the text's first space goes. */
+int strip_decoder_drops_space(const Tokenizer *t, int prev, int token);
+/* byte_ids: the piece spelled <0xXX> of each byte, whatever its type. */
+void lookup_byte_pieces(Tokenizer *t);
+
 /* ---- added pieces (added.c): GPT2, HF_BPE, HF_UNIGRAM ---------------------- */
 /* The tries of user-defined pieces, and of those and control pieces
  * (parse_special). */
@@ -167,16 +225,23 @@ void merge_ranks_free(Tokenizer *t);
 int merge_ranks_pair(const void *ctx, const BpeSymbol *a, const BpeSymbol *b, double *priority,
                      int *result);
 
-/* ---- formats --------------------------------------------------------------- */
-int llama2c_read(Tokenizer *t, const char *path, PosencError *err);
-int llama2c_encode(const Tokenizer *t, const char *text, size_t len, IntBuf *out,
-                   TokScratch *s, PosencError *err);
-
-int spm_read(Tokenizer *t, const char *path, PosencError *err);
-int spm_init(Tokenizer *t, const TokenizerSpec *spec, PosencError *err);
+/* ---- SentencePiece (sentencepiece.c, normalizer.c): SPM_BPE, SPM_UNIGRAM, and
+ * HF_UNIGRAM's vocabulary and normalizer ---------------------------------------- */
+/* Validates the vocabulary as the library does when it loads one: the
+ * unknown piece, byte pieces, scores, the charsmap.  With user_pieces the
+ * normalizer and BPE take user-defined pieces whole (SentencePiece; Hugging
+ * Face splits them off before). */
+int spm_init(Tokenizer *t, const TokenizerSpec *spec, int user_pieces, PosencError *err);
 void spm_free(Tokenizer *t);
-int spm_encode(const Tokenizer *t, const char *text, size_t len, IntBuf *out, TokScratch *s,
-               PosencError *err);
+/* A segmentation model: normalized text -> (start, len, id) triples in s->spans. */
+typedef void (*SpmSegmentFn)(const Tokenizer *t, const char *norm, size_t len, TokScratch *s);
+/* Normalizes, segments, then spm_spans_to_ids. */
+int spm_encode(const Tokenizer *t, const char *text, size_t len, SpmSegmentFn segment,
+               IntBuf *out, TokScratch *s, PosencError *err);
+/* The decoding hooks of SPM_BPE and SPM_UNIGRAM. */
+void spm_append_surface(const Tokenizer *t, int id, const char *unk_surface, CharBuf *pool);
+int spm_drops_space(const Tokenizer *t, int prev, int token);
+void spm_decode_text(const Tokenizer *t, const int *ids, int n, CharBuf *out);
 /* Darts-clone unit fields of the charsmap's double array. */
 static inline uint32_t charsmap_unit_offset(uint32_t u) {
     return (u >> 10) << ((u & (1u << 9)) >> 6);
@@ -186,17 +251,27 @@ static inline int charsmap_unit_has_leaf(uint32_t u) { return (u >> 8) & 1; }
 static inline uint32_t charsmap_unit_value(uint32_t u) { return u & ((1u << 31) - 1); }
 /* The normalizer: text -> s->norm. */
 void spm_normalize(const Tokenizer *t, const char *text, size_t len, CharBuf *out);
-/* The models: normalized text -> (start, len, id) triples in s->spans. */
-void spm_bpe_encode(const Tokenizer *t, const char *norm, size_t len, TokScratch *s);
-void spm_unigram_encode(const Tokenizer *t, const char *norm, size_t len, TokScratch *s);
 /* Those triples -> ids: unknown pieces as byte pieces (byte fallback), else
  * one unknown id per run. */
 void spm_spans_to_ids(const Tokenizer *t, const char *norm, const IntBuf *spans, IntBuf *out);
-/* HF_UNIGRAM: one section of text between added pieces (`first`: it starts
- * the text): normalized, Metaspace pre-tokens, each segmented on its own. */
-int hf_unigram_encode(const Tokenizer *t, const char *text, size_t len, int first, IntBuf *out,
-                      TokScratch *s, PosencError *err);
 
+/* ---- unigram (unigram.c): SPM_UNIGRAM, HF_UNIGRAM ------------------------------ */
+/* The lattice's trie over the pieces whose type passes keep[type]; refuses
+ * a vocabulary with none. */
+int unigram_init(Tokenizer *t, const int keep[7], PosencError *err);
+void unigram_free(Tokenizer *t);
+/* The arithmetic of the best-path search. */
+typedef enum {
+    UNIGRAM_SENTENCEPIECE, /* floats, user-defined pieces with the library's bonus */
+    UNIGRAM_HUGGING_FACE,  /* doubles, every piece by its score */
+} UnigramScoring;
+/* Normalized text -> (start, len, id) triples in s->spans. */
+void unigram_segment(const Tokenizer *t, const char *norm, size_t len, UnigramScoring scoring,
+                     TokScratch *s);
+
+/* ---- readers --------------------------------------------------------------- */
+int llama2c_read(Tokenizer *t, const char *path, PosencError *err);
+int spm_read(Tokenizer *t, const char *path, PosencError *err);
 int gpt2_read(Tokenizer *t, const char *path, PosencError *err);
 /* A Hugging Face tokenizer.json (or a directory holding one), with
  * tokenizer_config.json beside it when present (BOS/EOS). */
@@ -205,10 +280,8 @@ int hf_json_read(Tokenizer *t, const char *path, PosencError *err);
  * pointing into the document); ids must be exactly 0..N-1. */
 int json_vocab_pieces(const JsonValue *vocab, const char ***pieces, uint32_t **lens, int *n,
                       PosencError *err);
-int gpt2_init(Tokenizer *t, const TokenizerSpec *spec, PosencError *err);
-void gpt2_free(Tokenizer *t);
-int gpt2_encode(const Tokenizer *t, const char *text, size_t len, IntBuf *out, TokScratch *s,
-                PosencError *err);
+
+/* ---- byte-level BPE's pre-tokenizer patterns (pretok.c) ----------------------- */
 /* Pushes the end offsets of the pre-tokens of s[start, end) to `ends`. */
 void pretokenize(PretokKind kind, const char *s, size_t start, size_t end, IntBuf *ends);
 /* GGUF's tokenizer.ggml.pre name of a pattern. */
@@ -221,10 +294,6 @@ int pretok_find_regexes(const char *const *regexes, int n);
  * For -1, *why says why posenc refuses a name llama.cpp gives, or is NULL
  * for a name llama.cpp does not give. */
 int pretok_find_name(const char *name, int *ignore_merges, const char **why);
-
-/* GPT-2's byte <-> printable-character map (bytes_to_unicode). */
-uint32_t gpt2_byte_char(unsigned char b);
-int gpt2_char_byte(uint32_t cp); /* -1 when cp is not in the map */
 
 /* "<0xAB>" (uppercase hex, as SentencePiece spells byte pieces) -> 0xAB, else -1. */
 int byte_piece_value(const char *piece);

@@ -1,9 +1,10 @@
-/* SentencePiece unigram: the best-scoring segmentation (Viterbi), computed
- * as the library's optimized encoder does, with its float arithmetic, its
- * tie rule (the first candidate found keeps a position) and its bonus for
- * user-defined pieces.  A character no piece covers is an unknown node
- * scored min_score - 10.  Hugging Face's Unigram (TOKENIZER_HF_UNIGRAM) is
- * the same search in double precision over every piece, without the bonus. */
+/* SentencePiece unigram (TOKENIZER_SPM_UNIGRAM): the best-scoring
+ * segmentation (Viterbi), computed as the library's optimized encoder does,
+ * with its float arithmetic, its tie rule (the first candidate found keeps a
+ * position) and its bonus for user-defined pieces.  A character no piece
+ * covers is an unknown node scored min_score - 10.  Hugging Face's Unigram
+ * (TOKENIZER_HF_UNIGRAM, hf_unigram.c) is the same search in double
+ * precision over every piece, without the bonus. */
 #include "tokenizer/tokenizer_impl.h"
 
 typedef struct {
@@ -20,12 +21,22 @@ static void offer(BestPath *target, double score, int start, int id) {
     }
 }
 
-void spm_unigram_encode(const Tokenizer *t, const char *norm, size_t len, TokScratch *s) {
+int unigram_init(Tokenizer *t, const int keep[7], PosencError *err) {
+    piece_trie_build(&t->unigram_trie, t, keep);
+    if (t->unigram_trie.n_nodes == 0)
+        return posenc_error(err, "the unigram model has no normal pieces");
+    return 0;
+}
+
+void unigram_free(Tokenizer *t) { piece_trie_free(&t->unigram_trie); }
+
+void unigram_segment(const Tokenizer *t, const char *norm, size_t len, UnigramScoring scoring,
+                     TokScratch *s) {
     size_t need = (len + 1) * sizeof(BestPath);
     if (need > s->lattice_cap) buf_reserve(&s->lattice, &s->lattice_cap, 0, need, 1);
     BestPath *best = s->lattice;
     for (size_t i = 0; i <= len; i++) best[i] = (BestPath){-1, 0.0, -1};
-    const int hf = t->kind == TOKENIZER_HF_UNIGRAM;
+    const int hf = scoring == UNIGRAM_HUGGING_FACE;
     const float unk_score = t->min_score - 10.0f;
     for (size_t pos = 0; pos < len;) {
         const double base = best[pos].score;
@@ -69,3 +80,31 @@ void spm_unigram_encode(const Tokenizer *t, const char *norm, size_t len, TokScr
             s->spans.v[b + k] = tmp;
         }
 }
+
+static int init(Tokenizer *t, const TokenizerSpec *spec, PosencError *err) {
+    static const int lattice[7] = {[TOKEN_NORMAL] = 1, [TOKEN_USER_DEFINED] = 1};
+    return spm_init(t, spec, 1, err) || unigram_init(t, lattice, err) ? -1 : 0;
+}
+
+static void free_unigram(Tokenizer *t) {
+    spm_free(t);
+    unigram_free(t);
+}
+
+static void segment(const Tokenizer *t, const char *norm, size_t len, TokScratch *s) {
+    unigram_segment(t, norm, len, UNIGRAM_SENTENCEPIECE, s);
+}
+
+static int encode(const Tokenizer *t, const char *text, size_t len, IntBuf *out, TokScratch *s,
+                  PosencError *err) {
+    return spm_encode(t, text, len, segment, out, s, err);
+}
+
+const TokenizerOps tokenizer_spm_unigram_ops = {
+    .init = init,
+    .free = free_unigram,
+    .encode = encode,
+    .append_surface = spm_append_surface,
+    .drops_space = spm_drops_space,
+    .decode_text = spm_decode_text,
+};
