@@ -114,7 +114,7 @@ static int name_is_printable(GgufString s) {
 }
 
 static char *str_dup(GgufString s) {
-    char *p = mallocCheck(s.len + 1, "a string of the GGUF file");
+    char *p = malloc_or_exit(s.len + 1, "a string of the GGUF file");
     memcpy(p, s.ptr, s.len);
     p[s.len] = '\0';
     return p;
@@ -203,7 +203,7 @@ static int read_array(Reader *r, GgufArray *arr) {
             return posenc_error(r->err, "%s [element %zu]", msg, i);
         }
     }
-    GgufString *strs = callocCheck(arr->n, sizeof *strs, "a GGUF string array");
+    GgufString *strs = calloc_or_exit(arr->n, sizeof *strs, "a GGUF string array");
     r->pos = start;
     for (size_t i = 0; i < arr->n; i++) rd_str(r, &strs[i]);
     arr->strs = strs;
@@ -311,7 +311,7 @@ static int cmp_tensor_offset(const void *a, const void *b, void *arg) {
 
 static size_t *sorted_index(size_t n, int (*cmp)(const void *, const void *, void *),
                             void *arg) {
-    size_t *idx = callocCheck(n, sizeof *idx, "a GGUF lookup index");
+    size_t *idx = calloc_or_exit(n, sizeof *idx, "a GGUF lookup index");
     for (size_t i = 0; i < n; i++) idx[i] = i;
     qsort_r(idx, n, sizeof *idx, cmp, arg);
     return idx;

@@ -27,7 +27,7 @@ static void *arena_alloc(JsonDoc *doc, size_t size) {
     if (!c || c->cap - c->used < size) {
         size_t cap = size > ((size_t)1 << 20) ? size : (size_t)1 << 20, bytes;
         if (!size_add(&bytes, sizeof(JsonChunk), cap)) posenc_out_of_memory(SIZE_MAX, 1, "JSON");
-        c = mallocCheck(bytes, "a JSON document");
+        c = malloc_or_exit(bytes, "a JSON document");
         c->cap = cap;
         c->used = 0;
         c->next = doc->chunks;

@@ -131,13 +131,13 @@ void *malloc_lines(size_t n) {
     return aligned_alloc(64, (n + 63) / 64 * 64 + (n ? 0 : 64));
 }
 
-void *mallocCheck(size_t n, const char *what) {
+void *malloc_or_exit(size_t n, const char *what) {
     void *p = malloc(n ? n : 1);
     if (!p) posenc_out_of_memory(1, n, what);
     return p;
 }
 
-void *callocCheck(size_t count, size_t size, const char *what) {
+void *calloc_or_exit(size_t count, size_t size, const char *what) {
     void *p = calloc(count ? count : 1, size ? size : 1);
     if (!p) posenc_out_of_memory(count, size, what);
     return p;
@@ -145,7 +145,7 @@ void *callocCheck(size_t count, size_t size, const char *what) {
 
 char *posenc_read_stream(FILE *f, size_t *len, const char *what, PosencError *err) {
     size_t cap = 1 << 16, n = 0;
-    char *buf = mallocCheck(cap, what);
+    char *buf = malloc_or_exit(cap, what);
     for (size_t got; (got = fread(buf + n, 1, cap - n, f)) > 0;) {
         n += got;
         if (n == cap) { /* grown whenever full, so n < cap and the NUL fits */

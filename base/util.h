@@ -27,11 +27,11 @@ int posenc_error_prefix(PosencError *err, const char *prefix);
  * posenc_error_oom puts it in err, for sizes a user chose (--ctx), which
  * the caller reports with the flag; posenc_out_of_memory prints it as the
  * process's one "error: " line and exits 1, for allocations nothing can
- * recover from: mallocCheck and callocCheck (in the style of llm.c). */
+ * recover from: malloc_or_exit and calloc_or_exit (llm.c's mallocCheck). */
 int posenc_error_oom(PosencError *err, size_t count, size_t size, const char *what);
 __attribute__((noreturn)) void posenc_out_of_memory(size_t count, size_t size, const char *what);
-void *mallocCheck(size_t n, const char *what);
-void *callocCheck(size_t count, size_t size, const char *what);
+void *malloc_or_exit(size_t n, const char *what);
+void *calloc_or_exit(size_t count, size_t size, const char *what);
 /* n bytes (rounded up to whole lines) starting on a 64-byte cache line, or
  * NULL; freed with free().  The kernels' 64-byte loads of rows that are a
  * multiple of 16 floats then never straddle two lines, as they do in

@@ -875,7 +875,7 @@ char *jinja_render_chat(const JinjaTemplate *t, const ChatVariables *vars, size_
     int control = FLOW_NONE;
     render_body(&r, top, &t->body, &r.out, &control);
 
-    char *text = mallocCheck(r.out.len + 1, "the rendered chat template");
+    char *text = malloc_or_exit(r.out.len + 1, "the rendered chat template");
     if (r.out.len) memcpy(text, r.out.data, r.out.len);
     text[r.out.len] = 0;
     *len = r.out.len;

@@ -32,7 +32,7 @@ void *jinja_alloc(JinjaArena *a, size_t size) {
     ArenaBlock *b = a->head;
     if (!b || b->cap - b->used < size) {
         size_t cap = size > (64u << 10) ? size : (64u << 10);
-        b = mallocCheck(sizeof *b + cap, "the chat template");
+        b = malloc_or_exit(sizeof *b + cap, "the chat template");
         b->next = a->head;
         b->used = 0;
         b->cap = cap;
@@ -911,7 +911,7 @@ static void parse_template(JinjaTemplate *t, const char *source, size_t len) {
 }
 
 JinjaTemplate *jinja_parse(const char *source, size_t len, PosencError *err) {
-    JinjaTemplate *t = callocCheck(1, sizeof *t, "the chat template");
+    JinjaTemplate *t = calloc_or_exit(1, sizeof *t, "the chat template");
     jmp_buf fail;
     t->arena.fail = &fail;
     t->arena.err = err;

@@ -27,7 +27,7 @@ static Context *pe_keys_context(const Options *o, const Model *m, const PeParams
                                 const char *label, const int *ids, int n_ids) {
     if (!ids || !pe_kind_ops(p->kind)->rotate) return NULL;
     check_positions(m, p, label, n_ids - 1);
-    Context *ctx = mallocCheck(sizeof *ctx, "a context");
+    Context *ctx = malloc_or_exit(sizeof *ctx, "a context");
     build_context(ctx, o, m, p, label, context_size_generate(n_ids, TENSOR_F32));
     PosencError err;
     if (context_check_tokens(ctx, ids, n_ids, 0, &err))

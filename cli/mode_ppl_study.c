@@ -34,7 +34,7 @@ static int study_variant_runs(const StudyModel *sm, int v, int window, int note)
 /* Loads every model, resolves its variants and tokens, and checks every
  * window against the text, the positions and --stride/--keep. */
 static StudyModel *load_study(const Options *o, const int *windows, int n_windows) {
-    StudyModel *sm = callocCheck((size_t)o->n_models, sizeof *sm, "the study's models");
+    StudyModel *sm = calloc_or_exit((size_t)o->n_models, sizeof *sm, "the study's models");
     for (int m = 0; m < o->n_models; m++) {
         StudyModel *s = &sm[m];
         s->o = *o;

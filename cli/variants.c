@@ -47,7 +47,7 @@ void apply_layer_spec(const char *flag, const char *spec, const Model *m,
                              int n_ctx) {
     int windows = what != SPEC_SCHEME;
     int n_layers = m->config.n_layers;
-    unsigned char *sel = mallocCheck((size_t)n_layers, "the layer selection");
+    unsigned char *sel = malloc_or_exit((size_t)n_layers, "the layer selection");
     char buf[512];
     if (strlen(spec) >= sizeof buf) cli_die("%s: '%s' is too long", flag, spec);
     snprintf(buf, sizeof buf, "%s", spec);

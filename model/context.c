@@ -110,7 +110,7 @@ int context_build_sized(Context *ctx, const Model *m, const PeParams *pe, const 
                             size->max_tokens, size->logit_rows, size->n_ctx);
     ctx->model = m;
     if (model_build_scheme(m, pe, &ctx->pe, err)) return -1;
-    ctx->layers = callocCheck((size_t)c->n_layers, sizeof *ctx->layers, "the layers' attention");
+    ctx->layers = calloc_or_exit((size_t)c->n_layers, sizeof *ctx->layers, "the layers' attention");
     if (kv_cache_build(&ctx->cache, c->n_layers, model_kv_dim(c), model_head_size(c), size->n_ctx, size->kv_type,
                        err) ||
         forward_state_build(&ctx->state, c, size, err)) {

@@ -73,7 +73,7 @@ int model_load_llama2c(Model *m, const char *path, PosencError *err) {
     Cursor cur = {m->file.data + sizeof h, m->file.size - sizeof h};
     int d = c->dim, hd = c->hidden_dim, kv = model_kv_dim(c), L = c->n_layers;
     ModelWeights *w = &m->weights;
-    w->layers = callocCheck((size_t)L, sizeof *w->layers, "the layer table");
+    w->layers = calloc_or_exit((size_t)L, sizeof *w->layers, "the layer table");
     w->token_embd = take_matrix(&cur, c->vocab_size, d);
     /* The file stores each kind of weight for all layers together. */
     for (int l = 0; l < L; l++) w->layers[l].attn_norm = take(&cur, 1, (size_t)d);

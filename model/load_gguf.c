@@ -525,7 +525,7 @@ static int read_layers(Loader *l, Model *m) {
     }
     int step = c->family.nope_step;
     for (int i = step - 1; step > 0 && i < n; i += step) m->layers[i].pe = pe_params_default(PE_NONE);
-    int64_t *v = mallocCheck((size_t)n * sizeof *v, "the per-layer keys");
+    int64_t *v = malloc_or_exit((size_t)n * sizeof *v, "the per-layer keys");
     float swa_theta = f->swa_theta > 0.0f ? f->swa_theta : m->pe.rope_theta;
     int rc = key_int_opt(l, arch_key(l, "attention.sliding_window"), &window) ||
              key_f32_opt(l, arch_key(l, "rope.freq_base_swa"), &swa_theta) ? -1 : 0;
@@ -620,7 +620,7 @@ static int take_weights(Loader *l, const ModelConfig *c, ModelWeights *w) {
         take_table(l, POSITION_TABLE, d, &pt->positions, &pt->n_positions) ||
         take_table(l, RELATIVE_BIAS_TABLE, c->n_heads, &pt->relative_bias, &pt->n_buckets))
         return -1;
-    w->layers = callocCheck((size_t)c->n_layers, sizeof *w->layers, "the layer table");
+    w->layers = calloc_or_exit((size_t)c->n_layers, sizeof *w->layers, "the layer table");
     for (int i = 0; i < c->n_layers; i++)
         if (take_layer(l, c, i, &w->layers[i])) return -1;
     if (take_norm(l, c, &w->output_norm, &w->output_norm_b, "output_norm.weight",
@@ -648,9 +648,9 @@ static int check_all_used(const Loader *l) {
 static int load(Model *m, Loader *l) {
     if (read_config(l, &m->config)) return -1;
     size_t n = conversion_floats(l->g);
-    m->owned = l->arena = n ? mallocCheck(n * sizeof(float), "vectors converted to f32") : NULL;
+    m->owned = l->arena = n ? malloc_or_exit(n * sizeof(float), "vectors converted to f32") : NULL;
     m->owned_bytes = n * sizeof(float);
-    l->used = callocCheck(l->g->n_tensors ? l->g->n_tensors : 1, 1, "the tensor table");
+    l->used = calloc_or_exit(l->g->n_tensors ? l->g->n_tensors : 1, 1, "the tensor table");
     if (take_rope_factors(l, &m->weights.positional) ||
         read_positional(l, &m->config, &m->weights.positional, &m->pe) ||
         take_weights(l, &m->config, &m->weights) || read_layers(l, m) || check_all_used(l))
@@ -661,7 +661,7 @@ static int load(Model *m, Loader *l) {
 int model_load_gguf(Model *m, const char *path, PosencError *err) {
     memset(m, 0, sizeof *m);
     snprintf(m->path, sizeof m->path, "%s", path);
-    m->gguf = mallocCheck(sizeof *m->gguf, "the GGUF reader");
+    m->gguf = malloc_or_exit(sizeof *m->gguf, "the GGUF reader");
     if (gguf_open(m->gguf, path, err)) {
         model_free(m);
         return -1;

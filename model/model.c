@@ -151,7 +151,7 @@ int model_load(Model *m, const char *path, PosencError *err) {
 
 void model_layers_uniform(Model *m, int window) {
     const ModelConfig *c = &m->config;
-    m->layers = callocCheck((size_t)c->n_layers, sizeof *m->layers, "the layers' attention");
+    m->layers = calloc_or_exit((size_t)c->n_layers, sizeof *m->layers, "the layers' attention");
     for (int l = 0; l < c->n_layers; l++)
         m->layers[l] = (LayerAttention){.pe = m->pe, .window = window,
                                         .score_div = sqrtf((float)model_head_size(c))};
@@ -187,7 +187,7 @@ PeParams model_layer_scheme(const Model *m, const PeParams *p, int l) {
 
 LayerAttention *model_layers_for(const Model *m, const PeParams *p) {
     int n = m->config.n_layers;
-    LayerAttention *t = mallocCheck((size_t)n * sizeof *t, "the layers' attention");
+    LayerAttention *t = malloc_or_exit((size_t)n * sizeof *t, "the layers' attention");
     for (int l = 0; l < n; l++) {
         t[l] = m->layers[l];
         t[l].pe = model_layer_scheme(m, p, l);

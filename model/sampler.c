@@ -16,8 +16,8 @@ void sampler_build(Sampler *s, int vocab_size, float temperature, float topp, in
     s->rng_state = seed;
     s->min_p = 0.0f;
     s->penalties = (SamplerPenalties){.repeat = 1.0f};
-    s->candidates = mallocCheck((size_t)vocab_size * sizeof(ProbIndex), "the sampler's candidates");
-    s->probs = mallocCheck((size_t)vocab_size * sizeof(float), "the sampler's probabilities");
+    s->candidates = malloc_or_exit((size_t)vocab_size * sizeof(ProbIndex), "the sampler's candidates");
+    s->probs = malloc_or_exit((size_t)vocab_size * sizeof(float), "the sampler's probabilities");
     s->penalized = NULL;
     s->recent = NULL;
     s->counts = NULL;
@@ -40,9 +40,9 @@ void sampler_set_penalties(Sampler *s, SamplerPenalties p) {
     s->n_recent = s->recent_next = 0;
     s->penalties = p;
     if (!penalties_active(&p)) return;
-    s->penalized = mallocCheck((size_t)s->vocab_size * sizeof(float), "the sampler's penalized logits");
-    s->recent = mallocCheck((size_t)p.last_n * sizeof(int), "the sampler's recent tokens");
-    s->counts = callocCheck((size_t)s->vocab_size, sizeof(int), "the sampler's token counts");
+    s->penalized = malloc_or_exit((size_t)s->vocab_size * sizeof(float), "the sampler's penalized logits");
+    s->recent = malloc_or_exit((size_t)p.last_n * sizeof(int), "the sampler's recent tokens");
+    s->counts = calloc_or_exit((size_t)s->vocab_size, sizeof(int), "the sampler's token counts");
 }
 
 void sampler_free(Sampler *s) {

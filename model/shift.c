@@ -29,7 +29,7 @@ static void rerotate_keys(Context *ctx, int first, int count, int delta) {
 static void recompute_cells(Context *ctx, int first) {
     KVCache *kv = &ctx->cache;
     int n = kv->n_used - first, pos = kv->pos[first];
-    int *tokens = mallocCheck((size_t)n * sizeof(int), "the tokens to recompute");
+    int *tokens = malloc_or_exit((size_t)n * sizeof(int), "the tokens to recompute");
     memcpy(tokens, kv->token + first, (size_t)n * sizeof(int));
     kv->n_used = first;
     context_prefill(ctx, tokens, n, pos);

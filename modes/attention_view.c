@@ -42,10 +42,10 @@ int attention_view_build(AttentionView *v, Context *ctx, const int *ids, int n, 
     if (!size_mul3(&cells, (size_t)c->n_layers * c->n_heads, (size_t)n, (size_t)n))
         return posenc_error_oom(err, (size_t)c->n_layers * c->n_heads * n, (size_t)n,
                                 "the attention weights");
-    v->weights = callocCheck(cells, sizeof(float), "the attention weights");
-    v->mass = callocCheck((size_t)c->n_layers * c->n_heads * n, sizeof(double),
+    v->weights = calloc_or_exit(cells, sizeof(float), "the attention weights");
+    v->mass = calloc_or_exit((size_t)c->n_layers * c->n_heads * n, sizeof(double),
                           "the mass by distance");
-    v->entropy = callocCheck((size_t)c->n_layers * c->n_heads, sizeof(double), "the entropies");
+    v->entropy = calloc_or_exit((size_t)c->n_layers * c->n_heads, sizeof(double), "the entropies");
     int rc = context_observe_attention(ctx, record_row, v, err);
     if (!rc) rc = context_check_tokens(ctx, ids, n, 0, err);
     if (!rc) rc = context_check_logits(ctx, context_prefill(ctx, ids, n, 0), 1, n - 1, err);
@@ -76,7 +76,7 @@ static const float *head_weights(const AttentionView *v, int layer, int head) {
 /* The mass by distance averaged over the selected heads, (n_tokens). */
 static double *selected_mass(const AttentionView *v, AttentionSelection sel) {
     int n = v->n_tokens, count = 0;
-    double *mass = callocCheck((size_t)n, sizeof(double), "the mass by distance");
+    double *mass = calloc_or_exit((size_t)n, sizeof(double), "the mass by distance");
     for (int l = 0; l < v->n_layers; l++)
         for (int h = 0; h < v->n_heads; h++)
             if (selected(sel, l, h)) {
@@ -182,9 +182,9 @@ int attention_view_write_csv(const char *path, const AttentionView *views, int n
 static int weight_chart(const SvgSink *sink, const AttentionView *v, AttentionSelection sel,
                         PosencError *err) {
     int n = v->n_tokens, heads = v->n_layers * v->n_heads, panels = 0;
-    SvgHeatmap *p = mallocCheck((size_t)heads * sizeof *p, "the heatmap panels");
-    char (*labels)[48] = mallocCheck((size_t)heads * sizeof *labels, "the panel labels");
-    double *w = mallocCheck((size_t)heads * n * n * sizeof(double), "the heatmap");
+    SvgHeatmap *p = malloc_or_exit((size_t)heads * sizeof *p, "the heatmap panels");
+    char (*labels)[48] = malloc_or_exit((size_t)heads * sizeof *labels, "the panel labels");
+    double *w = malloc_or_exit((size_t)heads * n * n * sizeof(double), "the heatmap");
     for (int l = 0; l < v->n_layers; l++)
         for (int h = 0; h < v->n_heads; h++) {
             if (!selected(sel, l, h)) continue;
@@ -210,8 +210,8 @@ int attention_view_write_charts(const SvgSink *sink, const AttentionView *views,
                                 AttentionSelection sel, PosencError *err) {
     for (int i = 0; i < n; i++)
         if (weight_chart(sink, &views[i], sel, err)) return -1;
-    SvgSeries *mass = mallocCheck((size_t)n * sizeof *mass, "the chart's series");
-    SvgSeries *entropy = mallocCheck((size_t)n * sizeof *entropy, "the chart's series");
+    SvgSeries *mass = malloc_or_exit((size_t)n * sizeof *mass, "the chart's series");
+    SvgSeries *entropy = malloc_or_exit((size_t)n * sizeof *entropy, "the chart's series");
     char scope[64];
     if (sel.layer < 0 && sel.head < 0) snprintf(scope, sizeof scope, "every layer and head");
     else if (sel.head < 0) snprintf(scope, sizeof scope, "layer %d, every head", sel.layer);

@@ -61,7 +61,7 @@ typedef struct {
 } BandwidthProbe;
 
 static void bandwidth_probe_build(BandwidthProbe *p) {
-    p->buf = mallocCheck(BW_BYTES, "the bandwidth probe");
+    p->buf = malloc_or_exit(BW_BYTES, "the bandwidth probe");
     #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < BW_WORDS; i++) p->buf[i] = i; /* pages touched by the thread that reads them */
 }
@@ -191,7 +191,7 @@ static int run_test(const Model *m, const BenchOptions *o, int n_prompt, int n_g
     const ModelConfig *c = &m->config;
     int n = depth + (n_prompt > n_gen ? n_prompt : n_gen);
     int chunk = n_prompt > DEPTH_CHUNK ? n_prompt : DEPTH_CHUNK;
-    int *tokens = mallocCheck((size_t)n * sizeof(int), "the benchmark's tokens");
+    int *tokens = malloc_or_exit((size_t)n * sizeof(int), "the benchmark's tokens");
     uint64_t s = 0x2545F4914F6CDD1Dull;
     for (int i = 0; i < n; i++) { /* fixed pseudo-random ids: every run reads the same rows */
         s ^= s << 13, s ^= s >> 7, s ^= s << 17;

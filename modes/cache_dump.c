@@ -37,7 +37,7 @@ void cache_dump(FILE *out, const Context *ctx, const Tokenizer *tok, const char 
     }
     fputc('\n', out);
     fprintf(out, "[cache] %5s %6s %6s %s piece\n", "cell", "pos", "token", rope ? " key-angle" : "");
-    float *key = rope ? mallocCheck((size_t)kv->kv_dim * sizeof *key, "a cached key") : NULL;
+    float *key = rope ? malloc_or_exit((size_t)kv->kv_dim * sizeof *key, "a cached key") : NULL;
     for (int c = 0; c < kv->n_used; c++) {
         int token = kv->token[c];
         fprintf(out, "[cache] %5d %6d %6d ", c, kv->pos[c], token);

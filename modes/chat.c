@@ -24,7 +24,7 @@ static void push_seen(ChatSession *s, int token) {
 }
 
 static char *copy_string(const char *text, size_t len) {
-    char *d = mallocCheck(len + 1, "a chat message");
+    char *d = malloc_or_exit(len + 1, "a chat message");
     memcpy(d, text, len);
     d[len] = 0;
     return d;
@@ -90,7 +90,7 @@ static int *reserve_ids(int *out, size_t *cap, size_t need) {
 
 int chat_encode(const ChatSession *s, const char *text, size_t len, int **ids, int *n_ids, PosencError *err) {
     size_t cap = 64, n = 0;
-    int *out = mallocCheck(cap * sizeof *out, "the chat transcript's ids");
+    int *out = malloc_or_exit(cap * sizeof *out, "the chat transcript's ids");
     size_t start = 0;
     for (size_t i = 0; i <= len;) {
         int special = i < len ? special_at(s, text + i, len - i) : -1;
@@ -213,7 +213,7 @@ int chat_session_init(ChatSession *s, Context *ctx, const Tokenizer *tok, Sample
     s->tok = tok;
     s->sampler = sampler;
     s->opt = opt;
-    s->special = mallocCheck((size_t)tok->vocab_size * sizeof(int), "the special tokens");
+    s->special = malloc_or_exit((size_t)tok->vocab_size * sizeof(int), "the special tokens");
     for (int id = 0; id < tok->vocab_size; id++)
         if (is_special(tok, id)) s->special[s->n_special++] = id;
     if (opt->system_prompt) push_message(s, "system", opt->system_prompt, strlen(opt->system_prompt));

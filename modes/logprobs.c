@@ -11,7 +11,7 @@ void logprob_writer_init(LogprobWriter *w, FILE *out, int vocab, int top_k) {
     w->out = out;
     w->vocab = vocab;
     w->top_k = top_k;
-    w->heap = mallocCheck((size_t)(top_k > 0 ? top_k : 1) * sizeof(int), "the top-k heap");
+    w->heap = malloc_or_exit((size_t)(top_k > 0 ? top_k : 1) * sizeof(int), "the top-k heap");
 }
 
 void logprob_writer_free(LogprobWriter *w) {

@@ -15,9 +15,9 @@ static void embed_views(PeView *v, const PeOps *ops) {
     size_t cells;
     if (!size_mul(&cells, (size_t)n, (size_t)dim))
         posenc_out_of_memory((size_t)n, (size_t)dim, "the position vectors");
-    v->vectors = callocCheck(cells, sizeof(float), "the position vectors");
-    v->cosine = mallocCheck((size_t)n * n * sizeof(double), "the position similarities");
-    double *norm = mallocCheck((size_t)n * sizeof(double), "the position vectors' norms");
+    v->vectors = calloc_or_exit(cells, sizeof(float), "the position vectors");
+    v->cosine = malloc_or_exit((size_t)n * n * sizeof(double), "the position similarities");
+    double *norm = malloc_or_exit((size_t)n * sizeof(double), "the position vectors' norms");
     for (int p = 0; p < n; p++) {
         ops->embed(&v->pe, v->vectors + (size_t)p * dim, p);
         const float *x = v->vectors + (size_t)p * dim;
@@ -75,10 +75,10 @@ static void add_self_scores(const PositionalEncoding *pe, int n_pos, const float
  * model's own cached keys in each layer under that layer's scheme. */
 static void rotate_views(PeView *v, const Context *keys_ctx) {
     int hs = v->pe.head_size, n = v->n_pos;
-    float *k = mallocCheck((size_t)hs * sizeof(float), "a random vector");
-    float *rotated = mallocCheck((size_t)hs * sizeof(float), "a rotated vector");
-    float *at0 = mallocCheck((size_t)hs * sizeof(float), "a vector at position 0");
-    v->qk_random = callocCheck((size_t)n, sizeof(double), "the q.k curve");
+    float *k = malloc_or_exit((size_t)hs * sizeof(float), "a random vector");
+    float *rotated = malloc_or_exit((size_t)hs * sizeof(float), "a rotated vector");
+    float *at0 = malloc_or_exit((size_t)hs * sizeof(float), "a vector at position 0");
+    v->qk_random = calloc_or_exit((size_t)n, sizeof(double), "the q.k curve");
     unsigned long long state = PE_VIEW_SEED;
     for (int s = 0; s < PE_VIEW_RANDOM_SAMPLES; s++) {
         for (int i = 0; i < hs; i++) k[i] = gaussian(&state);
@@ -88,10 +88,10 @@ static void rotate_views(PeView *v, const Context *keys_ctx) {
     if (keys_ctx) {
         const KVCache *kv = &keys_ctx->cache;
         int kv_heads = kv->kv_dim / hs;
-        float *row = mallocCheck((size_t)kv->kv_dim * sizeof(float), "a cached key");
+        float *row = malloc_or_exit((size_t)kv->kv_dim * sizeof(float), "a cached key");
         v->n_layers = keys_ctx->model->config.n_layers;
         v->n_keys = kv->n_used * kv_heads;
-        v->qk_keys = callocCheck((size_t)v->n_layers * n, sizeof(double), "the keys' q.k curves");
+        v->qk_keys = calloc_or_exit((size_t)v->n_layers * n, sizeof(double), "the keys' q.k curves");
         for (int l = 0; l < v->n_layers; l++) {
             const PositionalEncoding *lpe = &keys_ctx->layers[l].pe;
             double *qk = v->qk_keys + (size_t)l * n;
@@ -117,9 +117,9 @@ static void bias_views(PeView *v, const PeOps *ops) {
     size_t cells;
     if (!size_mul3(&cells, (size_t)heads, (size_t)n, (size_t)n))
         posenc_out_of_memory((size_t)heads * n, (size_t)n, "the bias matrices");
-    v->bias = mallocCheck(cells * sizeof(double), "the bias matrices");
-    int *pos_k = mallocCheck((size_t)n * sizeof(int), "the key positions");
-    float *scores = mallocCheck((size_t)n * sizeof(float), "the biases");
+    v->bias = malloc_or_exit(cells * sizeof(double), "the bias matrices");
+    int *pos_k = malloc_or_exit((size_t)n * sizeof(int), "the key positions");
+    float *scores = malloc_or_exit((size_t)n * sizeof(float), "the biases");
     for (int i = 0; i < n; i++) pos_k[i] = i;
     for (int h = 0; h < heads; h++)
         for (int q = 0; q < n; q++) {
@@ -129,7 +129,7 @@ static void bias_views(PeView *v, const PeOps *ops) {
             for (int k = 0; k < n; k++) row[k] = k <= q ? scores[k] : NAN;
         }
     if (v->pe.params.kind == PE_T5) {
-        v->bucket = mallocCheck((size_t)n * sizeof(int), "the buckets");
+        v->bucket = malloc_or_exit((size_t)n * sizeof(int), "the buckets");
         for (int d = 0; d < n; d++)
             v->bucket[d] = pe_t5_bucket(-(long long)d, v->pe.params.t5_buckets,
                                         v->pe.params.t5_max_distance);
@@ -314,7 +314,7 @@ void pe_view_print(FILE *f, const char *model_path, const PeView *views, int n) 
 
 static int embed_charts(const SvgSink *sink, const PeView *v, PosencError *err) {
     int n = v->n_pos, dim = v->pe.dim;
-    double *vec = mallocCheck((size_t)n * dim * sizeof(double), "the heatmap");
+    double *vec = malloc_or_exit((size_t)n * dim * sizeof(double), "the heatmap");
     for (size_t i = 0; i < (size_t)n * dim; i++) vec[i] = v->vectors[i];
     SvgHeatmap panels[2] = {
         {"position vectors", "dimension", "position", vec, n, dim},
@@ -329,8 +329,8 @@ static int embed_charts(const SvgSink *sink, const PeView *v, PosencError *err) 
 
 static int bias_charts(const SvgSink *sink, const PeView *v, PosencError *err) {
     int heads = v->pe.n_heads, n = v->n_pos;
-    SvgHeatmap *panels = mallocCheck((size_t)heads * sizeof *panels, "the heatmap panels");
-    char (*labels)[48] = mallocCheck((size_t)heads * sizeof *labels, "the panel labels");
+    SvgHeatmap *panels = malloc_or_exit((size_t)heads * sizeof *panels, "the heatmap panels");
+    char (*labels)[48] = malloc_or_exit((size_t)heads * sizeof *labels, "the panel labels");
     for (int h = 0; h < heads; h++) {
         if (v->pe.slopes)
             snprintf(labels[h], sizeof labels[h], "head %d, slope %.4g", h,
@@ -359,7 +359,7 @@ static int rotate_charts(const SvgSink *sink, const PeView *views, int n, Posenc
         const PeView *v = &views[i];
         if (!v->qk_random) continue;
         int half = v->pe.params.rope_dim / 2;
-        wave_y[n_wave] = mallocCheck((size_t)half * sizeof(double), "the wavelengths");
+        wave_y[n_wave] = malloc_or_exit((size_t)half * sizeof(double), "the wavelengths");
         for (int j = 0; j < half; j++) wave_y[n_wave][j] = log2(2.0 * M_PI / v->pe.inv_freq[j]);
         snprintf(notes[n_wave], sizeof notes[n_wave], "scaling %s, factor %g",
                  pe_rope_scaling_name(v->pe.params.rope_scaling), (double)v->pe.params.rope_factor);

@@ -195,14 +195,14 @@ int ppl_evaluate_variants(Context *ctxs, int n_variants, int baseline, const int
     for (int v = 0; v < n_variants; v++) {
         memset(&res[v], 0, sizeof res[v]);
         res[v].n_pos = opt->window;
-        res[v].nll_by_pos = callocCheck(W, sizeof(double), "the NLL by position");
-        res[v].nll_sq_by_pos = callocCheck(W, sizeof(double), "the squared NLL by position");
-        res[v].count_by_pos = callocCheck(W, sizeof(long), "the counts by position");
+        res[v].nll_by_pos = calloc_or_exit(W, sizeof(double), "the NLL by position");
+        res[v].nll_sq_by_pos = calloc_or_exit(W, sizeof(double), "the squared NLL by position");
+        res[v].count_by_pos = calloc_or_exit(W, sizeof(long), "the counts by position");
     }
     Lockstep ls = {ctxs, n_variants, baseline, ctxs[0].model->config.vocab_size, res, hooks,
-                   mallocCheck(W * sizeof(double), "the baseline's log-sum-exp"),
-                   mallocCheck(W * sizeof(double), "the baseline's NLL"),
-                   mallocCheck(W * sizeof(int), "the baseline's top-1")};
+                   malloc_or_exit(W * sizeof(double), "the baseline's log-sum-exp"),
+                   malloc_or_exit(W * sizeof(double), "the baseline's NLL"),
+                   malloc_or_exit(W * sizeof(int), "the baseline's top-1")};
     int rc = opt->stream ? eval_stream(&ls, tokens, n_tokens, opt, err)
                          : eval_windows(&ls, tokens, n_tokens, opt, err);
     res[baseline].top1_agree = res[baseline].n_scored;

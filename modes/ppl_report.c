@@ -12,7 +12,7 @@
 /* Mean NLL by position, smoothed by a centred moving average over
  * 2*half+1 positions (each position weighted by how often it was scored). */
 static double *nll_curve(const PplResult *r, int half) {
-    double *y = mallocCheck((size_t)r->n_pos * sizeof(double), "the NLL curve");
+    double *y = malloc_or_exit((size_t)r->n_pos * sizeof(double), "the NLL curve");
     for (int i = 0; i < r->n_pos; i++) {
         double sum = 0.0;
         long count = 0;
@@ -58,12 +58,12 @@ int ppl_report_write_svg(const char *path, const PplChartSource *src, const char
     for (int i = 0; i < n_pos; i++)
         if (res[0].count_by_pos[i] > most) most = res[0].count_by_pos[i];
     long too_few = (most * FAINT_BELOW_PERCENT + 99) / 100;
-    unsigned char *faint = mallocCheck((size_t)n_pos, "the sparse-position marks");
+    unsigned char *faint = malloc_or_exit((size_t)n_pos, "the sparse-position marks");
     int n_faint = 0;
     for (int i = 0; i < n_pos; i++) n_faint += faint[i] = res[0].count_by_pos[i] < too_few;
 
-    SvgSeries *series = callocCheck((size_t)n, sizeof *series, "the chart's curves");
-    char (*notes)[128] = callocCheck((size_t)n, sizeof *notes, "the chart's notes");
+    SvgSeries *series = calloc_or_exit((size_t)n, sizeof *series, "the chart's curves");
+    char (*notes)[128] = calloc_or_exit((size_t)n, sizeof *notes, "the chart's notes");
     for (int v = 0; v < n; v++) {
         double nll, se;
         ppl_mean_se(res[v].nll_sum, res[v].nll_sq_sum, res[v].n_scored, &nll, &se);

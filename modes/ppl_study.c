@@ -10,13 +10,13 @@
 
 void ppl_study_build(PplStudy *s, const int *windows, int n_windows, int n_series) {
     *s = (PplStudy){n_windows, windows, 0,
-                    callocCheck((size_t)n_series, sizeof *s->series, "the study's series"),
+                    calloc_or_exit((size_t)n_series, sizeof *s->series, "the study's series"),
                     n_series};
     for (int i = 0; i < n_series; i++) {
         PplStudySeries *r = &s->series[i];
-        r->nll = mallocCheck((size_t)n_windows * sizeof(double), "the study's NLL");
-        r->se = mallocCheck((size_t)n_windows * sizeof(double), "the study's standard errors");
-        r->tokens = callocCheck((size_t)n_windows, sizeof(long), "the study's token counts");
+        r->nll = malloc_or_exit((size_t)n_windows * sizeof(double), "the study's NLL");
+        r->se = malloc_or_exit((size_t)n_windows * sizeof(double), "the study's standard errors");
+        r->tokens = calloc_or_exit((size_t)n_windows, sizeof(long), "the study's token counts");
         for (int w = 0; w < n_windows; w++) r->nll[w] = r->se[w] = NAN;
     }
 }
@@ -75,8 +75,8 @@ int ppl_study_write_csv(const char *path, const PplStudy *s, PosencError *err) {
 /* The chart of the study and where it goes: a file (path) or a sink. */
 static int study_chart(const char *path, const SvgSink *sink, const char *title, const char *subtitle,
                        const PplStudy *s, PosencError *err) {
-    SvgSeries *series = mallocCheck((size_t)s->n_series * sizeof *series, "the chart's series");
-    double *x = mallocCheck((size_t)s->n_windows * sizeof *x, "the chart's windows");
+    SvgSeries *series = malloc_or_exit((size_t)s->n_series * sizeof *series, "the chart's series");
+    double *x = malloc_or_exit((size_t)s->n_windows * sizeof *x, "the chart's windows");
     for (int w = 0; w < s->n_windows; w++) x[w] = s->windows[w];
     for (int i = 0; i < s->n_series; i++)
         series[i] = (SvgSeries){.label = s->series[i].label, .note = s->series[i].note, .x = x,

@@ -22,7 +22,7 @@ static int alibi_build(PositionalEncoding *pe, PosencError *err) {
     float max_bias = pe->params.alibi_max_bias;
     if (!(max_bias > 0.0f))
         return posenc_error(err, "the ALiBi max bias must be > 0 (got %g)", (double)max_bias);
-    pe->slopes = mallocCheck((size_t)pe->n_heads * sizeof(float), "the ALiBi slopes");
+    pe->slopes = malloc_or_exit((size_t)pe->n_heads * sizeof(float), "the ALiBi slopes");
     pe_alibi_slopes(pe->slopes, pe->n_heads, max_bias);
     return 0;
 }

@@ -173,7 +173,7 @@ static int rope_build(PositionalEncoding *pe, PosencError *err) {
     if (rope_check(p, &pe->tables, pe->head_size, rope_dim, err)) return -1;
     pe->params.rope_dim = rope_dim;
     int orig_ctx = original_context(p, pe->trained_ctx);
-    pe->inv_freq = mallocCheck((size_t)(rope_dim / 2) * sizeof(float), "the RoPE frequencies");
+    pe->inv_freq = malloc_or_exit((size_t)(rope_dim / 2) * sizeof(float), "the RoPE frequencies");
     pe->rope_mscale = rope_mscale(p, orig_ctx);
     /* dynamic starts as Hugging Face's does, at the original context */
     pe->rope_seq_len = p->rope_scaling == PE_ROPE_SCALING_DYNAMIC ? orig_ctx : 0;

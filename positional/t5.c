@@ -51,7 +51,7 @@ static int t5_build(PositionalEncoding *pe, PosencError *err) {
     if (t5_check(&pe->params, &pe->tables, err)) return -1;
     int n = pe->tables.n_buckets, max_distance = pe->params.t5_max_distance;
     pe->params.t5_buckets = n;
-    pe->t5_bucket = mallocCheck((size_t)max_distance * sizeof(int), "the T5 bucket of each distance");
+    pe->t5_bucket = malloc_or_exit((size_t)max_distance * sizeof(int), "the T5 bucket of each distance");
     for (int d = 0; d < max_distance; d++) pe->t5_bucket[d] = pe_t5_bucket(-(long long)d, n, max_distance);
     return 0;
 }

@@ -81,7 +81,7 @@ typedef struct {
 } VocabBuild;
 
 static char *own(VocabBuild *b, size_t len) {
-    char *s = mallocCheck(len + 1, "a piece");
+    char *s = malloc_or_exit(len + 1, "a piece");
     b->owned[b->n_owned++] = s;
     return s;
 }
@@ -144,11 +144,11 @@ static int read_tokens(const GgufFile *g, VocabBuild *b, const GgufArray *tokens
         optional_array(g, "tokenizer.ggml.token_type", n, 1, &types, err))
         return -1;
     TokenizerSpec *spec = &b->spec;
-    const char **pieces = mallocCheck(n * sizeof(char *), "the pieces");
-    uint32_t *lens = mallocCheck(n * sizeof(uint32_t), "the piece lengths");
-    float *score_v = scores ? mallocCheck(n * sizeof(float), "the piece scores") : NULL;
+    const char **pieces = malloc_or_exit(n * sizeof(char *), "the pieces");
+    uint32_t *lens = malloc_or_exit(n * sizeof(uint32_t), "the piece lengths");
+    float *score_v = scores ? malloc_or_exit(n * sizeof(float), "the piece scores") : NULL;
     /* llama2.c's reader has no types: neither has its encoder here */
-    uint8_t *type_v = types && !b->llama2c ? mallocCheck(n, "the piece types") : NULL;
+    uint8_t *type_v = types && !b->llama2c ? malloc_or_exit(n, "the piece types") : NULL;
     spec->n_pieces = (int)n;
     spec->pieces = pieces;
     spec->piece_lens = lens;
@@ -176,7 +176,7 @@ static int read_tokens(const GgufFile *g, VocabBuild *b, const GgufArray *tokens
 
 /* GPT-2 merges as the "left right" C strings the builder takes. */
 static void read_merges(VocabBuild *b, const GgufArray *merges) {
-    const char **merge_v = mallocCheck(merges->n * sizeof(char *) + 1, "the merges");
+    const char **merge_v = malloc_or_exit(merges->n * sizeof(char *) + 1, "the merges");
     for (size_t i = 0; i < merges->n; i++) {
         GgufString s = gguf_arr_str(merges, i);
         char *m = own(b, s.len);
@@ -197,7 +197,7 @@ static int read_charsmap(const GgufFile *g, VocabBuild *b, PosencError *err) {
     if (arr->type != GGUF_TYPE_UINT8 && arr->type != GGUF_TYPE_INT8)
         return posenc_error(err, "%s: %s is an array of %s, not of bytes (uint8)", g->path, key,
                             gguf_type_name(arr->type));
-    uint8_t *v = mallocCheck(arr->n + 1, "the normalizer's rules");
+    uint8_t *v = malloc_or_exit(arr->n + 1, "the normalizer's rules");
     memcpy(v, arr->data, arr->n); /* one byte per element: no byte order */
     b->spec.charsmap = v;
     b->spec.charsmap_size = arr->n;
@@ -255,7 +255,7 @@ static int fill_spec(const GgufFile *g, VocabBuild *b, PosencError *err) {
     if (b->model->merges && gguf_find_kv(g, "tokenizer.ggml.merges") &&
         gguf_get_arr(g, "tokenizer.ggml.merges", GGUF_TYPE_STRING, &merges, err))
         return -1;
-    b->owned = mallocCheck((tokens->n + (merges ? merges->n : 0)) * sizeof(char *),
+    b->owned = malloc_or_exit((tokens->n + (merges ? merges->n : 0)) * sizeof(char *),
                            "the vocabulary");
     if (read_tokens(g, b, tokens, &has_bytes, err)) return -1;
     if (merges) read_merges(b, merges);

@@ -31,8 +31,8 @@ int json_vocab_pieces(const JsonValue *vocab, const char ***pieces, uint32_t **l
         return posenc_error(err, "expected '{': the vocabulary is a JSON object of token: id");
     if (vocab->len > INT32_MAX) return posenc_error(err, "too many tokens");
     *n = (int)vocab->len;
-    *pieces = callocCheck(*n ? (size_t)*n : 1, sizeof(char *), "the vocabulary");
-    *lens = callocCheck(*n ? (size_t)*n : 1, sizeof(uint32_t), "the vocabulary");
+    *pieces = calloc_or_exit(*n ? (size_t)*n : 1, sizeof(char *), "the vocabulary");
+    *lens = calloc_or_exit(*n ? (size_t)*n : 1, sizeof(uint32_t), "the vocabulary");
     for (uint32_t e = 0; e < vocab->len; e++) {
         const JsonValue *m = &vocab->items[e];
         const char *tok = m->key;
@@ -68,7 +68,7 @@ static int merge_lines(char *text, size_t size, const char ***merges) {
             intbuf_push(&offs, (int)i);
         i = end + 1;
     }
-    *merges = mallocCheck((offs.n ? offs.n : 1) * sizeof(char *), "the merges");
+    *merges = malloc_or_exit((offs.n ? offs.n : 1) * sizeof(char *), "the merges");
     for (size_t k = 0; k < offs.n; k++) (*merges)[k] = text + offs.v[k];
     free(offs.v);
     return (int)(offs.n);

@@ -190,7 +190,7 @@ static int add_tokens(Vocab *v, const JsonValue *added, int normalizes, PosencEr
     }
     v->pieces = realloc(v->pieces, (size_t)n * sizeof(char *));
     v->lens = realloc(v->lens, (size_t)n * sizeof(uint32_t));
-    v->types = callocCheck((size_t)n, 1, "the piece types");
+    v->types = calloc_or_exit((size_t)n, 1, "the piece types");
     if (!v->pieces || !v->lens) posenc_out_of_memory((size_t)n, sizeof(char *), "the vocabulary");
     for (int i = v->n; i < n; i++) v->pieces[i] = NULL;
     for (int i = 0; i < n; i++) v->types[i] = TOKEN_NORMAL;
@@ -207,7 +207,7 @@ static int add_tokens(Vocab *v, const JsonValue *added, int normalizes, PosencEr
         if (single_word)
             return posenc_error(err, "added token '%s': single_word is not supported",
                                 posenc_escape(content->string).s);
-        if ((lstrip || rstrip) && !v->flags) v->flags = callocCheck((size_t)n, 1, "the added tokens' flags");
+        if ((lstrip || rstrip) && !v->flags) v->flags = calloc_or_exit((size_t)n, 1, "the added tokens' flags");
         if (v->flags) v->flags[id] = (uint8_t)((lstrip ? ADDED_LSTRIP : 0) | (rstrip ? ADDED_RSTRIP : 0));
         if (v->pieces[id] && (v->lens[id] != content->len ||
                               memcmp(v->pieces[id], content->string, content->len) != 0))
@@ -254,7 +254,7 @@ static uint8_t *base64_decode(const char *s, size_t n, size_t *out_n) {
     static const char alphabet[] =
         "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     if (n % 4) return NULL;
-    uint8_t *out = mallocCheck(n / 4 * 3 + 1, "the normalizer's rules");
+    uint8_t *out = malloc_or_exit(n / 4 * 3 + 1, "the normalizer's rules");
     size_t k = 0;
     for (size_t i = 0; i < n; i += 4) {
         uint32_t v = 0;
@@ -335,9 +335,9 @@ static int unigram_vocab(const JsonValue *vocab, Vocab *v, float **scores, Posen
     if (!vocab || vocab->type != JSON_ARRAY || vocab->len == 0 || vocab->len >= INT32_MAX)
         return posenc_error(err, "the Unigram vocab is not a non-empty array");
     v->n = (int)vocab->len;
-    v->pieces = mallocCheck(vocab->len * sizeof(char *), "the vocabulary");
-    v->lens = mallocCheck(vocab->len * sizeof(uint32_t), "the vocabulary");
-    *scores = mallocCheck(vocab->len * sizeof(float), "the piece scores");
+    v->pieces = malloc_or_exit(vocab->len * sizeof(char *), "the vocabulary");
+    v->lens = malloc_or_exit(vocab->len * sizeof(uint32_t), "the vocabulary");
+    *scores = malloc_or_exit(vocab->len * sizeof(float), "the piece scores");
     for (uint32_t i = 0; i < vocab->len; i++) {
         const JsonValue *e = &vocab->items[i];
         if (e->type != JSON_ARRAY || e->len != 2 || e->items[0].type != JSON_STRING ||
@@ -437,8 +437,8 @@ static int build(Tokenizer *t, const JsonValue *root, PosencError *err) {
     if (bool_field(model, "ignore_merges", 0, &ignore_merges, err)) return -1;
     Vocab v = {0};
     CharBuf pool = {0};
-    size_t *offs = mallocCheck((merges->len ? merges->len : 1) * sizeof(size_t), "the merges");
-    const char **texts = mallocCheck((merges->len ? merges->len : 1) * sizeof(char *), "the merges");
+    size_t *offs = malloc_or_exit((merges->len ? merges->len : 1) * sizeof(size_t), "the merges");
+    const char **texts = malloc_or_exit((merges->len ? merges->len : 1) * sizeof(char *), "the merges");
     int rc = json_vocab_pieces(vocab, &v.pieces, &v.lens, &v.n, err);
     if (rc == 0) rc = add_tokens(&v, json_get(root, "added_tokens"), nfc || byte_fallback, err);
     const char *unk = json_get_string(model, "unk_token");

@@ -37,9 +37,9 @@ static int read_records(const uint8_t *data, size_t size, TokenizerSpec *spec,
                         PosencError *err) {
     if (walk_records(data, size, spec, 0, err)) return -1;
     size_t n = (size_t)spec->n_pieces;
-    spec->pieces = mallocCheck(n * sizeof(char *), "the pieces");
-    spec->piece_lens = mallocCheck(n * sizeof(uint32_t), "the piece lengths");
-    spec->scores = mallocCheck(n * sizeof(float), "the piece scores");
+    spec->pieces = malloc_or_exit(n * sizeof(char *), "the pieces");
+    spec->piece_lens = malloc_or_exit(n * sizeof(uint32_t), "the piece lengths");
+    spec->scores = malloc_or_exit(n * sizeof(float), "the piece scores");
     return walk_records(data, size, spec, 1, err);
 }
 
@@ -119,7 +119,7 @@ static int encode(const Tokenizer *t, const char *text, size_t len, IntBuf *out,
         }
     }
     syms[n - 1].next = -1;
-    PairCtx ctx = {t, mallocCheck((size_t)t->max_piece_len * 2 + 1, "a merge buffer")};
+    PairCtx ctx = {t, malloc_or_exit((size_t)t->max_piece_len * 2 + 1, "a merge buffer")};
     bpe_merge(syms, n, pair_piece, &ctx, 0, &s->heap);
     free(ctx.buf);
     for (int k = 0; k >= 0; k = syms[k].next) intbuf_push(out, syms[k].id);

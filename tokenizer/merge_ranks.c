@@ -15,10 +15,10 @@ int merge_ranks_init(Tokenizer *t, const TokenizerSpec *spec, PosencError *err) 
     uint32_t slots = 16;
     while (slots < 2u * (uint32_t)spec->n_merges) slots *= 2;
     t->merge_mask = slots - 1;
-    t->merge_keys = callocCheck(slots, sizeof(uint64_t), "the merge table");
-    t->merge_rank = mallocCheck(slots * sizeof(int), "the merge table");
-    t->merge_result = mallocCheck(slots * sizeof(int), "the merge table");
-    char *joined = mallocCheck(2 * (size_t)t->max_piece_len + 1, "a merge buffer");
+    t->merge_keys = calloc_or_exit(slots, sizeof(uint64_t), "the merge table");
+    t->merge_rank = malloc_or_exit(slots * sizeof(int), "the merge table");
+    t->merge_result = malloc_or_exit(slots * sizeof(int), "the merge table");
+    char *joined = malloc_or_exit(2 * (size_t)t->max_piece_len + 1, "a merge buffer");
     int rc = 0;
     for (int r = 0; r < spec->n_merges && rc == 0; r++) {
         const char *m = spec->merges[r], *sp = strchr(m, ' ');

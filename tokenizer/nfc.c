@@ -79,7 +79,7 @@ static void canonical_order(int *v, size_t n) {
     size_t start[257] = {0};
     for (size_t i = 0; i < n; i++) start[combining_class(v[i]) + 1]++;
     for (int c = 1; c <= 256; c++) start[c] += start[c - 1];
-    int *sorted = mallocCheck(n * sizeof(int), "combining marks");
+    int *sorted = malloc_or_exit(n * sizeof(int), "combining marks");
     for (size_t i = 0; i < n; i++) sorted[start[combining_class(v[i])]++] = v[i];
     memcpy(v, sorted, n * sizeof(int));
     free(sorted);

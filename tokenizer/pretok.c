@@ -251,7 +251,6 @@ static size_t match_bloom(const char *s, size_t i, size_t end) {
 }
 
 typedef struct {
-    const char *name;        /* GGUF tokenizer.ggml.pre */
     int n_levels;
     SplitMatch levels[3];
     const char *regex[3];    /* each level's pattern as tokenizer.json spells it */
@@ -270,26 +269,24 @@ typedef struct {
     "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|" REGEX_WS
 
 static const PretokPattern patterns[] = {
-    [PRETOK_GPT2] = {"gpt-2", 1, {match_gpt2}, {REGEX_GPT2}},
-    [PRETOK_LLAMA3] = {"llama-bpe", 1, {match_llama3}, {REGEX_LLAMA3("\\p{N}{1,3}")}},
-    [PRETOK_QWEN2] = {"qwen2", 1, {match_qwen2}, {REGEX_LLAMA3("\\p{N}")}},
-    [PRETOK_QWEN35] = {"qwen35", 1, {match_qwen35},
+    [PRETOK_GPT2] = {1, {match_gpt2}, {REGEX_GPT2}},
+    [PRETOK_LLAMA3] = {1, {match_llama3}, {REGEX_LLAMA3("\\p{N}{1,3}")}},
+    [PRETOK_QWEN2] = {1, {match_qwen2}, {REGEX_LLAMA3("\\p{N}")}},
+    [PRETOK_QWEN35] = {1, {match_qwen35},
         {REGEX_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}"
          "| ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|" REGEX_WS}},
-    [PRETOK_TEKKEN] = {"tekken", 1, {match_tekken}, {REGEX_CASED("", "\\p{N}")}},
-    [PRETOK_GPT4O] = {"gpt-4o", 1, {match_gpt4o}, {REGEX_CASED(REGEX_CONTRACTIONS "?", "\\p{N}{1,3}")}},
-    [PRETOK_DEEPSEEK_V3] = {"deepseek-v3", 3,
+    [PRETOK_TEKKEN] = {1, {match_tekken}, {REGEX_CASED("", "\\p{N}")}},
+    [PRETOK_GPT4O] = {1, {match_gpt4o}, {REGEX_CASED(REGEX_CONTRACTIONS "?", "\\p{N}{1,3}")}},
+    [PRETOK_DEEPSEEK_V3] = {3,
         {match_digits3, match_cjk_kana, match_deepseek_v3_words},
         {"\\p{N}{1,3}",
          "[\xE4\xB8\x80-\xE9\xBE\xA5\xE3\x81\x80-\xE3\x82\x9F\xE3\x82\xA0-\xE3\x83\xBF]+",
          "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?"
          "[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+"}},
-    [PRETOK_STARCODER] = {"starcoder", 2, {match_digit, match_gpt2}, {"\\p{N}", REGEX_GPT2}},
-    [PRETOK_BLOOM] = {"bloom", 1, {match_bloom}, {REGEX_BLOOM}},
-    [PRETOK_VIKING] = {"viking", 2, {match_bloom, match_digit}, {REGEX_BLOOM, "\\p{N}"}},
+    [PRETOK_STARCODER] = {2, {match_digit, match_gpt2}, {"\\p{N}", REGEX_GPT2}},
+    [PRETOK_BLOOM] = {1, {match_bloom}, {REGEX_BLOOM}},
+    [PRETOK_VIKING] = {2, {match_bloom, match_digit}, {REGEX_BLOOM, "\\p{N}"}},
 };
-
-const char *pretok_name(PretokKind kind) { return patterns[kind].name; }
 
 int pretok_find_regexes(const char *const *regexes, int n) {
     for (int k = 0; k < PRETOK_COUNT; k++) {

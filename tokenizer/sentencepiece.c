@@ -20,8 +20,8 @@ static int charsmap_is_acyclic(const uint32_t *units, size_t n) {
         size_t unit, base; /* the unit taken, and the base of its children */
         uint32_t next;     /* the next label to try */
     } Frame;
-    uint8_t *state = callocCheck(n, 1, "the normalizer's rules");
-    Frame *path = mallocCheck((n + 1) * sizeof(Frame), "the normalizer's rules");
+    uint8_t *state = calloc_or_exit(n, 1, "the normalizer's rules");
+    Frame *path = malloc_or_exit((n + 1) * sizeof(Frame), "the normalizer's rules");
     size_t depth = 0;
     int ok = 1;
     path[depth++] = (Frame){SIZE_MAX, charsmap_unit_offset(units[0]), 0};
@@ -57,7 +57,7 @@ static int load_charsmap(Tokenizer *t, const uint8_t *blob, size_t size, PosencE
     if (size <= 4 || trie_size >= size - 4)
         return posenc_error(err, "normalization rules (precompiled_charsmap) are broken");
     t->n_charsmap_units = trie_size / 4;
-    t->charsmap_units = mallocCheck((t->n_charsmap_units ? t->n_charsmap_units : 1) * 4,
+    t->charsmap_units = malloc_or_exit((t->n_charsmap_units ? t->n_charsmap_units : 1) * 4,
                                     "the normalizer's rules");
     for (size_t i = 0; i < t->n_charsmap_units; i++) {
         const uint8_t *u = blob + 4 + 4 * i;
@@ -68,7 +68,7 @@ static int load_charsmap(Tokenizer *t, const uint8_t *blob, size_t size, PosencE
         return posenc_error(err, "normalization rules (precompiled_charsmap) are broken: "
                                  "their trie has a cycle");
     t->charsmap_text_size = size - 4 - trie_size;
-    t->charsmap_text = mallocCheck(t->charsmap_text_size, "the normalizer's replacements");
+    t->charsmap_text = malloc_or_exit(t->charsmap_text_size, "the normalizer's replacements");
     memcpy(t->charsmap_text, blob + 4 + trie_size, t->charsmap_text_size);
     return 0;
 }

@@ -225,10 +225,10 @@ static int build_from_proto(Tokenizer *t, const SpmProto *m, PosencError *err) {
                             (unsigned long long)m->model_type);
     if (m->n > INT32_MAX) return posenc_error(err, "too many pieces");
     size_t n = m->n ? m->n : 1;
-    const char **pieces = mallocCheck(n * sizeof(char *), "the pieces");
-    uint32_t *lens = mallocCheck(n * sizeof(uint32_t), "the piece lengths");
-    float *scores = mallocCheck(n * sizeof(float), "the piece scores");
-    uint8_t *types = mallocCheck(n, "the piece types");
+    const char **pieces = malloc_or_exit(n * sizeof(char *), "the pieces");
+    uint32_t *lens = malloc_or_exit(n * sizeof(uint32_t), "the piece lengths");
+    float *scores = malloc_or_exit(n * sizeof(float), "the piece scores");
+    uint8_t *types = malloc_or_exit(n, "the piece types");
     for (size_t i = 0; i < m->n; i++) {
         const SpmPiece *sp = &m->pieces[i];
         pieces[i] = (const char *)sp->text.p;
@@ -238,7 +238,7 @@ static int build_from_proto(Tokenizer *t, const SpmProto *m, PosencError *err) {
     }
     char *unk_surface = NULL;
     if (m->has_unk_surface) {
-        unk_surface = mallocCheck(m->unk_surface.n + 1, "the unknown piece's text");
+        unk_surface = malloc_or_exit(m->unk_surface.n + 1, "the unknown piece's text");
         memcpy(unk_surface, m->unk_surface.p, m->unk_surface.n);
         unk_surface[m->unk_surface.n] = '\0';
     }

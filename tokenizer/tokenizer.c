@@ -56,7 +56,7 @@ static int build_hash(Tokenizer *t, PosencError *err) {
     uint32_t slots = 16;
     while (slots < 2u * (uint32_t)t->vocab_size) slots *= 2;
     t->hash_mask = slots - 1;
-    t->hash = mallocCheck(slots * sizeof(int), "the vocabulary's hash table");
+    t->hash = malloc_or_exit(slots * sizeof(int), "the vocabulary's hash table");
     memset(t->hash, -1, slots * sizeof(int));
     for (int id = 0; id < t->vocab_size; id++) {
         const char *p = t->pieces[id];
@@ -103,7 +103,7 @@ void lookup_byte_pieces(Tokenizer *t) {
 static void build_surfaces(Tokenizer *t, const char *unk_surface) {
     CharBuf pool = {0};
     t->surface_off =
-        mallocCheck(((size_t)t->vocab_size + 1) * sizeof(size_t), "the decoded pieces");
+        malloc_or_exit(((size_t)t->vocab_size + 1) * sizeof(size_t), "the decoded pieces");
     for (int id = 0; id < t->vocab_size; id++) {
         t->surface_off[id] = pool.n;
         tokenizer_ops(t)->append_surface(t, id, unk_surface, &pool);
@@ -126,9 +126,9 @@ static int copy_pieces(Tokenizer *t, const TokenizerSpec *spec, PosencError *err
         total += n + 1;
         if ((int)n > t->max_piece_len) t->max_piece_len = (int)n;
     }
-    char *pool = mallocCheck(total ? total : 1, "the pieces");
-    t->pieces = mallocCheck((size_t)spec->n_pieces * sizeof(char *), "the piece table");
-    t->piece_lens = mallocCheck((size_t)spec->n_pieces * sizeof(int), "the piece lengths");
+    char *pool = malloc_or_exit(total ? total : 1, "the pieces");
+    t->pieces = malloc_or_exit((size_t)spec->n_pieces * sizeof(char *), "the piece table");
+    t->piece_lens = malloc_or_exit((size_t)spec->n_pieces * sizeof(int), "the piece lengths");
     t->vocab_size = spec->n_pieces;
     for (int i = 0; i < spec->n_pieces; i++) {
         const char *p = spec->pieces[i] ? spec->pieces[i] : "";
@@ -156,9 +156,9 @@ int tokenizer_build(Tokenizer *t, const TokenizerSpec *spec, PosencError *err) {
     int rc = copy_pieces(t, spec, err);
     size_t n = (size_t)t->vocab_size;
     if (rc == 0) {
-        t->scores = callocCheck(n, sizeof(float), "the piece scores");
+        t->scores = calloc_or_exit(n, sizeof(float), "the piece scores");
         if (spec->scores) memcpy(t->scores, spec->scores, n * sizeof(float));
-        t->types = mallocCheck(n, "the piece types");
+        t->types = malloc_or_exit(n, "the piece types");
         for (size_t i = 0; i < n && rc == 0; i++) {
             t->types[i] = spec->types ? spec->types[i] : TOKEN_NORMAL;
             if (t->types[i] < TOKEN_NORMAL || t->types[i] > TOKEN_BYTE)
@@ -166,7 +166,7 @@ int tokenizer_build(Tokenizer *t, const TokenizerSpec *spec, PosencError *err) {
         }
     }
     if (rc == 0 && spec->added_flags) {
-        t->added_flags = mallocCheck(n, "the added tokens' flags");
+        t->added_flags = malloc_or_exit(n, "the added tokens' flags");
         memcpy(t->added_flags, spec->added_flags, n);
     }
     t->bos_id = spec->bos_id;
@@ -394,7 +394,7 @@ int tokenizer_encode_alloc(const Tokenizer *t, const char *text, size_t len, int
         free(out.v);
         return -1;
     }
-    *ids = out.v ? out.v : mallocCheck(sizeof(int), "the token ids");
+    *ids = out.v ? out.v : malloc_or_exit(sizeof(int), "the token ids");
     *n_ids = (int)out.n;
     return 0;
 }

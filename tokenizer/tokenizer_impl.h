@@ -284,8 +284,6 @@ int json_vocab_pieces(const JsonValue *vocab, const char ***pieces, uint32_t **l
 /* ---- byte-level BPE's pre-tokenizer patterns (pretok.c) ----------------------- */
 /* Pushes the end offsets of the pre-tokens of s[start, end) to `ends`. */
 void pretokenize(PretokKind kind, const char *s, size_t start, size_t end, IntBuf *ends);
-/* GGUF's tokenizer.ggml.pre name of a pattern. */
-const char *pretok_name(PretokKind kind);
 /* The pattern whose Split levels are exactly these regexes (as
  * tokenizer.json spells them), or -1. */
 int pretok_find_regexes(const char *const *regexes, int n);

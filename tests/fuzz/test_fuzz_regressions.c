@@ -121,7 +121,7 @@ static void check_linear(const Tokenizer *t, const char *what, const char *text)
  * work), spaces (whitespace runs), or words, digits, punctuation and
  * non-ASCII bytes (UTF-8 and not) in a fixed pseudo-random mix. */
 static char *line_of(char kind) {
-    char *s = mallocCheck(LINE_BYTES, "a test line");
+    char *s = malloc_or_exit(LINE_BYTES, "a test line");
     static const char *const words[] = {"Once", " upon", " a", " time", ",", " caf\xC3\xA9",
                                         " 12345", "\xFF", "  ", "\xE2\x96\x81", "'s", "\t"};
     uint32_t x = 1;
@@ -170,10 +170,10 @@ END_TEST
 static void build_chain(Tokenizer *t, TokenizerKind kind) {
     int n = 0;
     static char buf[CHAIN + 1];
-    char **pieces = mallocCheck((CHAIN + 8) * sizeof(char *), "pieces");
-    float *scores = mallocCheck((CHAIN + 8) * sizeof(float), "scores");
-    uint8_t *types = mallocCheck(CHAIN + 8, "types");
-    char **merges = mallocCheck((CHAIN + 8) * sizeof(char *), "merges");
+    char **pieces = malloc_or_exit((CHAIN + 8) * sizeof(char *), "pieces");
+    float *scores = malloc_or_exit((CHAIN + 8) * sizeof(float), "scores");
+    uint8_t *types = malloc_or_exit(CHAIN + 8, "types");
+    char **merges = malloc_or_exit((CHAIN + 8) * sizeof(char *), "merges");
     int n_merges = 0;
 #define PIECE(text, score, type)                                                             \
     (pieces[n] = strdup(text), scores[n] = (score), types[n] = (type), n++)
@@ -187,7 +187,7 @@ static void build_chain(Tokenizer *t, TokenizerKind kind) {
     for (int len = 2; len <= CHAIN; len++) {
         buf[len] = '\0';
         PIECE(buf, (float)len, TOKEN_NORMAL); /* longer: merged first */
-        char *m = mallocCheck(len + 2, "a merge");
+        char *m = malloc_or_exit(len + 2, "a merge");
         snprintf(m, (size_t)len + 2, "%.*s a", len - 1, buf);
         merges[n_merges++] = m;
         buf[len] = 'a';
@@ -211,7 +211,7 @@ static void build_chain(Tokenizer *t, TokenizerKind kind) {
 /* CPU seconds of llama2.c's own merge loop (quadratic) on text[0..len),
  * one id per byte to start with. */
 static double rescan_merge_seconds(const Tokenizer *t, const char *text, size_t len) {
-    int *ids = mallocCheck(len * sizeof(int), "ids");
+    int *ids = malloc_or_exit(len * sizeof(int), "ids");
     for (size_t i = 0; i < len; i++) ids[i] = tokenizer_lookup(t, text + i, 1);
     struct timespec a, b;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &a);

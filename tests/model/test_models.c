@@ -447,8 +447,8 @@ typedef struct {
 /* `path` read with `pairing` against the llama2.c .bin, along both greedy
  * paths from BOS. */
 static VsBin compare_with_bin(const char *path, PeRopePairing pairing) {
-    Trajectory *a = callocCheck(1, sizeof *a, "a trajectory");
-    Trajectory *b = callocCheck(1, sizeof *b, "a trajectory");
+    Trajectory *a = calloc_or_exit(1, sizeof *a, "a trajectory");
+    Trajectory *b = calloc_or_exit(1, sizeof *b, "a trajectory");
     stories_trajectory(stories_bin, PE_ROPE_INTERLEAVED, a);
     stories_trajectory(path, pairing, b);
     VsBin v = {STORIES_STEPS, 1, 0.0f, 0.0f};
@@ -663,7 +663,7 @@ static void expect_load_error(const Bytes *b, const char *needle) {
  * first GGUF string `at` replaced by v. */
 static void expect_patched(const Bytes *src, const char *at, long skip, const void *v,
                            size_t len, const char *needle) {
-    Bytes b = {mallocCheck(src->n, "a copy of a file"), src->n};
+    Bytes b = {malloc_or_exit(src->n, "a copy of a file"), src->n};
     memcpy(b.p, src->p, b.n);
     memcpy(b.p + (long)tests_gguf_string_end(b.p, b.n, at) + skip, v, len);
     expect_load_error(&b, needle);
