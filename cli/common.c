@@ -2,6 +2,7 @@
 #include "cli/common.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -156,11 +157,22 @@ void close_logits_out(const Options *o, LogprobWriter *w) {
     logprob_writer_free(w);
 }
 
-void build_sampler(const Options *o, int vocab, Sampler *s) {
-    unsigned long long seed = o->seed ? o->seed : (unsigned long long)time(NULL);
+/* Without -s (or with -s 0), a seed from the clock's nanoseconds and the
+ * process id, so runs started within one second differ; the caller prints
+ * it, so a run can be repeated with -s. */
+unsigned long long build_sampler(const Options *o, int vocab, Sampler *s) {
+    unsigned long long seed = o->seed;
+    while (!seed) { /* 0 would stall the xorshift generator */
+        struct timespec now;
+        clock_gettime(CLOCK_REALTIME, &now);
+        seed = ((unsigned long long)now.tv_sec * 1000000000ull + (unsigned long long)now.tv_nsec) ^
+               ((unsigned long long)getpid() << 32);
+        seed &= (unsigned long long)LONG_MAX; /* what -s accepts */
+    }
     sampler_build(s, vocab, o->temperature, o->topp, o->topk, seed);
     sampler_set_min_p(s, o->min_p);
     sampler_set_penalties(s, o->penalties);
+    return seed;
 }
 
 void write_html(const Options *o, const char *title, const ViewReport *r) {

@@ -80,7 +80,7 @@ void build_context(Context *ctx, const Options *o, const Model *m, const PeParam
                    const char *label, ContextSize size);
 void check_keep(const Options *o, int n_ctx);
 ContextShiftMode shift_mode(const Options *o);
-void build_sampler(const Options *o, int vocab, Sampler *s);
+unsigned long long build_sampler(const Options *o, int vocab, Sampler *s); /* the seed */
 
 /* ---- output files ---- */
 void open_logits_out(const Options *o, int vocab, LogprobWriter *w); /* w->out NULL: not asked */

@@ -19,12 +19,13 @@ static int same_destination(FILE *a, FILE *b) {
 
 /* Rates in tok/s beside the token counts they come from: a 5-token prompt's
  * rate is mostly fixed cost, and says so by its count. */
-static void print_generate_summary(const GenerateStats *st, double load_s) {
+static void print_generate_summary(const GenerateStats *st, double load_s,
+                                   unsigned long long seed) {
     fprintf(stderr, "load %.0f ms; prompt %d tokens in %.1f ms (%.0f tok/s); first token after "
-                    "%.1f ms; %d tokens generated in %.1f ms (%.1f tok/s)\n",
+                    "%.1f ms; %d tokens generated in %.1f ms (%.1f tok/s); seed %llu\n",
             1e3 * load_s, st->n_prompt, 1e3 * st->prefill_s, st->n_prompt / st->prefill_s,
             1e3 * st->first_token_s, st->n_generated, 1e3 * st->decode_s,
-            st->n_generated / st->decode_s);
+            st->n_generated / st->decode_s, seed);
 }
 
 /* What generate reports per token besides the text: --json objects on
@@ -54,9 +55,11 @@ static void report_generate_step(const GenerateStep *s, void *user) {
 
 /* --json's last object: the whole text (without the newline generate
  * ends it with) and the mean log-probability of the generated tokens. */
-static void print_json_summary(const StepReport *r, const char *text, size_t len) {
+static void print_json_summary(const StepReport *r, const char *text, size_t len,
+                               unsigned long long seed) {
     if (len > 0 && text[len - 1] == '\n') len--;
-    printf("{\"type\":\"summary\",\"generated\":%d,\"mean_logprob\":", r->n_steps);
+    printf("{\"type\":\"summary\",\"generated\":%d,\"seed\":%llu,\"mean_logprob\":", r->n_steps,
+           seed);
     if (r->n_steps) printf("%.9g", r->logprob_sum / r->n_steps);
     else fputs("null", stdout);
     fputs(",\"text\":", stdout);
@@ -88,7 +91,7 @@ int run_generate(const Options *o) {
     Context ctx;
     build_context(&ctx, o, &s.model, &pe, label, context_size_generate(n_ctx, kv_type(o)));
     Sampler sampler;
-    build_sampler(o, vocab, &sampler);
+    unsigned long long seed = build_sampler(o, vocab, &sampler);
 
     LogprobWriter logprobs;
     open_logits_out(o, vocab, &logprobs);
@@ -111,10 +114,10 @@ int run_generate(const Options *o) {
     if (rc) fprintf(stderr, "error: %s\n", err.msg);
     if (!rc && st.stopped_full)
         fprintf(stderr, "note: context full (%d tokens); stopping (--no-shift)\n", n_ctx);
-    if (!rc && st.n_generated > 0) print_generate_summary(&st, s.load_s);
+    if (!rc && st.n_generated > 0) print_generate_summary(&st, s.load_s, seed);
     if (o->json) {
         fclose(text_out);
-        if (!rc) print_json_summary(&report, text, text_len);
+        if (!rc) print_json_summary(&report, text, text_len, seed);
         free(text);
     }
     close_logits_out(o, &logprobs);

@@ -133,8 +133,8 @@ static const OptionSpec options[] = {
      "0",
      "subtracted from a recent token's logit once per occurrence"),
     OPTION("-s", OPT_SEED, 0, (double)LONG_MAX, M_TEXT, seed, "N",
-     "the current time",
-     "random seed"),
+     "the clock's nanoseconds (so is 0)",
+     "random seed; generate prints the one it used"),
 
     SECTION("positions"),
     OPTION("--pe", OPT_TEXT, 0, 0, M_SCHEME, pe_list, "NAME",
@@ -306,7 +306,11 @@ unsigned cli_mode_bit(const char *name) {
         for (size_t k = 0, at = 0; k < sizeof modes / sizeof *modes; k++)
             at += (size_t)snprintf(names + at, sizeof names - at, "%s%s", k ? "|" : "",
                                    modes[k].name);
-        cli_die("-m: unknown mode '%s' (%s)", name, names);
+        int path = strchr(name, '.') || strchr(name, '/');
+        cli_die("-m: unknown mode '%s' (%s)%s", name, names,
+                path ? "; the model path goes first: run MODEL -m MODE (llama.cpp's -m is the "
+                       "model)"
+                     : "");
     }
     return 1u << (m - modes);
 }
@@ -315,6 +319,61 @@ static const OptionSpec *option_named(const char *name) {
     for (size_t k = 0; k < sizeof options / sizeof *options; k++)
         if (options[k].name && !strcmp(options[k].name, name)) return &options[k];
     return NULL;
+}
+
+/* llama.cpp's spellings: one that means the same here is another name of
+ * that row; one that means something else, or has no counterpart, is
+ * refused with what to write instead.  Its short flags that posenc uses
+ * otherwise (-t, -p, -m) are named where their value is refused. */
+static const LlamacppSpelling spellings[] = {
+    {"--temp", "-t", NULL},
+    {"--top-p", "-p", NULL},
+    {"--top-k", "-k", NULL},
+    {"--seed", "-s", NULL},
+    {"-c", "--ctx", NULL},
+    {"--ctx-size", "--ctx", NULL},
+    {"--file", "-f", NULL},
+    {"--prompt", "-i", NULL},
+    {"--system-prompt", "-y", NULL},
+    {"-sys", "-y", NULL},
+    {"--rope-freq-base", "--rope-theta", NULL},
+    {"--yarn-orig-ctx", "--rope-orig-ctx", NULL},
+    {"--no-context-shift", "--no-shift", NULL},
+    {"--reverse-prompt", "--stop", NULL},
+    {"-cnv", NULL, "-m chat"},
+    {"--conversation", NULL, "-m chat"},
+    {"--predict", NULL, "-n N, the whole text's length, prompt included"},
+    {"--n-predict", NULL, "-n N, the whole text's length, prompt included"},
+    {"--model", NULL, "the model path as the first argument"},
+    {"--rope-scale", NULL, "--rope-scaling linear --rope-factor F"},
+    {"-ngl", NULL, "none, posenc runs on the CPU"},
+    {"--n-gpu-layers", NULL, "none, posenc runs on the CPU"},
+    {"--perplexity", NULL, "-m ppl -f FILE"},
+};
+
+const LlamacppSpelling *cli_llamacpp_spellings(int *n) {
+    *n = (int)(sizeof spellings / sizeof *spellings);
+    return spellings;
+}
+
+/* The row a flag names, under its own name or llama.cpp's; an unknown
+ * flag exits, saying what to write instead where llama.cpp knows it. */
+static const OptionSpec *option_spelled(const char *flag, const char *program) {
+    const OptionSpec *s = option_named(flag);
+    if (s) return s;
+    for (size_t k = 0; k < sizeof spellings / sizeof *spellings; k++) {
+        if (strcmp(spellings[k].spelling, flag)) continue;
+        if (spellings[k].same_as) return option_named(spellings[k].same_as);
+        cli_die("unknown flag '%s' (llama.cpp's; here: %s)", flag, spellings[k].instead);
+    }
+    cli_die("unknown flag '%s' (see %s -h)", flag, program);
+}
+
+/* What llama.cpp means by the short flags posenc gives another meaning. */
+static const char *llamacpp_meaning(const char *flag) {
+    if (!strcmp(flag, "-p")) return "; the prompt is -i TEXT (llama.cpp's -p)";
+    if (!strcmp(flag, "-t")) return "; the thread count is --threads N (llama.cpp's -t)";
+    return "";
 }
 
 /* ---- names of the registries ---- */
@@ -347,7 +406,8 @@ long cli_parse_long(const char *flag, const char *s, long lo, long hi) {
     errno = 0;
     long v = strtol(s, &end, 10);
     if (errno || end == s || *end || v < lo || v > hi)
-        cli_die("%s expects an integer in %ld..%ld, got '%s'", flag, lo, hi, s);
+        cli_die("%s expects an integer in %ld..%ld, got '%s'%s", flag, lo, hi, s,
+                llamacpp_meaning(flag));
     return v;
 }
 
@@ -356,7 +416,8 @@ float cli_parse_float(const char *flag, const char *s, float lo, float hi) {
     errno = 0;
     float v = strtof(s, &end);
     if (errno || end == s || *end || !(v >= lo && v <= hi))
-        cli_die("%s expects a number in %g..%g, got '%s'", flag, (double)lo, (double)hi, s);
+        cli_die("%s expects a number in %g..%g, got '%s'%s", flag, (double)lo, (double)hi, s,
+                llamacpp_meaning(flag));
     return v;
 }
 
@@ -452,6 +513,9 @@ static void check_flags_apply(const Options *o) {
         cli_die("--kv-type: unknown type '%s' (f32|f16)", o->kv_type);
     if (o->no_shift && o->shift_no_rerotate)
         cli_die("--no-shift and --shift-no-rerotate exclude each other");
+    if (cli_given(o, "-t") && o->temperature >= 2 && o->temperature == (int)o->temperature)
+        fprintf(stderr, "warning: -t %d is the temperature (llama.cpp's -t is the thread count: "
+                        "--threads %d)\n", (int)o->temperature, (int)o->temperature);
     if (cli_given(o, "--logits-top") && !o->logits_out)
         cli_die("--logits-top sets what --logits-out writes: give --logits-out FILE");
 }
@@ -486,23 +550,31 @@ Options cli_parse(int argc, char **argv) {
     }
     o.model_path = o.model_paths[0];
     for (; i < argc; i++) {
-        const char *f = argv[i];
-        if (!strcmp(f, "-h") || !strcmp(f, "--help")) help_and_exit(argc, argv);
-        if (f[0] != '-') cli_die("unexpected argument '%s' (the model path goes first)", f);
-        const OptionSpec *s = option_named(f);
-        if (!s) cli_die("unknown flag '%s' (see %s -h)", f, argv[0]);
-        int repeats = s->parse == parse_stop;
-        if (!repeats && cli_given(&o, f)) cli_die("%s is given twice", f);
-        if (!cli_given(&o, f)) {
+        const char *arg = argv[i];
+        if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) help_and_exit(argc, argv);
+        if (!strcmp(arg, "--version")) {
+            printf("posenc %s\n", POSENC_VERSION);
+            exit(EXIT_SUCCESS);
+        }
+        if (arg[0] != '-') cli_die("unexpected argument '%s' (the model path goes first)", arg);
+        /* --ctx=64 as --ctx 64, as llama.cpp and getopt_long take it */
+        char flag[64];
+        const char *eq = arg[1] == '-' ? strchr(arg, '=') : NULL, *value = eq ? eq + 1 : NULL;
+        snprintf(flag, sizeof flag, "%.*s", eq ? (int)(eq - arg) : (int)strlen(arg), arg);
+        const OptionSpec *s = option_spelled(flag, argv[0]);
+        if (s->parse != parse_stop && cli_given(&o, s->name))
+            cli_die("%s is given twice", s->name);
+        if (!cli_given(&o, s->name)) {
             if (o.n_given == MAX_GIVEN) cli_die("too many flags");
             o.given[o.n_given++] = s->name;
         }
         if (s->kind == OPT_SWITCH) {
+            if (value) cli_die("%s takes no value, got '%s'", flag, arg);
             set_value(&o, s, NULL);
             continue;
         }
-        if (i + 1 >= argc) cli_die("flag %s needs a value", f);
-        set_value(&o, s, argv[++i]);
+        if (!value && i + 1 >= argc) cli_die("flag %s needs a value", flag);
+        set_value(&o, s, value ? value : argv[++i]);
     }
     check_flags_apply(&o);
     return o;
@@ -594,7 +666,10 @@ void cli_write_help(FILE *f, const ModeSpec *mode) {
         write_option_help(f, s);
     }
     fputs("\n  -h, --help           this text (after -m MODE: that mode's flags only)\n"
-          "A flag the mode does not use is an error.\n", f);
+          "  --version            posenc's version\n"
+          "A flag the mode does not use is an error.  --ctx=64 is --ctx 64; llama.cpp's\n"
+          "spellings (--temp, -c, --top-p, ...) are taken where they mean the same (docs/cli.md).\n",
+          f);
 }
 
 /* `text` as a Markdown table cell: in code (a flag, a usage line) only the
@@ -650,4 +725,19 @@ void cli_write_reference(FILE *f) {
         write_markdown_cell(f, expand(s->help, help, sizeof help), 0);
         fputs(" |\n", f);
     }
+    fputs("\n## llama.cpp's spellings\n\n"
+          "Taken as the flag they name where the meaning is the same; refused with what to "
+          "write\ninstead where it differs.  `--ctx=64` is `--ctx 64`, for every flag.\n\n"
+          "| llama.cpp | here |\n|---|---|\n", f);
+    for (size_t k = 0; k < sizeof spellings / sizeof *spellings; k++) {
+        fputs("| ", f);
+        write_markdown_cell(f, spellings[k].spelling, 1);
+        fputs(" | ", f);
+        if (spellings[k].same_as) write_markdown_cell(f, spellings[k].same_as, 1);
+        else write_markdown_cell(f, spellings[k].instead, 0);
+        fputs(" |\n", f);
+    }
+    fputs("| `-p TEXT` | `-i TEXT` (`-p` is top-p here) |\n"
+          "| `-t N` (threads) | `--threads N` (`-t` is the temperature here) |\n"
+          "| `-m MODEL` | the model path as the first argument (`-m` is the mode here) |\n", f);
 }

@@ -14,6 +14,7 @@
 #define MAX_MODELS 16
 #define MAX_WINDOWS 16
 #define MAX_GIVEN 64
+#define POSENC_VERSION "0.12"
 
 /* What one command line asks for; zero (or NULL) in a field means "not
  * given", where the help text names what is used instead. */
@@ -92,7 +93,14 @@ typedef struct OptionSpec {
     const char *section;
 } OptionSpec;
 
+/* A spelling of llama.cpp's: same_as names the row it is another name of;
+ * else `instead` says what to write here. */
+typedef struct {
+    const char *spelling, *same_as, *instead;
+} LlamacppSpelling;
+
 const OptionSpec *cli_options(int *n);
+const LlamacppSpelling *cli_llamacpp_spellings(int *n);
 const ModeSpec *cli_modes(int *n);
 const ModeSpec *cli_mode_named(const char *name); /* NULL: no such mode */
 unsigned cli_mode_bit(const char *name);          /* MODE_*; an unknown name exits */

@@ -21,10 +21,16 @@ static int table_without(const char *skip, const char **names, int cap) {
     return n;
 }
 
+/* A row of `names`, -h, --version, or one of llama.cpp's spellings the
+ * parser answers. */
 static int listed(const char *flag, const char **names, int n) {
-    if (!strcmp(flag, "-h") || !strcmp(flag, "--help")) return 1;
+    if (!strcmp(flag, "-h") || !strcmp(flag, "--help") || !strcmp(flag, "--version")) return 1;
     for (int i = 0; i < n; i++)
         if (!strcmp(names[i], flag)) return 1;
+    int n_spellings;
+    const LlamacppSpelling *spellings = cli_llamacpp_spellings(&n_spellings);
+    for (int i = 0; i < n_spellings; i++)
+        if (!strcmp(spellings[i].spelling, flag)) return 1;
     return 0;
 }
 
@@ -132,8 +138,8 @@ static const char *unlisted_flag_in_sources(const char **names, int n, char *whe
             while ((src[j] >= 'a' && src[j] <= 'z') || src[j] == '-') j++;
             if (src[j - 1] == '-' || j - i >= sizeof flag) continue;
             snprintf(flag, sizeof flag, "%.*s", (int)(j - i), src + i);
-            /* a short flag is one letter: "-f" yes, "-m ppl --stream" names -m */
-            if (flag[1] != '-' && flag[2]) continue;
+            /* a short flag is one letter ("-f"), or one of llama.cpp's ("-cnv") */
+            if (flag[1] != '-' && flag[2] && !listed(flag, names, n)) continue;
             if (!listed(flag, names, n)) {
                 snprintf(where, size, "%s", file);
                 free(src);

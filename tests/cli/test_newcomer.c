@@ -1,0 +1,154 @@
+/* What a newcomer from llama.cpp or llama2.c types, answered as they would
+ * expect (issue 34's walk-through, each with its exact command):
+ *  - llama.cpp's spellings that mean the same here (--temp, -c, --top-p,
+ *    --top-k, --seed, --ctx=64) give exactly the run of posenc's own flag;
+ *    control: another value of the same flag gives another run;
+ *  - those that mean something else (-cnv, -p TEXT, -m MODEL) are one error
+ *    naming what to write instead;
+ *  - the seed a run used is printed (summary line, --json), and -s with it
+ *    repeats the text; control: the next seed does not;
+ *  - --version. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/common.h"
+
+static const char *models;
+static char model[1024], tok[1024];
+
+static void setup(void) {
+    models = tests_models_dir("the newcomer's commands on stories260K");
+    if (!models) return;
+    snprintf(model, sizeof model, "%s", tests_model_path(models, "stories260K/stories260K.bin"));
+    snprintf(tok, sizeof tok, "%s", tests_model_path(models, "stories260K/tok512.bin"));
+}
+
+/* stdout of a successful run of MODEL followed by `args` (at most 10); a
+ * mode that reads text gets -z TOK too. */
+static char *stdout_of(const char *const *args) {
+    int inspect = !strcmp(args[0], "-m") && !strcmp(args[1], "inspect");
+    const char *full[14] = {model, "-z", tok};
+    int n = inspect ? 1 : 3, first = n;
+    for (; args[n - first] && n < 13; n++) full[n] = args[n - first];
+    full[n] = NULL;
+    TestsRun r = tests_run_engine_ok(full);
+    char *out = strdup(r.out);
+    tests_run_free(&r);
+    return out;
+}
+
+/* The alias and posenc's own spelling give the same output; another value
+ * of the flag gives another (the control). */
+static void expect_alias(const char *const *alias, const char *const *own,
+                         const char *const *other) {
+    char *a = stdout_of(alias), *b = stdout_of(own), *c = stdout_of(other);
+    ck_assert_msg(!strcmp(a, b), "%s differs from %s:\n%s\n---\n%s", alias[0], own[0], a, b);
+    ck_assert_msg(strcmp(a, c) != 0, "control: %s %s gave the same output", other[0], other[1]);
+    free(a);
+    free(b);
+    free(c);
+}
+
+START_TEST(llamacpp_spellings_that_mean_the_same) {
+    if (!models) return;
+    const char *temp[] = {"--temp", "0", "-n", "40", "-i", "Once", NULL};
+    const char *t[] = {"-t", "0", "-n", "40", "-i", "Once", NULL};
+    const char *t1[] = {"-t", "1", "-s", "7", "-n", "40", "-i", "Once", NULL};
+    expect_alias(temp, t, t1);
+    const char *seed[] = {"--seed", "4", "-n", "40", "-i", "Once", NULL};
+    const char *s[] = {"-s", "4", "-n", "40", "-i", "Once", NULL};
+    const char *s5[] = {"-s", "5", "-n", "40", "-i", "Once", NULL};
+    expect_alias(seed, s, s5);
+    const char *top_p[] = {"--top-p", "0.5", "-s", "3", "-n", "40", "-i", "Once", NULL};
+    const char *p[] = {"-p", "0.5", "-s", "3", "-n", "40", "-i", "Once", NULL};
+    const char *p1[] = {"-p", "1", "-s", "3", "-n", "40", "-i", "Once", NULL};
+    expect_alias(top_p, p, p1);
+    const char *top_k[] = {"--top-k", "1", "-s", "3", "-n", "40", "-i", "Once", NULL};
+    const char *k[] = {"-k", "1", "-s", "3", "-n", "40", "-i", "Once", NULL};
+    const char *k0[] = {"-k", "0", "-s", "3", "-n", "40", "-i", "Once", NULL};
+    expect_alias(top_k, k, k0);
+    const char *c[] = {"-m", "inspect", "-c", "64", NULL};
+    const char *ctx[] = {"-m", "inspect", "--ctx", "64", NULL};
+    const char *ctx32[] = {"-m", "inspect", "--ctx", "32", NULL};
+    expect_alias(c, ctx, ctx32);
+    const char *ctx_eq[] = {"-m", "inspect", "--ctx=64", NULL};
+    expect_alias(ctx_eq, ctx, ctx32);
+    /* an alias and its flag are one flag */
+    const char *twice[] = {model, "-z", tok, "--temp", "0", "-t", "0", NULL};
+    tests_expect_error(twice, "-t is given twice");
+}
+END_TEST
+
+START_TEST(llamacpp_spellings_that_differ) {
+    if (!models) return;
+    const char *cnv[] = {model, "-z", tok, "-cnv", NULL};
+    tests_expect_error(cnv, "here: -m chat");
+    const char *p[] = {model, "-z", tok, "-p", "ROMEO:", NULL};
+    tests_expect_error(p, "the prompt is -i TEXT (llama.cpp's -p)");
+    const char *m[] = {"-m", model, NULL};
+    tests_expect_error(m, "the model path goes first");
+    const char *switch_value[] = {model, "-z", tok, "--json=1", NULL};
+    tests_expect_error(switch_value, "--json takes no value");
+    const char *unknown[] = {model, "-z", tok, "--tempp", "0", NULL};
+    tests_expect_error(unknown, "unknown flag '--tempp' (see ");
+}
+END_TEST
+
+/* The seed after "seed " in `text`, or 0. */
+static unsigned long long seed_in(const char *text) {
+    const char *at = strstr(text, "; seed ");
+    return at ? strtoull(at + 7, NULL, 10) : 0;
+}
+
+START_TEST(the_seed_is_printed_and_repeats_the_run) {
+    if (!models) return;
+    const char *first[] = {model, "-z", tok, "-n", "60", "-i", "Once", NULL};
+    TestsRun a = tests_run_engine_ok(first);
+    unsigned long long seed = seed_in(a.err);
+    ck_assert_msg(seed > 0, "no seed in the summary: %s", a.err);
+    char s[32], next[32];
+    snprintf(s, sizeof s, "%llu", seed);
+    snprintf(next, sizeof next, "%llu", seed + 1);
+    const char *again[] = {model, "-z", tok, "-n", "60", "-i", "Once", "-s", s, NULL};
+    TestsRun b = tests_run_engine_ok(again);
+    ck_assert_msg(!strcmp(a.out, b.out), "-s %s did not repeat the run:\n%s\n%s", s, a.out, b.out);
+    ck_assert_msg(seed_in(b.err) == seed, "%s", b.err);
+    const char *other[] = {model, "-z", tok, "-n", "60", "-i", "Once", "-s", next, NULL};
+    TestsRun c = tests_run_engine_ok(other);
+    ck_assert_msg(strcmp(a.out, c.out) != 0, "control: seed %s gave the same text", next);
+    /* runs started together get seeds of their own */
+    TestsRun d = tests_run_engine_ok(first);
+    ck_assert_msg(seed_in(d.err) != seed, "two runs drew seed %llu", seed);
+    const char *json[] = {model, "-z", tok, "-n", "8", "-i", "Once", "-s", s, "--json", NULL};
+    TestsRun e = tests_run_engine_ok(json);
+    ck_assert_msg(tests_json_number(strstr(e.out, "\"type\":\"summary\""), "seed") == (double)seed,
+                  "%s", e.out);
+    tests_run_free(&a);
+    tests_run_free(&b);
+    tests_run_free(&c);
+    tests_run_free(&d);
+    tests_run_free(&e);
+}
+END_TEST
+
+START_TEST(version) {
+    const char *args[] = {"--version", NULL};
+    TestsRun r = tests_run_engine_ok(args);
+    ck_assert_msg(!strncmp(r.out, "posenc ", 7) && strchr(r.out, '\n'), "%s", r.out);
+    tests_run_free(&r);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("newcomer");
+    TCase *tc = tcase_create("newcomer");
+    tcase_add_unchecked_fixture(tc, setup, NULL);
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, llamacpp_spellings_that_mean_the_same);
+    tcase_add_test(tc, llamacpp_spellings_that_differ);
+    tcase_add_test(tc, the_seed_is_printed_and_repeats_the_run);
+    tcase_add_test(tc, version);
+    suite_add_tcase(s, tc);
+    return tests_run_suite(s);
+}
