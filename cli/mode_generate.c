@@ -114,6 +114,14 @@ int run_generate(const Options *o) {
     if (rc) fprintf(stderr, "error: %s\n", err.msg);
     if (!rc && st.stopped_full)
         fprintf(stderr, "note: context full (%d tokens); stopping (--no-shift)\n", n_ctx);
+    if (!rc && st.n_shifts)
+        fprintf(stderr, "note: the context (%d cells) filled: %d context shift%s, keeping %d "
+                        "cells (--trace-positions shows them; --no-shift stops instead)\n",
+                n_ctx, st.n_shifts, st.n_shifts > 1 ? "s" : "", o->keep);
+    if (!rc && st.n_prompt_cut)
+        fprintf(stderr, "note: -n %d cut the prompt: %d of its tokens not shown, nothing "
+                        "generated (-n counts the prompt's tokens too)\n",
+                o->steps, st.n_prompt_cut);
     if (!rc && st.n_generated > 0) print_generate_summary(&st, s.load_s, seed);
     if (o->json) {
         fclose(text_out);

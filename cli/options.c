@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "chat/chat_template.h"
 #include "cli/common.h"
@@ -91,7 +93,7 @@ static const OptionSpec options[] = {
      "machine-readable output on stdout: generate one JSON object per generated "
      "token, then a summary (stdout is JSON only); ppl one per variant; bench one "
      "per test; inspect, pe, attention one object"),
-    OPTION("--logits-out", OPT_TEXT, 0, 0, MODE_GENERATE | MODE_PPL, logits_out, "FILE",
+    OPTION("--logits-out", OPT_OUTPUT, 0, 0, MODE_GENERATE | MODE_PPL, logits_out, "FILE",
      NULL,
      "one JSON line per scored or generated token: its log-probability and the most "
      "probable ids (docs/evaluation.md)"),
@@ -227,17 +229,17 @@ static const OptionSpec options[] = {
      "the checkpoint's scheme, run too when --pe does not list it",
      "the --pe variant every other is compared with (paired NLL difference, KL, "
      "top-1 agreement)"),
-    OPTION("--csv", OPT_TEXT, 0, 0, MODE_PPL | MODE_ATTENTION, csv_path, "PATH",
+    OPTION("--csv", OPT_OUTPUT, 0, 0, MODE_PPL | MODE_ATTENTION, csv_path, "PATH",
      NULL,
      "ppl: per variant and position within the window, mean NLL, count and standard "
      "error (the study: per series and window); attention: every weight of the "
      "selected heads"),
-    OPTION("--svg", OPT_TEXT, 0, 0, MODE_PPL | M_VIEWS, svg_path, "PATH",
+    OPTION("--svg", OPT_OUTPUT, 0, 0, MODE_PPL | M_VIEWS, svg_path, "PATH",
      NULL,
      "ppl: NLL-vs-position chart of every variant (the study: NLL-vs-window chart "
      "of every model and variant); pe, attention: a prefix, the charts are "
      "PATH-VIEW.svg and PATH-VARIANT-VIEW.svg"),
-    OPTION("--html", OPT_TEXT, 0, 0, MODE_PPL | M_VIEWS, html_path, "FILE",
+    OPTION("--html", OPT_OUTPUT, 0, 0, MODE_PPL | M_VIEWS, html_path, "FILE",
      NULL,
      "pe, attention, the ppl study (a --ctx list or several models): one "
      "self-contained HTML page with the charts and the data"),
@@ -449,6 +451,26 @@ static void parse_stop(Options *o, const OptionSpec *spec, const char *v) {
     o->stops[o->n_stops++] = v;
 }
 
+/* An output path is checked when it is parsed, before any work (a run
+ * must not score for minutes and then fail to write): its directory exists
+ * and may be written, and the path is no directory. */
+static void check_output_path(const char *flag, const char *path) {
+    struct stat st;
+    if (!path[0]) cli_die("%s: an empty path", flag);
+    if (stat(path, &st) == 0) {
+        if (S_ISDIR(st.st_mode)) cli_die("%s: '%s' is a directory", flag, path);
+        if (access(path, W_OK) != 0)
+            cli_die("%s: cannot write '%s': %s", flag, path, strerror(errno));
+        return;
+    }
+    const char *slash = strrchr(path, '/');
+    char dir[1024];
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+    if (access(dir, W_OK) != 0)
+        cli_die("%s: cannot write '%s': %s (its directory '%s')", flag, path, strerror(errno), dir);
+}
+
 static void set_value(Options *o, const OptionSpec *s, const char *v) {
     char *field = (char *)o + s->field;
     switch (s->kind) {
@@ -462,6 +484,10 @@ static void set_value(Options *o, const OptionSpec *s, const char *v) {
                                                                           LONG_MAX);
         break;
     case OPT_TEXT: *(const char **)field = v; break;
+    case OPT_OUTPUT:
+        check_output_path(s->name, v);
+        *(const char **)field = v;
+        break;
     case OPT_CUSTOM: s->parse(o, s, v); break;
     }
 }

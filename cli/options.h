@@ -76,7 +76,8 @@ typedef struct {
     const char *help;     /* what the mode does, for -h and docs/cli.md */
 } ModeSpec;
 
-typedef enum { OPT_SWITCH, OPT_INT, OPT_FLOAT, OPT_SEED, OPT_TEXT, OPT_CUSTOM } OptionKind;
+/* OPT_OUTPUT: a path written at the end of the run, checked when parsed. */
+typedef enum { OPT_SWITCH, OPT_INT, OPT_FLOAT, OPT_SEED, OPT_TEXT, OPT_OUTPUT, OPT_CUSTOM } OptionKind;
 
 /* One row of the option table.  A row with only `section` set starts a
  * group of the help text. */

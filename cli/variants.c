@@ -95,6 +95,23 @@ LayerAttention *variant_layers(const Options *o, const Model *m, const PeParams 
     return table;
 }
 
+/* A scaling the user asked for (spec: the --pe variant that names it, else
+ * --rope-scaling) whose factor is 1 would leave RoPE as it is, and the run
+ * would equal the baseline without a word: refused.  Dynamic NTK is the
+ * exception, as it grows with the sequence whatever the factor. */
+static void check_scaling_factor(const PeParams *p, const char *spec) {
+    PeRopeScaling s = p->rope_scaling;
+    int scales_by_factor = s == PE_ROPE_SCALING_LINEAR || s == PE_ROPE_SCALING_NTK ||
+                           s == PE_ROPE_SCALING_YARN || s == PE_ROPE_SCALING_YARN_PAPER ||
+                           s == PE_ROPE_SCALING_LLAMA3;
+    if (p->kind != PE_ROPE || !scales_by_factor || p->rope_factor > 1.0f) return;
+    if (spec)
+        cli_die("--pe %s: a scaling factor of 1 leaves RoPE unscaled: give one (%s:4) or "
+                "--rope-factor F", spec, spec);
+    cli_die("--rope-scaling %s: a scaling factor of 1 leaves RoPE unscaled: give --rope-factor F",
+            pe_rope_scaling_name(s));
+}
+
 /* One variant "NAME[:SCALING[:FACTOR]][@LAYERS=SCHEME...]" on top of the
  * checkpoint's scheme and the global flags. */
 PeParams variant_params(const Model *m, const Options *o, const char *spec) {
@@ -115,7 +132,10 @@ PeParams variant_params(const Model *m, const Options *o, const char *spec) {
         else if (!strcmp(o->pe_overflow, "clamp")) p.learned_overflow = PE_OVERFLOW_CLAMP;
         else cli_die("--pe-overflow: unknown policy '%s' (error|clamp)", o->pe_overflow);
     }
-    if (!spec) return p;
+    if (!spec) {
+        if (o->rope_scaling) check_scaling_factor(&p, NULL);
+        return p;
+    }
     char name[64], scaling[64] = "", head[128];
     float factor = 0.0f;
     const char *at = strchr(spec, '@');
@@ -150,6 +170,7 @@ PeParams variant_params(const Model *m, const Options *o, const char *spec) {
             cli_die("--pe: '%s': unknown scaling '%s' (%s)", spec, scaling, cli_scaling_names());
         if (factor > 0.0f) p.rope_factor = factor;
     }
+    if (o->rope_scaling || colon) check_scaling_factor(&p, colon ? spec : NULL);
     return p;
 }
 
@@ -176,6 +197,7 @@ void resolve_variants(const Options *o, const Model *m, Variants *v) {
             cli_die("--pe: a comma list compares variants and needs -m ppl, pe or attention");
     }
     unsigned kinds = 0;
+    int scaled = 0;
     for (int i = 0; i < v->n; i++) {
         v->params[i] = variant_params(m, o, specs[i]);
         v->labels[i] = specs[i] ? specs[i] : pe_kind_name(v->params[i].kind);
@@ -184,6 +206,7 @@ void resolve_variants(const Options *o, const Model *m, Variants *v) {
          * is checked against its first) */
         free(variant_layers(o, m, &v->params[i], v->labels[i], o->ctx ? o->ctx : m->config.seq_len));
         kinds |= 1u << v->params[i].kind;
+        scaled |= v->params[i].kind == PE_ROPE && v->params[i].rope_scaling != PE_ROPE_SCALING_NONE;
     }
     const struct { const char *flag; PeKind kind; } scheme_flags[] = {
         {"--rope-theta", PE_ROPE}, {"--rope-scaling", PE_ROPE}, {"--rope-factor", PE_ROPE},
@@ -194,6 +217,9 @@ void resolve_variants(const Options *o, const Model *m, Variants *v) {
         if (cli_given(o, scheme_flags[f].flag) && !(kinds & (1u << scheme_flags[f].kind)))
             cli_die("%s applies to %s and no scheme that runs is %s (see --pe)", scheme_flags[f].flag,
                     pe_kind_name(scheme_flags[f].kind), pe_kind_name(scheme_flags[f].kind));
+    if (cli_given(o, "--rope-factor") && (kinds & (1u << PE_ROPE)) && !scaled)
+        cli_die("--rope-factor %g scales nothing: name the scaling (--rope-scaling S, or --pe "
+                "rope:S:F)", (double)o->rope_factor);
 }
 
 /* Positions past what the variant covers: a warning where the scheme can

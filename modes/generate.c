@@ -148,12 +148,14 @@ static int decode_loop(Context *ctx, const Tokenizer *tok, Sampler *sampler, con
             report_step(ctx, tok, o->opt, st->n_generated - 1, token, next, logits);
         token = next;
         if (st->n_generated >= needed) return 0;
+        int full = ctx->cache.n_used == ctx->cache.n_ctx;
         int room = make_room(ctx, tok, o, err);
         if (room < 0) return -1;
         if (room > 0) {
             st->stopped_full = 1;
             return 0;
         }
+        st->n_shifts += full;
         int pos = ctx->cache.pos[ctx->cache.n_used - 1] + 1;
         if (o->opt->trace) trace_chunk(o, ctx, tok, &token, 1, pos);
         logits = context_step(ctx, &token, 1, pos, 0, err);
@@ -192,6 +194,7 @@ int generate_text(Context *ctx, const Tokenizer *tok, Sampler *sampler,
      * is not text (so with BOS this is llama2.c's count of positions). */
     int first = ids[0] == tok->bos_id, n_text = n_prompt - first;
     int echoed = n_text < steps ? n_text : steps;
+    st->n_prompt_cut = n_text - echoed;
     for (int i = first; i < first + echoed; i++) emit(out, &o, tok, i ? ids[i - 1] : -1, ids[i]);
     if (n_text < steps) {
         if (opt->trace) trace_chunk(&o, ctx, tok, ids, n_prompt, pos0);

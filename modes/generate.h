@@ -48,6 +48,8 @@ typedef struct {
                                 token: tokenizing, prefill and one sample */
     double decode_s;         /* every later token: sample, forward, shift */
     int stopped_full;        /* the context filled and shifting is off */
+    int n_shifts;            /* context shifts made room for the text */
+    int n_prompt_cut;        /* prompt tokens past -n, not shown and not run */
 } GenerateStats;
 
 /* The prompt's ids, BOS first when the vocabulary has one (*ids malloc'd).

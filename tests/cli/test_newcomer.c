@@ -7,6 +7,12 @@
  *    naming what to write instead;
  *  - the seed a run used is printed (summary line, --json), and -s with it
  *    repeats the text; control: the next seed does not;
+ *  - output paths (--csv, --svg, --html, --logits-out) are checked before
+ *    any work: an error and nothing on stdout;
+ *  - a RoPE scaling that would do nothing (factor 1, or a factor without a
+ *    scaling) is an error naming the flags; control: with a factor it runs;
+ *  - generate says when -n cut the prompt and when the context shifted;
+ *    control: a run where neither happens says neither;
  *  - --version. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -132,6 +138,68 @@ START_TEST(the_seed_is_printed_and_repeats_the_run) {
 }
 END_TEST
 
+START_TEST(output_paths_are_checked_before_work) {
+    if (!models) return;
+    const char *text = tests_write_temp("Once upon a time there was a cat. ", 34, ".txt");
+    const char *csv[] = {model, "-z", tok, "-m", "ppl", "-f", text, "--csv", "/nonexistent/x.csv",
+                         NULL};
+    tests_expect_error(csv, "--csv: cannot write '/nonexistent/x.csv'");
+    const char *svg[] = {model, "-z", tok, "-m", "ppl", "-f", text, "--svg", "/tmp", NULL};
+    tests_expect_error(svg, "--svg: '/tmp' is a directory");
+    const char *pe_svg[] = {model, "-m", "pe", "--svg", "/nonexistent/pe", NULL};
+    tests_expect_error(pe_svg, "--svg: cannot write '/nonexistent/pe'");
+    const char *att[] = {model, "-z", tok, "-m", "attention", "-i", "Once", "--svg",
+                         "/nonexistent/a", NULL};
+    tests_expect_error(att, "--svg: cannot write '/nonexistent/a'");
+    const char *html[] = {model, "-m", "pe", "--html", "/nonexistent/p.html", NULL};
+    tests_expect_error(html, "--html: cannot write '/nonexistent/p.html'");
+    const char *logits[] = {model, "-z", tok, "-n", "4", "--logits-out", "", NULL};
+    tests_expect_error(logits, "--logits-out: an empty path");
+    /* control: a writable path runs */
+    const char *ok[] = {model, "-m", "pe", "--ctx", "8", "--html",
+                        tests_write_temp("", 0, ".html"), NULL};
+    TestsRun r = tests_run_engine_ok(ok);
+    tests_run_free(&r);
+}
+END_TEST
+
+START_TEST(scaling_that_does_nothing_is_refused) {
+    if (!models) return;
+    const char *ntk[] = {model, "-z", tok, "--pe", "rope:ntk", NULL};
+    tests_expect_error(ntk, "--pe rope:ntk: a scaling factor of 1 leaves RoPE unscaled");
+    const char *scaling[] = {model, "-z", tok, "--rope-scaling", "yarn", NULL};
+    tests_expect_error(scaling, "--rope-scaling yarn: a scaling factor of 1");
+    const char *factor[] = {model, "-z", tok, "--rope-factor", "4", NULL};
+    tests_expect_error(factor, "--rope-factor 4 scales nothing");
+    /* control: with a factor they run, and the scaling changes the text */
+    const char *plain[] = {"-t", "0", "-n", "60", "--ctx", "60", "-i", "Once", NULL};
+    const char *ntk2[] = {"-t", "0", "-n", "60", "--ctx", "60", "-i", "Once", "--pe", "rope:ntk:4",
+                          NULL};
+    char *a = stdout_of(plain), *b = stdout_of(ntk2);
+    ck_assert_msg(strcmp(a, b) != 0, "rope:ntk:4 gave the baseline's text");
+    free(a);
+    free(b);
+}
+END_TEST
+
+START_TEST(generate_says_what_it_did_to_the_text) {
+    if (!models) return;
+    const char *cut[] = {model, "-z", tok, "-n", "3", "-i", "ROMEO:", NULL};
+    TestsRun r = tests_run_engine_ok(cut);
+    ck_assert_msg(strstr(r.err, "note: -n 3 cut the prompt"), "%s", r.err);
+    tests_run_free(&r);
+    const char *shift[] = {model, "-z", tok, "-n", "100", "--ctx", "32", "-i", "Once", NULL};
+    r = tests_run_engine_ok(shift);
+    ck_assert_msg(strstr(r.err, "note: the context (32 cells) filled: "), "%s", r.err);
+    tests_run_free(&r);
+    /* control: neither happens, neither is said */
+    const char *neither[] = {model, "-z", tok, "-n", "30", "--ctx", "64", "-i", "Once", NULL};
+    r = tests_run_engine_ok(neither);
+    ck_assert_msg(!strstr(r.err, "note:"), "%s", r.err);
+    tests_run_free(&r);
+}
+END_TEST
+
 START_TEST(version) {
     const char *args[] = {"--version", NULL};
     TestsRun r = tests_run_engine_ok(args);
@@ -148,6 +216,9 @@ int main(void) {
     tcase_add_test(tc, llamacpp_spellings_that_mean_the_same);
     tcase_add_test(tc, llamacpp_spellings_that_differ);
     tcase_add_test(tc, the_seed_is_printed_and_repeats_the_run);
+    tcase_add_test(tc, output_paths_are_checked_before_work);
+    tcase_add_test(tc, scaling_that_does_nothing_is_refused);
+    tcase_add_test(tc, generate_says_what_it_did_to_the_text);
     tcase_add_test(tc, version);
     suite_add_tcase(s, tc);
     return tests_run_suite(s);
