@@ -230,39 +230,68 @@ void tests_write_file(const char *path, const void *data, size_t n) {
     ck_assert_msg(wrote == n && closed == 0, "cannot write %s", path);
 }
 
-static char temp_paths[1024][64];
-static int n_temp_paths;
-static pid_t temp_owner; /* Check forks a child per test: only the creator cleans up */
-
-static void remove_temps(void) {
-    if (getpid() != temp_owner) return;
-    for (int i = 0; i < n_temp_paths; i++) unlink(temp_paths[i]);
-}
-
-const char *tests_write_temp(const void *data, size_t n, const char *suffix) {
-    ck_assert_int_lt(n_temp_paths, 1024);
-    if (n_temp_paths == 0) {
-        temp_owner = getpid();
-        atexit(remove_temps);
-    }
-    char *p = temp_paths[n_temp_paths++];
-    snprintf(p, sizeof temp_paths[0], "/tmp/posenc-test-XXXXXX%s", suffix ? suffix : "");
-    int fd = mkstemps(p, suffix ? (int)strlen(suffix) : 0);
-    ck_assert(fd >= 0);
-    ck_assert(write(fd, data, n) == (ssize_t)n);
-    close(fd);
-    return p;
-}
-
 static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
     return remove(path);
 }
 
+/* Removes `path`, a file or a directory with everything in it: depth first,
+ * so a directory is empty when its turn comes; links are removed, never
+ * followed.  Returns nftw's result. */
+static int remove_tree(const char *path) {
+    return nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* The temporary files and directories of tests_write_temp and
+ * tests_temp_dir, each with the process that made it.  Check runs each test
+ * in a child of the suite's process, which inherits the registry: a
+ * process removes at exit only what it made itself, so a test never removes
+ * what its suite's process (an unchecked fixture) made for the tests after
+ * it, and what a test made goes when the test's process ends. */
+#define MAX_TEMPS 1024
+static struct {
+    char path[64];
+    pid_t owner;
+} temps[MAX_TEMPS];
+static int n_temps;
+static int removal_registered; /* inherited with the atexit registration */
+
+static void remove_temps(void) {
+    for (int i = n_temps - 1; i >= 0; i--)
+        if (temps[i].owner == getpid()) remove_tree(temps[i].path); /* already gone: fine */
+}
+
+/* Registers `path`, just made, for removal at exit; returns the registry's
+ * copy, valid until then. */
+static const char *register_temp(const char *path) {
+    ck_assert_int_lt(n_temps, MAX_TEMPS);
+    if (!removal_registered) {
+        atexit(remove_temps);
+        removal_registered = 1;
+    }
+    temps[n_temps].owner = getpid();
+    snprintf(temps[n_temps].path, sizeof temps[0].path, "%s", path);
+    return temps[n_temps++].path;
+}
+
+const char *tests_write_temp(const void *data, size_t n, const char *suffix) {
+    char template[sizeof temps[0].path];
+    snprintf(template, sizeof template, "/tmp/posenc-test-XXXXXX%s", suffix ? suffix : "");
+    int fd = mkstemps(template, suffix ? (int)strlen(suffix) : 0);
+    ck_assert_msg(fd >= 0, "cannot create %s: %s", template, strerror(errno));
+    const char *path = register_temp(template);
+    ck_assert(write(fd, data, n) == (ssize_t)n);
+    close(fd);
+    return path;
+}
+
+const char *tests_temp_dir(void) {
+    char template[] = "/tmp/posenc-test-XXXXXX";
+    ck_assert_msg(mkdtemp(template) != NULL, "cannot create %s: %s", template, strerror(errno));
+    return register_temp(template);
+}
+
 void tests_remove_dir(const char *dir) {
-    /* depth first, so a directory is empty when its turn comes; links are
-     * removed, never followed */
-    ck_assert_msg(nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS) == 0, "cannot remove %s: %s",
-                  dir, strerror(errno));
+    ck_assert_msg(remove_tree(dir) == 0, "cannot remove %s: %s", dir, strerror(errno));
 }
 
 const char *tests_train_spm(const char *models_dir, const char *dir, const char *name,
@@ -356,7 +385,9 @@ static TestsRun run_limited(const char *program, const char *const *args, const 
     argv[0] = (char *)program;
     for (int i = 0; i < nargs; i++) argv[i + 1] = (char *)args[i];
 
-    /* stdout and stderr go to temp files: pipes could fill up and deadlock. */
+    /* stdout and stderr go to temp files: pipes could fill up and deadlock.
+     * They are removed right after the run, not registered as temporaries:
+     * a pair per run would soon fill the registry. */
     char out_path[] = "/tmp/posenc-out-XXXXXX", err_path[] = "/tmp/posenc-err-XXXXXX";
     int out_fd = mkstemp(out_path), err_fd = mkstemp(err_path);
     ck_assert(out_fd >= 0 && err_fd >= 0);

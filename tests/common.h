@@ -84,9 +84,17 @@ char *tests_read_file(const char *path, size_t *len);
 /* Writes n bytes to path, created or truncated. */
 void tests_write_file(const char *path, const void *data, size_t n);
 
-/* Writes `n` bytes to a fresh temporary file and returns its path (static
- * rotating buffer); the file is removed at exit. */
+/* Temporaries, /tmp/posenc-test-XXXXXX: each is removed when the process
+ * that made it exits.  A test (in fork mode, its own child process) keeps
+ * them to its end; what the suite's process made (an unchecked fixture)
+ * lasts for all its tests.  The path stays valid until then. */
+
+/* Writes `n` bytes to a fresh temporary file, named with `suffix` (or
+ * none when NULL), and returns its path. */
 const char *tests_write_temp(const void *data, size_t n, const char *suffix);
+
+/* A fresh empty temporary directory, removed with everything in it. */
+const char *tests_temp_dir(void);
 
 /* Removes the directory `dir` and everything in it. */
 void tests_remove_dir(const char *dir);

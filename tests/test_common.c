@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #ifdef __SANITIZE_ADDRESS__
 #include <sanitizer/lsan_interface.h>
@@ -52,8 +53,8 @@ START_TEST(files_and_programs_keep_every_byte) {
 END_TEST
 
 START_TEST(remove_dir_removes_everything) {
-    char dir[] = "/tmp/posenc-common-XXXXXX", sub[64], file[96], fifo[64];
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    const char *dir = tests_temp_dir();
+    char sub[64], file[96], fifo[64];
     snprintf(sub, sizeof sub, "%s/sub", dir);
     snprintf(file, sizeof file, "%s/file", sub);
     snprintf(fifo, sizeof fifo, "%s/fifo", dir);
@@ -63,6 +64,41 @@ START_TEST(remove_dir_removes_everything) {
     tests_remove_dir(dir);
     struct stat st;
     ck_assert_int_eq(stat(dir, &st), -1);
+}
+END_TEST
+
+/* Temporaries go when the process that made them exits: a child's at its
+ * exit, with what is in them (so what a test makes goes with the test's
+ * process), and its parent's not then (so what a suite's process makes
+ * outlives each test). */
+START_TEST(temporaries_go_with_their_process) {
+    const char *parents_dir = tests_temp_dir();
+    const char *names = tests_write_temp("", 0, NULL); /* where the child names its temporaries */
+    fflush(NULL);
+    pid_t child = fork();
+    ck_assert(child >= 0);
+    if (child == 0) {
+        const char *dir = tests_temp_dir();
+        char inside[64], both[160];
+        snprintf(inside, sizeof inside, "%s/inside", dir);
+        tests_write_file(inside, "x", 1);
+        snprintf(both, sizeof both, "%s\n%s", dir, tests_write_temp("x", 1, NULL));
+        tests_write_file(names, both, strlen(both));
+        exit(EXIT_SUCCESS); /* as a test's process ends */
+    }
+    int status;
+    ck_assert_int_eq(waitpid(child, &status, 0), child);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child ended with %#x", status);
+    char *childs = tests_read_file(names, NULL); /* the parent's file is still there */
+    char *newline = strchr(childs, '\n');
+    ck_assert_msg(newline != NULL, "the child named no temporaries: %s", childs);
+    *newline = '\0';
+    struct stat st;
+    ck_assert_msg(stat(childs, &st) == -1, "the child's directory %s outlived it", childs);
+    ck_assert_msg(stat(newline + 1, &st) == -1, "the child's file %s outlived it", newline + 1);
+    ck_assert_msg(stat(parents_dir, &st) == 0 && S_ISDIR(st.st_mode), "the child removed %s",
+                  parents_dir);
+    free(childs);
 }
 END_TEST
 
@@ -137,6 +173,7 @@ int main(void) {
     tcase_add_test(tc, max_abs_diff_is_exact_and_keeps_nan);
     tcase_add_test(tc, files_and_programs_keep_every_byte);
     tcase_add_test(tc, remove_dir_removes_everything);
+    tcase_add_test(tc, temporaries_go_with_their_process);
     tcase_add_test(tc, accepted);
     tcase_add_test(tc, every_refusal_fails);
     suite_add_tcase(s, tc);
