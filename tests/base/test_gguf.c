@@ -470,8 +470,8 @@ START_TEST(test_every_truncation_fails) {
     Buf b = {0};
     Layout L;
     build_valid(&b, &L);
-    char path[] = "/tmp/posenc-gguf-trunc-XXXXXX";
-    int fd = mkstemp(path);
+    const char *path = tests_write_temp("", 0, NULL);
+    int fd = open(path, O_WRONLY);
     ck_assert(fd >= 0);
     for (size_t n = 0; n < b.n; n++) {
         ck_assert(ftruncate(fd, 0) == 0);
@@ -484,7 +484,6 @@ START_TEST(test_every_truncation_fails) {
                       "prefix %zu: bad message: %s", n, err.msg);
     }
     close(fd);
-    unlink(path);
     buf_free(&b);
 }
 END_TEST
@@ -496,8 +495,8 @@ START_TEST(test_byte_corruption_never_crashes) {
     Buf b = {0};
     Layout L;
     build_valid(&b, &L);
-    char path[] = "/tmp/posenc-gguf-fuzz-XXXXXX";
-    int fd = mkstemp(path);
+    const char *path = tests_write_temp("", 0, NULL);
+    int fd = open(path, O_WRONLY);
     ck_assert(fd >= 0);
     const uint8_t vals[] = {0x00, 0xff, 0x01, 0x7f, 0x80, 0x40};
     uint8_t *copy = malloc(b.n);
@@ -526,7 +525,6 @@ START_TEST(test_byte_corruption_never_crashes) {
     }
     free(copy);
     close(fd);
-    unlink(path);
     buf_free(&b);
 }
 END_TEST
@@ -1082,8 +1080,7 @@ END_TEST
 START_TEST(test_convert_errors) {
     if (!tests_python_available("convert.py errors")) return;
     /* a directory with an unsupported model_type */
-    char dir[] = "/tmp/posenc-gguf-dir-XXXXXX";
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    const char *dir = tests_temp_dir();
     char cfg[128];
     snprintf(cfg, sizeof cfg, "%s/config.json", dir);
     const char bert[] = "{\"model_type\": \"bert\"}\n";
@@ -1091,7 +1088,6 @@ START_TEST(test_convert_errors) {
     const char *out = tests_write_temp("", 0, ".gguf");
     const char *unsupported[] = {dir, out, NULL};
     tests_expect_convert_error(unsupported, "bert");
-    tests_remove_dir(dir);
 
     const char *missing[] = {"/nonexistent/model.bin", out, NULL};
     tests_expect_convert_error(missing, "/nonexistent/model.bin");
@@ -1122,8 +1118,7 @@ START_TEST(test_convert_gguf_input) {
     const char *models = convert_models("convert.py GGUF -> GGUF");
     if (!models) return;
     const char *zoo = tests_model_path(models, "zoo/alibi");
-    char dir[] = "/tmp/posenc-gguf-out-XXXXXX";
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    const char *dir = tests_temp_dir();
     char f32[256], q8[256];
     snprintf(f32, sizeof f32, "%s/new/sub/f32.gguf", dir); /* directories that do not exist */
     snprintf(q8, sizeof q8, "%s/q8.gguf", dir);
@@ -1159,7 +1154,6 @@ START_TEST(test_convert_gguf_input) {
     const char *text[] = {"README.md", q8, NULL};
     tests_expect_convert_error(text, "README.md: not a llama2.c checkpoint");
     tests_expect_convert_error(text, "GGUF");
-    tests_remove_dir(dir);
 }
 END_TEST
 

@@ -53,10 +53,6 @@ static const char *const packages[] = {
 };
 #define N_PACKAGES (int)(sizeof packages / sizeof *packages)
 
-static char work_dir[] = "/tmp/posenc-jinja-XXXXXX";
-
-static void cleanup(void) { tests_remove_dir(work_dir); }
-
 /* ---- rendering on both sides -------------------------------------------------------- */
 typedef struct {
     char template_path[512];
@@ -107,12 +103,7 @@ static void write_case_json(FILE *f, const Case *k, const char *package, int fir
 /* Every case of every template source, rendered by the reference in one
  * node run; returns the cases (n_cases of them). */
 static Case *reference_cases(const char *modules, int *n_cases, int with_builtins, const char *extra_dir) {
-    static int made_dir;
-    if (!made_dir) {
-        ck_assert_ptr_nonnull(mkdtemp(work_dir));
-        atexit(cleanup);
-        made_dir = 1;
-    }
+    const char *work_dir = tests_temp_dir();
     char **templates = NULL, **package_of = NULL;
     int n_templates = 0;
     /* sources: packages, built-ins, and the files of extra_dir */

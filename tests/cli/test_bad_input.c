@@ -296,13 +296,11 @@ START_TEST(encoding_errors_name_flag_and_file) {
     tests_expect_success(c); /* control */
 
     /* -f names a directory */
-    char dir[] = "/tmp/posenc-dir-XXXXXX";
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    const char *dir = tests_temp_dir();
     const char *d[] = {"-m", "tokenize", "-z", tok_path, "-f", dir, NULL};
     expect_error_naming(d, "is a directory", "-f", 1);
     const char *e[] = {model_path, "-z", tok_path, "-m", "ppl", "-f", dir, NULL};
     expect_error_naming(e, "is a directory", "-f", 1);
-    rmdir(dir);
 }
 END_TEST
 
@@ -402,8 +400,7 @@ END_TEST
  * hidden 16, one layer, one head; tools/random_model.py) whose header
  * claims a context of 2^22 tokens. */
 static const char *huge_context_gguf(void) {
-    char dir[] = "/tmp/posenc-big-XXXXXX";
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    const char *dir = tests_temp_dir();
     const char *args[] = {"tools/random_model.py", "custom", dir, "--dim", "8", "--hidden", "16",
                           "--layers", "1", "--heads", "1", "--kv-heads", "1", "--vocab", "32000",
                           "--seq", "64", "--formats", "f32", "--tokenizer",
@@ -414,7 +411,6 @@ static const char *huge_context_gguf(void) {
     size_t n;
     snprintf(path, sizeof path, "%s/custom-8x1-f32.gguf", dir);
     char *b = tests_read_file(path, &n);
-    tests_remove_dir(dir);
     size_t at = tests_gguf_string_end(b, n, "llama.context_length");
     uint32_t type, ctx = 1u << 22;
     memcpy(&type, b + at, 4);
@@ -515,8 +511,8 @@ END_TEST
  * has a short timeout, so blocking fails it. */
 START_TEST(fifos_are_refused_without_blocking) {
     if (!models) return;
-    char dir[] = "/tmp/posenc-fifo-XXXXXX", bin[64], bare[64], vocab[64], merges[64];
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    const char *dir = tests_temp_dir();
+    char bin[64], bare[64], vocab[64], merges[64];
     snprintf(bin, sizeof bin, "%s/model.bin", dir);
     snprintf(bare, sizeof bare, "%s/tokenizer", dir);
     snprintf(vocab, sizeof vocab, "%s/vocab.json", dir);
@@ -548,7 +544,6 @@ START_TEST(fifos_are_refused_without_blocking) {
     waitpid(writer, NULL, 0);
     ck_assert_msg(r.status == 0 && strlen(r.out) > 1, "%d %s %s", r.status, r.out, r.err);
     tests_run_free(&r);
-    tests_remove_dir(dir);
 }
 END_TEST
 

@@ -73,14 +73,13 @@ START_TEST(bad_tokenizers) {
     /* No -z and no tokenizer.bin beside the model. */
     size_t n;
     char *full = tests_read_file(model_path, &n);
-    char dir[] = "/tmp/posenc-lone-XXXXXX", lone[64];
-    ck_assert_ptr_nonnull(mkdtemp(dir)); /* a directory surely without tokenizer.bin */
+    const char *dir = tests_temp_dir(); /* a directory surely without tokenizer.bin */
+    char lone[64];
     snprintf(lone, sizeof lone, "%s/model.bin", dir);
     tests_write_file(lone, full, n);
     free(full);
     const char *no_z[] = {lone, NULL};
     tests_expect_error(no_z, "pass -z");
-    tests_remove_dir(dir);
     /* A tokenizer of another size than the model's vocabulary. */
     const char *wrong[] = {model_path, "-z", tests_model_path(models, "llama2-tokenizer/tokenizer.bin"), NULL};
     tests_expect_error(wrong, "32000 pieces but the model's vocabulary is 512");

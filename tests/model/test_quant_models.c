@@ -49,7 +49,7 @@ static const char *const TYPES[] = {"q4_0", "q4_1", "q5_0", "q5_1", "q2_k",   "q
 #define RMSE_RATIO_MAX 1.05
 #define RMSE_FIXTURE "tests/fixtures/quant_rmse_llamacpp.json"
 
-static char dir[64];
+static const char *dir; /* the running test's temporary directory */
 
 typedef struct { char s[160]; } Path;
 
@@ -131,8 +131,7 @@ END_TEST
 START_TEST(test_models_agree_with_reference) {
     const char *models = tests_models_dir("quantized whole-model agreement");
     if (!models || !tests_python_available("quantized whole-model agreement")) return;
-    snprintf(dir, sizeof dir, "/tmp/posenc-quant-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    dir = tests_temp_dir();
     const char *gen[] = {"tools/random_model.py", "custom", dir, "--formats", "f32", "--seed", "12",
                          "--dim", "512", "--hidden", "1536", "--layers", "2", "--heads", "8",
                          "--kv-heads", "8", "--vocab", "512", "--seq", "512", "--tokenizer",
@@ -188,7 +187,6 @@ START_TEST(test_models_agree_with_reference) {
                       "control: q4_0's %s run agrees with the q4_1 reference (%g, %g)",
                       decode ? "decode" : "ppl", a.nll_diff, a.max_logprob_diff);
     }
-    tests_remove_dir(dir);
 }
 END_TEST
 
@@ -219,8 +217,7 @@ START_TEST(test_nll_follows_bits_per_weight) {
     const char *q8_args[] = {"--dtype", "q8_0", NULL};
     const char *q8 = tests_convert(models, "zoo/rope", q8_args);
     const char *text = tests_text_path(models, "tiny-shakespeare.txt");
-    snprintf(dir, sizeof dir, "/tmp/posenc-quant-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    dir = tests_temp_dir();
     double nll_f32 = zoo_nll(f32, text), loss_q8 = fabs(zoo_nll(q8, text) - nll_f32);
     double loss[2][2]; /* [4 or 5 bits][type] */
     for (int c = 0; c < 2; c++)
@@ -241,7 +238,6 @@ START_TEST(test_nll_follows_bits_per_weight) {
     ck_assert_msg(worst5 < best4, "a 5-bit type (%g) is not closer to f32 than every 4-bit one (%g)", worst5,
                   best4);
     ck_assert_msg(loss[0][0] > 1e-3, "control: q4_0 is within 1e-3 of f32");
-    tests_remove_dir(dir);
 }
 END_TEST
 

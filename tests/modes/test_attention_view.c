@@ -45,13 +45,7 @@ static void setup(void) {
     zoo_alibi = tests_convert(models, "zoo/alibi", NULL);
     ck_assert(zoo_t5 && zoo_alibi);
     for (int i = 0; i < N_TEMPS; i++) temp[i] = tests_write_temp("", 0, NULL);
-    static char dir[] = "/tmp/posenc-attention-XXXXXX";
-    svg_dir = mkdtemp(dir);
-    ck_assert_ptr_nonnull(svg_dir);
-}
-
-static void teardown(void) {
-    if (svg_dir) tests_remove_dir(svg_dir);
+    svg_dir = tests_temp_dir();
 }
 
 /* argv: the engine's JSON, then one reference JSON per variant in order.
@@ -217,7 +211,7 @@ END_TEST
 int main(void) {
     Suite *s = suite_create("attention_view");
     TCase *tc = tcase_create("models");
-    tcase_add_unchecked_fixture(tc, setup, teardown);
+    tcase_add_unchecked_fixture(tc, setup, NULL);
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, stories260k_matches_numpy);
     tcase_add_test(tc, zoo_matches_numpy);

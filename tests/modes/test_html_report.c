@@ -27,9 +27,7 @@ static void setup(void) {
     zoo_t5 = tests_convert(models, "zoo/t5", NULL);
     zoo_learned = tests_convert(models, "zoo/learned", NULL);
     ck_assert(zoo_t5 && zoo_learned);
-    static char d[] = "/tmp/posenc-html-XXXXXX";
-    dir = mkdtemp(d);
-    ck_assert_ptr_nonnull(dir);
+    dir = tests_temp_dir();
     snprintf(attention_html, sizeof attention_html, "%s/attention.html", dir);
     snprintf(pe_html, sizeof pe_html, "%s/pe.html", dir);
     snprintf(study_html, sizeof study_html, "%s/study.html", dir);
@@ -50,7 +48,6 @@ static void setup(void) {
 }
 
 static void teardown(void) {
-    if (dir) tests_remove_dir(dir);
     free(study_table);
 }
 

@@ -59,13 +59,7 @@ static void setup(void) {
         ck_assert_ptr_nonnull(zoo[z]);
     }
     for (int t = 0; t < N_TEMPS; t++) temp[t] = tests_write_temp("", 0, NULL);
-    static char dir[] = "/tmp/posenc-pe-view-XXXXXX";
-    svg_dir = mkdtemp(dir);
-    ck_assert_ptr_nonnull(svg_dir);
-}
-
-static void teardown(void) {
-    if (svg_dir) tests_remove_dir(svg_dir);
+    svg_dir = tests_temp_dir();
 }
 
 static double tolerance(const char *check) {
@@ -261,7 +255,7 @@ END_TEST
 int main(void) {
     Suite *s = suite_create("pe_view");
     TCase *tc = tcase_create("zoo");
-    tcase_add_unchecked_fixture(tc, setup, teardown);
+    tcase_add_unchecked_fixture(tc, setup, NULL);
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, rope_matches_closed_forms);
     tcase_add_test(tc, bias_matches_closed_forms);

@@ -76,6 +76,7 @@ static const char *vocab_dir(void) {
     if (stat(dir, &st) == 0) return dir;
     mkdir("build", 0755);
     mkdir("build/llamacpp-vocab", 0755);
+    /* beside dir, not a tests_temp_dir under /tmp: rename does not cross file systems */
     char tmp[] = "build/llamacpp-vocab/tmp-XXXXXX", git[64], tar[64], models[64];
     ck_assert_ptr_nonnull(mkdtemp(tmp));
     snprintf(git, sizeof git, "%s/git", tmp);

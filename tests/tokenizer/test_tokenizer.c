@@ -431,19 +431,9 @@ START_TEST(malformed_llama2c_bin) {
 }
 END_TEST
 
-/* A fresh directory under /tmp (a rotating buffer of 16 names). */
-static const char *fresh_dir(void) {
-    static char dirs[16][64];
-    static int next;
-    char *dir = dirs[next++ % 16];
-    snprintf(dir, sizeof dirs[0], "/tmp/posenc-tok-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-    return dir;
-}
-
 /* Writes vocab.json and merges.txt into a fresh directory. */
 static const char *gpt2_dir(const char *vocab, const char *merges) {
-    const char *dir = fresh_dir();
+    const char *dir = tests_temp_dir();
     char path[128];
     snprintf(path, sizeof path, "%s/vocab.json", dir);
     tests_write_file(path, vocab, strlen(vocab));
@@ -460,7 +450,6 @@ static void gpt2_error(const char *vocab, const char *merges, const char *msg) {
     PosencError err;
     ck_assert_msg(tokenizer_load(&t, dir, 0, &err) == -1, "loaded: %s", vocab);
     ck_assert_msg(strstr(err.msg, dir) && strstr(err.msg, msg), "want '%s', got '%s'", msg, err.msg);
-    tests_remove_dir(dir);
 }
 
 START_TEST(malformed_gpt2_files) {
@@ -495,7 +484,7 @@ END_TEST
  * directory, from its parts. */
 static const char *hf_dir(const char *added, const char *normalizer, const char *pre,
                           const char *model, const char *config) {
-    const char *dir = fresh_dir();
+    const char *dir = tests_temp_dir();
     char path[128], doc[2048];
     snprintf(doc, sizeof doc, "{\"added_tokens\": %s, \"normalizer\": %s, \"pre_tokenizer\": %s, "
              "\"decoder\": {\"type\": \"ByteLevel\"}, \"model\": %s}", added, normalizer, pre, model);
@@ -520,7 +509,6 @@ static void dir_error(const char *dir, const char *msg) {
     ck_assert_msg(tokenizer_load(&t, dir, 0, &err) == -1, "loaded, wanted '%s'", msg);
     ck_assert_msg(strstr(err.msg, dir) && strstr(err.msg, msg) && !strchr(err.msg, '\n'),
                   "want '%s', got '%s'", msg, err.msg);
-    tests_remove_dir(dir);
 }
 
 static void hf_error(const char *added, const char *normalizer, const char *pre, const char *model,
@@ -545,7 +533,6 @@ START_TEST(tokenizer_json_files) {
     ck_assert_int_eq(tokenizer_set_parse_special(&t, 1), 0);
     encode_ok(&t, "a<x>", (int[]){0, 4}, 2);
     tokenizer_free(&t);
-    tests_remove_dir(dir);
     /* merges as pairs; a Sequence with the Llama 3 pattern loads too */
     dir = hf_dir("[]", "{\"type\": \"Sequence\", \"normalizers\": []}",
                  "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", \"pattern\": "
@@ -559,7 +546,6 @@ START_TEST(tokenizer_json_files) {
     ck_assert_int_eq(t.pretok, PRETOK_LLAMA3);
     encode_ok(&t, "abab", (int[]){2, 2}, 2);
     tokenizer_free(&t);
-    tests_remove_dir(dir);
     /* what posenc does not implement, and broken files: one line naming the file */
     hf_error(HF_ADDED, "null", HF_BYTELEVEL, "{\"type\": \"WordPiece\", \"vocab\": {}}", NULL,
              "model type 'WordPiece' is not supported (BPE and Unigram only)");
@@ -574,7 +560,6 @@ START_TEST(tokenizer_json_files) {
     tests_load_tokenizer(&t, dir, 0);
     ck_assert_int_eq(t.pretok, PRETOK_STARCODER);
     tokenizer_free(&t);
-    tests_remove_dir(dir);
     hf_error(HF_ADDED, "null", "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Digits\", "
              "\"individual_digits\": false}, " HF_BYTELEVEL "]}", HF_MODEL, NULL, "pre_tokenizer");
     hf_error(HF_ADDED, "null", "{\"type\": \"Whitespace\"}", HF_MODEL, NULL, "pre_tokenizer");
@@ -618,7 +603,7 @@ END_TEST
 
 static const char *unigram_dir(const char *normalizer, const char *pre, const char *decoder,
                                const char *model) {
-    const char *dir = fresh_dir();
+    const char *dir = tests_temp_dir();
     char path[128], doc[4096];
     snprintf(doc, sizeof doc, "{\"added_tokens\": " UNI_ADDED ", \"normalizer\": %s, "
              "\"pre_tokenizer\": %s, \"decoder\": %s, \"model\": %s}", normalizer, pre, decoder, model);
@@ -636,7 +621,6 @@ static void unigram_ok(const char *normalizer, const char *scheme_split, const c
     ck_assert_int_eq(t.kind, TOKENIZER_HF_UNIGRAM);
     encode_ok(&t, text, want, n);
     tokenizer_free(&t);
-    tests_remove_dir(dir);
 }
 
 static void unigram_error(const char *normalizer, const char *pre, const char *decoder,
@@ -677,9 +661,8 @@ START_TEST(tokenizer_json_unigram) {
     ck_assert_str_eq(text, "a<x> b<unk>");
     free(text);
     tokenizer_free(&t);
-    tests_remove_dir(dir);
     /* <unk> as a special added token too (T5's files): under --special it splits the text */
-    dir = fresh_dir();
+    dir = tests_temp_dir();
     char path[128], doc[2048];
     snprintf(doc, sizeof doc, "{\"added_tokens\": [{\"id\": 0, \"content\": \"<unk>\", \"special\": true, "
              "\"normalized\": false}], \"normalizer\": " UNI_NORM ", \"pre_tokenizer\": %s, \"decoder\": %s, "
@@ -691,7 +674,6 @@ START_TEST(tokenizer_json_unigram) {
     ck_assert_int_eq(tokenizer_set_parse_special(&t, 1), 0);
     encode_ok(&t, "a<unk>b", (int[]){1, 0, 4, 3}, 4);
     tokenizer_free(&t);
-    tests_remove_dir(dir);
     /* refusals: one line naming the file */
     const char *norm = UNI_NORM;
     unigram_error(norm, always, always, "{\"type\": \"Unigram\", \"unk_id\": 0, \"vocab\": [[\"a\"]]}",
@@ -736,12 +718,10 @@ START_TEST(tokenizer_json_unigram) {
     dir = unigram_dir(norm, first, first, UNI_MODEL);
     tests_expect_convert_error((const char *[]){dir, "/tmp/posenc-never-written.gguf", "--vocab-only", NULL},
                                "SentencePiece has no \"first\"");
-    tests_remove_dir(dir);
     dir = unigram_dir("{\"type\": \"Strip\", \"strip_left\": false, \"strip_right\": true}", always,
                       always, UNI_MODEL);
     tests_expect_convert_error((const char *[]){dir, "/tmp/posenc-never-written.gguf", "--vocab-only", NULL},
                                "has no SentencePiece equivalent");
-    tests_remove_dir(dir);
 }
 END_TEST
 

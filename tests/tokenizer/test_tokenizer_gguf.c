@@ -289,8 +289,7 @@ END_TEST
 START_TEST(settings_round_trip) {
     REQUIRE_MODELS();
     Corpus c = load_corpus(1), sample = load_corpus(8);
-    char dir[] = "/tmp/posenc-spm-gguf-XXXXXX";
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    const char *dir = tests_temp_dir();
     static const struct {
         const char *name, *options, *edit;
         LineResult changes; /* what the edit must change */
@@ -320,7 +319,6 @@ START_TEST(settings_round_trip) {
                   edited_gguf(vocab_only(llama2),
                               "for k in [k for k in kv if k.startswith('posenc.')]: del kv[k]"),
                   &c);
-    tests_remove_dir(dir);
     free(c.v);
     free(sample.v);
 }
@@ -331,8 +329,7 @@ END_TEST
 START_TEST(model_with_spm_tokenizer) {
     REQUIRE_MODELS();
     Corpus c = load_corpus(1);
-    char dir[] = "/tmp/posenc-spm-hf-XXXXXX";
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    const char *dir = tests_temp_dir();
     /* stories260K's embedding has 512 rows */
     const char *model = tests_train_spm(models, dir, "tokenizer",
                                         "--model_type=bpe --vocab_size=512 --byte_fallback=true");
@@ -358,7 +355,6 @@ START_TEST(model_with_spm_tokenizer) {
         expect_parity(i ? "stories260K-hf with tokenizer.model" : "stories260K-hf --tokenizer",
                       model, ggufs[i], &c);
     }
-    tests_remove_dir(dir);
     free(c.v);
 }
 END_TEST
@@ -505,8 +501,7 @@ END_TEST
 /* What the C side refuses, convert.py refuses: one error line, status 2. */
 START_TEST(convert_refuses) {
     REQUIRE_MODELS();
-    char dir[] = "/tmp/posenc-spm-bad-XXXXXX";
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    const char *dir = tests_temp_dir();
     const char *out = tests_write_temp("", 0, ".gguf");
     const char *word = tests_train_spm(models, dir, "word", "--model_type=word --vocab_size=300");
     const char *word_args[] = {"--vocab-only", word, out, NULL};
@@ -528,7 +523,6 @@ START_TEST(convert_refuses) {
     tests_expect_convert_error(too_big, "has 1000 tokens, the model needs 512");
     const char *unused[] = {"--vocab-only", spm, out, "--tokenizer", spm, NULL};
     tests_expect_convert_error(unused, "--tokenizer is not used with --vocab-only");
-    tests_remove_dir(dir);
 }
 END_TEST
 

