@@ -10,6 +10,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/file_kind.h"
+#include "base/gguf.h"
 #include "modes/generate.h"
 #include "modes/html_report.h"
 
@@ -57,8 +59,81 @@ const char *default_tokenizer(const char *model_path, char *buf, size_t n) {
     return buf;
 }
 
+/* `dir` holds a file `name`. */
+static int dir_has(const char *dir, const char *name) {
+    char path[1100];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return access(path, R_OK) == 0;
+}
+
+/* A file of another kind passed as the model is named for what it is, with
+ * what to pass instead, before the loader reads its bytes as a header. */
+static void check_model_kind(const char *path) {
+    const char *what;
+    switch (file_kind(path, &what)) {
+    case FILE_KIND_DIRECTORY:
+        if (dir_has(path, "config.json"))
+            cli_die("%s is a directory, a Hugging Face checkpoint: convert it to GGUF first "
+                    "(python3 tools/convert.py %s model.gguf)", path, path);
+        cli_die("%s is a directory; MODEL is a GGUF file or a llama2.c .bin checkpoint", path);
+    case FILE_KIND_SAFETENSORS:
+        cli_die("%s is a safetensors file, weights without their configuration: convert the "
+                "directory that holds it and config.json (python3 tools/convert.py DIR "
+                "model.gguf)", path);
+    case FILE_KIND_SENTENCEPIECE:
+        cli_die("%s is %s, not a model: pass it as -z", path, what);
+    case FILE_KIND_JSON:
+        cli_die("%s is a JSON file, not a model (a tokenizer.json goes to -z; a Hugging Face "
+                "directory to tools/convert.py)", path);
+    case FILE_KIND_IMAGE: cli_die("%s is %s, not a model", path, what);
+    case FILE_KIND_TEXT:
+        cli_die("%s is a text file, not a model: MODEL is a GGUF file or a llama2.c .bin "
+                "checkpoint (a text to score goes to -f)", path);
+    case FILE_KIND_GGUF: {
+        GgufFile g;
+        PosencError err;
+        if (gguf_open(&g, path, &err)) return; /* the loader says what is wrong */
+        int vocabulary_only = g.n_tensors == 0;
+        gguf_close(&g);
+        if (vocabulary_only)
+            cli_die("%s holds a vocabulary and no weights: pass it as -z with a model (-m inspect "
+                    "shows it)", path);
+        return;
+    }
+    default: return;
+    }
+}
+
+/* -z: a directory holding only a SentencePiece or llama2.c tokenizer means
+ * that file; a file of another kind is named for what it is. */
+static const char *tokenizer_path(const char *path, char *buf, size_t n) {
+    const char *what;
+    FileKind kind = file_kind(path, &what);
+    if (kind == FILE_KIND_DIRECTORY && !dir_has(path, "tokenizer.json") &&
+        !dir_has(path, "vocab.json")) {
+        const char *names[] = {"tokenizer.model", "tokenizer.bin"};
+        for (int i = 0; i < 2; i++)
+            if (dir_has(path, names[i])) {
+                snprintf(buf, n, "%s/%s", path, names[i]);
+                return buf;
+            }
+        cli_die("-z: %s holds no tokenizer (tokenizer.json, vocab.json + merges.txt, "
+                "tokenizer.model or tokenizer.bin)", path);
+    }
+    if (kind == FILE_KIND_TEXT) {
+        const char *slash = strrchr(path, '/');
+        int merges = !strcmp(slash ? slash + 1 : path, "merges.txt");
+        cli_die("-z: %s is a text file, not a tokenizer%s", path,
+                merges ? ": pass the directory that holds it and vocab.json" : "");
+    }
+    if (kind == FILE_KIND_IMAGE || kind == FILE_KIND_SAFETENSORS)
+        cli_die("-z: %s is %s, not a tokenizer", path, what);
+    return path;
+}
+
 void load_model(const Options *o, Model *model) {
     if (!o->model_path) cli_die("no model given (usage: run MODEL [options])");
+    check_model_kind(o->model_path);
     PosencError err;
     if (model_load(model, o->model_path, &err)) cli_die("%s", err.msg);
 }
@@ -75,7 +150,9 @@ void load_tokenizer(const Options *o, const Model *model, Tokenizer *tok) {
     PosencError err;
     int vocab = model ? model->config.vocab_size : 0;
     if (o->tokenizer_path) {
-        if (tokenizer_load(tok, o->tokenizer_path, vocab, &err)) cli_die("-z: %s", err.msg);
+        char buf[1100];
+        const char *path = tokenizer_path(o->tokenizer_path, buf, sizeof buf);
+        if (tokenizer_load(tok, path, vocab, &err)) cli_die("-z: %s", err.msg);
     } else if (model && model->gguf) {
         if (tokenizer_load_gguf(tok, model->gguf, &err)) cli_die("%s", err.msg);
         if (tok->vocab_size != vocab)

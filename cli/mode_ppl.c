@@ -31,12 +31,22 @@ static void log_prediction(const PplPrediction *p, void *user) {
 /* Before any context is built: a window defaults to the model's context
  * length, which a header may set to millions of tokens, and its logits
  * would be allocated before the text is found too short to fill it. */
+const char *ppl_text_name(const Options *o) {
+    static char name[1100];
+    if (o->text_file) snprintf(name, sizeof name, "-f %s", o->text_file);
+    else snprintf(name, sizeof name, "-i");
+    return name;
+}
+
+const char *ppl_text_title(const Options *o) { return o->text_file ? o->text_file : "the -i text"; }
+
 void check_text_length(const Options *o, int n_ids, int window) {
     if (o->stream && n_ids < 2)
-        cli_die("-f %s: the text has %d tokens, too few to score (at least 2)", o->text_file, n_ids);
+        cli_die("%s: the text has %d tokens, too few to score (at least 2)", ppl_text_name(o),
+                n_ids);
     if (!o->stream && n_ids - 1 < window)
-        cli_die("-f %s: the text has %d tokens, too few for one window of %d (lower --ctx)",
-                o->text_file, n_ids, window);
+        cli_die("%s: the text has %d tokens, too few for one window of %d (lower --ctx)",
+                ppl_text_name(o), n_ids, window);
 }
 
 void resolve_ppl_variants(const Options *o, const Model *model, const Variants *listed,
@@ -66,12 +76,13 @@ void resolve_ppl_variants(const Options *o, const Model *model, const Variants *
 /* -f's text as the model's tokens. */
 int *encode_ppl_text(const Options *o, const Tokenizer *tok, int *n_ids) {
     size_t len;
-    char *text = read_text_file(o->text_file, &len);
+    char *text = o->text_file ? read_text_file(o->text_file, &len) : strdup(o->prompt);
+    if (!o->text_file) len = strlen(text);
     int *ids = NULL;
     PosencError err;
     int failed = tokenizer_encode_alloc(tok, text, len, o->bos, 0, &ids, n_ids, &err);
     free(text); /* before a die: LeakSanitizer sees no pointer to it left */
-    if (failed) cli_die("-f %s: %s", o->text_file, err.msg);
+    if (failed) cli_die("%s: %s", ppl_text_name(o), err.msg);
     return ids;
 }
 
@@ -95,7 +106,7 @@ void score_variants(const Options *o, const Model *model, const char *const *lab
 }
 
 int run_ppl(const Options *o) {
-    if (!o->text_file) cli_die("-m ppl needs -f FILE");
+    if (!o->text_file && !o->prompt) cli_die("-m ppl needs a text to score: -f FILE or -i TEXT");
     if (o->n_models > 1 || o->n_windows > 1) return run_ppl_study(o);
     if (o->html_path)
         cli_die("--html: -m ppl writes a page for the extrapolation study: give --ctx a list of "
@@ -122,7 +133,7 @@ int run_ppl(const Options *o) {
                "# se: standard error over the scored tokens; vs the baseline on the same tokens: "
                "dnll = NLL(variant) - NLL(baseline), kl = KL(baseline || variant) in nats, "
                "top1 = argmax agreement\n",
-               o->model_path, o->text_file, n_ids, o->stream ? "stream through a cache" : "windows",
+               o->model_path, ppl_text_title(o), n_ids, o->stream ? "stream through a cache" : "windows",
                window, o->stride ? " (sliding)" : "", pv.labels[pv.baseline],
                pv.added ? "the checkpoint's scheme, not in --pe, so run too"
                : o->baseline ? "--baseline" : "the checkpoint's scheme");
@@ -145,7 +156,7 @@ int run_ppl(const Options *o) {
     PosencError err;
     if (o->csv_path && ppl_report_write_csv(o->csv_path, pv.labels, res, pv.n, &err))
         cli_die("--csv: %s", err.msg);
-    PplChartSource chart = {o->model_path, o->text_file, model->config.seq_len, o->stream};
+    PplChartSource chart = {o->model_path, ppl_text_title(o), model->config.seq_len, o->stream};
     if (o->svg_path && ppl_report_write_svg(o->svg_path, &chart, pv.labels, res, pv.n, &err))
         cli_die("--svg: %s", err.msg);
     for (int v = 0; v < pv.n; v++) ppl_result_free(&res[v]);

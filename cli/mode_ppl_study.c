@@ -143,7 +143,7 @@ int run_ppl_study(const Options *o) {
                      pe_kind_name(sm[m].pv.params[v].kind), sm[m].setup.model.config.seq_len);
         }
     if (!o->json) {
-        printf("# study on %s: %d model%s, %s of", o->text_file, o->n_models,
+        printf("# study on %s: %d model%s, %s of", ppl_text_title(o), o->n_models,
                o->n_models > 1 ? "s" : "", o->stream ? "streams through a cache" : "windows");
         for (int w = 0; w < n_windows; w++) printf("%s%d", w ? "," : " ", windows[w]);
         printf("%s; each model's variants against its baseline (dnll, kl, top1 as in one run)\n",
@@ -156,7 +156,7 @@ int run_ppl_study(const Options *o) {
     PosencError err;
     if (o->csv_path && ppl_study_write_csv(o->csv_path, &study, &err)) cli_die("--csv: %s", err.msg);
     StudyReport report = {.study = &study};
-    snprintf(report.title, sizeof report.title, "Mean NLL by window: %s", o->text_file);
+    snprintf(report.title, sizeof report.title, "Mean NLL by window: %s", ppl_text_title(o));
     if (o->chunks)
         snprintf(report.subtitle, sizeof report.subtitle, "each point: the first %d windows of that "
                  "size (fewer where the text ends)", o->chunks);

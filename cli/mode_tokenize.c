@@ -1,6 +1,7 @@
 /* -m tokenize. */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/gguf.h"
 #include "cli/common.h"
@@ -12,6 +13,9 @@ int run_tokenize(const Options *o) {
     Tokenizer tok;
     PosencError err;
     char buf[1024];
+    if (!o->prompt && !o->text_file && isatty(STDIN_FILENO))
+        cli_die("-m tokenize needs a text: -i TEXT, -f FILE, or lines on stdin");
+    if (o->json && o->pieces) cli_die("--pieces and --json: --json prints the ids and the pieces");
     if (o->tokenizer_path || !o->model_path) {
         load_tokenizer(o, NULL, &tok);
     } else {
@@ -21,18 +25,19 @@ int run_tokenize(const Options *o) {
         if (tokenizer_load(&tok, path, 0, &err)) cli_die("%s", err.msg);
         apply_special(o, &tok);
     }
+    TokenizeFormat format = o->json ? TOKENIZE_JSON : o->pieces ? TOKENIZE_PIECES : TOKENIZE_IDS;
     int rc;
-    if (o->text_file) {
-        FILE *in = open_text_file(o->text_file);
-        rc = tokenize_stream(&tok, in, stdout, o->pieces, &err);
-        fclose(in);
+    if (o->prompt) {
+        rc = tokenize_text(&tok, o->prompt, strlen(o->prompt), stdout, format, &err);
     } else {
-        const char *text = o->prompt ? o->prompt : "";
-        rc = tokenize_text(&tok, text, strlen(text), stdout, o->pieces, &err);
+        FILE *in = o->text_file ? open_text_file(o->text_file) : stdin;
+        rc = tokenize_stream(&tok, in, stdout, format, &err);
+        if (in != stdin) fclose(in);
     }
     if (rc && ferror(stdout)) cli_die("%s", err.msg); /* writing the ids failed, not the text */
-                                      if (rc && o->text_file) cli_die("-f %s: %s", o->text_file, err.msg);
-    if (rc) cli_die("-i: %s", err.msg);
+    if (rc && o->prompt) cli_die("-i: %s", err.msg);
+    if (rc) cli_die("%s %s: %s", o->text_file ? "-f" : "stdin", o->text_file ? o->text_file : "",
+                    err.msg);
     tokenizer_free(&tok);
     return EXIT_SUCCESS;
 }

@@ -68,9 +68,9 @@ static const OptionSpec options[] = {
      "tokenizer.json (or a directory holding one; tokenizer_config.json beside it "
      "is read too), a GGUF, or a directory (or vocab.json) with GPT-2 vocab.json + "
      "merges.txt"),
-    OPTION("-i", OPT_TEXT, 0, 0, M_TEXT | MODE_TOKENIZE | M_VIEWS, prompt, "TEXT",
-     "empty",
-     "the prompt; chat: the first user turn; tokenize: the text; pe: a text whose "
+    OPTION("-i", OPT_TEXT, 0, 0, M_TEXT | MODE_PPL | MODE_TOKENIZE | M_VIEWS, prompt, "TEXT",
+     "empty; tokenize: the lines on stdin",
+     "the prompt; chat: the first user turn; ppl, tokenize: the text; pe: a text whose "
      "cached keys the RoPE view reads; attention: the text whose attention is shown"),
     OPTION("-f", OPT_TEXT, 0, 0, MODE_GENERATE | MODE_PPL | MODE_TOKENIZE | M_VIEWS, text_file, "FILE",
      NULL,
@@ -88,11 +88,13 @@ static const OptionSpec options[] = {
      NULL,
      "special (control) tokens written in the text, e.g. <|eot_id|>, become their "
      "ids; byte-level BPE vocabularies only"),
-    OPTION("--json", OPT_SWITCH, 0, 0, MODE_GENERATE | MODE_PPL | MODE_BENCH | MODE_INSPECT | M_VIEWS, json, NULL,
+    OPTION("--json", OPT_SWITCH, 0, 0,
+           MODE_GENERATE | MODE_PPL | MODE_BENCH | MODE_TOKENIZE | MODE_INSPECT | M_VIEWS, json, NULL,
      NULL,
      "machine-readable output on stdout: generate one JSON object per generated "
      "token, then a summary (stdout is JSON only); ppl one per variant; bench one "
-     "per test; inspect, pe, attention one object"),
+     "per test; tokenize one per line of text, its ids and pieces; inspect, pe, "
+     "attention one object"),
     OPTION("--logits-out", OPT_OUTPUT, 0, 0, MODE_GENERATE | MODE_PPL, logits_out, "FILE",
      NULL,
      "one JSON line per scored or generated token: its log-probability and the most "

@@ -24,6 +24,10 @@ void resolve_ppl_variants(const Options *o, const Model *model, const Variants *
                           PplVariants *pv);
 int *encode_ppl_text(const Options *o, const Tokenizer *tok, int *n_ids);
 void check_text_length(const Options *o, int n_ids, int window);
+/* The scored text: "-f FILE" or "-i" for messages, the file or "the -i
+ * text" for titles. */
+const char *ppl_text_name(const Options *o);
+const char *ppl_text_title(const Options *o);
 /* Scores ids under n variants in windows (or a stream) of `window` tokens: one context
  * per variant, built, run in lockstep and freed here. */
 void score_variants(const Options *o, const Model *model, const char *const *labels,

@@ -6,6 +6,8 @@
 #include <errno.h>
 #include <sys/stat.h>
 
+#include "base/json.h"
+
 static const TokenizerOps *const kinds[] = {
     [TOKENIZER_LLAMA2C] = &tokenizer_llama2c_ops,
     [TOKENIZER_SPM_BPE] = &tokenizer_spm_bpe_ops,
@@ -416,19 +418,32 @@ int tokenizer_encode(const Tokenizer *t, const char *text, size_t len, int add_b
 }
 
 /* Encodes one line and prints it. */
-static int print_line(const Tokenizer *t, const char *line, size_t n, FILE *out, int pieces,
-                      IntBuf *ids, TokScratch *s, PosencError *err) {
+static int print_line(const Tokenizer *t, const char *line, size_t n, FILE *out,
+                      TokenizeFormat format, IntBuf *ids, TokScratch *s, PosencError *err) {
     if (encode_into(t, line, n, 0, 0, ids, s, err)) return -1;
+    if (format == TOKENIZE_JSON) {
+        fputs("{\"ids\":[", out);
+        for (size_t i = 0; i < ids->n; i++) fprintf(out, "%s%d", i ? "," : "", ids->v[i]);
+        fputs("],\"pieces\":[", out);
+        for (size_t i = 0; i < ids->n; i++) {
+            if (i) fputc(',', out);
+            const char *piece = t->pieces[ids->v[i]];
+            json_write_string(out, piece, strlen(piece));
+        }
+        fputs("]}\n", out);
+        return 0;
+    }
     for (size_t i = 0; i < ids->n; i++) {
         if (i) fputc(' ', out);
-        if (pieces) fputs(t->pieces[ids->v[i]], out);
+        if (format == TOKENIZE_PIECES) fputs(t->pieces[ids->v[i]], out);
         else fprintf(out, "%d", ids->v[i]);
     }
     fputc('\n', out);
     return 0;
 }
 
-int tokenize_stream(const Tokenizer *t, FILE *in, FILE *out, int pieces, PosencError *err) {
+int tokenize_stream(const Tokenizer *t, FILE *in, FILE *out, TokenizeFormat format,
+                    PosencError *err) {
     TokScratch s = {0};
     IntBuf ids = {0};
     char *line = NULL;
@@ -437,7 +452,7 @@ int tokenize_stream(const Tokenizer *t, FILE *in, FILE *out, int pieces, PosencE
     int rc = 0;
     for (long lineno = 1; rc == 0 && (n = getline(&line, &cap, in)) >= 0; lineno++) {
         if (n > 0 && line[n - 1] == '\n') n--;
-        rc = print_line(t, line, (size_t)n, out, pieces, &ids, &s, err);
+        rc = print_line(t, line, (size_t)n, out, format, &ids, &s, err);
         char where[32];
         snprintf(where, sizeof where, "line %ld", lineno);
         if (rc) posenc_error_prefix(err, where);
@@ -451,8 +466,8 @@ int tokenize_stream(const Tokenizer *t, FILE *in, FILE *out, int pieces, PosencE
     return rc;
 }
 
-int tokenize_text(const Tokenizer *t, const char *text, size_t len, FILE *out, int pieces,
-                  PosencError *err) {
+int tokenize_text(const Tokenizer *t, const char *text, size_t len, FILE *out,
+                  TokenizeFormat format, PosencError *err) {
     TokScratch s = {0};
     IntBuf ids = {0};
     int rc = 0;
@@ -460,7 +475,7 @@ int tokenize_text(const Tokenizer *t, const char *text, size_t len, FILE *out, i
     do {
         const char *nl = memchr(text + i, '\n', len - i);
         size_t end = nl ? (size_t)(nl - text) : len;
-        rc = print_line(t, text + i, end - i, out, pieces, &ids, &s, err);
+        rc = print_line(t, text + i, end - i, out, format, &ids, &s, err);
         i = end + 1;
     } while (rc == 0 && i < len);
     if (rc == 0 && (fflush(out) != 0 || ferror(out)))

@@ -241,14 +241,18 @@ int tokenizer_is_eog(const Tokenizer *t, int id);
 /* Id of an exact piece, or -1. */
 int tokenizer_lookup(const Tokenizer *t, const char *piece, size_t len);
 
+/* What -m tokenize writes for a line: its ids separated by spaces, its
+ * pieces, or one JSON object {"ids":[...],"pieces":[...]}. */
+typedef enum { TOKENIZE_IDS, TOKENIZE_PIECES, TOKENIZE_JSON } TokenizeFormat;
+
 /* `-m tokenize`: encodes each '\n'-terminated line of `in` (a final line
  * without '\n' counts; '\r' and NUL bytes are text, as spm_encode reads
- * lines) and writes one output line per input line: ids separated by
- * spaces, or the pieces when `pieces` is set.  No BOS/EOS.  An encoding
- * error names the line ("line 3: tok.bin: ..."). */
-int tokenize_stream(const Tokenizer *t, FILE *in, FILE *out, int pieces, PosencError *err);
+ * lines) and writes one output line per input line in `format`.  No
+ * BOS/EOS.  An encoding error names the line ("line 3: tok.bin: ..."). */
+int tokenize_stream(const Tokenizer *t, FILE *in, FILE *out, TokenizeFormat format,
+                    PosencError *err);
 
 /* The same over a string (`-i TEXT`); empty text is one empty line. */
-int tokenize_text(const Tokenizer *t, const char *text, size_t len, FILE *out, int pieces,
-                  PosencError *err);
+int tokenize_text(const Tokenizer *t, const char *text, size_t len, FILE *out,
+                  TokenizeFormat format, PosencError *err);
 #endif

@@ -61,7 +61,7 @@ START_TEST(bad_model_files) {
     expect_model_error(header_file(64, 172, 5, 7, 7, 512, 512, 64), "multiple of n_heads");
     expect_model_error(header_file(64, 1 << 18, 1024, 8, 4, 1 << 22, 1 << 22, 64), "header describes");
     expect_model_error("/nonexistent/model.bin", "/nonexistent/model.bin");
-    expect_model_error("/tmp", "not a regular file");
+    expect_model_error("/tmp", "/tmp is a directory");
     expect_model_error(tests_write_temp("", 0, ".bin"), "empty");
 }
 END_TEST
@@ -196,7 +196,7 @@ START_TEST(bad_position_flags) {
     const char *both[] = {model_path, "-z", tok_path, "--no-shift", "--shift-no-rerotate", NULL};
     tests_expect_error(both, "exclude each other");
     const char *no_file[] = {model_path, "-z", tok_path, "-m", "ppl", NULL};
-    tests_expect_error(no_file, "-m ppl needs -f FILE");
+    tests_expect_error(no_file, "-m ppl needs a text to score: -f FILE or -i TEXT");
     const char *missing[] = {model_path, "-z", tok_path, "-m", "ppl", "-f", "/nonexistent.txt", NULL};
     tests_expect_error(missing, "/nonexistent.txt");
     const char *stride[] = {model_path, "-z", tok_path, "-m", "ppl", "-f", tok_path, "--ctx", "16", "--stride", "17", NULL};

@@ -13,6 +13,15 @@
  *    scaling) is an error naming the flags; control: with a factor it runs;
  *  - generate says when -n cut the prompt and when the context shifted;
  *    control: a run where neither happens says neither;
+ *  - a file of another kind (an image, README.md, a safetensors file, a
+ *    Hugging Face directory, a vocabulary-only GGUF as the model; merges.txt
+ *    as -z) is named for what it is, with what to pass instead; a -z
+ *    directory holding a tokenizer.model reads it; control: a real model
+ *    and tokenizer still load;
+ *  - -m tokenize reads stdin when given no -i/-f, and --json gives each
+ *    line's ids and pieces (the same as the plain and --pieces output);
+ *    -m ppl scores -i TEXT as it scores the same text from -f; control:
+ *    another text scores otherwise;
  *  - --version. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -200,6 +209,100 @@ START_TEST(generate_says_what_it_did_to_the_text) {
 }
 END_TEST
 
+START_TEST(wrong_kinds_of_file_say_what_they_are) {
+    if (!models) return;
+    const char png[] = "\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x10";
+    const char *image = tests_write_temp(png, sizeof png - 1, ".png");
+    const char *a[] = {image, "-n", "4", NULL};
+    tests_expect_error(a, "is a PNG image, not a model");
+    const char *readme[] = {"README.md", "-n", "4", NULL};
+    tests_expect_error(readme, "README.md is a text file, not a model");
+    const char *st[] = {tests_model_path(models, "zoo/rope/model.safetensors"), NULL};
+    tests_expect_error(st, "is a safetensors file, weights without their configuration: convert");
+    const char *hf[] = {tests_model_path(models, "zoo/rope"), NULL};
+    tests_expect_error(hf, "a Hugging Face checkpoint: convert it to GGUF first");
+    const char *merges[] = {"-m", "tokenize", "-z",
+                            tests_model_path(models, "gpt2-tokenizer/merges.txt"), "-i", "hi", NULL};
+    tests_expect_error(merges, "merges.txt is a text file, not a tokenizer: pass the directory");
+    const char *spm = tests_model_path(models, "spm/tinystories-bpe-1k.model");
+    const char *spm_as_model[] = {spm, NULL};
+    tests_expect_error(spm_as_model, "is a SentencePiece tokenizer, not a model: pass it as -z");
+    /* a directory holding tokenizer.model reads it, as the file itself would */
+    const char *dir = tests_temp_dir();
+    char inside[1100];
+    snprintf(inside, sizeof inside, "%s/tokenizer.model", dir);
+    size_t n;
+    char *bytes = tests_read_file(spm, &n);
+    tests_write_file(inside, bytes, n);
+    free(bytes);
+    const char *by_dir[] = {"-m", "tokenize", "-z", dir, "-i", "Once upon a time", NULL};
+    const char *by_file[] = {"-m", "tokenize", "-z", spm, "-i", "Once upon a time", NULL};
+    TestsRun d = tests_run_engine_ok(by_dir), f = tests_run_engine_ok(by_file);
+    ck_assert_str_eq(d.out, f.out);
+    tests_run_free(&d);
+    tests_run_free(&f);
+    /* a vocabulary-only GGUF as the model */
+    if (tests_python_available("a vocabulary-only GGUF")) {
+        char vocab_gguf[1100];
+        snprintf(vocab_gguf, sizeof vocab_gguf, "%s/vocab.gguf", dir);
+        const char *convert[] = {"tools/convert.py", "--vocab-only", spm, vocab_gguf, NULL};
+        TestsRun c = tests_run_python_ok(convert);
+        tests_run_free(&c);
+        const char *vocab_only[] = {vocab_gguf, "-n", "4", NULL};
+        tests_expect_error(vocab_only, "holds a vocabulary and no weights: pass it as -z");
+    }
+    /* control: a model and a tokenizer of the right kinds load */
+    const char *ok[] = {model, "-z", tok, "-n", "4", "-i", "Once", NULL};
+    TestsRun r = tests_run_engine_ok(ok);
+    tests_run_free(&r);
+}
+END_TEST
+
+START_TEST(tokenize_and_ppl_take_text_as_other_modes_do) {
+    if (!models) return;
+    const char *lines = "Once upon a time\nthere was a cat\n";
+    const char *from_stdin[] = {model, "-z", tok, "-m", "tokenize", NULL};
+    const char *file = tests_write_temp(lines, strlen(lines), ".txt");
+    TestsRun in = tests_run_engine_input(from_stdin, file); /* the file on stdin */
+    const char *from_file[] = {model, "-z", tok, "-m", "tokenize", "-f", file, NULL};
+    TestsRun f = tests_run_engine_ok(from_file);
+    ck_assert_int_eq(in.status, 0);
+    ck_assert_str_eq(in.out, f.out);
+    const char *json[] = {model, "-z", tok, "-m", "tokenize", "-f", file, "--json", NULL};
+    const char *pieces[] = {model, "-z", tok, "-m", "tokenize", "-f", file, "--pieces", NULL};
+    TestsRun j = tests_run_engine_ok(json), p = tests_run_engine_ok(pieces);
+    /* the first line: ids and pieces as the other formats print them */
+    int id0 = atoi(f.out);
+    char want[128];
+    snprintf(want, sizeof want, "{\"ids\":[%d,", id0);
+    ck_assert_msg(!strncmp(j.out, want, strlen(want)), "%s vs %s", j.out, f.out);
+    char first_piece[64];
+    ck_assert(sscanf(p.out, "%63s", first_piece) == 1);
+    ck_assert_msg(strstr(j.out, first_piece), "%s lacks %s", j.out, first_piece);
+    ck_assert_int_eq((int)(strchr(j.out, '\n') - j.out) > 0, 1);
+    tests_run_free(&in);
+    tests_run_free(&f);
+    tests_run_free(&j);
+    tests_run_free(&p);
+
+    const char *story = "Once upon a time there was a little girl named Lily. She loved to play "
+                        "outside in the park with her friends and her dog.";
+    const char *story_file = tests_write_temp(story, strlen(story), ".txt");
+    const char *by_i[] = {model, "-z", tok, "-m", "ppl", "-i", story, "--ctx", "16", "--json", NULL};
+    const char *by_f[] = {model, "-z", tok, "-m", "ppl", "-f", story_file, "--ctx", "16", "--json",
+                          NULL};
+    const char *other[] = {model, "-z", tok, "-m", "ppl", "-i", lines, "--ctx", "8", "--json", NULL};
+    TestsRun a = tests_run_engine_ok(by_i), b = tests_run_engine_ok(by_f),
+             c = tests_run_engine_ok(other);
+    double nll_i = tests_json_number(a.out, "nll"), nll_f = tests_json_number(b.out, "nll");
+    ck_assert_msg(nll_i == nll_f, "-i %.6f vs -f %.6f", nll_i, nll_f);
+    ck_assert_msg(tests_json_number(c.out, "nll") != nll_i, "control: another text, same nll");
+    tests_run_free(&a);
+    tests_run_free(&b);
+    tests_run_free(&c);
+}
+END_TEST
+
 START_TEST(version) {
     const char *args[] = {"--version", NULL};
     TestsRun r = tests_run_engine_ok(args);
@@ -219,6 +322,8 @@ int main(void) {
     tcase_add_test(tc, output_paths_are_checked_before_work);
     tcase_add_test(tc, scaling_that_does_nothing_is_refused);
     tcase_add_test(tc, generate_says_what_it_did_to_the_text);
+    tcase_add_test(tc, wrong_kinds_of_file_say_what_they_are);
+    tcase_add_test(tc, tokenize_and_ppl_take_text_as_other_modes_do);
     tcase_add_test(tc, version);
     suite_add_tcase(s, tc);
     return tests_run_suite(s);
