@@ -169,22 +169,22 @@ void load_tokenizer(const Options *o, const Model *model, Tokenizer *tok) {
 }
 
 
-/* -f: a file, or a pipe such as /dev/stdin (read to its end, as cat
- * would); a directory is refused here, before reading it fails. */
-FILE *open_text_file(const char *path) {
+/* A text file of `flag`: a file, or a pipe such as /dev/stdin (read to its
+ * end, as cat would); a directory is refused here, before reading it fails. */
+FILE *open_text_file(const char *flag, const char *path) {
     struct stat st;
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) cli_die("-f: '%s' is a directory", path);
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) cli_die("%s: '%s' is a directory", flag, path);
     FILE *f = fopen(path, "rb");
-    if (!f) cli_die("-f: cannot open '%s': %s", path, strerror(errno));
+    if (!f) cli_die("%s: cannot open '%s': %s", flag, path, strerror(errno));
     return f;
 }
 
 /* The whole file, NUL-terminated (len excludes the NUL). */
-char *read_text_file(const char *path, size_t *len) {
-    FILE *f = open_text_file(path);
+char *read_text_file(const char *flag, const char *path, size_t *len) {
+    FILE *f = open_text_file(flag, path);
     PosencError err;
     char *text = posenc_read_stream(f, len, path, &err);
-    if (!text) cli_die("-f: %s", err.msg);
+    if (!text) cli_die("%s: %s", flag, err.msg);
     fclose(f);
     return text;
 }
@@ -193,7 +193,7 @@ char *read_text_file(const char *path, size_t *len) {
  * trailing newline (an editor's) is dropped. */
 char *read_prompt_file(const char *path) {
     size_t len;
-    char *text = read_text_file(path, &len);
+    char *text = read_text_file("-f", path, &len);
     if (len > 0 && text[len - 1] == '\n') len--;
     if (memchr(text, '\0', len)) cli_die("-f: '%s' contains a NUL byte; a prompt is text", path);
     text[len] = '\0';

@@ -26,8 +26,8 @@ void load_model(const Options *o, Model *model);
 void load_tokenizer(const Options *o, const Model *model, Tokenizer *tok); /* model NULL: -z only */
 const char *default_tokenizer(const char *model_path, char *buf, size_t n);
 void apply_special(const Options *o, Tokenizer *tok);
-FILE *open_text_file(const char *path);
-char *read_text_file(const char *path, size_t *len);
+FILE *open_text_file(const char *flag, const char *path);
+char *read_text_file(const char *flag, const char *path, size_t *len);
 char *read_prompt_file(const char *path);
 
 /* ---- positional schemes: the --pe variants ---- */

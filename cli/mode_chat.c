@@ -1,16 +1,73 @@
 /* -m chat. */
+#include <ctype.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "base/gguf.h"
+#include "base/json_parse.h"
 #include "chat/chat_template.h"
 #include "chat/jinja.h"
 #include "cli/common.h"
 #include "cli/modes.h"
 #include "modes/cache_dump.h"
 #include "modes/chat.h"
+
+/* Whether s[0, n) is UTF-8 text without NUL bytes. */
+static int is_utf8_text(const char *s, size_t n) {
+    for (size_t i = 0; i < n;) {
+        unsigned char c = (unsigned char)s[i];
+        size_t len = c == 0 ? 0 : c < 0x80 ? 1 : c >= 0xc2 && c < 0xe0 ? 2 : c >= 0xe0 && c < 0xf0 ? 3
+                   : c >= 0xf0 && c < 0xf5 ? 4 : 0;
+        if (!len || i + len > n) return 0;
+        for (size_t k = 1; k < len; k++)
+            if (((unsigned char)s[i + k] & 0xc0) != 0x80) return 0;
+        i += len;
+    }
+    return 1;
+}
+
+/* A Hugging Face tokenizer_config.json's chat_template: a string, or a list
+ * of {name, template} of which "default" is the one used (malloc'd). */
+static char *template_from_config(const char *path, const char *json, size_t len) {
+    JsonDoc doc;
+    PosencError err;
+    if (json_parse(&doc, json, len, &err)) cli_die("--chat-template: %s: %s", path, err.msg);
+    const JsonValue *t = json_get(&doc.root, "chat_template");
+    const char *text = t && t->type == JSON_STRING ? t->string : NULL;
+    for (uint32_t i = 0; t && t->type == JSON_ARRAY && i < t->len; i++)
+        if (json_is_string(json_get(&t->items[i], "name"), "default"))
+            text = json_get_string(&t->items[i], "template");
+    if (!text)
+        cli_die("--chat-template: %s is JSON without a chat_template (a string, or a list holding "
+                "one named \"default\")", path);
+    char *copy = strdup(text);
+    json_free(&doc);
+    if (!copy) posenc_out_of_memory(strlen(text) + 1, 1, "the chat template");
+    return copy;
+}
+
+/* --chat-template FILE: a Jinja template, or a tokenizer_config.json
+ * holding one; anything but UTF-8 text is refused (malloc'd, *len set). */
+static char *read_template_file(const char *path, size_t *len) {
+    char *text = read_text_file("--chat-template", path, len);
+    if (!is_utf8_text(text, *len))
+        cli_die("--chat-template: %s is not UTF-8 text: give a Jinja template, a "
+                "tokenizer_config.json or a built-in format (%s)", path, cli_template_names());
+    /* a JSON object opens with '{' and a key or '}'; Jinja's '{' with '{', '%' or '#' */
+    size_t i = 0;
+    while (i < *len && isspace((unsigned char)text[i])) i++;
+    size_t j = i + 1;
+    while (j < *len && isspace((unsigned char)text[j])) j++;
+    if (i < *len && text[i] == '{' && j < *len && (text[j] == '"' || text[j] == '}')) {
+        char *inner = template_from_config(path, text, *len);
+        free(text);
+        *len = strlen(inner);
+        return inner;
+    }
+    return text;
+}
 
 /* --chat-template NAME|FILE, else the GGUF's tokenizer.chat_template:
  * parsed, or one line naming where the template came from. */
@@ -26,10 +83,7 @@ static JinjaTemplate *load_chat_template(const Options *o, const Model *model) {
             if (access(o->chat_template, R_OK) != 0)
                 cli_die("--chat-template: '%s' is neither a built-in format (%s) nor a readable file",
                         o->chat_template, cli_template_names());
-            FILE *f = open_text_file(o->chat_template);
-            file_text = posenc_read_stream(f, &len, o->chat_template, &err);
-            fclose(f);
-            if (!file_text) cli_die("--chat-template: %s", err.msg);
+            file_text = read_template_file(o->chat_template, &len);
             text = file_text;
         } else {
             len = strlen(text);
@@ -78,7 +132,11 @@ int run_chat(const Options *o) {
                   context_size_generate(s.n_ctx, kv_type(o)));
     Sampler sampler;
     build_sampler(o, s.model.config.vocab_size, &sampler);
-    ChatOptions copt = {.template = template, .system_prompt = o->system_prompt, .stops = o->stops,
+    char template_name[1100];
+    if (o->chat_template) snprintf(template_name, sizeof template_name, "--chat-template %s", o->chat_template);
+    else snprintf(template_name, sizeof template_name, "%s's tokenizer.chat_template", o->model_path);
+    ChatOptions copt = {.template = template, .template_name = template_name,
+                        .system_prompt = o->system_prompt, .stops = o->stops,
                         .n_stops = o->n_stops, .max_reply = o->steps,
                         .keep = cli_given(o, "--keep") ? o->keep : -1, .shift = shift_mode(o),
                         .trace = o->trace_positions ? stderr : NULL, .dump_cache = o->dump_cache ? stderr : NULL,
@@ -88,7 +146,8 @@ int run_chat(const Options *o) {
     if (chat_session_init(&session, &ctx, &s.tok, &sampler, &copt, &err)) cli_die("%s", err.msg);
     catch_interrupts();
     int rc = o->prompt ? chat_turn(&session, o->prompt, stdout, &err) : 0;
-    if (!rc) rc = chat_loop(&session, stdin, stdout, isatty(STDIN_FILENO), &err);
+    if (rc > 0) fprintf(stderr, "warning: turn skipped (-i): %s\n", err.msg);
+    if (rc >= 0) rc = chat_loop(&session, stdin, stdout, isatty(STDIN_FILENO), &err);
     if (rc) fprintf(stderr, "error: %s\n", err.msg);
     if (!rc && o->dump_cache) cache_dump(stderr, &ctx, &s.tok, "at the end");
     chat_session_free(&session);

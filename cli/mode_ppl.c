@@ -76,7 +76,7 @@ void resolve_ppl_variants(const Options *o, const Model *model, const Variants *
 /* -f's text as the model's tokens. */
 int *encode_ppl_text(const Options *o, const Tokenizer *tok, int *n_ids) {
     size_t len;
-    char *text = o->text_file ? read_text_file(o->text_file, &len) : strdup(o->prompt);
+    char *text = o->text_file ? read_text_file("-f", o->text_file, &len) : strdup(o->prompt);
     if (!o->text_file) len = strlen(text);
     int *ids = NULL;
     PosencError err;

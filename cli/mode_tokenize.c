@@ -30,7 +30,7 @@ int run_tokenize(const Options *o) {
     if (o->prompt) {
         rc = tokenize_text(&tok, o->prompt, strlen(o->prompt), stdout, format, &err);
     } else {
-        FILE *in = o->text_file ? open_text_file(o->text_file) : stdin;
+        FILE *in = o->text_file ? open_text_file("-f", o->text_file) : stdin;
         rc = tokenize_stream(&tok, in, stdout, format, &err);
         if (in != stdin) fclose(in);
     }

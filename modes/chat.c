@@ -1,6 +1,8 @@
 #include "modes/chat.h"
 
+#include <ctype.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -206,6 +208,58 @@ static int resolve_keep(ChatSession *s, PosencError *err) {
     return 0;
 }
 
+/* The word of `text` around its first character the vocabulary cannot
+ * encode alone (into buf), or NULL when every one encodes. */
+static const char *first_unencodable_word(const Tokenizer *tok, const char *text, size_t len,
+                                          char *buf, size_t size) {
+    for (size_t i = 0; i < len;) {
+        size_t n = 1;
+        while (i + n < len && ((unsigned char)text[i + n] & 0xc0) == 0x80) n++;
+        int *ids, n_ids;
+        PosencError ignored;
+        int fails = tokenizer_encode_alloc(tok, text + i, n, 0, 0, &ids, &n_ids, &ignored) != 0;
+        if (!fails) free(ids);
+        if (fails) {
+            size_t a = i, b = i + n;
+            while (a > 0 && i - a < 20 && !isspace((unsigned char)text[a - 1])) a--;
+            while (b < len && b - i < 20 && !isspace((unsigned char)text[b])) b++;
+            snprintf(buf, size, "%.*s", (int)(b - a), text + a);
+            return buf;
+        }
+        i += n;
+    }
+    return NULL;
+}
+
+/* The template's own text (around an empty user turn) must encode, or no
+ * turn can: refused here, naming the text and the template. */
+static int check_template_encodes(ChatSession *s, PosencError *err) {
+    push_message(s, "user", "", 0);
+    size_t len;
+    char *text = render_messages(s, s->messages, s->n_messages, 1, &len, err);
+    int *ids = NULL, n_ids, rc = text ? chat_encode(s, text, len, &ids, &n_ids, err) : -1;
+    free(ids);
+    char word[64];
+    const char *at = rc && text ? first_unencodable_word(s->tok, text, len, word, sizeof word) : NULL;
+    if (at) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", err->msg);
+        posenc_error(err, "the chat template (%s) writes '%s', which the vocabulary cannot "
+                          "encode (%s): name a template written in its pieces with --chat-template",
+                     s->opt->template_name ? s->opt->template_name : "the model's", at, why);
+    }
+    free(text);
+    pop_message(s);
+    return rc;
+}
+
+/* Whether any token of the vocabulary ends a turn. */
+static int has_end_of_turn(const Tokenizer *tok) {
+    for (int id = 0; id < tok->vocab_size; id++)
+        if (tokenizer_ends_turn(tok, id)) return 1;
+    return 0;
+}
+
 int chat_session_init(ChatSession *s, Context *ctx, const Tokenizer *tok, Sampler *sampler,
                       const ChatOptions *opt, PosencError *err) {
     memset(s, 0, sizeof *s);
@@ -217,12 +271,19 @@ int chat_session_init(ChatSession *s, Context *ctx, const Tokenizer *tok, Sample
     for (int id = 0; id < tok->vocab_size; id++)
         if (is_special(tok, id)) s->special[s->n_special++] = id;
     if (opt->system_prompt) push_message(s, "system", opt->system_prompt, strlen(opt->system_prompt));
+    if (check_template_encodes(s, err)) goto fail;
     if (opt->keep >= 0) s->keep = opt->keep;
     else if (resolve_keep(s, err)) goto fail;
     if (opt->shift != CONTEXT_SHIFT_OFF && context_shift_check_keep(ctx->cache.n_ctx, s->keep, err)) {
         posenc_error(err, "the %d cells a context shift keeps (the system prompt's, or --keep) do not leave "
                           "room in a context of %d: raise --ctx or shorten -y", s->keep, ctx->cache.n_ctx);
         goto fail;
+    }
+    s->reply_limit = opt->max_reply;
+    if (s->reply_limit <= 0 && !has_end_of_turn(tok)) {
+        s->reply_limit = ctx->cache.n_ctx;
+        fprintf(stderr, "note: the vocabulary has no end-of-turn token: each reply ends after %d "
+                        "tokens (the context; -n sets another length)\n", s->reply_limit);
     }
     return 0;
 fail:
@@ -296,7 +357,7 @@ static void reply_show(Reply *r, FILE *out, size_t upto) {
 static int generate_reply(ChatSession *s, FILE *out, Reply *r, PosencError *err) {
     const ChatOptions *opt = s->opt;
     int prev = s->n_seen ? s->seen[s->n_seen - 1] : -1;
-    for (int made = 0; opt->max_reply <= 0 || made < opt->max_reply; made++) {
+    for (int made = 0; s->reply_limit <= 0 || made < s->reply_limit; made++) {
         if (opt->interrupted && *opt->interrupted) break;
         int token = sampler_sample(s->sampler, s->logits);
         if (tokenizer_ends_turn(s->tok, token) || token == s->tok->bos_id) break;
@@ -323,10 +384,23 @@ int chat_turn(ChatSession *s, const char *user_text, FILE *out, PosencError *err
     int *ids, n_ids;
     if (render_and_encode(s, s->messages, s->n_messages, 1, &ids, &n_ids, err)) {
         pop_message(s);
-        return -1;
+        /* the template's own text encodes (chat_session_init): the turn's does not */
+        char why[512];
+        snprintf(why, sizeof why, "%s", err->msg);
+        posenc_error(err, "the turn, as %s renders it, cannot be encoded: %s",
+                     s->opt->template_name ? s->opt->template_name : "the chat template", why);
+        return 1;
     }
     int same = common_prefix(ids, n_ids, s->seen, s->n_seen);
     if (same == n_ids && same > 0) same--;   /* the last token is fed again for its logits */
+    int room = s->ctx->cache.n_ctx - s->keep - 1;   /* one cell for the reply's first token */
+    if (n_ids - same > room) {
+        free(ids);
+        pop_message(s);
+        posenc_error(err, "the turn is %d tokens, and the context holds %d beside the %d cells "
+                          "it keeps: raise --ctx", n_ids - same, room, s->keep);
+        return 1;
+    }
     rewind_to(s, same);
     int rc = n_ids > same ? feed(s, ids + same, n_ids - same, err) : 0;
     free(ids);
@@ -367,7 +441,12 @@ int chat_loop(ChatSession *s, FILE *in, FILE *out, int interactive, PosencError 
             rc = posenc_error(err, "a turn contains a NUL byte; turns are text");
             break;
         }
-        if (chat_turn(s, line, out, err)) {
+        int turn = chat_turn(s, line, out, err);
+        if (turn > 0) {
+            fprintf(stderr, "warning: turn skipped: %s\n", err->msg);
+            continue;
+        }
+        if (turn < 0) {
             rc = -1;
             break;
         }

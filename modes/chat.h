@@ -19,6 +19,7 @@
 
 typedef struct {
     const JinjaTemplate *template;
+    const char *template_name;      /* where it came from, for messages ("--chat-template chatml") */
     const char *system_prompt;      /* NULL: none */
     const char *const *stops;       /* strings that end a reply (not shown), n_stops of them */
     int n_stops;
@@ -44,16 +45,22 @@ typedef struct {
     int *special;                   /* (n_special) ids whose text in a rendering is that token */
     int n_special;
     const float *logits;            /* the last forward call's last logits */
+    int reply_limit;                /* tokens per reply; <= 0: until an end-of-turn token */
 } ChatSession;
 
 /* Builds a session on an empty cache; resolves keep (the system prompt's
- * tokens when opt->keep < 0) and checks it against the context.  -1 + err. */
+ * tokens when opt->keep < 0) and checks it against the context, and that
+ * the vocabulary can encode the template's own text.  With no reply limit
+ * and no end-of-turn token in the vocabulary, a reply ends after the
+ * context's size (a note says so).  -1 + err. */
 int chat_session_init(ChatSession *s, Context *ctx, const Tokenizer *tok, Sampler *sampler,
                       const ChatOptions *opt, PosencError *err);
 void chat_session_free(ChatSession *s);
 
 /* One turn: user_text joins the conversation, the reply streams to out and
- * joins it too.  -1 + err (the template refused, the turn does not fit). */
+ * joins it too.  1 + err: the turn is skipped, the conversation as it was
+ * (its text cannot be encoded, the template refused it, or it does not fit
+ * in the context); -1 + err: the session cannot go on. */
 int chat_turn(ChatSession *s, const char *user_text, FILE *out, PosencError *err);
 
 /* The transcript's ids for a rendering: the text between special tokens

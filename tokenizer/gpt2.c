@@ -69,8 +69,9 @@ static int encode_word(const Tokenizer *t, const char *w, size_t n, IntBuf *out,
     BpeSymbol *syms = scratch_symbols(s, n);
     for (size_t k = 0; k < n; k++) {
         unsigned char b = (unsigned char)w[k];
+        char name[16];
         if (t->byte_ids[b] < 0)
-            return posenc_error(err, "byte 0x%02X has no token in the vocabulary", b);
+            return posenc_error(err, "%s has no token in the vocabulary", byte_name(b, name));
         syms[k] = (BpeSymbol){(int)k - 1, (int)k + 1, t->byte_ids[b], (int)k, 1, 0};
     }
     syms[n - 1].next = -1;

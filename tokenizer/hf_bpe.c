@@ -44,8 +44,10 @@ static int encode_section(const Tokenizer *t, const char *text, size_t start, si
         int id = c ? tokenizer_lookup(t, w + i, clen) : -1, bytes_ok = t->byte_fallback;
         for (size_t b = 0; id < 0 && b < clen; b++) bytes_ok &= t->byte_ids[(unsigned char)w[i + b]] >= 0;
         if (id >= 0 || !bytes_ok) {
+            char name[16];
             if (id < 0 && t->unk_id < 0)
-                return posenc_error(err, "byte 0x%02X has no token in the vocabulary", (unsigned char)w[i]);
+                return posenc_error(err, "%s has no token in the vocabulary",
+                                    byte_name((unsigned char)w[i], name));
             if (id < 0 && t->fuse_unk && k > 0 && syms[k - 1].id == t->unk_id) {
                 syms[k - 1].len += (int)clen;
             } else {

@@ -112,9 +112,10 @@ static int encode(const Tokenizer *t, const char *text, size_t len, IntBuf *out,
         }
         for (size_t b = start; b < i; b++) {
             int byte_id = (unsigned char)text[b] + 3;
+            char name[16];
             if (byte_id >= t->vocab_size)
-                return posenc_error(err, "tokenizer has no byte fallback for byte 0x%02X",
-                                    (unsigned char)text[b]);
+                return posenc_error(err, "tokenizer has no byte fallback for %s",
+                                    byte_name((unsigned char)text[b], name));
             add_symbol(syms, &n, byte_id, (int)b, 1);
         }
     }

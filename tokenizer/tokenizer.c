@@ -484,3 +484,9 @@ int tokenize_text(const Tokenizer *t, const char *text, size_t len, FILE *out,
     scratch_free(&s);
     return rc;
 }
+
+const char *byte_name(unsigned char b, char *buf) {
+    if (b > 0x20 && b < 0x7f && b != '\'') snprintf(buf, 16, "'%c' (byte 0x%02X)", b, b);
+    else snprintf(buf, 16, "byte 0x%02X", b);
+    return buf;
+}

@@ -203,6 +203,9 @@ static inline int starts_text(const Tokenizer *t, int prev) {
 int strip_decoder_drops_space(const Tokenizer *t, int prev, int token);
 /* byte_ids: the piece spelled <0xXX> of each byte, whatever its type. */
 void lookup_byte_pieces(Tokenizer *t);
+/* A byte as an error names it: "'<' (byte 0x3C)" for printable ASCII, so
+ * the character is seen; "byte 0xC3" otherwise.  buf: 16 bytes. */
+const char *byte_name(unsigned char b, char *buf);
 
 /* ---- added pieces (added.c): GPT2, HF_BPE, HF_UNIGRAM ---------------------- */
 /* The tries of user-defined pieces, and of those and control pieces

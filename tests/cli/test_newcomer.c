@@ -22,6 +22,15 @@
  *    line's ids and pieces (the same as the plain and --pieces output);
  *    -m ppl scores -i TEXT as it scores the same text from -f; control:
  *    another text scores otherwise;
+ *  - chat on the zoo's RoPE model (a vocabulary without '<'): a turn that
+ *    cannot be encoded, or that is longer than the context, is skipped with
+ *    a warning naming the character and the template, and the next turn's
+ *    reply is exactly the reply it gets alone (control: a different turn
+ *    gets another); a built-in template the vocabulary cannot write is one
+ *    error naming it and its text; --chat-template takes a
+ *    tokenizer_config.json (the "default" of its list) as its template
+ *    file, and refuses a binary; -n 0 ends on a vocabulary without an
+ *    end-of-turn token;
  *  - --version. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -303,6 +312,75 @@ START_TEST(tokenize_and_ppl_take_text_as_other_modes_do) {
 }
 END_TEST
 
+/* A chat on the zoo's RoPE model with `input` on stdin (a temp file) and
+ * the template file `template`; extra flags after. */
+static TestsRun zoo_chat(const char *zoo, const char *template, const char *input,
+                         const char *flag, const char *value) {
+    const char *in = tests_write_temp(input, strlen(input), ".txt");
+    const char *args[] = {zoo, "-m", "chat", "--chat-template", template, "-t", "0", "-n", "12",
+                          flag, value, NULL};
+    return tests_run_engine_input(args, in);
+}
+
+START_TEST(chat_survives_what_a_turn_cannot_do) {
+    if (!models) return;
+    const char *zoo = tests_convert(models, "zoo/rope", NULL);
+    const char *jinja = "{% for m in messages %}{{ m.content }}\n{% endfor %}";
+    const char *template = tests_write_temp(jinja, strlen(jinja), ".jinja");
+    TestsRun alone = zoo_chat(zoo, template, "ROMEO: hello\n", NULL, NULL);
+    ck_assert_int_eq(alone.status, 0);
+    ck_assert_msg(strlen(alone.out) > 2, "no reply: %s", alone.err);
+    TestsRun bad = zoo_chat(zoo, template, "I love thee <3\nROMEO: hello\n", NULL, NULL);
+    ck_assert_msg(bad.status == 0, "exit %d: %s", bad.status, bad.err);
+    ck_assert_msg(strstr(bad.err, "warning: turn skipped: ") &&
+                      strstr(bad.err, "'<' (byte 0x3C) has no token") && strstr(bad.err, template),
+                  "%s", bad.err);
+    ck_assert_str_eq(bad.out, alone.out);
+    /* longer than the context: skipped, and the next turn as if alone */
+    char long_turn[4096] = "";
+    for (int i = 0; i < 40; i++) strcat(long_turn, "ROMEO: what light through yonder window ");
+    strcat(long_turn, "\nROMEO: hello\n");
+    TestsRun alone64 = zoo_chat(zoo, template, "ROMEO: hello\n", "--ctx", "64");
+    TestsRun longer = zoo_chat(zoo, template, long_turn, "--ctx", "64");
+    ck_assert_msg(longer.status == 0 && strstr(longer.err, "warning: turn skipped: the turn is "),
+                  "exit %d: %s", longer.status, longer.err);
+    ck_assert_str_eq(longer.out, alone64.out);
+    /* control: another turn gets another reply */
+    TestsRun other = zoo_chat(zoo, template, "JULIET: farewell\n", NULL, NULL);
+    ck_assert_msg(strcmp(other.out, alone.out) != 0, "control: the same reply to another turn");
+
+    /* the same template from a tokenizer_config.json's list */
+    char config[512];
+    snprintf(config, sizeof config,
+             "{\"chat_template\": [{\"name\": \"tool_use\", \"template\": \"x\"}, {\"name\": "
+             "\"default\", \"template\": \"{%% for m in messages %%}{{ m.content }}\\n{%% endfor "
+             "%%}\"}]}");
+    const char *config_path = tests_write_temp(config, strlen(config), ".json");
+    TestsRun from_config = zoo_chat(zoo, config_path, "ROMEO: hello\n", NULL, NULL);
+    ck_assert_msg(from_config.status == 0, "%s", from_config.err);
+    ck_assert_str_eq(from_config.out, alone.out);
+    const char png[] = "\x89PNG\r\n\x1a\n\0\0";
+    const char *png_path = tests_write_temp(png, sizeof png - 1, ".png");
+    const char *image[] = {zoo, "-m", "chat", "--chat-template", png_path, NULL};
+    tests_expect_error(image, "is not UTF-8 text");
+
+    /* a built-in template the vocabulary cannot write */
+    const char *chatml[] = {zoo, "-m", "chat", "--chat-template", "chatml", NULL};
+    TestsRun c = tests_expect_failure(chatml, "(--chat-template chatml) writes '<|im_start|>");
+    ck_assert_msg(strstr(c.err, "'<' (byte 0x3C)"), "%s", c.err);
+
+    /* -n 0 without an end-of-turn token: each reply ends at the context */
+    const char *in = tests_write_temp("ROMEO: hello\n", 13, ".txt");
+    const char *n0[] = {zoo, "-m", "chat", "--chat-template", template, "-t", "0", "-n", "0",
+                        "--ctx", "32", NULL};
+    TestsRun ends = tests_run_engine_input(n0, in);
+    ck_assert_msg(ends.status == 0 && strstr(ends.err, "no end-of-turn token: each reply ends "
+                                                       "after 32 tokens"), "%s", ends.err);
+    TestsRun *runs[] = {&alone, &bad, &alone64, &longer, &other, &from_config, &c, &ends};
+    for (size_t i = 0; i < sizeof runs / sizeof *runs; i++) tests_run_free(runs[i]);
+}
+END_TEST
+
 START_TEST(version) {
     const char *args[] = {"--version", NULL};
     TestsRun r = tests_run_engine_ok(args);
@@ -324,6 +402,7 @@ int main(void) {
     tcase_add_test(tc, generate_says_what_it_did_to_the_text);
     tcase_add_test(tc, wrong_kinds_of_file_say_what_they_are);
     tcase_add_test(tc, tokenize_and_ppl_take_text_as_other_modes_do);
+    tcase_add_test(tc, chat_survives_what_a_turn_cannot_do);
     tcase_add_test(tc, version);
     suite_add_tcase(s, tc);
     return tests_run_suite(s);

@@ -290,7 +290,7 @@ START_TEST(cli_refusals) {
     const char *bad_file = tests_write_temp("{% for m in messages %}", 23, ".jinja");
     const char *bad_syntax[] = {m, "-z", z, "-m", "chat", "--chat-template", bad_file, NULL};
     tests_expect_error(bad_syntax, "line 1: 'for' is never closed");
-    const char *raising = tests_write_temp("{{ raise_exception('System role not supported') }}", 51, ".jinja");
+    const char *raising = tests_write_temp("{{ raise_exception('System role not supported') }}", 50, ".jinja");
     const char *raise_args[] = {m, "-z", z, "-m", "chat", "--chat-template", raising, NULL};
     tests_expect_error(raise_args, "the template raised an exception: System role not supported");
     const char *y_generate[] = {m, "-z", z, "-y", "x", NULL};
