@@ -2,6 +2,7 @@
 #include "cli/common.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -299,3 +300,18 @@ void setup_close(Setup *s) {
 }
 
 const char *text_flag(const Options *o) { return o->text_file ? "-f" : "-i"; }
+
+volatile sig_atomic_t cli_interrupted;
+
+static void on_sigint(int sig) {
+    (void)sig;
+    cli_interrupted = 1;
+}
+
+void catch_interrupts(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+}

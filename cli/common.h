@@ -5,6 +5,7 @@
 #ifndef POSENC_CLI_COMMON_H
 #define POSENC_CLI_COMMON_H
 
+#include <signal.h>
 #include <stdio.h>
 
 #include "cli/options.h"
@@ -85,6 +86,12 @@ unsigned long long build_sampler(const Options *o, int vocab, Sampler *s); /* th
 /* ---- output files ---- */
 void open_logits_out(const Options *o, int vocab, LogprobWriter *w); /* w->out NULL: not asked */
 void close_logits_out(const Options *o, LogprobWriter *w);
+
+/* Ctrl-C sets cli_interrupted instead of ending the process, for the modes
+ * that stop cleanly (chat's reply, ppl's scoring); without SA_RESTART, so a
+ * read waiting at chat's prompt ends too (EINTR). */
+extern volatile sig_atomic_t cli_interrupted;
+void catch_interrupts(void);
 
 /* A view's (or the study's) --html page: its charts inline and its --json data. */
 typedef struct {

@@ -105,21 +105,6 @@ static JinjaTemplate *load_chat_template(const Options *o, const Model *model) {
     return t;
 }
 
-static volatile sig_atomic_t chat_interrupted;
-static void on_sigint(int sig) {
-    (void)sig;
-    chat_interrupted = 1;
-}
-
-/* Ctrl-C ends the reply; at the prompt it ends the chat (getline sees
- * EINTR: the handler is installed without SA_RESTART). */
-static void catch_interrupts(void) {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_sigint;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-}
 
 int run_chat(const Options *o) {
     Setup s;
@@ -140,10 +125,11 @@ int run_chat(const Options *o) {
                         .n_stops = o->n_stops, .max_reply = o->steps,
                         .keep = cli_given(o, "--keep") ? o->keep : -1, .shift = shift_mode(o),
                         .trace = o->trace_positions ? stderr : NULL, .dump_cache = o->dump_cache ? stderr : NULL,
-                        .interrupted = &chat_interrupted};
+                        .interrupted = &cli_interrupted};
     ChatSession session;
     PosencError err;
     if (chat_session_init(&session, &ctx, &s.tok, &sampler, &copt, &err)) cli_die("%s", err.msg);
+    /* Ctrl-C ends the reply; at the prompt it ends the chat */
     catch_interrupts();
     int rc = o->prompt ? chat_turn(&session, o->prompt, stdout, &err) : 0;
     if (rc > 0) fprintf(stderr, "warning: turn skipped (-i): %s\n", err.msg);

@@ -1,4 +1,5 @@
 /* -m ppl with one model and one window (several: cli/mode_ppl_study.c). */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -13,14 +14,30 @@ typedef struct {
     const char *progress_label;
     const char *const *labels; /* per variant */
     LogprobWriter *logprobs;   /* out NULL: no --logits-out */
+    int stream;                /* counting tokens of a stream, not windows */
+    int terminal;              /* stderr is a terminal: one line, redrawn */
+    double start_s, shown_s;   /* when scoring began; when progress was last written */
 } PplReport;
 
-static void progress_bar(double fraction, void *user) {
-    const char *label = ((const PplReport *)user)->progress_label;
-    int filled = (int)(fraction * 30);
-    fprintf(stderr, "\r%-24.24s [%.*s%*s] %3d%%", label, filled, "==============================",
-            30 - filled, "", (int)(fraction * 100));
-    if (fraction >= 1.0) fputc('\n', stderr);
+/* The running mean NLL of the first variant and the time left, as
+ * llama-perplexity prints a running value per chunk: redrawn in place on a
+ * terminal, else a line at most every PROGRESS_EVERY_S seconds (and the last). */
+#define PROGRESS_EVERY_S 5.0
+static void show_progress(const PplProgressState *st, void *user) {
+    PplReport *r = user;
+    double now = time_now_s(), elapsed = now - r->start_s;
+    int last = st->done == st->total;
+    if (!r->terminal && !last && now - r->shown_s < PROGRESS_EVERY_S) return;
+    r->shown_s = now;
+    const PplResult *first = &st->res[0];
+    double nll = first->n_scored ? first->nll_sum / first->n_scored : 0.0;
+    double eta = st->fraction > 0 ? elapsed * (1 - st->fraction) / st->fraction : 0.0;
+    char line[160];
+    snprintf(line, sizeof line, "%-20.20s %ld/%ld %s, %s nll %.4f (ppl %.3f), %s %.0f s",
+             r->progress_label, st->done, st->total, r->stream ? "tokens" : "windows",
+             r->labels[0], nll, exp(nll), last ? "took" : "ETA", last ? elapsed : eta);
+    if (r->terminal) fprintf(stderr, "\r%-100.100s%s", line, last ? "\n" : "");
+    else fprintf(stderr, "%s\n", line);
 }
 
 static void log_prediction(const PplPrediction *p, void *user) {
@@ -86,23 +103,24 @@ int *encode_ppl_text(const Options *o, const Tokenizer *tok, int *n_ids) {
     return ids;
 }
 
-void score_variants(const Options *o, const Model *model, const char *const *labels,
-                           const PeParams *params, int n, int baseline, const int *ids,
-                           int n_ids, int window, const char *progress_label, LogprobWriter *logprobs,
-                           PplResult *res) {
+int score_variants(const Options *o, const Model *model, const char *const *labels,
+                   const PeParams *params, int n, int baseline, const int *ids, int n_ids,
+                   int window, const char *progress_label, LogprobWriter *logprobs,
+                   volatile sig_atomic_t *interrupted, PplResult *res) {
     PplOptions popt = {.window = window, .stride = o->stride, .max_chunks = o->chunks,
                        .stream = o->stream, .keep = o->keep, .shift = shift_mode(o),
-                       .pos_offset = o->pos_offset};
+                       .pos_offset = o->pos_offset, .interrupted = interrupted};
     Context ctxs[MAX_VARIANTS + 1];
     for (int v = 0; v < n; v++)
         build_context(&ctxs[v], o, model, &params[v], labels[v], context_size_ppl(window, kv_type(o)));
-    PplReport report = {progress_label, labels, logprobs};
-    PplHooks hooks = {isatty(STDERR_FILENO) ? progress_bar : NULL,
-                      logprobs && logprobs->out ? log_prediction : NULL, &report};
+    PplReport report = {progress_label, labels, logprobs, o->stream, isatty(STDERR_FILENO),
+                        time_now_s(), time_now_s()};
+    PplHooks hooks = {show_progress, logprobs && logprobs->out ? log_prediction : NULL, &report};
     PosencError err;
-    if (ppl_evaluate_variants(ctxs, n, baseline, ids, n_ids, &popt, res, &hooks, &err))
-        cli_die("%s", err.msg);
+    int rc = ppl_evaluate_variants(ctxs, n, baseline, ids, n_ids, &popt, res, &hooks, &err);
+    if (rc < 0) cli_die("%s", err.msg);
     for (int v = 0; v < n; v++) context_free(&ctxs[v]);
+    return rc;
 }
 
 int run_ppl(const Options *o) {
@@ -144,8 +162,12 @@ int run_ppl(const Options *o) {
     if (pv.n == 1) snprintf(progress_label, sizeof progress_label, "%s", pv.labels[0]);
     else snprintf(progress_label, sizeof progress_label, "%d variants", pv.n);
     PplResult res[MAX_VARIANTS + 1];
-    score_variants(o, model, pv.labels, pv.params, pv.n, pv.baseline, ids, n_ids, window,
-                   progress_label, &logprobs, res);
+    catch_interrupts(); /* Ctrl-C: the table of what was scored */
+    int stopped = score_variants(o, model, pv.labels, pv.params, pv.n, pv.baseline, ids, n_ids,
+                                 window, progress_label, &logprobs, &cli_interrupted, res);
+    if (stopped)
+        fprintf(stderr, "note: interrupted: the table holds the %ld %s scored\n", res[0].n_chunks,
+                o->stream ? "chunks" : "windows");
     close_logits_out(o, &logprobs);
     for (int v = 0; v < pv.n; v++) {
         PplRow row = {.label = pv.labels[v], .ctx = window, .baseline = pv.labels[pv.baseline],
@@ -162,5 +184,5 @@ int run_ppl(const Options *o) {
     for (int v = 0; v < pv.n; v++) ppl_result_free(&res[v]);
     free(ids);
     setup_close(&s);
-    return EXIT_SUCCESS;
+    return stopped ? 128 + SIGINT : EXIT_SUCCESS; /* a shell's status for Ctrl-C */
 }

@@ -85,7 +85,7 @@ static void study_window(const Options *o, StudyModel *s, int w, int model_width
     snprintf(progress_label, sizeof progress_label, "%s ctx %d", s->o.model_path, window);
     PplResult res[MAX_VARIANTS + 1];
     score_variants(&s->o, &s->setup.model, labels, params, n, baseline, s->ids, s->n_ids, window,
-                   progress_label, NULL, res);
+                   progress_label, NULL, NULL, res);
     for (int v = 0; v < n; v++) {
         PplRow row = {s->o.model_path, model_width, labels[v], window, labels[baseline],
                       v == baseline, s->pv.added, o->stream};

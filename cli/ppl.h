@@ -29,9 +29,11 @@ void check_text_length(const Options *o, int n_ids, int window);
 const char *ppl_text_name(const Options *o);
 const char *ppl_text_title(const Options *o);
 /* Scores ids under n variants in windows (or a stream) of `window` tokens: one context
- * per variant, built, run in lockstep and freed here. */
-void score_variants(const Options *o, const Model *model, const char *const *labels,
-                    const PeParams *params, int n, int baseline, const int *ids, int n_ids, int window,
-                    const char *progress_label, LogprobWriter *logprobs, PplResult *res);
+ * per variant, built, run in lockstep and freed here; progress on stderr.
+ * 1 when *interrupted (if not NULL) stopped it: res holds what was scored. */
+int score_variants(const Options *o, const Model *model, const char *const *labels,
+                   const PeParams *params, int n, int baseline, const int *ids, int n_ids, int window,
+                   const char *progress_label, LogprobWriter *logprobs,
+                   volatile sig_atomic_t *interrupted, PplResult *res);
 
 #endif

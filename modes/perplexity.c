@@ -112,8 +112,13 @@ static void score_chunk(Lockstep *ls, const int *next, long index0, int from, in
         }
 }
 
-static void report_progress(const Lockstep *ls, double fraction) {
-    if (ls->hooks && ls->hooks->progress) ls->hooks->progress(fraction, ls->hooks->user);
+/* 1 when the run is to stop early, after reporting where it stands. */
+static int report_progress(const Lockstep *ls, long done, long total, const PplOptions *o) {
+    if (ls->hooks && ls->hooks->progress) {
+        PplProgressState state = {(double)done / total, done, total, ls->res, ls->n_variants};
+        ls->hooks->progress(&state, ls->hooks->user);
+    }
+    return o->interrupted && *o->interrupted && done < total;
 }
 
 static int eval_windows(Lockstep *ls, const int *tokens, int n_tokens, const PplOptions *o,
@@ -129,7 +134,7 @@ static int eval_windows(Lockstep *ls, const int *tokens, int n_tokens, const Ppl
         if (forward_all(ls, w, C, o->pos_offset, err)) return -1;
         int from = o->stride > 0 && k > 0 ? C - o->stride : 0;
         score_chunk(ls, w + 1, k * step + 1, from, C, o->pos_offset, 0);
-        report_progress(ls, (double)(k + 1) / n_windows);
+        if (report_progress(ls, k + 1, n_windows, o)) return 1;
     }
     return 0;
 }
@@ -161,7 +166,7 @@ static int eval_stream(Lockstep *ls, const int *tokens, int n_tokens, const PplO
         if (forward_all(ls, tokens + at, chunk, pos, err)) return -1;
         score_chunk(ls, tokens + at + 1, at + 1, 0, chunk, pos, pos - o->pos_offset);
         at += chunk;
-        report_progress(ls, (double)at / (n_tokens - 1));
+        if (report_progress(ls, at, n_tokens - 1, o)) return 1;
     }
     return 0;
 }
@@ -209,7 +214,7 @@ int ppl_evaluate_variants(Context *ctxs, int n_variants, int baseline, const int
     free(ls.base_lse);
     free(ls.base_nll);
     free(ls.base_top1);
-    if (rc)
+    if (rc < 0)
         for (int v = 0; v < n_variants; v++) ppl_result_free(&res[v]);
     return rc;
 }

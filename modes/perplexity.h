@@ -14,6 +14,8 @@
  * while only one window's logits per variant are ever held. */
 #ifndef POSENC_PERPLEXITY_H
 #define POSENC_PERPLEXITY_H
+#include <signal.h>
+
 #include "model/context.h"
 #include "model/shift.h"
 
@@ -25,6 +27,8 @@ typedef struct {
     int keep;           /* stream: cells kept by every shift */
     ContextShiftMode shift;
     int pos_offset;     /* position of each window's (or the stream's) first token */
+    volatile sig_atomic_t *interrupted; /* set (by a SIGINT handler) to stop after the window
+                                           or chunk in hand, keeping what was scored; or NULL */
 } PplOptions;
 
 typedef struct {
@@ -52,7 +56,16 @@ typedef struct {
     int target;          /* tokens[index] */
 } PplPrediction;
 
-typedef void (*PplProgress)(double fraction, void *user);
+/* Where a run stands after each window (or stream chunk): the share of the
+ * work done and every variant's totals so far. */
+typedef struct {
+    double fraction;
+    long done, total;          /* windows, or tokens of a stream */
+    const PplResult *res;      /* (n_variants) */
+    int n_variants;
+} PplProgressState;
+
+typedef void (*PplProgress)(const PplProgressState *state, void *user);
 
 typedef struct {
     PplProgress progress;                                      /* or NULL */
@@ -63,7 +76,8 @@ typedef struct {
 /* Scores `tokens` under ctxs[0..n_variants) in lockstep; res[v] gets
  * variant v's totals and its comparison with ctxs[baseline].  All contexts
  * must have the same model and at least `window` cells and chunk capacity.
- * Returns 0, or -1 with a one-line reason (and no results to free). */
+ * Returns 0 (1 when opt->interrupted stopped it early: the results hold
+ * what was scored), or -1 with a one-line reason (and no results to free). */
 int ppl_evaluate_variants(Context *ctxs, int n_variants, int baseline, const int *tokens,
                           int n_tokens, const PplOptions *opt, PplResult *res,
                           const PplHooks *hooks, PosencError *err);

@@ -96,6 +96,10 @@ int ppl_report_write_svg(const char *path, const PplChartSource *src, const char
     return rc;
 }
 
+/* The table is at most 100 columns wide (without the study's model column);
+ * seconds are in --json. */
+#define LABEL_WIDTH 18
+
 void ppl_report_row(FILE *out, int json, const PplRow *row, const PplResult *r) {
     const char *model = row->model, *label = row->label, *baseline = row->baseline;
     int C = row->ctx;
@@ -123,16 +127,19 @@ void ppl_report_row(FILE *out, int json, const PplRow *row, const PplResult *r) 
         return;
     }
     if (model) fprintf(out, "%-*s ", row->model_width, model);
-    if (row->is_baseline)
-        fprintf(out, "%-22s %6d %9ld %9.4f %8.4f %10.3f %9s %8s %9s %7s %8.2f %9.0f\n", label, C,
-               r->n_scored, nll, se, exp(nll), "baseline", "", "", "", r->seconds, tok_s);
+    /* a label wider than its column gets a line of its own: the columns stay aligned */
+    if ((int)strlen(label) > LABEL_WIDTH)
+        fprintf(out, "%s\n%*s", label, (model ? row->model_width + 1 : 0) + LABEL_WIDTH, "");
     else
-        fprintf(out, "%-22s %6d %9ld %9.4f %8.4f %10.3f %+9.4f %8.4f %9.4f %7.4f %8.2f %9.0f\n", label,
-               C, r->n_scored, nll, se, exp(nll), diff, diff_se, kl, top1, r->seconds, tok_s);
+        fprintf(out, "%-*s", LABEL_WIDTH, label);
+    fprintf(out, " %5d %8ld %7.4f %6.4f %8.3f", C, r->n_scored, nll, se, exp(nll));
+    if (row->is_baseline) fprintf(out, " %8s %6s %7s %6s", "baseline", "", "", "");
+    else fprintf(out, " %+8.4f %6.4f %7.4f %6.4f", diff, diff_se, kl, top1);
+    fprintf(out, " %7.0f\n", tok_s);
 }
 
 void ppl_report_columns(FILE *out, int model_width) {
     if (model_width) fprintf(out, "%-*s ", model_width, "model");
-    fprintf(out, "%-22s %6s %9s %9s %8s %10s %9s %8s %9s %7s %8s %9s\n", "variant", "ctx", "tokens",
-           "nll", "se", "ppl", "dnll", "se", "kl", "top1", "seconds", "tok/s");
+    fprintf(out, "%-*s %5s %8s %7s %6s %8s %8s %6s %7s %6s %7s\n", LABEL_WIDTH, "variant", "ctx",
+            "tokens", "nll", "se", "ppl", "dnll", "se", "kl", "top1", "tok/s");
 }

@@ -31,8 +31,16 @@
  *    tokenizer_config.json (the "default" of its list) as its template
  *    file, and refuses a binary; -n 0 ends on a vocabulary without an
  *    end-of-turn token;
+ *  - -m ppl shows its running NLL on stderr, as a file too, and its table
+ *    fits 100 columns (a longer label on a line of its own); Ctrl-C prints
+ *    the table of what was scored and exits 130; control: an uninterrupted
+ *    run scores every window;
  *  - --version. */
+#include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -381,6 +389,50 @@ START_TEST(chat_survives_what_a_turn_cannot_do) {
 }
 END_TEST
 
+START_TEST(ppl_shows_progress_and_stops_cleanly) {
+    if (!models) return;
+    const char *text = tests_text_path(models, "tinystories-valid-head.txt");
+    const char *args[] = {model, "-z", tok, "-m", "ppl", "-f", text, "--ctx", "64", "--chunks", "20",
+                          "--pe", "rope,alibi,rope:yarn:4@every2=none", NULL};
+    TestsRun r = tests_run_engine_ok(args);
+    ck_assert_msg(strstr(r.err, "20/20 windows, rope nll ") && strstr(r.err, "took"), "%s", r.err);
+    for (const char *line = r.out; *line;) {
+        const char *end = strchr(line, '\n');
+        size_t n = end ? (size_t)(end - line) : strlen(line);
+        ck_assert_msg(n <= 100 || line[0] == '#', "a %zu-column line: %.*s", n, (int)n, line);
+        line += n + (end != NULL);
+    }
+    ck_assert_msg(strstr(r.out, "\nrope:yarn:4@every2=none\n "), "no folded label: %s", r.out);
+    tests_run_free(&r);
+
+    /* Ctrl-C after a few seconds of a long run */
+    const char *out_path = tests_write_temp("", 0, ".txt"), *err_path = tests_write_temp("", 0, ".txt");
+    pid_t pid = fork();
+    ck_assert(pid >= 0);
+    if (pid == 0) {
+        int out = open(out_path, O_WRONLY | O_TRUNC), err = open(err_path, O_WRONLY | O_TRUNC);
+        dup2(out, 1);
+        dup2(err, 2);
+        execl(tests_engine_path(), tests_engine_path(), model, "-z", tok, "-m", "ppl", "-f", text,
+              "--ctx", "128", (char *)NULL);
+        _exit(127);
+    }
+    sleep(3);
+    kill(pid, SIGINT);
+    int status;
+    ck_assert(waitpid(pid, &status, 0) == pid);
+    char *out = tests_read_file(out_path, NULL), *err = tests_read_file(err_path, NULL);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 130, "status %d: %s", status, err);
+    ck_assert_msg(strstr(err, "note: interrupted: the table holds the "), "%s", err);
+    ck_assert_msg(strstr(out, "\nrope ") && strstr(out, "baseline"), "no table: %s", out);
+    /* control: the whole text has far more windows than were scored */
+    long scored = strtol(strstr(err, "holds the ") + 10, NULL, 10);
+    ck_assert_msg(scored > 0 && scored < 3000, "%ld windows", scored);
+    free(out);
+    free(err);
+}
+END_TEST
+
 START_TEST(version) {
     const char *args[] = {"--version", NULL};
     TestsRun r = tests_run_engine_ok(args);
@@ -403,6 +455,7 @@ int main(void) {
     tcase_add_test(tc, wrong_kinds_of_file_say_what_they_are);
     tcase_add_test(tc, tokenize_and_ppl_take_text_as_other_modes_do);
     tcase_add_test(tc, chat_survives_what_a_turn_cannot_do);
+    tcase_add_test(tc, ppl_shows_progress_and_stops_cleanly);
     tcase_add_test(tc, version);
     suite_add_tcase(s, tc);
     return tests_run_suite(s);
