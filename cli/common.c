@@ -204,8 +204,11 @@ char *read_prompt_file(const char *path) {
 /* Named here, before any work; the engine checks again for other callers. */
 void check_keep(const Options *o, int n_ctx) {
     PosencError err;
-    if (!o->no_shift && context_shift_check_keep(n_ctx, o->keep, &err))
-        cli_die("--keep %d: %s: keep at most --ctx - 2, or pass --no-shift", o->keep, err.msg);
+    if (o->no_shift || !context_shift_check_keep(n_ctx, o->keep, &err)) return;
+    if (!cli_given(o, "--keep")) /* the context is what is too small */
+        cli_die("--ctx %d: a context shift needs at least 2 cells (one to discard, one to "
+                "move): raise --ctx, or pass --no-shift", n_ctx);
+    cli_die("--keep %d: %s: keep at most --ctx - 2, or pass --no-shift", o->keep, err.msg);
 }
 
 ContextShiftMode shift_mode(const Options *o) {
@@ -255,7 +258,7 @@ unsigned long long build_sampler(const Options *o, int vocab, Sampler *s) {
 
 void write_html(const Options *o, const char *title, const ViewReport *r) {
     PosencError err;
-    FILE *f = html_report_open(o->html_path, title, &err);
+    FILE *f = html_report_open(o->html_path, title, r->how_to_read, &err);
     if (!f) cli_die("--html: %s", err.msg);
     SvgSink sink = {.html = f};
     if (r->charts(&sink, r->arg, &err)) {

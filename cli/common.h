@@ -95,6 +95,7 @@ void catch_interrupts(void);
 
 /* A view's (or the study's) --html page: its charts inline and its --json data. */
 typedef struct {
+    const char *how_to_read;  /* the page's line on what its charts answer to */
     void (*json)(FILE *out, const void *arg);
     int (*charts)(const SvgSink *sink, const void *arg, PosencError *err);
     const void *arg;

@@ -64,7 +64,8 @@ int run_attention(const Options *o) {
         char title[1100];
         snprintf(title, sizeof title, "posenc -m attention: %s", o->model_path);
         AttentionReport ar = {o->model_path, ids, views, v->n, sel};
-        write_html(o, title, &(ViewReport){attention_report_json, attention_report_charts, &ar});
+        write_html(o, title, &(ViewReport){"Hover a cell for its value; the head picker shows one head's weights and "
+                                   "entropy.", attention_report_json, attention_report_charts, &ar});
     }
     for (int i = 0; i < v->n; i++) attention_view_free(&views[i]);
     free(ids);

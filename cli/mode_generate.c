@@ -107,13 +107,16 @@ int run_generate(const Options *o) {
                          .trace = o->trace_positions ? stderr : NULL,
                          .trace_shares_out = !o->json && same_destination(stdout, stderr),
                          .on_step = o->json || logprobs.out ? report_generate_step : NULL,
-                         .step_user = &report, .dump_cache = o->dump_cache ? stderr : NULL};
+                         .step_user = &report, .dump_cache = o->dump_cache ? stderr : NULL,
+                         .interrupted = &cli_interrupted};
+    catch_interrupts(); /* Ctrl-C ends the text: its newline and the summary still come */
     PosencError err;
     GenerateStats st;
     int rc = generate_text(&ctx, &s.tok, &sampler, &g, text_out, &st, &err);
     if (rc) fprintf(stderr, "error: %s\n", err.msg);
     if (!rc && st.stopped_full)
         fprintf(stderr, "note: context full (%d tokens); stopping (--no-shift)\n", n_ctx);
+    if (!rc && st.interrupted) fprintf(stderr, "note: interrupted (Ctrl-C)\n");
     if (!rc && st.n_shifts)
         fprintf(stderr, "note: the context (%d cells) filled: %d context shift%s, keeping %d "
                         "cells (--trace-positions shows them; --no-shift stops instead)\n",
@@ -133,5 +136,5 @@ int run_generate(const Options *o) {
     sampler_free(&sampler);
     context_free(&ctx);
     setup_close(&s);
-    return rc ? EXIT_FAILURE : EXIT_SUCCESS;
+    return rc ? EXIT_FAILURE : st.interrupted ? 128 + SIGINT : EXIT_SUCCESS;
 }

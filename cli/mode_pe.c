@@ -78,7 +78,8 @@ int run_pe(const Options *o) {
         char title[1100];
         snprintf(title, sizeof title, "posenc -m pe: %s", o->model_path);
         PeReport pr = {o->model_path, views, v->n};
-        write_html(o, title, &(ViewReport){pe_report_json, pe_report_charts, &pr});
+        write_html(o, title, &(ViewReport){"Hover a cell for its value; click a similarity cell for its two "
+                                   "positions' similarity.", pe_report_json, pe_report_charts, &pr});
     }
     for (int i = 0; i < v->n; i++) pe_view_free(&views[i]);
     free(ids);

@@ -139,6 +139,10 @@ static int decode_loop(Context *ctx, const Tokenizer *tok, Sampler *sampler, con
                        int token, int needed, Output *o, FILE *out, GenerateStats *st,
                        double t_start, PosencError *err) {
     for (;;) {
+        if (o->opt->interrupted && *o->opt->interrupted) {
+            st->interrupted = 1;
+            return 0;
+        }
         int next = sampler_sample(sampler, logits);
         if (st->n_generated++ == 0) st->first_token_s = time_now_s() - t_start;
         if (next == tok->bos_id || tokenizer_is_eog(tok, next)) return 0;

@@ -5,6 +5,7 @@
  * BOS ends the text. */
 #ifndef POSENC_GENERATE_H
 #define POSENC_GENERATE_H
+#include <signal.h>
 #include <stdio.h>
 
 #include "model/context.h"
@@ -37,6 +38,7 @@ typedef struct {
     void *step_user;
     FILE *dump_cache;   /* NULL, or the cache as a table before and after every shift and at
                            the end (modes/cache_dump.h) */
+    volatile sig_atomic_t *interrupted; /* set (by a SIGINT handler) to end the text; or NULL */
 } GenerateOptions;
 
 /* Where the time went, for the summary line the caller prints. */
@@ -50,6 +52,7 @@ typedef struct {
     int stopped_full;        /* the context filled and shifting is off */
     int n_shifts;            /* context shifts made room for the text */
     int n_prompt_cut;        /* prompt tokens past -n, not shown and not run */
+    int interrupted;         /* *interrupted ended the text early */
 } GenerateStats;
 
 /* The prompt's ids, BOS first when the vocabulary has one (*ids malloc'd).

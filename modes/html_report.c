@@ -88,7 +88,8 @@ static const char SCRIPT[] =
     "  if (hash[0] === 'nll') nll(args[0], args[1]);\n"
     "})();\n";
 
-FILE *html_report_open(const char *path, const char *title, PosencError *err) {
+FILE *html_report_open(const char *path, const char *title, const char *how_to_read,
+                       PosencError *err) {
     FILE *f = fopen(path, "w");
     if (!f) {
         posenc_error(err, "cannot write '%s': %s", path, strerror(errno));
@@ -103,9 +104,9 @@ FILE *html_report_open(const char *path, const char *title, PosencError *err) {
           "g.panel rect[fill]:hover { stroke: black; }\n"
           "</style>\n</head>\n<body>\n<h1>", f);
     svg_escape_text(f, title);
-    fputs("</h1>\n<p>Hover a cell for its value; click a similarity cell for its two "
-          "positions' similarity.</p>\n<select id=\"pick\" hidden></select>\n"
-          "<output id=\"readout\"></output>\n", f);
+    fputs("</h1>\n<p>", f);
+    svg_escape_text(f, how_to_read);
+    fputs("</p>\n<select id=\"pick\" hidden></select>\n<output id=\"readout\"></output>\n", f);
     return f;
 }
 

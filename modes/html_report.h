@@ -7,8 +7,10 @@
 
 #include "base/util.h"
 
-/* Opens `path` and writes the page's head and title; NULL with the reason. */
-FILE *html_report_open(const char *path, const char *title, PosencError *err);
+/* Opens `path` and writes the page's head, title and `how_to_read` (a line
+ * on what the page's charts answer to); NULL with the reason. */
+FILE *html_report_open(const char *path, const char *title, const char *how_to_read,
+                       PosencError *err);
 /* The data: what write(f, arg) prints (one JSON document) inside
  * <script type="application/json" id="posenc-data">, with every "</"
  * written "<\/" so that no string in it can end the element. */

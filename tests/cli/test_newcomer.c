@@ -35,6 +35,9 @@
  *    fits 100 columns (a longer label on a line of its own); Ctrl-C prints
  *    the table of what was scored and exits 130; control: an uninterrupted
  *    run scores every window;
+ *  - smaller things: --ctx 1 is blamed on --ctx, not on --keep 0; Ctrl-C
+ *    in generate still ends the text's line and prints the summary (exit
+ *    130); the --html pages say what their own charts answer to;
  *  - --version. */
 #include <fcntl.h>
 #include <signal.h>
@@ -433,6 +436,64 @@ START_TEST(ppl_shows_progress_and_stops_cleanly) {
 }
 END_TEST
 
+/* Runs the engine with `args` (at most 16), sends SIGINT after `wait_s`
+ * seconds, and returns its exit status, stdout and stderr. */
+static int interrupted_run(const char *const *args, unsigned wait_s, char **out, char **err) {
+    const char *out_path = tests_write_temp("", 0, ".txt"), *err_path = tests_write_temp("", 0, ".txt");
+    pid_t pid = fork();
+    ck_assert(pid >= 0);
+    if (pid == 0) {
+        const char *argv[18] = {tests_engine_path()};
+        for (int i = 0; args[i] && i < 16; i++) argv[i + 1] = args[i];
+        int o = open(out_path, O_WRONLY | O_TRUNC), e = open(err_path, O_WRONLY | O_TRUNC);
+        dup2(o, 1);
+        dup2(e, 2);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    sleep(wait_s);
+    kill(pid, SIGINT);
+    int status;
+    ck_assert(waitpid(pid, &status, 0) == pid);
+    *out = tests_read_file(out_path, NULL);
+    *err = tests_read_file(err_path, NULL);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+START_TEST(small_things_a_newcomer_meets) {
+    if (!models) return;
+    const char *ctx1[] = {model, "-z", tok, "--ctx", "1", NULL};
+    tests_expect_error(ctx1, "--ctx 1: a context shift needs at least 2 cells");
+    const char *keep[] = {model, "-z", tok, "--ctx", "8", "--keep", "7", NULL};
+    tests_expect_error(keep, "--keep 7: "); /* control: a --keep given is what is blamed */
+
+    const char *zoo = tests_convert(models, "zoo/rope", NULL);
+    const char *forever[] = {zoo, "-n", "100000000", "--ctx", "64", "-i", "ROMEO", NULL};
+    char *out, *err;
+    int status = interrupted_run(forever, 3, &out, &err);
+    ck_assert_msg(status == 130, "status %d: %s", status, err);
+    size_t len = strlen(out);
+    ck_assert_msg(len > 0 && out[len - 1] == '\n', "the text's line is not ended");
+    ck_assert_msg(strstr(err, "note: interrupted") && strstr(err, " tokens generated in "), "%s", err);
+    free(out);
+    free(err);
+
+    const char *pe_page = tests_write_temp("", 0, ".html"), *att_page = tests_write_temp("", 0, ".html");
+    const char *pe[] = {model, "-m", "pe", "--ctx", "8", "--html", pe_page, NULL};
+    const char *att[] = {model, "-z", tok, "-m", "attention", "-i", "Once upon", "--html", att_page,
+                         NULL};
+    TestsRun a = tests_run_engine_ok(pe), b = tests_run_engine_ok(att);
+    char *pe_html = tests_read_file(pe_page, NULL), *att_html = tests_read_file(att_page, NULL);
+    ck_assert(strstr(pe_html, "click a similarity cell"));
+    ck_assert_msg(!strstr(att_html, "similarity") && strstr(att_html, "head picker"),
+                  "the attention page speaks of what it lacks");
+    free(pe_html);
+    free(att_html);
+    tests_run_free(&a);
+    tests_run_free(&b);
+}
+END_TEST
+
 START_TEST(version) {
     const char *args[] = {"--version", NULL};
     TestsRun r = tests_run_engine_ok(args);
@@ -456,6 +517,7 @@ int main(void) {
     tcase_add_test(tc, tokenize_and_ppl_take_text_as_other_modes_do);
     tcase_add_test(tc, chat_survives_what_a_turn_cannot_do);
     tcase_add_test(tc, ppl_shows_progress_and_stops_cleanly);
+    tcase_add_test(tc, small_things_a_newcomer_meets);
     tcase_add_test(tc, version);
     suite_add_tcase(s, tc);
     return tests_run_suite(s);
