@@ -257,6 +257,9 @@ static const char *model_name(const Model *m) {
     return slash ? slash + 1 : m->path;
 }
 
+/* Below this, the threads' start and join costs more than they save. */
+#define SMALL_MODEL_BYTES 8e6
+
 int bench_run(const Model *m, const BenchOptions *o, FILE *out, PosencError *err) {
     if (o->reps < 1) return posenc_error(err, "-r must be at least 1 (got %d)", o->reps);
     if (o->n_pp + o->n_tg == 0) return posenc_error(err, "--pp 0 and --tg 0 leave nothing to measure");
@@ -267,13 +270,13 @@ int bench_run(const Model *m, const BenchOptions *o, FILE *out, PosencError *err
     const char *kv = o->kv_type == TENSOR_F16 ? "f16" : "f32";
     if (!o->json) {
         fprintf(out, "# %s: %s, %.1f MB, %.1f M params, weights %s, positions %s, KV cache %s, "
-                     "%d threads, kernels %s, AMX %s\n", model_name(m), m->config.family.name,
+                     "%d thread%s, kernels %s, AMX %s\n", model_name(m), m->config.family.name,
                 size / 1e6, params / 1e6, weight_type(m), o->pe_label, kv, threads,
-                kernels_path_name(), kernels_amx_name());
-        fprintf(out, "| %-14s | %18s | %10s | %9s | %7s | %7s | %7s |\n", "test", "tok/s", "MB/token",
+                threads == 1 ? "" : "s", kernels_path_name(), kernels_amx_name());
+        fprintf(out, "| %-14s | %21s | %10s | %9s | %7s | %7s | %7s |\n", "test", "tok/s", "MB/token",
                 "read GB/s", "of bw", "GFLOP/s", "of peak");
-        fprintf(out, "| %-14s | %18s | %10s | %9s | %7s | %7s | %7s |\n", "--------------",
-                "-----------------:", "---------:", "--------:", "------:", "------:", "------:");
+        fprintf(out, "| %-14s | %21s | %10s | %9s | %7s | %7s | %7s |\n", "--------------",
+                "--------------------:", "---------:", "--------:", "------:", "------:", "------:");
     }
     int failed = 0, n_tests = o->n_pp + o->n_tg;
     for (int i = 0; i < n_tests * o->n_depth && !failed; i++) {
@@ -305,11 +308,22 @@ int bench_run(const Model *m, const BenchOptions *o, FILE *out, PosencError *err
                 snprintf(gf, sizeof gf, "%.0f", r.gflops);
                 snprintf(gfrac, sizeof gfrac, "%.1f%%", 100.0 * r.flops_fraction);
             }
-            fprintf(out, "| %-14s | %18s | %10.2f | %9s | %7s | %7s | %7s |\n", r.name, ts,
+            /* '±' is two bytes and one column: one more byte of padding keeps the bars aligned */
+            fprintf(out, "| %-14s | %22s | %10.2f | %9s | %7s | %7s | %7s |\n", r.name, ts,
                     r.bytes_per_token / 1e6, bw, frac, gf, gfrac);
         }
         fflush(out);
     }
     bandwidth_probe_free(&probe);
+    if (!o->json && !failed) {
+        fputs("\ntok/s: the mean of -r runs ± their standard deviation.  MB/token: the weights and\n"
+              "KV cache a token reads.  of bw: decode's MB/token x tok/s against the read bandwidth\n"
+              "measured beside it (read GB/s); above 100%, the weights are served from the CPU's\n"
+              "caches, not from memory.  of peak: prefill's FLOP/s against these threads' probed\n"
+              "FMA peak.\n", out);
+        if (threads > 1 && size < SMALL_MODEL_BYTES)
+            fprintf(out, "A model of %.1f MB spends more in starting %d threads than in its "
+                         "matmuls: --threads 1 may be faster.\n", size / 1e6, threads);
+    }
     return failed ? -1 : 0;
 }

@@ -38,6 +38,9 @@
  *  - smaller things: --ctx 1 is blamed on --ctx, not on --keep 0; Ctrl-C
  *    in generate still ends the text's line and prints the summary (exit
  *    130); the --html pages say what their own charts answer to;
+ *  - -m bench says "1 thread", its table's bars line up (the '±' is one
+ *    column), and footnotes say what "of bw" above 100% means and when one
+ *    thread may be faster; control: "2 threads";
  *  - --version. */
 #include <fcntl.h>
 #include <signal.h>
@@ -494,6 +497,40 @@ START_TEST(small_things_a_newcomer_meets) {
 }
 END_TEST
 
+/* Columns of a line as a terminal shows them: UTF-8 continuation bytes
+ * take none. */
+static size_t display_width(const char *s, size_t n) {
+    size_t w = 0;
+    for (size_t i = 0; i < n; i++) w += ((unsigned char)s[i] & 0xc0) != 0x80;
+    return w;
+}
+
+START_TEST(bench_explains_itself) {
+    if (!models) return;
+    const char *one[] = {model, "-m", "bench", "--pp", "16", "--tg", "4", "-r", "2", "--threads",
+                         "1", NULL};
+    TestsRun r = tests_run_engine_ok(one);
+    ck_assert_msg(strstr(r.out, ", 1 thread, "), "%s", r.out);
+    size_t width = 0;
+    for (const char *line = strstr(r.out, "\n| test") + 1; line && *line == '|';) {
+        const char *end = strchr(line, '\n');
+        size_t w = display_width(line, (size_t)(end - line));
+        if (!width) width = w;
+        ck_assert_msg(w == width, "a table line of %zu columns, not %zu:\n%s", w, width, r.out);
+        line = end + 1;
+    }
+    ck_assert_msg(strstr(r.out, "above 100%, the weights are served from the CPU's"), "%s", r.out);
+    ck_assert_msg(!strstr(r.out, "--threads 1 may be faster"), "%s", r.out);
+    tests_run_free(&r);
+    const char *two[] = {model, "-m", "bench", "--pp", "16", "--tg", "0", "-r", "1", "--threads",
+                         "2", NULL};
+    r = tests_run_engine_ok(two);
+    ck_assert_msg(strstr(r.out, ", 2 threads, ") && strstr(r.out, "--threads 1 may be faster"),
+                  "%s", r.out);
+    tests_run_free(&r);
+}
+END_TEST
+
 START_TEST(version) {
     const char *args[] = {"--version", NULL};
     TestsRun r = tests_run_engine_ok(args);
@@ -518,6 +555,7 @@ int main(void) {
     tcase_add_test(tc, chat_survives_what_a_turn_cannot_do);
     tcase_add_test(tc, ppl_shows_progress_and_stops_cleanly);
     tcase_add_test(tc, small_things_a_newcomer_meets);
+    tcase_add_test(tc, bench_explains_itself);
     tcase_add_test(tc, version);
     suite_add_tcase(s, tc);
     return tests_run_suite(s);
