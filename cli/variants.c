@@ -10,7 +10,7 @@
 /* Marks in sel[n_layers] the layers of LAYERS (spec[0, len)): "all",
  * "everyN" (the N-th, 2N-th, ...: layers N-1, 2N-1, ...), "I" or "I-J",
  * joined by '+' (or ','). */
-void select_layers(const char *flag, const char *spec, size_t len, int n_layers,
+static void select_layers(const char *flag, const char *spec, size_t len, int n_layers,
                           unsigned char *sel) {
     char buf[256];
     if (len == 0 || len >= sizeof buf) cli_die("%s: empty or too long layer list in '%s'", flag, spec);
@@ -42,12 +42,12 @@ typedef enum { SPEC_SCHEME, SPEC_WINDOW, SPEC_CHUNK } LayerSpec;
 
 /* Applies LAYERS=VALUE[/LAYERS=VALUE...] to `table` (the variant's,
  * model_layers_for); a size wider than n_ctx (when given) is refused. */
-void apply_layer_spec(const char *flag, const char *spec, const Model *m,
+static void apply_layer_spec(const char *flag, const char *spec, const Model *m,
                              const PeParams *variant, LayerAttention *table, LayerSpec what,
                              int n_ctx) {
     int windows = what != SPEC_SCHEME;
     int n_layers = m->config.n_layers;
-    unsigned char *sel = malloc_or_exit((size_t)n_layers, "the layer selection");
+    unsigned char sel[MODEL_MAX_LAYERS]; /* on the stack: an error exits with nothing to free */
     char buf[512];
     if (strlen(spec) >= sizeof buf) cli_die("%s: '%s' is too long", flag, spec);
     snprintf(buf, sizeof buf, "%s", spec);
@@ -78,7 +78,6 @@ void apply_layer_spec(const char *flag, const char *spec, const Model *m,
             if (failed) cli_die("%s: layer %d: %s", flag, l, err.msg);
         }
     }
-    free(sel);
 }
 
 /* The variant's per-layer table with the overrides: --window, then
@@ -176,7 +175,7 @@ PeParams variant_params(const Model *m, const Options *o, const char *spec) {
 
 /* A scheme the model cannot carry (e.g. `learned` without a position table)
  * is refused before any work. */
-void check_scheme(const Model *m, const PeParams *p, const char *label) {
+static void check_scheme(const Model *m, const PeParams *p, const char *label) {
     PosencError err;
     if (model_check_scheme(m, p, &err)) cli_die("--pe %s: %s", label, err.msg);
 }

@@ -13,7 +13,6 @@
  * corrupt header fails here instead of in a multi-terabyte malloc. */
 #define MAX_DIM (1 << 16)
 #define MAX_HIDDEN (1 << 18)
-#define MAX_LAYERS 1024
 #define MAX_VOCAB (1 << 22)
 #define MAX_SEQ (1 << 22)
 
@@ -30,7 +29,7 @@ static int check_range(const char *path, const char *what, long v, long max, Pos
 int model_config_validate(const ModelConfig *c, const char *path, PosencError *err) {
     if (check_range(path, "dim", c->dim, MAX_DIM, err) ||
         check_range(path, "hidden_dim", c->hidden_dim, MAX_HIDDEN, err) ||
-        check_range(path, "n_layers", c->n_layers, MAX_LAYERS, err) ||
+        check_range(path, "n_layers", c->n_layers, MODEL_MAX_LAYERS, err) ||
         check_range(path, "n_heads", c->n_heads, c->dim, err) ||
         check_range(path, "n_kv_heads", c->n_kv_heads, c->n_heads, err) ||
         check_range(path, "head_size", c->head_size, MAX_DIM / c->n_heads, err) ||

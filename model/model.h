@@ -66,6 +66,9 @@ typedef struct {
 
 /* A layer's matrices, as an initializer of an array of LAYER_MATRICES
  * (const) Tensor pointers; w_gate has no data outside gated families. */
+/* The most layers a checkpoint may have (loaders refuse more). */
+#define MODEL_MAX_LAYERS 1024
+
 #define LAYER_MATRICES 7
 #define LAYER_MATRIX_LIST(lw) {&(lw)->wq, &(lw)->wk, &(lw)->wv, &(lw)->wo, &(lw)->w_gate, &(lw)->w_up, &(lw)->w_down}
 
