@@ -395,50 +395,6 @@ START_TEST(chat_survives_what_a_turn_cannot_do) {
 }
 END_TEST
 
-START_TEST(ppl_shows_progress_and_stops_cleanly) {
-    if (!models) return;
-    const char *text = tests_text_path(models, "tinystories-valid-head.txt");
-    const char *args[] = {model, "-z", tok, "-m", "ppl", "-f", text, "--ctx", "64", "--chunks", "20",
-                          "--pe", "rope,alibi,rope:yarn:4@every2=none", NULL};
-    TestsRun r = tests_run_engine_ok(args);
-    ck_assert_msg(strstr(r.err, "20/20 windows, rope nll ") && strstr(r.err, "took"), "%s", r.err);
-    for (const char *line = r.out; *line;) {
-        const char *end = strchr(line, '\n');
-        size_t n = end ? (size_t)(end - line) : strlen(line);
-        ck_assert_msg(n <= 100 || line[0] == '#', "a %zu-column line: %.*s", n, (int)n, line);
-        line += n + (end != NULL);
-    }
-    ck_assert_msg(strstr(r.out, "\nrope:yarn:4@every2=none\n "), "no folded label: %s", r.out);
-    tests_run_free(&r);
-
-    /* Ctrl-C after a few seconds of a long run */
-    const char *out_path = tests_write_temp("", 0, ".txt"), *err_path = tests_write_temp("", 0, ".txt");
-    pid_t pid = fork();
-    ck_assert(pid >= 0);
-    if (pid == 0) {
-        int out = open(out_path, O_WRONLY | O_TRUNC), err = open(err_path, O_WRONLY | O_TRUNC);
-        dup2(out, 1);
-        dup2(err, 2);
-        execl(tests_engine_path(), tests_engine_path(), model, "-z", tok, "-m", "ppl", "-f", text,
-              "--ctx", "128", (char *)NULL);
-        _exit(127);
-    }
-    sleep(3);
-    kill(pid, SIGINT);
-    int status;
-    ck_assert(waitpid(pid, &status, 0) == pid);
-    char *out = tests_read_file(out_path, NULL), *err = tests_read_file(err_path, NULL);
-    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 130, "status %d: %s", status, err);
-    ck_assert_msg(strstr(err, "note: interrupted: the table holds the "), "%s", err);
-    ck_assert_msg(strstr(out, "\nrope ") && strstr(out, "baseline"), "no table: %s", out);
-    /* control: the whole text has far more windows than were scored */
-    long scored = strtol(strstr(err, "holds the ") + 10, NULL, 10);
-    ck_assert_msg(scored > 0 && scored < 3000, "%ld windows", scored);
-    free(out);
-    free(err);
-}
-END_TEST
-
 /* Runs the engine with `args` (at most 16), sends SIGINT after `wait_s`
  * seconds, and returns its exit status, stdout and stderr. */
 static int interrupted_run(const char *const *args, unsigned wait_s, char **out, char **err) {
@@ -462,6 +418,37 @@ static int interrupted_run(const char *const *args, unsigned wait_s, char **out,
     *err = tests_read_file(err_path, NULL);
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
+
+START_TEST(ppl_shows_progress_and_stops_cleanly) {
+    if (!models) return;
+    const char *text = tests_text_path(models, "tinystories-valid-head.txt");
+    const char *args[] = {model, "-z", tok, "-m", "ppl", "-f", text, "--ctx", "64", "--chunks", "20",
+                          "--pe", "rope,alibi,rope:yarn:4@every2=none", NULL};
+    TestsRun r = tests_run_engine_ok(args);
+    ck_assert_msg(strstr(r.err, "20/20 windows, rope nll ") && strstr(r.err, "took"), "%s", r.err);
+    for (const char *line = r.out; *line;) {
+        const char *end = strchr(line, '\n');
+        size_t n = end ? (size_t)(end - line) : strlen(line);
+        ck_assert_msg(n <= 100 || line[0] == '#', "a %zu-column line: %.*s", n, (int)n, line);
+        line += n + (end != NULL);
+    }
+    ck_assert_msg(strstr(r.out, "\nrope:yarn:4@every2=none\n "), "no folded label: %s", r.out);
+    tests_run_free(&r);
+
+    /* Ctrl-C after a few seconds of a long run */
+    const char *long_run[] = {model, "-z", tok, "-m", "ppl", "-f", text, "--ctx", "128", NULL};
+    char *out, *err;
+    int status = interrupted_run(long_run, 3, &out, &err);
+    ck_assert_msg(status == 130, "status %d: %s", status, err);
+    ck_assert_msg(strstr(err, "note: interrupted: the table holds the "), "%s", err);
+    ck_assert_msg(strstr(out, "\nrope ") && strstr(out, "baseline"), "no table: %s", out);
+    /* control: the whole text has far more windows than were scored */
+    long scored = strtol(strstr(err, "holds the ") + 10, NULL, 10);
+    ck_assert_msg(scored > 0 && scored < 3000, "%ld windows", scored);
+    free(out);
+    free(err);
+}
+END_TEST
 
 START_TEST(small_things_a_newcomer_meets) {
     if (!models) return;
