@@ -130,6 +130,16 @@ START_TEST(llamacpp_spellings_that_differ) {
     tests_expect_error(switch_value, "--json takes no value");
     const char *unknown[] = {model, "-z", tok, "--tempp", "0", NULL};
     tests_expect_error(unknown, "unknown flag '--tempp' (see ");
+    /* -t 8, llama.cpp's eight threads, runs at temperature 8 with a warning; -t 0.8 without */
+    const char *t8[] = {model, "-z", tok, "-t", "8", "-n", "4", "-i", "Once", NULL};
+    TestsRun r = tests_run_engine_ok(t8);
+    ck_assert_msg(strstr(r.err, "warning: -t 8 is the temperature (llama.cpp's -t is the thread "
+                                "count: --threads 8)"), "%s", r.err);
+    tests_run_free(&r);
+    const char *t08[] = {model, "-z", tok, "-t", "0.8", "-n", "4", "-i", "Once", NULL};
+    r = tests_run_engine_ok(t08);
+    ck_assert_msg(!strstr(r.err, "warning"), "%s", r.err);
+    tests_run_free(&r);
 }
 END_TEST
 
