@@ -16,15 +16,10 @@
 
 /* Whether s[0, n) is UTF-8 text without NUL bytes. */
 static int is_utf8_text(const char *s, size_t n) {
-    for (size_t i = 0; i < n;) {
-        unsigned char c = (unsigned char)s[i];
-        size_t len = c == 0 ? 0 : c < 0x80 ? 1 : c >= 0xc2 && c < 0xe0 ? 2 : c >= 0xe0 && c < 0xf0 ? 3
-                   : c >= 0xf0 && c < 0xf5 ? 4 : 0;
-        if (!len || i + len > n) return 0;
-        for (size_t k = 1; k < len; k++)
-            if (((unsigned char)s[i + k] & 0xc0) != 0x80) return 0;
-        i += len;
-    }
+    uint32_t cp;
+    for (size_t i = 0, len; i < n; i += len)
+        if (!(len = (size_t)utf8_decode((const unsigned char *)s + i, n - i, &cp)) || cp == 0)
+            return 0;
     return 1;
 }
 
