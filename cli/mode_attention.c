@@ -8,6 +8,7 @@
 typedef struct {
     const char *model;
     const int *ids;
+    const char *const *token_names;
     const AttentionView *views;
     int n;
     AttentionSelection sel;
@@ -20,7 +21,27 @@ static void attention_report_json(FILE *out, const void *arg) {
 
 static int attention_report_charts(const SvgSink *sink, const void *arg, PosencError *err) {
     const AttentionReport *r = arg;
-    return attention_view_write_charts(sink, r->views, r->n, r->sel, err);
+    return attention_view_write_charts(sink, r->views, r->n, r->sel, r->token_names, err);
+}
+
+/* A heatmap axis's name of each token: its position and its text, a space
+ * shown as '_' and a line break as '|', at most TOKEN_NAME_BYTES of it. */
+#define TOKEN_NAME_BYTES 8
+static char **token_names(const Tokenizer *tok, const int *ids, int n) {
+    char **names = malloc_or_exit((size_t)n * sizeof *names, "the token names");
+    for (int i = 0; i < n; i++) {
+        size_t len;
+        const char *piece = tokenizer_decode(tok, i ? ids[i - 1] : -1, ids[i], &len);
+        size_t keep = len < TOKEN_NAME_BYTES ? len : TOKEN_NAME_BYTES;
+        while (keep < len && keep > 0 && ((unsigned char)piece[keep] & 0xC0) == 0x80) keep--;
+        names[i] = malloc_or_exit(keep + 16, "a token name");
+        int at = snprintf(names[i], 16, "%d ", i);
+        for (size_t j = 0; j < keep; j++)
+            names[i][at++] = piece[j] == ' ' ? '_' : piece[j] == '\n' || piece[j] == '\r' ? '|'
+                             : (unsigned char)piece[j] < 0x20 ? '?' : piece[j];
+        names[i][at] = '\0';
+    }
+    return names;
 }
 
 /* Where each head attends for the text, under each --pe variant. */
@@ -52,22 +73,26 @@ int run_attention(const Options *o) {
         context_free(&ctx);
     }
     AttentionSelection sel = {o->layer, o->head};
+    char **names = token_names(&s.tok, ids, n_ids);
     if (o->json) attention_view_write_json(stdout, o->model_path, ids, views, v->n, sel);
     else attention_view_print(stdout, o->model_path, views, v->n, sel);
     PosencError err;
     if (o->csv_path && attention_view_write_csv(o->csv_path, views, v->n, sel, &err))
         cli_die("--csv: %s", err.msg);
     SvgSink charts = {.prefix = o->svg_path, .written = stderr};
-    if (o->svg_path && attention_view_write_charts(&charts, views, v->n, sel, &err))
+    if (o->svg_path &&
+        attention_view_write_charts(&charts, views, v->n, sel, (const char *const *)names, &err))
         cli_die("--svg: %s", err.msg);
     if (o->html_path) {
         char title[1100];
         snprintf(title, sizeof title, "posenc -m attention: %s", o->model_path);
-        AttentionReport ar = {o->model_path, ids, views, v->n, sel};
+        AttentionReport ar = {o->model_path, ids, (const char *const *)names, views, v->n, sel};
         write_html(o, title, &(ViewReport){"Hover a cell for its value; the head picker shows one head's weights and "
                                    "entropy.", attention_report_json, attention_report_charts, &ar});
     }
     for (int i = 0; i < v->n; i++) attention_view_free(&views[i]);
+    for (int i = 0; i < n_ids; i++) free(names[i]);
+    free(names);
     free(ids);
     setup_close(&s);
     return EXIT_SUCCESS;

@@ -15,5 +15,6 @@ int run_tokenize(const Options *o);
 int run_inspect(const Options *o);
 int run_pe(const Options *o);
 int run_attention(const Options *o);
+int run_passkey(const Options *o);
 
 #endif

@@ -40,12 +40,18 @@ static const ModeSpec modes[] = {
      "an --html page; -i/-f give the RoPE view cached keys to read."},
     {"attention", run_attention, "MODEL -m attention (-i TEXT | -f FILE) [--pe A,B,...] [options]",
      "Where each head attends for the text (at most 1024 tokens) under each --pe variant."},
+    {"passkey", run_passkey,
+     "MODEL -m passkey [--haystacks FILE | -f FILLER] [--lengths LIST] [--depths LIST] [--pe A,B,...] [options]",
+     "Passkey retrieval: a key of digits hidden at a depth of filler text, the question at the "
+     "end, the key's tokens scored in the same forward pass.  Per --pe variant, context length "
+     "and depth: how many trials retrieve the key exactly, and its mean log-probability "
+     "(docs/evaluation.md)."},
 };
 
-#define M_ALL 0xffu
+#define M_ALL 0x1ffu
 #define M_TEXT (MODE_GENERATE | MODE_CHAT)         /* modes that sample text */
 #define M_VIEWS (MODE_PE | MODE_ATTENTION)          /* modes that show positions at work */
-#define M_FORWARD (MODE_GENERATE | MODE_PPL | MODE_BENCH | MODE_CHAT | MODE_ATTENTION)
+#define M_FORWARD (MODE_GENERATE | MODE_PPL | MODE_BENCH | MODE_CHAT | MODE_ATTENTION | MODE_PASSKEY)
 #define M_SCHEME (M_FORWARD | MODE_INSPECT | MODE_PE) /* modes that build a positional scheme */
 
 static void parse_windows(Options *o, const OptionSpec *spec, const char *v);
@@ -61,8 +67,8 @@ static const OptionSpec options[] = {
     SECTION("general"),
     OPTION("-m", OPT_TEXT, 0, 0, M_ALL, mode, "MODE",
      "generate",
-     "the mode: generate | chat | ppl | bench | tokenize | inspect | pe | attention"),
-    OPTION("-z", OPT_TEXT, 0, 0, M_TEXT | MODE_PPL | MODE_TOKENIZE | M_VIEWS, tokenizer_path, "PATH",
+     "the mode: generate | chat | ppl | bench | tokenize | inspect | pe | attention | passkey"),
+    OPTION("-z", OPT_TEXT, 0, 0, M_TEXT | MODE_PPL | MODE_TOKENIZE | M_VIEWS | MODE_PASSKEY, tokenizer_path, "PATH",
      "the GGUF's own vocabulary; tokenizer.bin beside a .bin",
      "the tokenizer: llama2.c tokenizer.bin, a SentencePiece .model, a Hugging Face "
      "tokenizer.json (or a directory holding one; tokenizer_config.json beside it "
@@ -72,15 +78,16 @@ static const OptionSpec options[] = {
      "empty; tokenize: the lines on stdin",
      "the prompt; chat: the first user turn; ppl, tokenize: the text; pe: a text whose "
      "cached keys the RoPE view reads; attention: the text whose attention is shown"),
-    OPTION("-f", OPT_TEXT, 0, 0, MODE_GENERATE | MODE_PPL | MODE_TOKENIZE | M_VIEWS, text_file, "FILE",
+    OPTION("-f", OPT_TEXT, 0, 0, MODE_GENERATE | MODE_PPL | MODE_TOKENIZE | M_VIEWS | MODE_PASSKEY, text_file, "FILE",
      NULL,
      "generate: the prompt, read from FILE (one trailing newline dropped, as "
      "llama.cpp's -f); ppl: the text to score; tokenize: text to encode line by "
-     "line; pe, attention: as -i; a file or a pipe (-f /dev/stdin), not a directory"),
+     "line; pe, attention: as -i; passkey: the filler text; a file or a pipe (-f "
+     "/dev/stdin), not a directory"),
     OPTION("--threads", OPT_INT, 1, 1024, M_FORWARD | MODE_INSPECT | MODE_PE, threads, "N",
      "all cores",
      "OpenMP threads"),
-    OPTION("--kv-type", OPT_TEXT, 0, 0, MODE_GENERATE | MODE_PPL | MODE_BENCH | MODE_CHAT | MODE_INSPECT, kv_type, "T",
+    OPTION("--kv-type", OPT_TEXT, 0, 0, MODE_GENERATE | MODE_PPL | MODE_BENCH | MODE_CHAT | MODE_INSPECT | MODE_PASSKEY, kv_type, "T",
      "f32",
      "KV cache element type: f32 or f16 (half the cache memory and attention "
      "bandwidth)"),
@@ -89,12 +96,12 @@ static const OptionSpec options[] = {
      "special (control) tokens written in the text, e.g. <|eot_id|>, become their "
      "ids; byte-level BPE vocabularies only"),
     OPTION("--json", OPT_SWITCH, 0, 0,
-           MODE_GENERATE | MODE_PPL | MODE_BENCH | MODE_TOKENIZE | MODE_INSPECT | M_VIEWS, json, NULL,
+           MODE_GENERATE | MODE_PPL | MODE_BENCH | MODE_TOKENIZE | MODE_INSPECT | M_VIEWS | MODE_PASSKEY, json, NULL,
      NULL,
      "machine-readable output on stdout: generate one JSON object per generated "
      "token, then a summary (stdout is JSON only); ppl one per variant; bench one "
      "per test; tokenize one per line of text, its ids and pieces; inspect, pe, "
-     "attention one object"),
+     "attention one object; passkey one per cell"),
     OPTION("--logits-out", OPT_OUTPUT, 0, 0, MODE_GENERATE | MODE_PPL, logits_out, "FILE",
      NULL,
      "one JSON line per scored or generated token: its log-probability and the most "
@@ -136,9 +143,10 @@ static const OptionSpec options[] = {
     OPTION("--frequency-penalty", OPT_FLOAT, -100, 100, M_TEXT, penalties.frequency, "F",
      "0",
      "subtracted from a recent token's logit once per occurrence"),
-    OPTION("-s", OPT_SEED, 0, (double)LONG_MAX, M_TEXT, seed, "N",
-     "the clock's nanoseconds (so is 0)",
-     "random seed; generate prints the one it used"),
+    OPTION("-s", OPT_SEED, 0, (double)LONG_MAX, M_TEXT | MODE_PASSKEY, seed, "N",
+     "the clock's nanoseconds (so is 0); passkey: 1",
+     "random seed; generate prints the one it used; passkey: of the keys and where "
+     "the filler starts"),
 
     SECTION("positions"),
     OPTION("--pe", OPT_TEXT, 0, 0, M_SCHEME, pe_list, "NAME",
@@ -185,8 +193,8 @@ static const OptionSpec options[] = {
      "learned positions past the table: error, or clamp (reuse the last row)"),
 
     SECTION("the cache"),
-    OPTION_PARSED("--ctx", OPT_CUSTOM, 1, 1 << 22, M_TEXT | MODE_PPL | MODE_INSPECT | MODE_PE, ctx, "N",
-     "the model's trained context",
+    OPTION_PARSED("--ctx", OPT_CUSTOM, 1, 1 << 22, M_TEXT | MODE_PPL | MODE_INSPECT | MODE_PE | MODE_PASSKEY, ctx, "N",
+     "the model's trained context; passkey: the longest haystack",
      "KV cache cells; pe: the positions shown (64, or the trained context if "
      "smaller); ppl: the window, or an increasing list of windows 64,128,256 scored "
      "one after another (the extrapolation study)", parse_windows),
@@ -231,17 +239,17 @@ static const OptionSpec options[] = {
      "the checkpoint's scheme, run too when --pe does not list it",
      "the --pe variant every other is compared with (paired NLL difference, KL, "
      "top-1 agreement)"),
-    OPTION("--csv", OPT_OUTPUT, 0, 0, MODE_PPL | MODE_ATTENTION, csv_path, "PATH",
+    OPTION("--csv", OPT_OUTPUT, 0, 0, MODE_PPL | MODE_ATTENTION | MODE_PASSKEY, csv_path, "PATH",
      NULL,
      "ppl: per variant and position within the window, mean NLL, count and standard "
      "error (the study: per series and window); attention: every weight of the "
-     "selected heads"),
-    OPTION("--svg", OPT_OUTPUT, 0, 0, MODE_PPL | M_VIEWS, svg_path, "PATH",
+     "selected heads; passkey: every cell"),
+    OPTION("--svg", OPT_OUTPUT, 0, 0, MODE_PPL | M_VIEWS | MODE_PASSKEY, svg_path, "PATH",
      NULL,
      "ppl: NLL-vs-position chart of every variant (the study: NLL-vs-window chart "
      "of every model and variant); pe, attention: a prefix, the charts are "
      "PATH-VIEW.svg and PATH-VARIANT-VIEW.svg"),
-    OPTION("--html", OPT_OUTPUT, 0, 0, MODE_PPL | M_VIEWS, html_path, "FILE",
+    OPTION("--html", OPT_OUTPUT, 0, 0, MODE_PPL | M_VIEWS | MODE_PASSKEY, html_path, "FILE",
      NULL,
      "pe, attention, the ppl study (a --ctx list or several models): one "
      "self-contained HTML page with the charts and the data"),
@@ -280,6 +288,36 @@ static const OptionSpec options[] = {
     OPTION("--head", OPT_INT, 0, 1 << 20, MODE_ATTENTION, head, "H",
      "all",
      "the head whose weights --json, --csv and --svg write"),
+
+    SECTION("passkey"),
+    OPTION("--haystacks", OPT_TEXT, 0, 0, MODE_PASSKEY, haystacks, "FILE",
+     "built from -f and the seed",
+     "JSON lines {\"length\", \"depth\", \"trial\", \"prompt\", \"key\"} (as "
+     "the retrieval zoo's haystacks.jsonl): each prompt is fed as text, its key "
+     "scored after it"),
+    OPTION("--lengths", OPT_TEXT, 0, 0, MODE_PASSKEY, lengths, "LIST",
+     "the trained context / 4 to x 4, doubling",
+     "context lengths in tokens, the key included, e.g. 256,512,1024; with "
+     "--haystacks, the file's lengths to score"),
+    OPTION("--depths", OPT_TEXT, 0, 0, MODE_PASSKEY, depths, "LIST",
+     "10,30,50,70,90",
+     "where the key sits, in percent of the filler before it; with --haystacks, "
+     "the file's depths to score"),
+    OPTION("--trials", OPT_INT, 1, 100000, MODE_PASSKEY, trials, "R",
+     "10",
+     "haystacks per length and depth, each with its own key and filler"),
+    OPTION("--key-digits", OPT_INT, 1, 20, MODE_PASSKEY, key_digits, "N",
+     "5",
+     "digits of each key"),
+    OPTION("--intro", OPT_TEXT, 0, 0, MODE_PASSKEY, intro, "TEXT",
+     "the papers' task description",
+     "the text before the filler"),
+    OPTION("--needle", OPT_TEXT, 0, 0, MODE_PASSKEY, needle, "TEXT",
+     "the papers' (The pass key is {key}. Remember it. {key} is the pass key.)",
+     "the sentence that hides the key: {key} is replaced by it"),
+    OPTION("--question", OPT_TEXT, 0, 0, MODE_PASSKEY, question, "TEXT",
+     "What is the pass key? The pass key is {key}",
+     "the end of the prompt; it must end with {key}, where the key is scored"),
 
     SECTION("tokenize"),
     OPTION("--pieces", OPT_SWITCH, 0, 0, MODE_TOKENIZE, pieces, NULL,

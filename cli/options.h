@@ -56,6 +56,9 @@ typedef struct {
     int reps;
     const char *csv_path, *svg_path, *html_path;
     int layer, head;            /* attention: the selection; -1: all */
+    /* passkey */
+    const char *haystacks, *lengths, *depths, *intro, *needle, *question;
+    int trials, key_digits;
     const char *baseline;       /* ppl: the variant the others are compared with */
     const char *logits_out;     /* ppl, generate: JSON lines of log-probabilities */
     int logits_top;             /* ids per line in --logits-out */
@@ -67,6 +70,7 @@ typedef struct {
 enum {
     MODE_GENERATE = 1 << 0, MODE_CHAT = 1 << 1, MODE_PPL = 1 << 2, MODE_BENCH = 1 << 3,
     MODE_TOKENIZE = 1 << 4, MODE_INSPECT = 1 << 5, MODE_PE = 1 << 6, MODE_ATTENTION = 1 << 7,
+    MODE_PASSKEY = 1 << 8,
 };
 
 typedef struct {

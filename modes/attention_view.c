@@ -180,7 +180,7 @@ int attention_view_write_csv(const char *path, const AttentionView *views, int n
 /* ---- charts -------------------------------------------------------------------- */
 
 static int weight_chart(const SvgSink *sink, const AttentionView *v, AttentionSelection sel,
-                        PosencError *err) {
+                        const char *const *token_names, PosencError *err) {
     int n = v->n_tokens, heads = v->n_layers * v->n_heads, panels = 0;
     SvgHeatmap *p = malloc_or_exit((size_t)heads * sizeof *p, "the heatmap panels");
     char (*labels)[48] = malloc_or_exit((size_t)heads * sizeof *labels, "the panel labels");
@@ -194,7 +194,9 @@ static int weight_chart(const SvgSink *sink, const AttentionView *v, AttentionSe
                 for (int k = 0; k < n; k++)
                     cells[(size_t)q * n + k] = k <= q ? src[(size_t)q * n + k] : NAN;
             snprintf(labels[panels], sizeof labels[panels], "layer %d, head %d", l, h);
-            p[panels] = (SvgHeatmap){labels[panels], "key position", "query position", cells, n, n};
+            p[panels] = (SvgHeatmap){.label = labels[panels], .x_label = "key", .y_label = "query",
+                                     .v = cells, .rows = n, .cols = n, .row_names = token_names,
+                                     .col_names = token_names};
             panels++;
         }
     char title[256];
@@ -207,9 +209,10 @@ static int weight_chart(const SvgSink *sink, const AttentionView *v, AttentionSe
 }
 
 int attention_view_write_charts(const SvgSink *sink, const AttentionView *views, int n,
-                                AttentionSelection sel, PosencError *err) {
+                                AttentionSelection sel, const char *const *token_names,
+                                PosencError *err) {
     for (int i = 0; i < n; i++)
-        if (weight_chart(sink, &views[i], sel, err)) return -1;
+        if (weight_chart(sink, &views[i], sel, token_names, err)) return -1;
     SvgSeries *mass = malloc_or_exit((size_t)n * sizeof *mass, "the chart's series");
     SvgSeries *entropy = malloc_or_exit((size_t)n * sizeof *entropy, "the chart's series");
     char scope[64];

@@ -41,8 +41,9 @@ void attention_view_print(FILE *f, const char *model_path, const AttentionView *
 int attention_view_write_csv(const char *path, const AttentionView *views, int n,
                              AttentionSelection sel, PosencError *err);
 /* The charts to the sink: PREFIX-VARIANT-weights.svg (a heatmap per
- * selected head), PREFIX-mass.svg and PREFIX-entropy.svg (a curve per
- * variant). */
+ * selected head, its axes named by token_names (n_tokens), or by position
+ * when NULL), PREFIX-mass.svg and PREFIX-entropy.svg (a curve per variant). */
 int attention_view_write_charts(const SvgSink *sink, const AttentionView *views, int n,
-                                AttentionSelection sel, PosencError *err);
+                                AttentionSelection sel, const char *const *token_names,
+                                PosencError *err);
 #endif

@@ -317,8 +317,10 @@ static int embed_charts(const SvgSink *sink, const PeView *v, PosencError *err) 
     double *vec = malloc_or_exit((size_t)n * dim * sizeof(double), "the heatmap");
     for (size_t i = 0; i < (size_t)n * dim; i++) vec[i] = v->vectors[i];
     SvgHeatmap panels[2] = {
-        {"position vectors", "dimension", "position", vec, n, dim},
-        {"cosine similarity of two positions' vectors", "position", "position", v->cosine, n, n},
+        {.label = "position vectors", .x_label = "dimension", .y_label = "position", .v = vec,
+         .rows = n, .cols = dim},
+        {.label = "cosine similarity of two positions' vectors", .x_label = "position",
+         .y_label = "position", .v = v->cosine, .rows = n, .cols = n},
     };
     char title[256];
     snprintf(title, sizeof title, "%s: the vector added at each position", v->label);
@@ -336,8 +338,9 @@ static int bias_charts(const SvgSink *sink, const PeView *v, PosencError *err) {
             snprintf(labels[h], sizeof labels[h], "head %d, slope %.4g", h,
                      (double)v->pe.slopes[h]);
         else snprintf(labels[h], sizeof labels[h], "head %d", h);
-        panels[h] = (SvgHeatmap){labels[h], "key position", "query position",
-                                 v->bias + (size_t)h * n * n, n, n};
+        panels[h] = (SvgHeatmap){.label = labels[h], .x_label = "key position",
+                                 .y_label = "query position", .v = v->bias + (size_t)h * n * n,
+                                 .rows = n, .cols = n};
     }
     char title[256];
     snprintf(title, sizeof title, "%s: the bias added to each attention score (blank: masked)",

@@ -207,33 +207,68 @@ static void heat_colour(double v, double lo, double hi, char out[8]) {
              (int)(255 * b + 0.5));
 }
 
+/* Every k-th of n names, k the smallest that keeps `room` pixels for each. */
+static int name_step(int n, double cell, double room) {
+    int k = 1;
+    while (k < n && cell * k < room) k++;
+    return k;
+}
+
 static void heat_panel(FILE *f, const SvgHeatmap *p, double x0, double y0, double lo, double hi) {
     double cw = (double)PANEL / p->cols, ch = (double)PANEL / p->rows;
     fputs("<g class=\"panel\">\n", f);
     text_at(f, x0, y0 - 8, "class=\"panel-label\"", p->label);
     for (int r = 0; r < p->rows; r++)
         for (int c = 0; c < p->cols; c++) {
-            double v = p->v[(size_t)r * p->cols + c];
+            size_t at = (size_t)r * p->cols + c;
+            double v = p->v[at];
             if (isnan(v)) continue;
             char colour[8];
             heat_colour(v, lo, hi, colour);
             fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.2f\" height=\"%.2f\" fill=\"%s\">"
-                       "<title>%d,%d: %.4g</title></rect>\n",
-                    x0 + c * cw, y0 + r * ch, cw + 0.1, ch + 0.1, colour, r, c, v);
+                       "<title>", x0 + c * cw, y0 + r * ch, cw + 0.1, ch + 0.1, colour);
+            if (p->row_names && p->col_names) {
+                svg_escape_text(f, p->row_names[r]);
+                fputs(", ", f);
+                svg_escape_text(f, p->col_names[c]);
+            } else {
+                fprintf(f, "%d,%d", r, c);
+            }
+            fprintf(f, ": %.4g</title></rect>\n", v);
+            /* about 7 pixels a character at font-size 12 */
+            if (p->cell_text && cw >= 7.0 * (double)strlen(p->cell_text[at]) + 4 && ch >= 14)
+                text_at(f, x0 + (c + 0.5) * cw, y0 + (r + 0.5) * ch + 4,
+                        "class=\"cell\" text-anchor=\"middle\"", p->cell_text[at]);
         }
     fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%d\" height=\"%d\" fill=\"none\" "
                "stroke=\"black\"/>\n", x0, y0, PANEL, PANEL);
-    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"start\">0</text>"
-               "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%d</text>\n",
-            x0, y0 + PANEL + 14, x0 + PANEL, y0 + PANEL + 14, p->cols - 1);
-    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%d</text>\n", x0 - 4,
-            y0 + PANEL, p->rows - 1);
+    double y_label_x = x0 - 14;
+    if (p->col_names) {
+        int k = name_step(p->cols, cw, 48);
+        for (int c = 0; c < p->cols; c += k)
+            text_at(f, x0 + (c + 0.5) * cw, y0 + PANEL + 14, "class=\"tick\" text-anchor=\"middle\"",
+                    p->col_names[c]);
+    } else {
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"start\">0</text>"
+                   "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%d</text>\n",
+                x0, y0 + PANEL + 14, x0 + PANEL, y0 + PANEL + 14, p->cols - 1);
+    }
+    if (p->row_names) {
+        int k = name_step(p->rows, ch, 14);
+        for (int r = 0; r < p->rows; r += k)
+            text_at(f, x0 - 4, y0 + (r + 0.5) * ch + 4, "class=\"tick\" text-anchor=\"end\"",
+                    p->row_names[r]);
+        y_label_x = x0 - 52;
+    } else {
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%d</text>\n", x0 - 4,
+                y0 + PANEL, p->rows - 1);
+    }
     text_at(f, x0 + PANEL / 2.0, y0 + PANEL + 30, "class=\"x-label\" text-anchor=\"middle\"",
             p->x_label);
     char rotate[96];
     snprintf(rotate, sizeof rotate, "class=\"y-label\" transform=\"rotate(-90 %.1f %.1f)\" "
-             "text-anchor=\"middle\"", x0 - 14, y0 + PANEL / 2.0);
-    text_at(f, x0 - 14, y0 + PANEL / 2.0, rotate, p->y_label);
+             "text-anchor=\"middle\"", y_label_x, y0 + PANEL / 2.0);
+    text_at(f, y_label_x, y0 + PANEL / 2.0, rotate, p->y_label);
     fputs("</g>\n", f);
 }
 

@@ -44,6 +44,12 @@ typedef struct {
     const char *x_label, *y_label;
     const double *v;             /* (rows, cols); NAN: no value (a masked cell), left blank */
     int rows, cols;
+    /* Optional: the rows' and columns' names (tokens, lengths, depths), as
+     * ticks (every k-th when they would crowd) and in each cell's title;
+     * NULL: the first and last index.  cell_text: (rows, cols) words written
+     * in the cells, when they are wide enough to hold them; NULL: none. */
+    const char *const *row_names, *const *col_names;
+    const char *const *cell_text;
 } SvgHeatmap;
 
 /* Panels in a grid, one colour scale for all, drawn as a bar with its ends
