@@ -18,6 +18,7 @@ static float *alloc_matrix(size_t rows, size_t cols, const char *what, PosencErr
 static void forward_state_free(ForwardState *s) {
     free(s->x); free(s->xb); free(s->xb2); free(s->q); free(s->k); free(s->v);
     free(s->hb); free(s->hb2); free(s->att); free(s->logits);
+    free(s->q_grouped); free(s->k_grouped); free(s->att_grouped);
     matmul_scratch_free(&s->mm);
     memset(s, 0, sizeof *s);
 }
@@ -163,8 +164,32 @@ int context_observe_attention(Context *ctx, AttentionObserver fn, void *user, Po
     return 0;
 }
 
+/* Self-Extend's buffers where a layer of `table` groups, freed where none
+ * does. */
+static int self_extend_buffers(Context *ctx, const LayerAttention *table, PosencError *err) {
+    const ModelConfig *c = &ctx->model->config;
+    ForwardState *s = &ctx->state;
+    int on = 0;
+    for (int l = 0; l < c->n_layers; l++) on |= table[l].self_extend_group > 0;
+    if (kv_cache_group_keys(&ctx->cache, on, err)) return -1;
+    if (!on) {
+        free(s->q_grouped), free(s->k_grouped), free(s->att_grouped);
+        s->q_grouped = s->k_grouped = s->att_grouped = NULL;
+        return 0;
+    }
+    if (s->q_grouped) return 0;
+    size_t n = (size_t)s->max_tokens;
+    if (!(s->q_grouped = alloc_matrix(n, (size_t)model_q_dim(c), "Self-Extend's queries", err)) ||
+        !(s->k_grouped = alloc_matrix(n, (size_t)model_kv_dim(c), "Self-Extend's keys", err)) ||
+        !(s->att_grouped = alloc_matrix((size_t)omp_get_max_threads() * ATT_TILE, ATT_BLOCK,
+                                        "Self-Extend's scores", err)))
+        return -1;
+    return 0;
+}
+
 int context_use_layers(Context *ctx, const LayerAttention *table, PosencError *err) {
     const Model *m = ctx->model;
+    if (self_extend_buffers(ctx, table, err)) return -1;
     for (int l = 0; l < m->config.n_layers; l++) {
         ContextLayer *cl = &ctx->layers[l];
         char where[32];
@@ -174,13 +199,30 @@ int context_use_layers(Context *ctx, const LayerAttention *table, PosencError *e
                          table[l].chunk);
             return posenc_error_prefix(err, where);
         }
+        if (table[l].self_extend_group && !pe_kind_ops(table[l].pe.kind)->rotate) {
+            posenc_error(err, "Self-Extend groups rotary positions and the layer's scheme %s has none",
+                         pe_kind_name(table[l].pe.kind));
+            return posenc_error_prefix(err, where);
+        }
         PositionalEncoding built;
         if (model_build_scheme(m, &table[l].pe, &built, err)) return posenc_error_prefix(err, where);
         pe_free(&cl->pe);
-        *cl = (ContextLayer){.pe = built, .window = table[l].window, .chunk = table[l].chunk,
-                             .score_div = table[l].score_div, .softcap = table[l].softcap};
+        const LayerAttention *la = &table[l];
+        *cl = (ContextLayer){.pe = built, .window = la->window, .chunk = la->chunk,
+                             .score_div = la->score_div, .softcap = la->softcap,
+                             .self_extend_group = la->self_extend_group,
+                             .self_extend_window = la->self_extend_window,
+                             .temperature_beta = la->temperature_beta,
+                             .temperature_length = la->temperature_length,
+                             .temperature_offset = la->temperature_offset};
     }
     return 0;
+}
+
+int context_self_extend_layer(const Context *ctx) {
+    for (int l = 0; l < ctx->model->config.n_layers; l++)
+        if (ctx->layers[l].self_extend_group) return l;
+    return -1;
 }
 
 int context_narrowest_window(const Context *ctx, int *layers) {

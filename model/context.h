@@ -28,6 +28,10 @@ typedef struct {
     float *att;         /* (threads, ATT_TILE, ATT_BLOCK + head_size) a tile's scores of one block
                            of cells and their weighted values, per thread */
     float *logits;      /* (logit_rows, vocab_size) */
+    /* Self-Extend's, allocated by context_use_layers only where a layer groups: */
+    float *q_grouped;   /* (max_tokens, q_dim) the queries at their grouped positions */
+    float *k_grouped;   /* (max_tokens, kv_dim) the new keys at theirs */
+    float *att_grouped; /* (threads, ATT_TILE, ATT_BLOCK) a tile's grouped scores of one block */
     MatmulScratch mm;
 } ForwardState;
 
@@ -46,6 +50,9 @@ typedef struct {
     int window;            /* 0: every earlier position */
     int chunk;             /* 0: no chunks */
     float score_div, softcap;
+    int self_extend_group, self_extend_window; /* LayerAttention's; group 0: off */
+    float temperature_beta;                    /* LayerAttention's; 0: off */
+    int temperature_length, temperature_offset;
 } ContextLayer;
 
 typedef struct {
@@ -101,8 +108,11 @@ void context_free(Context *ctx);
 /* Runs every layer as `table` says (model_layers_for, then
  * model_layer_override): each layer's scheme is built again.  0, or -1 with
  * the layer and the reason (a scheme the model cannot carry).  A window
- * wider than the context is a full attention there. */
+ * wider than the context is a full attention there.  Self-Extend on a layer
+ * allocates the grouped keys and queries (kv_cache_group_keys). */
 int context_use_layers(Context *ctx, const LayerAttention *table, PosencError *err);
+/* The first layer with Self-Extend, -1 where none has it. */
+int context_self_extend_layer(const Context *ctx);
 /* The narrowest sliding window of any layer (0: none slides), and in
  * *layers how many layers have it. */
 int context_narrowest_window(const Context *ctx, int *layers);

@@ -70,6 +70,38 @@ static void clamp(float *x, size_t n, float limit) {
     for (size_t i = 0; i < n; i++) x[i] = x[i] > limit ? limit : x[i] < -limit ? -limit : x[i];
 }
 
+/* Self-Extend (Jin et al. 2024, "LLM Maybe LongLM"): in rows of raw q.k
+ * of query rows [t0, t0 + nt) against cells [c0, c0 + nb), each cell at
+ * least W positions before its query takes the grouped query's dot with the
+ * grouped key instead, so both kinds meet in one softmax.  Blocks of
+ * ATT_BLOCK cells through this thread's att_grouped; a block whose cells
+ * are all neighbours of every query in the tile has nothing to replace. */
+static void self_extend_scores(const Context *ctx, const ContextLayer *cl, int layer, int head, int t0,
+                               int nt, int pos0, int c0, int nb, float *sc, size_t ld) {
+    const ModelConfig *c = &ctx->model->config;
+    const KVCache *kv = &ctx->cache;
+    int hs = model_head_size(c), kv_head = head / (c->n_heads / c->n_kv_heads);
+    int window = cl->self_extend_window, last_q = pos0 + t0 + nt - 1;
+    size_t q_dim = (size_t)model_q_dim(c), es = tensor_row_bytes(kv->type, 1);
+    const float *q = ctx->state.q_grouped + (size_t)t0 * q_dim + (size_t)head * hs;
+    const char *keys = (const char *)kv_cache_head_grouped(kv, layer, kv_head);
+    float *grouped = ctx->state.att_grouped + (size_t)omp_get_thread_num() * ATT_TILE * ATT_BLOCK;
+    for (int b0 = 0; b0 < nb; b0 += ATT_BLOCK) {
+        int bn = nb - b0 < ATT_BLOCK ? nb - b0 : ATT_BLOCK, far = 0;
+        const int *pos = kv->pos + c0 + b0;
+        for (int cell = 0; cell < bn; cell++) far |= last_q - pos[cell] >= window;
+        if (!far) continue;
+        dot_rows(grouped, ATT_BLOCK, q, q_dim, kv->type, keys + (size_t)(c0 + b0) * hs * es, (size_t)hs,
+                 nt, bn, hs);
+        for (int t = 0; t < nt; t++) {
+            float *row = sc + (size_t)t * ld + b0;
+            const float *g = grouped + (size_t)t * ATT_BLOCK;
+            int pos_q = pos0 + t0 + t;
+            for (int cell = 0; cell < bn; cell++) row[cell] = pos_q - pos[cell] >= window ? g[cell] : row[cell];
+        }
+    }
+}
+
 /* Scores of query rows [t0, t0 + nt) of one head against cells [c0,
  * c0 + nb), into rows ld apart: q . k scaled, -inf where the cell is not
  * visible, plus the scheme's bias. */
@@ -85,6 +117,7 @@ static void block_scores(const Context *ctx, int layer, int head, int t0, int nt
     const float *q = ctx->state.q + (size_t)t0 * q_dim + (size_t)head * hs;
     const char *keys = (const char *)kv_cache_head_keys(kv, layer, kv_head) + (size_t)c0 * hs * es;
     dot_rows(sc, ld, q, q_dim, kv->type, keys, (size_t)hs, nt, nb, hs);
+    if (cl->self_extend_group) self_extend_scores(ctx, cl, layer, head, t0, nt, pos0, c0, nb, sc, ld);
     const int *pos = kv->pos + c0;
     for (int t = 0; t < nt; t++) {
         float *row = sc + (size_t)t * ld;
@@ -167,6 +200,43 @@ static void attend_tile(const Context *ctx, int layer, int head, int t0, int nt,
     }
 }
 
+/* Self-Extend's second copies of the chunk's queries and keys, before
+ * they are rotated at their own positions: rotated at the grouped ones,
+ * the key at floor(p / G), the query at floor(p / G) + W - floor(W / G)
+ * (the paper's shift, which makes a grouped distance continue the
+ * neighbour window's: a key just past W reads as W or a little more). */
+static void self_extend_rotate(Context *ctx, int l, int n, int pos0) {
+    const ModelConfig *c = &ctx->model->config;
+    const ContextLayer *cl = &ctx->layers[l];
+    ForwardState *s = &ctx->state;
+    int g = cl->self_extend_group, shift = cl->self_extend_window - cl->self_extend_window / g;
+    size_t q_dim = (size_t)model_q_dim(c), kv_dim = (size_t)model_kv_dim(c);
+    memcpy(s->q_grouped, s->q, (size_t)n * q_dim * sizeof(float));
+    memcpy(s->k_grouped, s->k, (size_t)n * kv_dim * sizeof(float));
+    #pragma omp parallel for schedule(static) if (n >= PARALLEL_TOKENS)
+    for (int t = 0; t < n; t++) {
+        int grouped = (pos0 + t) / g;
+        pe_ops(&cl->pe)->rotate(&cl->pe, s->q_grouped + (size_t)t * q_dim, c->n_heads, grouped + shift);
+        pe_ops(&cl->pe)->rotate(&cl->pe, s->k_grouped + (size_t)t * kv_dim, c->n_kv_heads, grouped);
+    }
+}
+
+/* The attention temperature: each query row (both copies under
+ * Self-Extend) times its position's factor, model_temperature_scale. */
+static void temperature_scale(Context *ctx, int l, int n, int pos0) {
+    const ContextLayer *cl = &ctx->layers[l];
+    ForwardState *s = &ctx->state;
+    size_t q_dim = (size_t)model_q_dim(&ctx->model->config);
+    for (int t = 0; t < n; t++) {
+        float f = model_temperature_scale(cl->temperature_beta, cl->temperature_length,
+                                          cl->temperature_offset, pos0 + t);
+        float *q = s->q + (size_t)t * q_dim, *qg = s->q_grouped ? s->q_grouped + (size_t)t * q_dim : NULL;
+        for (size_t i = 0; i < q_dim; i++) q[i] *= f;
+        if (qg && cl->self_extend_group)
+            for (size_t i = 0; i < q_dim; i++) qg[i] *= f;
+    }
+}
+
 /* Attention over the chunk, whose cells start at `first`, into s->xb2 (the
  * caller adds it to the residual).  Keys and values are computed in f32 in
  * the state's k and v, rows of kv_dim; kv_cache_store puts each head's part
@@ -176,7 +246,8 @@ static void attention_block(Context *ctx, int l, int first, int n, int pos0) {
     const LayerWeights *w = &ctx->model->weights.layers[l];
     ForwardState *s = &ctx->state;
     KVCache *kv = &ctx->cache;
-    const PositionalEncoding *pe = &ctx->layers[l].pe;
+    const ContextLayer *cl = &ctx->layers[l];
+    const PositionalEncoding *pe = &cl->pe;
     const PeOps *ops = pe_ops(pe);
     int kv_dim = model_kv_dim(c), q_dim = model_q_dim(c);
     float *kc = s->k, *vc = s->v;
@@ -195,6 +266,7 @@ static void attention_block(Context *ctx, int l, int first, int n, int pos0) {
         clamp(vc, (size_t)n * kv_dim, c->clamp_kqv);
     }
     if (w->q_norm) qk_norm(c, w, s->q, kc, n);
+    if (cl->self_extend_group) self_extend_rotate(ctx, l, n, pos0);
     if (ops->rotate) {
         #pragma omp parallel for schedule(static) if (n >= PARALLEL_TOKENS)
         for (int t = 0; t < n; t++) {
@@ -202,7 +274,9 @@ static void attention_block(Context *ctx, int l, int first, int n, int pos0) {
             ops->rotate(pe, kc + (size_t)t * kv_dim, c->n_kv_heads, pos0 + t);
         }
     }
+    if (cl->temperature_beta > 0.0f) temperature_scale(ctx, l, n, pos0);
     kv_cache_store(kv, l, first, n, kc, vc);
+    if (cl->self_extend_group) kv_cache_store_grouped(kv, l, first, n, s->k_grouped);
 
     /* Later tiles see more cells: dynamic scheduling evens the load. */
     int tiles = (n + ATT_TILE - 1) / ATT_TILE, n_cells = first + n, hs = model_head_size(c);

@@ -46,6 +46,21 @@ int kv_cache_build(KVCache *kv, int n_layers, int kv_dim, int head_size, int n_c
     return 0;
 }
 
+int kv_cache_group_keys(KVCache *kv, int on, PosencError *err) {
+    if (!on || kv->key_grouped) {
+        if (!on) free(kv->key_grouped), kv->key_grouped = NULL;
+        return 0;
+    }
+    /* key's size, which kv_cache_build checked for overflow */
+    size_t n = (size_t)kv->n_layers * kv->n_ctx * kv->kv_dim * tensor_row_bytes(kv->type, 1);
+    if (!(kv->key_grouped = malloc_lines(n))) {
+        char what[80];
+        snprintf(what, sizeof what, "Self-Extend's grouped keys of %d cells", kv->n_ctx);
+        return posenc_error_oom(err, 1, n, what);
+    }
+    return 0;
+}
+
 size_t kv_cache_bytes(int n_layers, int kv_dim, int n_ctx, TensorType type) {
     size_t tensor, cells, total; /* keys and values; positions and tokens */
     if (!size_mul3(&tensor, (size_t)n_layers, (size_t)n_ctx, (size_t)kv_dim) ||
@@ -58,6 +73,7 @@ size_t kv_cache_bytes(int n_layers, int kv_dim, int n_ctx, TensorType type) {
 void kv_cache_free(KVCache *kv) {
     free(kv->key);
     free(kv->value);
+    free(kv->key_grouped);
     free(kv->pos);
     free(kv->token);
     memset(kv, 0, sizeof *kv);
@@ -101,6 +117,14 @@ void kv_cache_store(KVCache *kv, int layer, int first, int n, const float *k, co
     if (v) store_rows(kv, kv_cache_head_values(kv, layer, 0), v, first, n);
 }
 
+void kv_cache_store_grouped(KVCache *kv, int layer, int first, int n, const float *k) {
+    store_rows(kv, kv_cache_head_grouped(kv, layer, 0), k, first, n);
+}
+
+void kv_cache_load_grouped(const KVCache *kv, int layer, int first, int n, float *k) {
+    load_rows(kv, kv_cache_head_grouped(kv, layer, 0), k, first, n);
+}
+
 void kv_cache_load_keys(const KVCache *kv, int layer, int first, int n, float *k) {
     load_rows(kv, kv_cache_head_keys(kv, layer, 0), k, first, n);
 }
@@ -117,6 +141,9 @@ void kv_cache_remove(KVCache *kv, int first, int count) {
             char *k = kv_cache_head_keys(kv, l, h), *v = kv_cache_head_values(kv, l, h);
             memmove(k + (size_t)first * row, k + (size_t)(first + count) * row, (size_t)tail * row);
             memmove(v + (size_t)first * row, v + (size_t)(first + count) * row, (size_t)tail * row);
+            if (!kv->key_grouped) continue;
+            char *g = kv_cache_head_grouped(kv, l, h);
+            memmove(g + (size_t)first * row, g + (size_t)(first + count) * row, (size_t)tail * row);
         }
     memmove(kv->token + first, kv->token + first + count, (size_t)tail * sizeof(int));
     for (int i = 0; i < tail; i++) kv->pos[first + i] = kv->pos[first + count + i] - count;

@@ -23,6 +23,9 @@ typedef struct {
     TensorType type; /* TENSOR_F32 or TENSOR_F16 */
     void *key;       /* (layer, kv_dim / head_size, n_ctx, head_size) of type */
     void *value;     /* (layer, kv_dim / head_size, n_ctx, head_size) of type */
+    void *key_grouped; /* (layer, kv_dim / head_size, n_ctx, head_size) of type: Self-Extend's
+                          second key store, each key rotated at its grouped position; NULL
+                          without Self-Extend (kv_cache_group_keys) */
     int *pos;        /* (n_ctx) position of each occupied cell */
     int *token;      /* (n_ctx) token of each occupied cell, for recomputation */
 } KVCache;
@@ -30,6 +33,9 @@ typedef struct {
 int kv_cache_build(KVCache *kv, int n_layers, int kv_dim, int head_size, int n_ctx, TensorType type,
                    PosencError *err);
 void kv_cache_free(KVCache *kv);
+/* Allocates (on) or frees the grouped keys: as many bytes again as the
+ * keys, the cache's memory cost of Self-Extend.  0, or -1 + err. */
+int kv_cache_group_keys(KVCache *kv, int on, PosencError *err);
 /* Bytes kv_cache_build allocates for these sizes; SIZE_MAX on overflow. */
 size_t kv_cache_bytes(int n_layers, int kv_dim, int n_ctx, TensorType type);
 void kv_cache_clear(KVCache *kv);
@@ -43,6 +49,9 @@ int kv_cache_append(KVCache *kv, const int *tokens, int n, int pos0);
  * f32 rows (n, kv_dim), rounded to the cache's type, each head's part in
  * that head's cells.  v NULL stores keys only (a shift re-rotating them). */
 void kv_cache_store(KVCache *kv, int layer, int first, int n, const float *k, const float *v);
+/* The same into the grouped keys (kv_cache_group_keys), and back. */
+void kv_cache_store_grouped(KVCache *kv, int layer, int first, int n, const float *k);
+void kv_cache_load_grouped(const KVCache *kv, int layer, int first, int n, float *k);
 /* The keys (values) of cells [first, first+n) of one layer as f32 rows
  * (n, kv_dim): with kv_cache_store, what changing cached keys needs
  * whatever the type. */
@@ -64,6 +73,9 @@ static inline size_t kv_cache_head_offset(const KVCache *kv, int layer, int head
 }
 static inline void *kv_cache_head_keys(const KVCache *kv, int layer, int head) {
     return (char *)kv->key + kv_cache_head_offset(kv, layer, head);
+}
+static inline void *kv_cache_head_grouped(const KVCache *kv, int layer, int head) {
+    return (char *)kv->key_grouped + kv_cache_head_offset(kv, layer, head);
 }
 static inline void *kv_cache_head_values(const KVCache *kv, int layer, int head) {
     return (char *)kv->value + kv_cache_head_offset(kv, layer, head);

@@ -210,7 +210,13 @@ void model_layer_describe(const LayerAttention *la, char *buf, size_t size) {
     if (at < size)
         at += (size_t)snprintf(buf + at, size - at, la->window ? " window=%d" : " full", la->window);
     if (la->softcap > 0.0f && at < size)
-        snprintf(buf + at, size - at, " softcap=%g", (double)la->softcap);
+        at += (size_t)snprintf(buf + at, size - at, " softcap=%g", (double)la->softcap);
+    if (la->self_extend_group && at < size)
+        at += (size_t)snprintf(buf + at, size - at, " self-extend=%d,%d", la->self_extend_group,
+                               la->self_extend_window);
+    if (la->temperature_beta > 0.0f && at < size)
+        snprintf(buf + at, size - at, " temperature=%g,%d%s", (double)la->temperature_beta,
+                 la->temperature_length, la->temperature_offset ? ",llama4" : "");
 }
 
 int model_layers_run_end(const LayerAttention *table, int n_layers, int l) {
@@ -263,6 +269,43 @@ int model_layer_chunk(const Model *m, LayerAttention *table, int l, int chunk, P
                             m->config.n_layers, m->config.n_layers - 1);
     if (chunk < 0) return posenc_error(err, "a chunk of %d positions", chunk);
     table[l].chunk = chunk;
+    return 0;
+}
+
+int model_layers_self_extend(const Model *m, LayerAttention *table, int group, int window,
+                             PosencError *err) {
+    if (group < 1 || window < 1)
+        return posenc_error(err, "Self-Extend needs a group and a window of at least 1 (got %d, %d)",
+                            group, window);
+    int rotating = 0;
+    for (int l = 0; l < m->config.n_layers; l++) {
+        if (!pe_kind_ops(table[l].pe.kind)->rotate) continue;
+        table[l].self_extend_group = group;
+        table[l].self_extend_window = window;
+        rotating++;
+    }
+    if (!rotating)
+        return posenc_error(err, "Self-Extend groups rotary positions and no layer of this model "
+                                 "rotates (its layers are %s)", pe_kind_name(table[0].pe.kind));
+    return 0;
+}
+
+int model_layers_temperature(const Model *m, LayerAttention *table, float beta, int length,
+                             int llama4, PosencError *err) {
+    if (!(beta > 0.0f) || length < 1)
+        return posenc_error(err, "the attention temperature needs beta > 0 and a length >= 1 "
+                                 "(got %g, %d)", (double)beta, length);
+    int scaled = 0;
+    for (int l = 0; l < m->config.n_layers; l++) {
+        if (llama4 && table[l].pe.kind != PE_NONE) continue; /* Llama 4 scales its NoPE layers */
+        table[l].temperature_beta = beta;
+        table[l].temperature_length = length;
+        table[l].temperature_offset = llama4;
+        scaled++;
+    }
+    if (!scaled)
+        return posenc_error(err, "Llama 4's attention temperature acts on the layers without "
+                                 "position and every layer of this model has one");
     return 0;
 }
 

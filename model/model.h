@@ -2,6 +2,8 @@
  * the positional scheme it was trained with. */
 #ifndef POSENC_MODEL_H
 #define POSENC_MODEL_H
+#include <math.h>
+
 #include "base/gguf.h"
 #include "base/tensor.h"
 #include "base/util.h"
@@ -41,6 +43,17 @@ typedef struct {
                            starting at 0, C, 2C, ... (Llama 4's chunked layers); 0 = none */
     float score_div;    /* q.k is divided by it: sqrt(head_size), or sqrt(query_pre_attn_scalar) */
     float softcap;      /* scores become softcap * tanh(score / softcap) (Gemma 2); 0 = not */
+    int self_extend_group;  /* Self-Extend (Jin et al. 2024): a key at least self_extend_window
+                               positions before the query scores as if the key were at
+                               floor(p_k / G) and the query at floor(p_q / G) + W - floor(W / G),
+                               in the same softmax as the nearer keys at their exact positions;
+                               G here, 0 = off (a rotating layer only) */
+    int self_extend_window; /* W: the neighbour window of exact positions */
+    float temperature_beta; /* the attention temperature of Llama 4 and Mistral 3: q is multiplied
+                               by 1 + beta ln(1 + floor((p + temperature_offset) /
+                               temperature_length)); 0 = off */
+    int temperature_length; /* L, positions per step of the logarithm */
+    int temperature_offset; /* 1: Llama 4's floor((p + 1) / L); 0: Mistral 3's floor(p / L) */
 } LayerAttention;
 
 /* Vectors are always f32 (norms and biases are tiny); matrices may be any
@@ -157,6 +170,22 @@ int model_layer_override(const Model *m, const PeParams *variant, LayerAttention
                          int scheme, int window, PosencError *err);
 /* Sets entry l's chunk size (chunked attention; 0: none). */
 int model_layer_chunk(const Model *m, LayerAttention *table, int l, int chunk, PosencError *err);
+/* Self-Extend with group G and neighbour window W (both >= 1) on every
+ * rotating layer of the table (a layer without rotation keeps its
+ * attention: it has no positions to group).  0, or -1 when no layer
+ * rotates. */
+int model_layers_self_extend(const Model *m, LayerAttention *table, int group, int window,
+                             PosencError *err);
+/* The attention temperature (beta > 0, length >= 1) on the layers its form
+ * names: Mistral 3's (llama4 = 0) on every layer, Llama 4's on the layers
+ * without position.  0, or -1 when the form names no layer. */
+int model_layers_temperature(const Model *m, LayerAttention *table, float beta, int length,
+                             int llama4, PosencError *err);
+/* A query's factor at pos_q under an attention temperature (beta 0: 1). */
+static inline float model_temperature_scale(float beta, int length, int offset, int pos_q) {
+    if (beta <= 0.0f) return 1.0f;
+    return 1.0f + beta * logf(1.0f + (float)((pos_q + offset) / length));
+}
 
 /* Checks dimensions for sanity and overflow; used by every loader. */
 int model_config_validate(const ModelConfig *c, const char *path, PosencError *err);

@@ -11,6 +11,8 @@
  *               moved tokens run again at their new positions. */
 #ifndef POSENC_SHIFT_H
 #define POSENC_SHIFT_H
+#include <stdio.h>
+
 #include "model/context.h"
 
 typedef enum {
@@ -31,4 +33,27 @@ int context_shift_discard(const Context *ctx, int keep);
  * others are discarded, so at least two others must exist (one to discard,
  * one to move).  Checked before any work, not at the first shift. */
 int context_shift_check_keep(int n_ctx, int keep, PosencError *err);
+
+/* llama.cpp's group attention ("self-extend" in examples/main, c392e50:
+ * --grp-attn-n G --grp-attn-w W), as edits of the cache's positions: once
+ * the next position reaches grouped + W, the W positions after the ones
+ * already grouped are divided by G (llama_kv_cache_seq_div) and everything
+ * after them moved down to follow (seq_add), each moved key re-rotated to
+ * its new position; the next token then takes a position W - W/G lower.
+ * Every query then reads one position per key, its distance to the grouped
+ * keys shrunk by G, to the newest ones exact: unlike Self-Extend
+ * (LayerAttention.self_extend_group), which keeps both per pair. */
+typedef struct {
+    int group, window; /* G, W: a multiple of G */
+    int grouped;       /* llama.cpp's ga_i: the positions grouped so far */
+} GroupAttention;
+
+/* 0 if group attention with (group, window) can run in this context: W a
+ * multiple of G, a rotating layer, keys that a move re-rotates; else -1. */
+int group_attention_check(const Context *ctx, int group, int window, PosencError *err);
+/* Before a forward call whose first token would take position `next`
+ * (llama.cpp's n_past): the edits while next >= grouped + W; returns the
+ * position the call's first token takes.  trace: one line per edit, or
+ * NULL. */
+int group_attention_compress(Context *ctx, GroupAttention *ga, int next, FILE *trace);
 #endif

@@ -53,6 +53,34 @@ against transformers' own logits (tests/fixtures/hf_golden/<case>.json).
           sinks               gpt_oss: no attention sinks
           topk-norm           qwen3_moe, olmoe: norm_topk_prob flipped
 
+        The position lab (each written from its source, not from posenc):
+          --self-extend G,W   Self-Extend (Jin et al. 2024, arXiv 2401.01325, and its
+                              repository's self_extend_patch/Llama.py): on a rotating
+                              layer, a key with p_q - p_k < W scores with q and k
+                              rotated at their positions, a farther one with q at
+                              floor(p_q/G) + W - floor(W/G) and k at floor(p_k/G); one
+                              softmax over both
+          --group-attention G,W  llama.cpp's group attention (examples/main, c392e50):
+                              before each call, while n_past >= ga_i + W, the cached
+                              positions are edited (seq_add, seq_div, seq_add) and
+                              n_past lowered; keys are rotated at the positions the
+                              cache holds at each call (what re-rotation gives exactly)
+          --attn-temperature B,L[,llama4]  q times 1 + B ln(1 + floor(p / L)) on every
+                              layer (transformers' Ministral 3 get_llama_4_attn_scale,
+                              llama.cpp's mistral3), or with llama4 times
+                              1 + B ln(1 + floor((p + 1) / L)) on the layers without
+                              rotation (modeling_llama4.py, attn_temperature_tuning)
+          --chunk C           chunked attention (modeling_llama4.py's chunked mask): a
+                              query sees the keys with p_k // C == p_q // C
+        and their controls (--break):
+          se-boundary         Self-Extend's neighbours p_q - p_k <= W (one more)
+          se-true-division    the shift W - W/G in true division (the repository's
+                              non-flash patch; fractional positions when G does not
+                              divide W)
+          temperature-offset  the other form's floor: (p + 1) for Mistral 3's, p for
+                              Llama 4's
+          chunk-shifted       chunks starting at 1, C + 1, ...
+
     hf_reference.py check [CASE ...] [--f32-rope]
         for each case (default: all 19), writes the checkpoint with
         hf_tiny.make into a temporary folder, runs chunk, steps, split and the
@@ -283,9 +311,14 @@ def heads(x, n):
 class Model:
     """A decoder with its KV cache; forward() takes the next tokens and their positions."""
 
-    def __init__(self, directory, broken=None, f32=False, stateful=False):
+    LAB_BREAKS = ("se-boundary", "se-true-division", "temperature-offset", "chunk-shifted")
+
+    def __init__(self, directory, broken=None, f32=False, stateful=False, lab=None):
         cfg = json.load(open(os.path.join(directory, "config.json")))
         self.cfg, self.broken = cfg, broken
+        # the position lab: {"self_extend": (G, W), "group_attention": (G, W),
+        # "temperature": (B, L, llama4), "chunk": C}; its keys' positions
+        self.lab, self.kpos = dict(lab or {}), np.zeros(0, dtype=np.int64)
         self.w = read_safetensors(os.path.join(directory, "model.safetensors"))
         self.mt = mt = cfg["model_type"]
         known = ("llama", "phi3", "qwen3", "smollm3", "gemma2", "gemma3_text", "olmo2", "granite",
@@ -309,7 +342,7 @@ class Model:
             r = Rotary(rp, self.hd, cfg, broken, f32, stateful)
             self.rotary = {SLIDING: r, FULL: r}
         self.cache = [None] * self.L            # per layer: (k, v, positions)
-        if broken is not None and broken not in self.breaks():
+        if broken is not None and broken not in self.breaks() + list(self.LAB_BREAKS):
             raise ValueError("--break %s does not apply to %s (these do: %s)"
                              % (broken, mt, ", ".join(self.breaks()) or "none"))
         self.eps = cfg.get("layer_norm_eps", cfg.get("rms_norm_eps", 1e-6)) \
@@ -444,6 +477,73 @@ class Model:
         o = (prob @ vv).transpose(1, 0, 2).reshape(len(pos), -1)
         return self.lin(o, P + "o_proj")
 
+    def lab_attention(self, h, l, pos):
+        """Attention with the position lab's features.  The cache keeps the keys
+        unrotated; each call rotates them at the positions self.kpos holds now."""
+        P = "model.layers.%d.self_attn." % l
+        q, k, v = self.qkv(h, l)
+        if self.cache[l] is not None:
+            k = np.concatenate([self.cache[l][0], k], 1)
+            v = np.concatenate([self.cache[l][1], v], 1)
+        self.cache[l] = (k, v)
+        kpos, br, lab = self.kpos, self.broken, self.lab
+        rot, inter, rotates = self.rotary[self.layer_types[l]], self.mt == "cohere2", self.uses_rope(l)
+
+        def turned(x, p):
+            cos, sin = rot.cos_sin(np.asarray(p))
+            return rotate(x, cos, sin, inter)
+
+        factor = np.ones(len(pos))
+        if "temperature" in lab:
+            beta, length, llama4 = lab["temperature"]
+            if not (llama4 and rotates):      # Llama 4: the NoPE layers; Mistral 3: every layer
+                offset = 1 if llama4 != (br == "temperature-offset") else 0
+                factor = 1.0 + beta * np.log(1.0 + np.floor((pos + offset) / length))
+        rep = self.nh // self.nkv
+        qn, kn = (turned(q, pos), turned(k, kpos)) if rotates else (q, k)
+        s = (qn * factor[None, :, None]) @ np.repeat(kn, rep, 0).transpose(0, 2, 1) * self.scaling()
+        if "self_extend" in lab and rotates:
+            g, w = lab["self_extend"]
+            shift = w - (w / g if br == "se-true-division" else w // g)
+            qg, kg = turned(q, pos // g + shift), turned(k, kpos // g)
+            sg = (qg * factor[None, :, None]) @ np.repeat(kg, rep, 0).transpose(0, 2, 1) * self.scaling()
+            dist = pos[:, None] - kpos[None, :]
+            s = np.where(dist > w if br == "se-boundary" else dist >= w, sg, s)
+        cap = self.cfg.get("attn_logit_softcapping")
+        if cap:
+            s = np.tanh(s / cap) * cap
+        masked = kpos[None, :] > pos[:, None]
+        if self.window and self.layer_types[l] == SLIDING:
+            masked |= pos[:, None] - kpos[None, :] >= self.window
+        if "chunk" in lab:
+            c, at = lab["chunk"], (1 if br == "chunk-shifted" else 0)
+            masked |= (kpos[None, :] + c - at) // c != (pos[:, None] + c - at) // c
+        prob = softmax(np.where(masked, -np.inf, s))
+        o = (prob @ np.repeat(v, rep, 0)).transpose(1, 0, 2).reshape(len(pos), -1)
+        return self.lin(o, P + "o_proj")
+
+    def group_attention(self, n_past):
+        """llama.cpp's group attention before a call at n_past (examples/main/main.cpp,
+        c392e50): llama_kv_cache_seq_add moves the positions in [p0, p1) by d,
+        seq_div divides them; returns the lowered n_past."""
+        g, w = self.lab["group_attention"]
+        kp = self.kpos
+
+        def edit(p0, p1, fn):
+            sel = (kp >= p0) & (kp < p1)
+            kp[sel] = fn(kp[sel])
+
+        while n_past >= self.ga_i + w:
+            ib = (g * self.ga_i) // w
+            bd = (w // g) * (g - 1)
+            dd = (w // g) - ib * bd - w
+            edit(self.ga_i, n_past, lambda p: p + ib * bd)
+            edit(self.ga_i + ib * bd, self.ga_i + ib * bd + w, lambda p: p // g)
+            edit(self.ga_i + ib * bd + w, n_past + ib * bd, lambda p: p + dd)
+            n_past -= bd
+            self.ga_i += w // g
+        return n_past
+
     def moe(self, h, l):
         """The mixture of experts: a router picks top-k experts per token, their outputs summed by weight."""
         mt, cfg, w = self.mt, self.cfg, self.w
@@ -506,6 +606,15 @@ class Model:
             if id(r) not in once:
                 once[id(r)] = r.cos_sin(pos)
         cos_sin = {t: once[id(r)] for t, r in self.rotary.items()}
+        if self.lab:
+            self.kpos = np.concatenate([self.kpos, pos])
+            for l in range(self.L):
+                if mt not in ("llama", "smollm3", "qwen3"):
+                    raise ValueError("the position lab runs pre-norm families (llama, smollm3, qwen3)")
+                P = "model.layers.%d." % l
+                x = x + self.lab_attention(self.norm(x, P + "input_layernorm"), l, pos)
+                x = x + self.mlp(self.norm(x, P + "post_attention_layernorm"), l)
+            return self.head(x)
         for l in range(self.L):
             P = "model.layers.%d." % l
             if mt in ("olmo2", "exaone4"):           # post-norm: the norm on the sub-layer's output
@@ -538,6 +647,11 @@ class Model:
                 a = self.attention(self.norm(x, P + "input_layernorm"), l, pos, cos_sin)
                 x = x + resid * a
                 x = x + resid * self.mlp(self.norm(x, P + "post_attention_layernorm"), l)
+        return self.head(x)
+
+    def head(self, x):
+        cfg, mt, br = self.cfg, self.mt, self.broken
+        granite = mt in ("granite", "granitemoe") and br != "multipliers"
         x = self.norm(x, "model.norm")
         head = self.w.get("lm_head.weight")
         if head is None or cfg.get("tie_word_embeddings"):
@@ -557,6 +671,16 @@ def run(model, ids, pos0=0, mode="chunk"):
     """The logits of every token, fed to `model` as `mode` says."""
     ids = list(ids)
     pos = pos0 + np.arange(len(ids))
+    if "group_attention" in model.lab:   # positions follow llama.cpp's edits, call by call
+        model.ga_i, n_past, out = 0, pos0, []
+        calls = [(t, t + 1) for t in range(len(ids))] if mode == "steps" else \
+            [(0, len(ids))] if mode == "chunk" else \
+            [(0, int(mode.split(":")[1])), (int(mode.split(":")[1]), len(ids))]
+        for a, b in calls:
+            n_past = model.group_attention(n_past)
+            out.append(model.forward(ids[a:b], n_past + np.arange(b - a)))
+            n_past += b - a
+        return np.concatenate(out)
     if mode == "chunk":
         return model.forward(ids, pos)
     if mode == "steps":
@@ -568,11 +692,11 @@ def run(model, ids, pos0=0, mode="chunk"):
     raise ValueError("mode %r is not chunk, steps or split:K" % mode)
 
 
-def logits(directory, ids, pos0=0, mode="chunk", broken=None, f32=False, seen=None):
+def logits(directory, ids, pos0=0, mode="chunk", broken=None, f32=False, seen=None, lab=None):
     """`seen`: the rotary module has already run a call of that seq_len (as
     transformers' does after an earlier, longer forward pass: dynamic NTK keeps
     its grown θ until a call passes it or falls below max_position_embeddings)."""
-    model = Model(directory, broken, f32, stateful=seen is not None)
+    model = Model(directory, broken, f32, stateful=seen is not None, lab=lab)
     if seen is not None:
         for r in {id(r): r for r in model.rotary.values()}.values():
             r.for_call([seen - 1])
@@ -644,14 +768,29 @@ def main(argv):
     lg.add_argument("--break", dest="broken")
     lg.add_argument("--f32-rope", action="store_true")
     lg.add_argument("--seen", type=int)
+    lg.add_argument("--self-extend")
+    lg.add_argument("--group-attention")
+    lg.add_argument("--attn-temperature")
+    lg.add_argument("--chunk", type=int)
     ck = sub.add_parser("check")
     ck.add_argument("cases", nargs="*")
     ck.add_argument("--f32-rope", action="store_true")
     a = ap.parse_args(argv)
     if a.cmd == "check":
         return check(a.cases or list(DENSE + MOE), a.f32_rope)
+    lab = {}
+    if a.self_extend:
+        lab["self_extend"] = tuple(int(v) for v in a.self_extend.split(","))
+    if a.group_attention:
+        lab["group_attention"] = tuple(int(v) for v in a.group_attention.split(","))
+    if a.attn_temperature:
+        parts = a.attn_temperature.split(",")
+        lab["temperature"] = (float(parts[0]), int(parts[1]), parts[2:] == ["llama4"])
+    if a.chunk:
+        lab["chunk"] = a.chunk
     try:
-        out = logits(a.dir, [int(t) for t in a.ids.split(",")], a.pos0, a.mode, a.broken, a.f32_rope, a.seen)
+        out = logits(a.dir, [int(t) for t in a.ids.split(",")], a.pos0, a.mode, a.broken, a.f32_rope,
+                     a.seen, lab)
     except ValueError as e:
         print("hf_reference.py: %s" % e, file=sys.stderr)
         return 2
