@@ -46,6 +46,8 @@ typedef struct {
 } Variants;
 
 void resolve_variants(const Options *o, const Model *m, Variants *v);
+/* "G,W" of --self-extend and --self-extend-llamacpp, or the flag's error. */
+void parse_group_window(const char *flag, const char *value, int *group, int *window);
 PeParams variant_params(const Model *m, const Options *o, const char *spec);
 LayerAttention *variant_layers(const Options *o, const Model *m, const PeParams *p,
                                const char *label, int n_ctx);

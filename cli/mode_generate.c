@@ -90,6 +90,14 @@ int run_generate(const Options *o) {
     check_prompt(prompt, text_flag(o), &s.tok);
     Context ctx;
     build_context(&ctx, o, &s.model, &pe, label, context_size_generate(n_ctx, kv_type(o)));
+    GroupAttention ga = {0};
+    if (o->self_extend_llamacpp) {
+        PosencError err;
+        parse_group_window("--self-extend-llamacpp", o->self_extend_llamacpp, &ga.group, &ga.window);
+        if (group_attention_check(&ctx, ga.group, ga.window, &err))
+            cli_die("--self-extend-llamacpp %s: %s", o->self_extend_llamacpp, err.msg);
+        shift = CONTEXT_SHIFT_OFF; /* llama.cpp's group attention replaces context shifts */
+    }
     Sampler sampler;
     unsigned long long seed = build_sampler(o, vocab, &sampler);
 
@@ -108,14 +116,17 @@ int run_generate(const Options *o) {
                          .trace_shares_out = !o->json && same_destination(stdout, stderr),
                          .on_step = o->json || logprobs.out ? report_generate_step : NULL,
                          .step_user = &report, .dump_cache = o->dump_cache ? stderr : NULL,
-                         .interrupted = &cli_interrupted};
+                         .interrupted = &cli_interrupted,
+                         .group_attention = o->self_extend_llamacpp ? &ga : NULL};
     catch_interrupts(); /* Ctrl-C ends the text: its newline and the summary still come */
     PosencError err;
     GenerateStats st;
     int rc = generate_text(&ctx, &s.tok, &sampler, &g, text_out, &st, &err);
     if (rc) fprintf(stderr, "error: %s\n", err.msg);
     if (!rc && st.stopped_full)
-        fprintf(stderr, "note: context full (%d tokens); stopping (--no-shift)\n", n_ctx);
+        fprintf(stderr, "note: context full (%d tokens); stopping (%s)\n", n_ctx,
+                o->self_extend_llamacpp ? "--self-extend-llamacpp groups positions, not cells"
+                                        : "--no-shift");
     if (!rc && st.interrupted) fprintf(stderr, "note: interrupted (Ctrl-C)\n");
     if (!rc && st.n_shifts)
         fprintf(stderr, "note: the context (%d cells) filled: %d context shift%s, keeping %d "

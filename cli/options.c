@@ -185,6 +185,20 @@ static const OptionSpec options[] = {
      "the checkpoint's, else none",
      "chunked attention (Llama 4's): a query sees only its own chunk of C positions "
      "(chunks start at 0, C, 2C, ...); C for every layer or LAYERS=C[/...]; 0 = none"),
+    OPTION("--self-extend", OPT_TEXT, 0, 0, M_SCHEME & ~MODE_BENCH, self_extend, "G,W",
+     "none",
+     "Self-Extend (Jin et al. 2024) on every rotating layer: keys W or more positions before "
+     "the query score at grouped positions (key p/G, query p/G + W - W/G), the nearer ones at "
+     "their own, in one softmax; a second store of keys (docs/positional.md)"),
+    OPTION("--self-extend-llamacpp", OPT_TEXT, 0, 0, MODE_GENERATE, self_extend_llamacpp, "G,W",
+     "none",
+     "llama.cpp's group attention (--grp-attn-n G --grp-attn-w W): as the context fills, the "
+     "cache's positions are divided by G, W at a time (W a multiple of G), in place of context "
+     "shifts"),
+    OPTION("--attn-temperature", OPT_TEXT, 0, 0, M_SCHEME & ~MODE_BENCH, attn_temperature, "B,L[,llama4]",
+     "the checkpoint's (attention.temperature_scale), else none",
+     "queries times 1 + B ln(1 + floor(p/L)) on every layer (Mistral 3), or with llama4 "
+     "1 + B ln(1 + floor((p+1)/L)) on the layers without position (Llama 4)"),
     OPTION("--alibi-max-bias", OPT_FLOAT, 1e-6, 1e6, M_SCHEME, alibi_max_bias, "F",
      "the checkpoint's, else 8",
      "ALiBi maximum bias, from which the head slopes follow"),
@@ -579,6 +593,14 @@ static void check_flags_apply(const Options *o) {
         cli_die("--kv-type: unknown type '%s' (f32|f16)", o->kv_type);
     if (o->no_shift && o->shift_no_rerotate)
         cli_die("--no-shift and --shift-no-rerotate exclude each other");
+    if (o->self_extend && o->self_extend_llamacpp)
+        cli_die("--self-extend and --self-extend-llamacpp exclude each other (one is the paper's "
+                "Self-Extend, the other llama.cpp's group attention)");
+    const char *shift_flags[] = {"--keep", "--no-shift", "--shift-no-rerotate"};
+    for (int i = 0; i < 3 && o->self_extend_llamacpp; i++)
+        if (cli_given(o, shift_flags[i]))
+            cli_die("%s applies to context shifts, and --self-extend-llamacpp replaces them (as "
+                    "llama.cpp's group attention does)", shift_flags[i]);
     if (cli_given(o, "-t") && o->temperature >= 2 && o->temperature == (int)o->temperature)
         fprintf(stderr, "warning: -t %d is the temperature (llama.cpp's -t is the thread count: "
                         "--threads %d)\n", (int)o->temperature, (int)o->temperature);

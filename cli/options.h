@@ -41,6 +41,9 @@ typedef struct {
     const char *pe_layers;      /* per-layer schemes: LAYERS=SCHEME[/...] */
     const char *window;         /* per-layer windows: W or LAYERS=W[/...] */
     const char *chunk;          /* per-layer chunks: C or LAYERS=C[/...] */
+    const char *self_extend;    /* Self-Extend on the rotating layers: G,W */
+    const char *self_extend_llamacpp; /* llama.cpp's group attention: G,W */
+    const char *attn_temperature; /* B,L[,llama4] */
     const char *pe_overflow;
     int ctx, pos_offset, keep;
     int windows[MAX_WINDOWS];   /* --ctx as a list (ppl): the study's windows; ctx is the first */

@@ -80,9 +80,44 @@ static void apply_layer_spec(const char *flag, const char *spec, const Model *m,
     }
 }
 
+void parse_group_window(const char *flag, const char *value, int *group, int *window) {
+    char *end;
+    long g = strtol(value, &end, 10), w = 0;
+    int ok = end != value && *end == ',' && g >= 1 && g <= INT_MAX;
+    if (ok) {
+        const char *second = end + 1;
+        w = strtol(second, &end, 10);
+        ok = end != second && !*end && w >= 1 && w <= INT_MAX;
+    }
+    if (!ok) cli_die("%s expects G,W (a group and a window, integers >= 1), got '%s'", flag, value);
+    *group = (int)g, *window = (int)w;
+}
+
+/* --attn-temperature B,L[,llama4] on the table: the checkpoint's
+ * temperature replaced by the flag's. */
+static void apply_temperature(const char *value, const Model *m, LayerAttention *table) {
+    const char *flag = "--attn-temperature";
+    char buf[64], *end, *form;
+    snprintf(buf, sizeof buf, "%s", value);
+    char *comma = strchr(buf, ','), *length = comma ? comma + 1 : NULL;
+    if (comma) *comma = '\0';
+    form = length ? strchr(length, ',') : NULL;
+    if (form) *form++ = '\0';
+    float beta = strtof(buf, &end);
+    int ok = length && end != buf && !*end && beta > 0.0f && beta <= 100.0f;
+    long l = ok ? strtol(length, &end, 10) : 0;
+    ok = ok && end != length && !*end && l >= 1 && l <= INT_MAX && (!form || !strcmp(form, "llama4"));
+    if (!ok || strlen(value) >= sizeof buf)
+        cli_die("%s expects B,L or B,L,llama4 (B in (0, 100], L an integer >= 1), got '%s'", flag, value);
+    for (int i = 0; i < m->config.n_layers; i++) table[i].temperature_beta = 0.0f;
+    PosencError err;
+    if (model_layers_temperature(m, table, beta, (int)l, form != NULL, &err)) cli_die("%s: %s", flag, err.msg);
+}
+
 /* The variant's per-layer table with the overrides: --window, then
  * --pe-layers, then the variant's own @ part (`label` as the user spelled
- * it); malloc'd. */
+ * it), then Self-Extend on the layers that rotate and the attention
+ * temperature; malloc'd. */
 LayerAttention *variant_layers(const Options *o, const Model *m, const PeParams *p,
                                       const char *label, int n_ctx) {
     LayerAttention *table = model_layers_for(m, p);
@@ -91,6 +126,14 @@ LayerAttention *variant_layers(const Options *o, const Model *m, const PeParams 
     if (o->pe_layers) apply_layer_spec("--pe-layers", o->pe_layers, m, p, table, SPEC_SCHEME, n_ctx);
     const char *at = label ? strchr(label, '@') : NULL;
     if (at) apply_layer_spec("--pe", at + 1, m, p, table, SPEC_SCHEME, n_ctx);
+    if (o->self_extend) {
+        int group, window;
+        PosencError err;
+        parse_group_window("--self-extend", o->self_extend, &group, &window);
+        if (model_layers_self_extend(m, table, group, window, &err))
+            cli_die("--self-extend%s%s: %s", label ? " with --pe " : "", label ? label : "", err.msg);
+    }
+    if (o->attn_temperature) apply_temperature(o->attn_temperature, m, table);
     return table;
 }
 

@@ -150,16 +150,29 @@ void kv_cache_remove(KVCache *kv, int first, int count) {
     kv->n_used -= count;
 }
 
+/* Runs of positions a, a+1, ..., b, each held by `times` consecutive cells
+ * (more than one after llama.cpp's group attention divided them). */
 void kv_cache_format_positions(const KVCache *kv, char *buf, size_t n) {
+    const int *pos = kv->pos;
     size_t at = 0;
     buf[0] = '\0';
     for (int i = 0; i < kv->n_used && at < n;) {
-        int j = i;
-        while (j + 1 < kv->n_used && kv->pos[j + 1] == kv->pos[j] + 1) j++;
-        int w = i == j ? snprintf(buf + at, n - at, "%s%d", at ? "," : "", kv->pos[i])
-                       : snprintf(buf + at, n - at, "%s%d-%d", at ? "," : "", kv->pos[i], kv->pos[j]);
+        int times = 1;
+        while (i + times < kv->n_used && pos[i + times] == pos[i]) times++;
+        int last = i + times - 1;
+        for (;;) { /* whole blocks of `times` cells holding the next position */
+            int b = last + 1, v = pos[last] + 1, k = 0;
+            while (k < times && b + k < kv->n_used && pos[b + k] == v) k++;
+            if (k < times || (b + k < kv->n_used && pos[b + k] == v)) break;
+            last = b + k - 1;
+        }
+        const char *sep = at ? "," : "";
+        int w = pos[last] == pos[i] ? snprintf(buf + at, n - at, "%s%d", sep, pos[i])
+                                    : snprintf(buf + at, n - at, "%s%d-%d", sep, pos[i], pos[last]);
+        if (times > 1 && w >= 0 && at + (size_t)w < n)
+            w += snprintf(buf + at + (size_t)w, n - at - (size_t)w, " x%d", times);
         at += (size_t)w;
-        i = j + 1;
+        i = last + 1;
     }
     if (kv->n_used == 0) snprintf(buf, n, "empty");
 }

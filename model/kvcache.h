@@ -61,7 +61,8 @@ void kv_cache_load_values(const KVCache *kv, int layer, int first, int n, float 
  * positions lowered by `count` so that positions stay contiguous.  Keys
  * are moved as they are: re-rotating them is the caller's business. */
 void kv_cache_remove(KVCache *kv, int first, int count);
-/* Writes the occupied positions as ranges, e.g. "0-3,260-516". */
+/* Writes the occupied positions as ranges, e.g. "0-3,260-516"; positions
+ * held by several cells each (group attention) as "0-15 x2". */
 void kv_cache_format_positions(const KVCache *kv, char *buf, size_t n);
 /* "f32" | "f16" to the cache type; -1 for anything else. */
 int kv_cache_type_from_name(const char *name, TensorType *out);

@@ -33,6 +33,10 @@
  *                                              absent: every layer
  *   {arch}.rope.freq_base_swa                  the sliding layers' theta
  *   {arch}.attention.rope_pattern              a bool a layer: it rotates
+ *   {arch}.attention.temperature_scale         beta of the attention temperature on
+ *                                              every layer (Mistral 3's: llama.cpp's
+ *                                              mistral3), over the positions of
+ *   {arch}.attention.temperature_length        L, else the original context
  *   rope_freqs.weight                          divisors of the frequencies
  *                                              (Llama 3.1's scaling as llama.cpp
  *                                              stores it): scaling "factors"
@@ -504,6 +508,26 @@ static int sliding_layers(Loader *l, int n_layers, int period, int64_t *slides) 
     return 0;
 }
 
+/* The attention temperature as llama.cpp's mistral3 reads it: beta from
+ * attention.temperature_scale, on every layer, floor(p / L) with L the
+ * original context (rope.scaling.original_context_length, else the trained
+ * one), or attention.temperature_length where the file has it. */
+static int read_temperature(Loader *l, Model *m) {
+    float beta = 0.0f;
+    int length = 0;
+    if (key_f32_opt(l, arch_key(l, "attention.temperature_scale"), &beta) ||
+        key_int_opt(l, arch_key(l, "attention.temperature_length"), &length))
+        return -1;
+    if (beta == 0.0f) return 0;
+    if (!length) length = m->pe.rope_orig_ctx > 0 ? m->pe.rope_orig_ctx : m->config.seq_len;
+    if (!(beta > 0.0f && beta <= 100.0f) || length < 1)
+        return posenc_error(l->err, "%s: attention.temperature_scale %g over %d positions is out of "
+                                    "range", l->g->path, (double)beta, length);
+    for (int i = 0; i < m->config.n_layers; i++)
+        m->layers[i].temperature_beta = beta, m->layers[i].temperature_length = length;
+    return 0;
+}
+
 /* Model.layers from the model-wide scheme and the per-layer keys (the
  * file's header comment lists them). */
 static int read_layers(Loader *l, Model *m) {
@@ -559,7 +583,7 @@ static int read_layers(Loader *l, Model *m) {
         }
     }
     free(v);
-    if (rc < 0) return -1;
+    if (rc < 0 || read_temperature(l, m)) return -1;
     const GgufArray *names;
     if (!gguf_find_kv(l->g, "posenc.layers.positional")) return 0;
     if (gguf_get_arr(l->g, "posenc.layers.positional", GGUF_TYPE_STRING, &names, l->err)) return -1;

@@ -5,10 +5,12 @@
 
 #include "modes/generate.h"
 
-/* The angle of the first rotation pair of KV head 0 in a layer-0 key. */
-static double first_pair_angle(const Context *ctx, int layer, int cell, float *key) {
+/* The angle of the first rotation pair of KV head 0 in a layer's key (its
+ * grouped key: Self-Extend's second store). */
+static double first_pair_angle(const Context *ctx, int layer, int cell, float *key, int grouped) {
     const PeParams *p = &ctx->layers[layer].pe.params;
-    kv_cache_load_keys(&ctx->cache, layer, cell, 1, key);
+    if (grouped) kv_cache_load_grouped(&ctx->cache, layer, cell, 1, key);
+    else kv_cache_load_keys(&ctx->cache, layer, cell, 1, key);
     int rope_dim = p->rope_dim > 0 ? p->rope_dim : ctx->layers[layer].pe.head_size;
     int partner = p->rope_pairing == PE_ROPE_NEOX ? rope_dim / 2 : 1;
     return atan2((double)key[partner], (double)key[0]);
@@ -35,13 +37,21 @@ void cache_dump(FILE *out, const Context *ctx, const Tokenizer *tok, const char 
             fprintf(out, " (%d of %d layers)", layers, ctx->model->config.n_layers);
         fprintf(out, ": the next token (position %d) sees positions %d-%d", next, first_seen, next);
     }
+    int se = context_self_extend_layer(ctx), g = se >= 0 ? ctx->layers[se].self_extend_group : 0;
+    if (g) /* its grouped keys beside the others, at pos / G */
+        fprintf(out, "; Self-Extend G=%d W=%d: a key W or more positions before a query reads at "
+                     "`grouped` (layer %d's key there: g-angle), the query at pos/G + %d",
+                g, ctx->layers[se].self_extend_window, se,
+                ctx->layers[se].self_extend_window - ctx->layers[se].self_extend_window / g);
     fputc('\n', out);
-    fprintf(out, "[cache] %5s %6s %6s %s piece\n", "cell", "pos", "token", rope ? " key-angle" : "");
+    fprintf(out, "[cache] %5s %6s %6s %s%s piece\n", "cell", "pos", "token", rope ? " key-angle" : "",
+            g ? " grouped    g-angle" : "");
     float *key = rope ? malloc_or_exit((size_t)kv->kv_dim * sizeof *key, "a cached key") : NULL;
     for (int c = 0; c < kv->n_used; c++) {
         int token = kv->token[c];
         fprintf(out, "[cache] %5d %6d %6d ", c, kv->pos[c], token);
-        if (rope) fprintf(out, "%+10.4f ", first_pair_angle(ctx, rope_layer, c, key));
+        if (rope) fprintf(out, "%+10.4f ", first_pair_angle(ctx, rope_layer, c, key, 0));
+        if (g) fprintf(out, "%7d %+10.4f ", kv->pos[c] / g, first_pair_angle(ctx, se, c, key, 1));
         if (token == tok->bos_id) {
             fputs("BOS", out);
         } else {

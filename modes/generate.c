@@ -94,6 +94,21 @@ void generate_trace_chunk(FILE *t, const Context *ctx, const Tokenizer *tok, con
         fprintf(t, ": q=%d sees %d-%d, %d cached cell%s out of reach", last, first, last, out,
                 out == 1 ? "" : "s");
     }
+    int se = context_self_extend_layer(ctx);
+    if (se >= 0) { /* both kinds of positions the chunk's last query reads */
+        int g = ctx->layers[se].self_extend_group, w = ctx->layers[se].self_extend_window;
+        int far = 0, lo = -1, hi = -1;
+        for (int c = 0; c < ctx->cache.n_used; c++) {
+            int p = ctx->cache.pos[c];
+            if (last - p < w) continue;
+            far++, lo = lo < 0 || p < lo ? p : lo, hi = p > hi ? p : hi;
+        }
+        fprintf(t, " self-extend G=%d W=%d: q=%d reads %d-%d at their positions", g, w, last,
+                last - w + 1 > 0 ? last - w + 1 : 0, last);
+        if (far)
+            fprintf(t, ", %d cell%s at %d-%d grouped to %d-%d with q at %d", far, far == 1 ? "" : "s",
+                    lo, hi, lo / g, hi / g, last / g + w - w / g);
+    }
     fputc('\n', t);
 }
 
@@ -132,6 +147,31 @@ static int make_room(Context *ctx, const Tokenizer *tok, Output *o, PosencError 
     return generate_make_room(ctx, opt->keep, opt->shift, &report, err);
 }
 
+/* llama.cpp's group attention before a forward call at `next`: the
+ * position the call takes now, its edits on the trace. */
+static int group(Context *ctx, Output *o, int next) {
+    FILE *trace = NULL;
+    GroupAttention *ga = o->opt->group_attention;
+    if (o->opt->trace && next >= ga->grouped + ga->window) trace = trace_begin(o);
+    return group_attention_compress(ctx, ga, next, trace);
+}
+
+/* The prompt in chunks of the context's largest, each after group
+ * attention's edits (llama.cpp's between its batches of -b tokens); the
+ * last chunk's logits. */
+static const float *prefill_grouped(Context *ctx, Output *o, const Tokenizer *tok, const int *ids,
+                                    int n, int pos) {
+    const float *logits = NULL;
+    for (int done = 0; done < n;) {
+        int chunk = n - done < ctx->state.max_tokens ? n - done : ctx->state.max_tokens;
+        pos = group(ctx, o, pos);
+        if (o->opt->trace) trace_chunk(o, ctx, tok, ids + done, chunk, pos);
+        logits = context_forward(ctx, ids + done, chunk, pos, 0);
+        done += chunk, pos += chunk;
+    }
+    return logits;
+}
+
 /* Samples `needed` tokens after the prefilled prompt (fewer if BOS or an
  * end-of-generation token comes);
  * every sampled token but the last is fed back. */
@@ -161,6 +201,7 @@ static int decode_loop(Context *ctx, const Tokenizer *tok, Sampler *sampler, con
         }
         st->n_shifts += full;
         int pos = ctx->cache.pos[ctx->cache.n_used - 1] + 1;
+        if (o->opt->group_attention) pos = group(ctx, o, pos);
         if (o->opt->trace) trace_chunk(o, ctx, tok, &token, 1, pos);
         logits = context_step(ctx, &token, 1, pos, 0, err);
         if (!logits) return -1;
@@ -201,13 +242,14 @@ int generate_text(Context *ctx, const Tokenizer *tok, Sampler *sampler,
     st->n_prompt_cut = n_text - echoed;
     for (int i = first; i < first + echoed; i++) emit(out, &o, tok, i ? ids[i - 1] : -1, ids[i]);
     if (n_text < steps) {
-        if (opt->trace) trace_chunk(&o, ctx, tok, ids, n_prompt, pos0);
+        if (opt->trace && !opt->group_attention) trace_chunk(&o, ctx, tok, ids, n_prompt, pos0);
         double t0 = time_now_s();
-        const float *logits = context_prefill(ctx, ids, n_prompt, pos0);
+        const float *logits = opt->group_attention ? prefill_grouped(ctx, &o, tok, ids, n_prompt, pos0)
+                                                   : context_prefill(ctx, ids, n_prompt, pos0);
         st->prefill_s = time_now_s() - t0;
         st->n_prompt = n_prompt;
         for (int i = 0; i < n_prompt; i++) sampler_accept(sampler, ids[i]);
-        if (context_check_logits(ctx, logits, 1, pos0 + n_prompt - 1, err)) goto out;
+        if (context_check_logits(ctx, logits, 1, ctx->cache.pos[ctx->cache.n_used - 1], err)) goto out;
         double t1 = time_now_s();
         if (decode_loop(ctx, tok, sampler, logits, ids[n_prompt - 1], steps - n_text, &o, out, st,
                         t_start, err))

@@ -39,6 +39,9 @@ typedef struct {
     FILE *dump_cache;   /* NULL, or the cache as a table before and after every shift and at
                            the end (modes/cache_dump.h) */
     volatile sig_atomic_t *interrupted; /* set (by a SIGINT handler) to end the text; or NULL */
+    GroupAttention *group_attention; /* llama.cpp's group attention (model/shift.h): its edits
+                                        before the prompt's every chunk and every token, in
+                                        place of context shifts (shift is then OFF); or NULL */
 } GenerateOptions;
 
 /* Where the time went, for the summary line the caller prints. */

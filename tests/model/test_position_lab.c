@@ -260,6 +260,56 @@ START_TEST(chunked_attention_matches_reference) {
 }
 END_TEST
 
+/* From the command line: the trace shows both kinds of positions (and
+ * llama.cpp's edits), -m inspect the table; misuse is one error line
+ * naming the flag, before any work. */
+START_TEST(lab_flags) {
+    if (!ready) return;
+    const char *se[] = {gguf, "-i", "hello world, this is a test", "-n", "40", "-t", "0",
+                        "--self-extend", "2,8", "--trace-positions", NULL};
+    TestsRun r = tests_run_engine_ok(se);
+    ck_assert_msg(strstr(r.err, "[pos] q=39 't' cache=0-38 (39/128 cells) self-extend G=2 W=8: q=39 reads "
+                                "32-39 at their positions, 32 cells at 0-31 grouped to 0-15 with q at 23"),
+                  "%s", r.err);
+    tests_run_free(&r);
+    const char *ga[] = {gguf, "-i", "hello world, this is a test", "-n", "40", "-t", "0",
+                        "--self-extend-llamacpp", "2,8", "--trace-positions", NULL};
+    r = tests_run_engine_ok(ga);
+    ck_assert_msg(strstr(r.err, "[group] the tokens first at positions 0-7 now at 0-3 (grouped by 2); "
+                                "the next token takes position 24\n") &&
+                  strstr(r.err, "cache=0-15 x2,16-22 (39/128 cells)"), "%s", r.err);
+    tests_run_free(&r);
+    const char *show[] = {gguf, "-m", "inspect", "--self-extend", "4,32", "--attn-temperature",
+                          "0.1,64,llama4", NULL};
+    r = tests_run_engine_ok(show);
+    ck_assert_msg(strstr(r.out, "  0-2              rope theta=10000 full self-extend=4,32\n"
+                                "  3                none full temperature=0.1,64,llama4\n"), "%s", r.out);
+    tests_run_free(&r);
+    const struct {
+        const char *flag, *value, *needle;
+    } bad[] = {
+        {"--self-extend", "2", "--self-extend expects G,W (a group and a window, integers >= 1), got '2'"},
+        {"--self-extend", "0,8", "--self-extend expects G,W"},
+        {"--self-extend-llamacpp", "3,8", "--self-extend-llamacpp 3,8: group attention needs a width that is "
+                                          "a multiple of the group"},
+        {"--attn-temperature", "0.1", "--attn-temperature expects B,L or B,L,llama4"},
+        {"--attn-temperature", "0.1,8,llama3", "--attn-temperature expects B,L or B,L,llama4"},
+        {"--pe", "alibi", "--self-extend with --pe alibi: Self-Extend groups rotary positions and no layer"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        int pe = !strcmp(bad[i].flag, "--pe");
+        const char *args[] = {gguf, "-i", "hi", bad[i].flag, bad[i].value, pe ? "--self-extend" : NULL, "2,8", NULL};
+        tests_expect_error(args, bad[i].needle);
+    }
+    const char *both[] = {gguf, "--self-extend", "2,8", "--self-extend-llamacpp", "2,8", NULL};
+    tests_expect_error(both, "--self-extend and --self-extend-llamacpp exclude each other");
+    const char *keep[] = {gguf, "--self-extend-llamacpp", "2,8", "--keep", "4", NULL};
+    tests_expect_error(keep, "--keep applies to context shifts, and --self-extend-llamacpp replaces them");
+    const char *nope[] = {gguf, "--attn-temperature", "0.1,8,llama4", "--pe-layers", "3=rope", "-m", "inspect", NULL};
+    tests_expect_error(nope, "--attn-temperature: Llama 4's attention temperature acts on the layers without position");
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("position_lab");
     TCase *tc = tcase_create("lab");
@@ -270,6 +320,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, group_attention_matches_llamacpp);
     tcase_add_test(tc, temperature_matches_families);
     tcase_add_test(tc, chunked_attention_matches_reference);
+    tcase_add_test(tc, lab_flags);
     suite_add_tcase(s, tc);
     return s;
 }
