@@ -203,6 +203,57 @@ START_TEST(self_extend_group_one_is_plain) {
 }
 END_TEST
 
+/* A context shift under Self-Extend on layer 0 alone (its keys depend only
+ * on tokens and positions): the next token's logits equal the kept tokens
+ * run afresh at their new positions, the grouped keys moved by
+ * floor(new / G) - floor(old / G) (keys at 40 - 16 = 24 positions cross
+ * group boundaries of G = 3 unevenly).  Control: the grouped keys moved
+ * back where they were (the neighbour keys moved). */
+static float shift_vs_fresh(const Model *m, int grouped_stale) {
+    enum { N_CTX = 48, FED = 40, KEEP = 4, DISCARD = 16 };
+    Model one = *m;
+    one.config.n_layers = 1;
+    LayerAttention *table = model_layers_for(&one, &one.pe);
+    PosencError err;
+    ck_assert_int_eq(model_layers_self_extend(&one, table, 3, 10, &err), 0);
+    Context ctx, fresh;
+    tests_build_context(&ctx, &one, &one.pe, N_CTX);
+    tests_build_context(&fresh, &one, &one.pe, N_CTX);
+    ck_assert_msg(context_use_layers(&ctx, table, &err) == 0 && context_use_layers(&fresh, table, &err) == 0,
+                  "%s", err.msg);
+    context_forward(&ctx, ids, FED, 0, 0);
+    ck_assert_msg(context_shift(&ctx, KEEP, DISCARD, CONTEXT_SHIFT_ON, &err) == 0, "%s", err.msg);
+    for (int c = KEEP; grouped_stale && c < ctx.cache.n_used; c++) {
+        int now = ctx.cache.pos[c];
+        kv_cache_load_grouped(&ctx.cache, 0, c, 1, ctx.state.k);
+        pe_rope_rerotate(&ctx.layers[0].pe, ctx.state.k, m->config.n_kv_heads, (now + DISCARD) / 3 - now / 3);
+        kv_cache_store_grouped(&ctx.cache, 0, c, 1, ctx.state.k);
+    }
+    float shifted[VOCAB];
+    memcpy(shifted, context_forward(&ctx, ids + FED, 1, FED - DISCARD, 0), sizeof shifted);
+    int kept[FED - DISCARD + 1], n = 0;
+    for (int i = 0; i <= FED; i++)
+        if (i < KEEP || i >= KEEP + DISCARD) kept[n++] = ids[i];
+    float d = tests_max_abs_diff(shifted, context_forward(&fresh, kept, n, 0, 0), VOCAB);
+    context_free(&ctx);
+    context_free(&fresh);
+    free(table);
+    return d;
+}
+
+START_TEST(self_extend_through_a_shift) {
+    if (!ready) return;
+    Model m;
+    tests_load_model(&m, gguf);
+    float d = shift_vs_fresh(&m, 0), stale = shift_vs_fresh(&m, 1);
+    printf("Self-Extend 3,10 after a shift: %.3g from the kept tokens afresh; grouped keys not moved: %.3g\n",
+           (double)d, (double)stale);
+    ck_assert_msg(d <= LOGIT_TOL, "after a shift: %g", (double)d);
+    ck_assert_msg(stale > CONTROL_MIN, "unmoved grouped keys only %g off", (double)stale);
+    model_free(&m);
+}
+END_TEST
+
 /* llama.cpp's edits, token by token and after a 50-token chunk (a chunk
  * alone is never edited: llama.cpp groups between calls). */
 START_TEST(group_attention_matches_llamacpp) {
@@ -317,6 +368,7 @@ static Suite *suite(void) {
     tcase_add_unchecked_fixture(tc, setup, teardown);
     tcase_add_loop_test(tc, self_extend_matches_paper, 0, (int)(sizeof SELF_EXTEND / sizeof *SELF_EXTEND));
     tcase_add_test(tc, self_extend_group_one_is_plain);
+    tcase_add_test(tc, self_extend_through_a_shift);
     tcase_add_test(tc, group_attention_matches_llamacpp);
     tcase_add_test(tc, temperature_matches_families);
     tcase_add_test(tc, chunked_attention_matches_reference);
