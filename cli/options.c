@@ -405,6 +405,8 @@ static const LlamacppSpelling spellings[] = {
     {"-ngl", NULL, "none, posenc runs on the CPU"},
     {"--n-gpu-layers", NULL, "none, posenc runs on the CPU"},
     {"--perplexity", NULL, "-m ppl -f FILE"},
+    {"--grp-attn-n", NULL, "--self-extend-llamacpp G,W (both in one flag)"},
+    {"--grp-attn-w", NULL, "--self-extend-llamacpp G,W (both in one flag)"},
 };
 
 const LlamacppSpelling *cli_llamacpp_spellings(int *n) {
