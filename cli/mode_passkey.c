@@ -162,21 +162,25 @@ static void plan_free(Plan *p) {
 }
 
 /* Where a run stands, on stderr: redrawn in place on a terminal, else a
- * line at most every PROGRESS_EVERY_S seconds (and the last). */
+ * line at most every PROGRESS_EVERY_S seconds (and the last).  The time left
+ * goes by tokens, since a haystack's cost grows with its length. */
 #define PROGRESS_EVERY_S 5.0
 typedef struct {
     int terminal;
     double start_s, shown_s;
+    long haystacks, tokens;            /* done */
+    long total_haystacks, total_tokens;
 } Progress;
 
-static void show_progress(Progress *pr, long done, long total, const char *label) {
+static void show_progress(Progress *pr, const char *label) {
     double now = time_now_s(), elapsed = now - pr->start_s;
-    int last = done == total;
+    int last = pr->haystacks == pr->total_haystacks;
     if (!pr->terminal && !last && now - pr->shown_s < PROGRESS_EVERY_S) return;
     pr->shown_s = now;
+    double left = pr->tokens ? elapsed * (double)(pr->total_tokens - pr->tokens) / (double)pr->tokens : 0;
     char line[160];
-    snprintf(line, sizeof line, "passkey %ld/%ld haystacks (%s), %s %.0f s", done, total, label,
-             last ? "took" : "ETA", last ? elapsed : elapsed * (double)(total - done) / (double)done);
+    snprintf(line, sizeof line, "passkey %ld/%ld haystacks (%s), %s %.0f s", pr->haystacks,
+             pr->total_haystacks, label, last ? "took" : "ETA", last ? elapsed : left);
     if (pr->terminal) fprintf(stderr, "\r%-100.100s%s", line, last ? "\n" : "");
     else fprintf(stderr, "%s\n", line);
 }
@@ -256,27 +260,39 @@ int run_passkey(const Options *o) {
                                                                      : "the papers' filler",
                plan.n_cases);
     fflush(stdout);
-    Progress pr = {isatty(STDERR_FILENO), time_now_s(), time_now_s()};
-    long done = 0, total = (long)v->n * plan.n_cases;
+    Progress pr = {isatty(STDERR_FILENO), time_now_s(), time_now_s(), 0, 0, 0, 0};
+    for (int i = 0; i < v->n; i++)
+        for (int k = 0; k < plan.n_cases; k++)
+            if (!cells[i][plan.cell_of[k]].skipped) {
+                pr.total_haystacks++;
+                pr.total_tokens += plan.cases[k].n_ids;
+            }
     catch_interrupts(); /* Ctrl-C: the table of what was scored */
+    GroupAttention ga = {0};
+    if (o->self_extend_llamacpp)
+        parse_group_window("--self-extend-llamacpp", o->self_extend_llamacpp, &ga.group, &ga.window);
     for (int i = 0; i < v->n && !cli_interrupted; i++) {
         Context ctx;
         build_context(&ctx, o, model, &v->params[i], v->labels[i], size);
-        for (int k = 0; k < plan.n_cases && !cli_interrupted; k++, done++) {
+        PosencError err;
+        if (o->self_extend_llamacpp && group_attention_check(&ctx, ga.group, ga.window, &err))
+            cli_die("--self-extend-llamacpp %s: %s", o->self_extend_llamacpp, err.msg);
+        for (int k = 0; k < plan.n_cases && !cli_interrupted; k++) {
             PasskeyCell *cell = &cells[i][plan.cell_of[k]];
             if (cell->skipped) continue;
             PasskeyScore score;
-            PosencError err;
-            if (passkey_score(&ctx, &plan.cases[k], &score, &err)) cli_die("--pe %s: %s", v->labels[i], err.msg);
+            if (passkey_score(&ctx, &plan.cases[k], o->self_extend_llamacpp ? &ga : NULL, &score, &err)) cli_die("--pe %s: %s", v->labels[i], err.msg);
             cell->trials++;
             cell->exact += score.exact;
             cell->logprob_sum += score.logprob;
-            show_progress(&pr, done + 1, total, v->labels[i]);
+            pr.haystacks++;
+            pr.tokens += plan.cases[k].n_ids;
+            show_progress(&pr, v->labels[i]);
         }
         context_free(&ctx);
     }
     if (cli_interrupted)
-        fprintf(stderr, "note: interrupted: the table holds the %ld haystacks scored\n", done);
+        fprintf(stderr, "note: interrupted: the table holds the %ld haystacks scored\n", pr.haystacks);
 
     PasskeyGrid grid = {plan.lengths, plan.n_lengths, plan.depths, plan.n_depths, v->labels,
                         cells, v->n};

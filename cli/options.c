@@ -190,7 +190,7 @@ static const OptionSpec options[] = {
      "Self-Extend (Jin et al. 2024) on every rotating layer: keys W or more positions before "
      "the query score at grouped positions (key p/G, query p/G + W - W/G), the nearer ones at "
      "their own, in one softmax; a second store of keys (docs/positional.md)"),
-    OPTION("--self-extend-llamacpp", OPT_TEXT, 0, 0, MODE_GENERATE, self_extend_llamacpp, "G,W",
+    OPTION("--self-extend-llamacpp", OPT_TEXT, 0, 0, MODE_GENERATE | MODE_PASSKEY, self_extend_llamacpp, "G,W",
      "none",
      "llama.cpp's group attention (--grp-attn-n G --grp-attn-w W): as the context fills, the "
      "cache's positions are divided by G, W at a time (W a multiple of G), in place of context "

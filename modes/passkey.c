@@ -152,6 +152,21 @@ static void haystack_text(Text *t, const char *filler, size_t filler_len, const 
     text_add(t, f->question, strlen(f->question) - KEY_MARK_LEN);
 }
 
+/* The tokens of the sequence with c bytes of filler (the key included): what
+ * the search for the length compares, without the key's split. */
+static int haystack_tokens(const Tokenizer *tok, const char *filler, size_t filler_len,
+                           const PasskeyFormat *f, const char *key, size_t a, size_t c, double depth,
+                           int *n, PosencError *err) {
+    Text t = {0};
+    haystack_text(&t, filler, filler_len, f, key, a, c, depth);
+    text_add(&t, key, strlen(key));
+    int *ids = NULL;
+    int rc = tokenizer_encode_alloc(tok, t.s, t.len, 1, 0, &ids, n, err);
+    free(ids);
+    free(t.s);
+    return rc;
+}
+
 /* The sequence with c bytes of filler into out (replacing what it held). */
 static int haystack_case(const Tokenizer *tok, const char *filler, size_t filler_len,
                          const PasskeyFormat *f, size_t a, size_t c, double depth,
@@ -178,27 +193,40 @@ int passkey_build(const Tokenizer *tok, const char *filler, const PasskeyFormat 
     for (int i = 0; i < f->digits; i++) out->key[i] = (char)('0' + mix(&state) % 10);
     size_t a = after_space(filler, filler_len, 0, mix(&state) % filler_len, filler_len);
 
-    /* The most filler whose sequence fits: bytes per token are unknown, so
-     * the upper end doubles until it overflows, then the range halves. */
+    /* The most filler whose sequence fits.  Tokens grow with the filler's
+     * bytes at the filler's own rate: guesses at that rate bracket the
+     * answer within a few tokens (lo fits, hi does not), then the bracket
+     * halves. */
     if (haystack_case(tok, filler, filler_len, f, a, 0, depth, out, err)) return -1;
-    if (out->n_ids > length) {
-        int need = out->n_ids;
+    int overhead = out->n_ids;
+    if (overhead > length) {
         passkey_case_free(out);
         return posenc_error(err, "the intro, needle, question and key alone take %d tokens, "
-                                 "more than the length %d", need, length);
+                                 "more than the length %d", overhead, length);
     }
-    size_t lo = 0, hi = 64;
-    for (;;) {
-        if (haystack_case(tok, filler, filler_len, f, a, hi, depth, out, err)) goto fail;
-        if (out->n_ids > length) break;
-        lo = hi;
-        if (hi > (size_t)length * 64) break; /* more bytes than any token holds */
-        hi *= 2;
+    size_t lo = 0, hi = 0; /* hi 0: nothing too long found yet */
+    double bytes_per_token = 4.0;
+    int n;
+    for (int guess = 0; guess < 4; guess++) {
+        size_t c = (size_t)((length - overhead) * bytes_per_token) + 1;
+        if (c <= lo || (hi && c >= hi)) c = hi ? lo + (hi - lo) / 2 : lo * 2 + 64;
+        if (haystack_tokens(tok, filler, filler_len, f, out->key, a, c, depth, &n, err)) goto fail;
+        if (n > length) hi = c;
+        else lo = c;
+        if (n > overhead) bytes_per_token = (double)c / (n - overhead);
+        if (hi && hi - lo <= 1) break;
+    }
+    while (!hi) { /* every guess fitted: widen until one does not */
+        size_t c = lo * 2 + 64;
+        if (haystack_tokens(tok, filler, filler_len, f, out->key, a, c, depth, &n, err)) goto fail;
+        if (n > length) hi = c;
+        else lo = c;
+        if (!hi && c > (size_t)length * 64) hi = lo + 1; /* more bytes than any token holds */
     }
     while (hi - lo > 1) {
         size_t mid = lo + (hi - lo) / 2;
-        if (haystack_case(tok, filler, filler_len, f, a, mid, depth, out, err)) goto fail;
-        if (out->n_ids > length) hi = mid;
+        if (haystack_tokens(tok, filler, filler_len, f, out->key, a, mid, depth, &n, err)) goto fail;
+        if (n > length) hi = mid;
         else lo = mid;
     }
     if (haystack_case(tok, filler, filler_len, f, a, char_start(filler, filler_len, a, lo), depth,
@@ -300,16 +328,22 @@ int passkey_read_haystacks(const char *path, const Tokenizer *tok, PasskeyCase *
     return rc;
 }
 
-int passkey_score(Context *ctx, const PasskeyCase *c, PasskeyScore *out, PosencError *err) {
+int passkey_score(Context *ctx, const PasskeyCase *c, const GroupAttention *ga, PasskeyScore *out,
+                  PosencError *err) {
     kv_cache_clear(&ctx->cache);
+    GroupAttention grouping = ga ? *ga : (GroupAttention){0};
     int prompt = c->key_start - 1, n_key = c->n_ids - c->key_start, chunk = ctx->state.max_tokens;
+    int pos = 0;
     for (int t = 0; t < prompt; t += chunk) {
         int n = prompt - t < chunk ? prompt - t : chunk;
-        if (!context_step(ctx, c->ids + t, n, t, 0, err)) return -1;
+        if (ga) pos = group_attention_compress(ctx, &grouping, pos, NULL);
+        if (!context_step(ctx, c->ids + t, n, pos, 0, err)) return -1;
+        pos += n;
     }
     /* the prompt's last token and the key's but the last: each row predicts
      * the next key token */
-    const float *logits = context_step(ctx, c->ids + prompt, n_key, prompt, 1, err);
+    if (ga) pos = group_attention_compress(ctx, &grouping, pos, NULL);
+    const float *logits = context_step(ctx, c->ids + prompt, n_key, pos, 1, err);
     if (!logits) return -1;
     int vocab = ctx->model->config.vocab_size;
     out->exact = 1, out->logprob = 0.0;

@@ -27,6 +27,7 @@
 
 #include "base/util.h"
 #include "model/context.h"
+#include "model/shift.h"
 #include "tokenizer/tokenizer.h"
 
 #define PASSKEY_MAX_DIGITS 20
@@ -84,8 +85,11 @@ typedef struct {
 /* Scores one case from an empty cache at position 0: the prompt in
  * prefill chunks, then the key's tokens in one chunk with every row's
  * logits.  The context needs n_ids cells and n_ids - key_start logit rows.
- * -1 with the reason (non-finite logits, a position the scheme refuses). */
-int passkey_score(Context *ctx, const PasskeyCase *c, PasskeyScore *out, PosencError *err);
+ * ga: llama.cpp's group attention, its edits before every chunk as
+ * llama.cpp makes them between batches (NULL: none).  -1 with the reason
+ * (non-finite logits, a position the scheme refuses). */
+int passkey_score(Context *ctx, const PasskeyCase *c, const GroupAttention *ga, PasskeyScore *out,
+                  PosencError *err);
 
 /* The results of one (length, depth) cell under one variant. */
 typedef struct {
