@@ -194,7 +194,8 @@ static int weight_chart(const SvgSink *sink, const AttentionView *v, AttentionSe
                 for (int k = 0; k < n; k++)
                     cells[(size_t)q * n + k] = k <= q ? src[(size_t)q * n + k] : NAN;
             snprintf(labels[panels], sizeof labels[panels], "layer %d, head %d", l, h);
-            p[panels] = (SvgHeatmap){.label = labels[panels], .x_label = "key", .y_label = "query",
+            p[panels] = (SvgHeatmap){.label = labels[panels], .x_label = "key (position, token)",
+                                     .y_label = "query (position, token)",
                                      .v = cells, .rows = n, .cols = n, .row_names = token_names,
                                      .col_names = token_names};
             panels++;

@@ -177,8 +177,12 @@ START_TEST(selection_csv_and_charts) {
     ck_assert_msg(strstr(o, "att-t5-weights.svg panel=layer 1, head 0 cells=45\n") &&
                   strstr(o, "att-t5-weights.svg panel=layer 1, head 3 cells=45\n") &&
                   !strstr(o, "panel=layer 0"), "%s", o);
-    ck_assert_msg(strstr(o, "att-none-weights.svg text=key position\n") &&
-                  strstr(o, "att-none-weights.svg text=query position\n"), "%s", o);
+    /* the axes named by position and token: "ROMEO: hi" is R O M E O : ␣ h i, a space
+     * shown as '_' */
+    ck_assert_msg(strstr(o, "att-none-weights.svg text=key (position, token)\n") &&
+                  strstr(o, "att-none-weights.svg text=query (position, token)\n") &&
+                  strstr(o, "att-none-weights.svg text=0 R\n") &&
+                  strstr(o, "att-none-weights.svg text=6 _\n"), "%.3000s", o);
     ck_assert_msg(strstr(o, "att-mass.svg legend=t5|") && strstr(o, "att-mass.svg legend=none|"),
                   "%s", o);
     ck_assert_msg(strstr(o, "att-mass.svg text=layer 1, every head\n") &&
