@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <stdio.h>
 
+#include "chat/jinja.h"
 #include "cli/options.h"
 #include "model/context.h"
 #include "model/model.h"
@@ -76,6 +77,11 @@ const char *setup_prompt(Setup *s, const Options *o);
 int *setup_prompt_ids(Setup *s, const Options *o, int *n_ids);
 /* The flag that gave the input text, for errors about it. */
 const char *text_flag(const Options *o);
+
+/* --chat-template NAME|FILE (a built-in format, a Jinja file, or a
+ * tokenizer_config.json holding one), else the GGUF's
+ * tokenizer.chat_template: parsed, or one error naming where it came from. */
+JinjaTemplate *load_chat_template(const Options *o, const Model *model);
 
 /* ---- contexts and sampling ---- */
 TensorType kv_type(const Options *o);

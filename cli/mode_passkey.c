@@ -32,6 +32,11 @@ static int parse_list(const char *flag, const char *s, double lo, double hi, int
     return n;
 }
 
+/* The flag a chat template's error is blamed on. */
+static const char *template_flag(const Options *o) {
+    return o->chat_template ? "--chat-template" : "--chat";
+}
+
 /* The default lengths: the trained context / 4 .. x 4, doubling. */
 static int default_lengths(int trained, double *out) {
     int n = 0;
@@ -64,11 +69,11 @@ static int index_of_depth(const Plan *p, double depth) {
 
 /* --haystacks: the file's cells (those of --lengths and --depths only, when
  * given), lengths and depths in increasing order. */
-static void plan_from_file(const Options *o, const Tokenizer *tok, Plan *p) {
+static void plan_from_file(const Options *o, const PasskeyEncoder *enc, Plan *p) {
     PosencError err;
     PasskeyCase *all;
     int n_all;
-    if (passkey_read_haystacks(o->haystacks, tok, &all, &n_all, &err)) cli_die("--haystacks %s", err.msg);
+    if (passkey_read_haystacks(o->haystacks, enc, &all, &n_all, &err)) cli_die("--haystacks %s", err.msg);
     double wanted_len[MAX_CELLS_PER_AXIS], wanted_depth[MAX_CELLS_PER_AXIS];
     int n_wl = o->lengths ? parse_list("--lengths", o->lengths, 1, 1 << 22, 1, wanted_len) : 0;
     int n_wd = o->depths ? parse_list("--depths", o->depths, 0, 100, 0, wanted_depth) : 0;
@@ -112,7 +117,8 @@ static void plan_from_file(const Options *o, const Tokenizer *tok, Plan *p) {
 
 /* Without --haystacks: --trials haystacks of every length and depth, built
  * from -f's filler (or the papers' sentence) and the seed. */
-static void plan_built(const Options *o, const Setup *s, const char *filler, uint64_t seed, Plan *p) {
+static void plan_built(const Options *o, const Setup *s, const PasskeyEncoder *enc, const char *filler,
+                       uint64_t seed, Plan *p) {
     double lengths[MAX_CELLS_PER_AXIS];
     p->n_lengths = o->lengths ? parse_list("--lengths", o->lengths, 1, 1 << 22, 1, lengths)
                               : default_lengths(s->model.config.seq_len, lengths);
@@ -141,9 +147,12 @@ static void plan_built(const Options *o, const Setup *s, const char *filler, uin
     for (int i = 0; i < p->n_lengths; i++)
         for (int j = 0; j < p->n_depths; j++)
             for (int t = 0; t < o->trials; t++) {
-                if (passkey_build(&s->tok, filler, &f, p->lengths[i], p->depths[j], t, seed,
+                if (passkey_build(enc, filler, &f, p->lengths[i], p->depths[j], t, seed,
                                   &p->cases[p->n_cases], &err))
+                {
+                    if (strstr(err.msg, "chat template")) cli_die("%s: %s", template_flag(o), err.msg);
                     cli_die("--lengths %d: %s", p->lengths[i], err.msg);
+                }
                 p->n_cases++;
             }
 }
@@ -197,6 +206,8 @@ int run_passkey(const Options *o) {
         if (cli_given(o, builders[b]))
             cli_die("%s: --haystacks gives the haystacks; %s is for building them", builders[b],
                     builders[b]);
+    if (o->system_prompt && !o->chat && !o->chat_template)
+        cli_die("-y: a system prompt is a chat's: give --chat (or --chat-template T) too");
     Setup s;
     setup_open(&s, o, SETUP_TOKENIZER | SETUP_VARIANTS);
     const Model *model = &s.model;
@@ -204,10 +215,29 @@ int run_passkey(const Options *o) {
     uint64_t seed = cli_given(o, "-s") ? o->seed : 1;
     size_t filler_len;
     char *filler = o->text_file ? read_text_file("-f", o->text_file, &filler_len) : NULL;
+    /* a chat model reads the haystack as its user's turn */
+    JinjaTemplate *template = o->chat || o->chat_template ? load_chat_template(o, model) : NULL;
+    ChatFormat chat;
+    if (template) chat_format_init(&chat, template, &s.tok);
+    PasskeyEncoder enc = {&s.tok, template ? &chat : NULL, o->system_prompt};
+    if (template) { /* the template's own text must encode, or no haystack can */
+        PosencError err;
+        size_t len;
+        char *text = chat_format_render(&chat, &(ChatMessage){"user", ""}, 1, 1, &len, &err);
+        int *ids = NULL, n_ids;
+        if (!text || chat_format_encode(&chat, text, len, &ids, &n_ids, &err))
+            cli_die("%s: %s", template_flag(o), err.msg);
+        free(ids);
+        free(text);
+    }
     Plan plan = {0};
-    if (o->haystacks) plan_from_file(o, &s.tok, &plan);
-    else plan_built(o, &s, filler ? filler : passkey_default_filler, seed, &plan);
+    if (o->haystacks) plan_from_file(o, &enc, &plan);
+    else plan_built(o, &s, &enc, filler ? filler : passkey_default_filler, seed, &plan);
     free(filler);
+    if (template) {
+        chat_format_free(&chat);
+        jinja_free(template);
+    }
     plan_cells(&plan);
 
     /* Before any work: every haystack fits the cache, and each variant

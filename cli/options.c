@@ -284,10 +284,10 @@ static const OptionSpec options[] = {
      "measured repetitions per test (after one warm-up)"),
 
     SECTION("chat"),
-    OPTION("-y", OPT_TEXT, 0, 0, MODE_CHAT, system_prompt, "TEXT",
+    OPTION("-y", OPT_TEXT, 0, 0, MODE_CHAT | MODE_PASSKEY, system_prompt, "TEXT",
      NULL,
-     "the system prompt"),
-    OPTION("--chat-template", OPT_TEXT, 0, 0, MODE_CHAT, chat_template, "T",
+     "the system prompt (passkey: with --chat)"),
+    OPTION("--chat-template", OPT_TEXT, 0, 0, MODE_CHAT | MODE_PASSKEY, chat_template, "T",
      "the GGUF's tokenizer.chat_template",
      "a built-in format ({templates}) or a Jinja file"),
     OPTION_PARSED("--stop", OPT_CUSTOM, 0, 0, MODE_CHAT, stops, "STR",
@@ -330,8 +330,13 @@ static const OptionSpec options[] = {
      "the papers' (The pass key is {key}. Remember it. {key} is the pass key.)",
      "the sentence that hides the key: {key} is replaced by it"),
     OPTION("--question", OPT_TEXT, 0, 0, MODE_PASSKEY, question, "TEXT",
-     "What is the pass key? The pass key is {key}",
-     "the end of the prompt; it must end with {key}, where the key is scored"),
+     "What is the pass key? {reply}The pass key is {key}",
+     "the end of the prompt; it must end with {key}, where the key is scored; with "
+     "--chat, the user's turn ends at {reply} and the reply starts after it"),
+    OPTION("--chat", OPT_SWITCH, 0, 0, MODE_PASSKEY, chat, NULL,
+     NULL,
+     "the prompt as a chat model reads it: the user's turn through the chat template "
+     "(the GGUF's, or --chat-template) with its generation prompt, the key in the reply"),
 
     SECTION("tokenize"),
     OPTION("--pieces", OPT_SWITCH, 0, 0, MODE_TOKENIZE, pieces, NULL,

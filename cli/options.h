@@ -62,6 +62,7 @@ typedef struct {
     /* passkey */
     const char *haystacks, *lengths, *depths, *intro, *needle, *question;
     int trials, key_digits;
+    int chat;                   /* passkey: through the chat template */
     const char *baseline;       /* ppl: the variant the others are compared with */
     const char *logits_out;     /* ppl, generate: JSON lines of log-probabilities */
     int logits_top;             /* ids per line in --logits-out */

@@ -53,27 +53,42 @@ static void pop_message(ChatSession *s) {
 /* ---- rendering and encoding --------------------------------------------------------- */
 static const char *token_text(const Tokenizer *t, int id) { return id >= 0 ? t->pieces[id] : ""; }
 
-static char *render_messages(const ChatSession *s, const ChatMessage *messages, int n, int add_generation_prompt,
-                             size_t *len, PosencError *err) {
+void chat_format_init(ChatFormat *f, const JinjaTemplate *template, const Tokenizer *tok) {
+    f->template = template;
+    f->tok = tok;
+    f->special = malloc_or_exit((size_t)tok->vocab_size * sizeof(int), "the special tokens");
+    f->n_special = 0;
+    for (int id = 0; id < tok->vocab_size; id++)
+        if (is_special(tok, id)) f->special[f->n_special++] = id;
+}
+
+void chat_format_free(ChatFormat *f) {
+    free(f->special);
+    f->special = NULL;
+    f->n_special = 0;
+}
+
+char *chat_format_render(const ChatFormat *f, const ChatMessage *messages, int n,
+                         int add_generation_prompt, size_t *len, PosencError *err) {
     ChatVariables vars = {.messages = messages, .n_messages = n,
                           .add_generation_prompt = add_generation_prompt,
-                          .bos_token = token_text(s->tok, s->tok->bos_id),
-                          .eos_token = token_text(s->tok, s->tok->eos_id)};
-    char *text = jinja_render_chat(s->opt->template, &vars, len, err);
+                          .bos_token = token_text(f->tok, f->tok->bos_id),
+                          .eos_token = token_text(f->tok, f->tok->eos_id)};
+    char *text = jinja_render_chat(f->template, &vars, len, err);
     if (!text) posenc_error_prefix(err, "the chat template");
     return text;
 }
 
 char *chat_render(const ChatSession *s, int add_generation_prompt, size_t *len, PosencError *err) {
-    return render_messages(s, s->messages, s->n_messages, add_generation_prompt, len, err);
+    return chat_format_render(&s->format, s->messages, s->n_messages, add_generation_prompt, len, err);
 }
 
 /* The special token whose text starts at text[0..len), longest first; -1. */
-static int special_at(const ChatSession *s, const char *text, size_t len) {
+static int special_at(const ChatFormat *f, const char *text, size_t len) {
     int best = -1, best_len = 0;
-    for (int i = 0; i < s->n_special; i++) {
-        int id = s->special[i], n = s->tok->piece_lens[id];
-        if (n > best_len && (size_t)n <= len && memcmp(text, s->tok->pieces[id], (size_t)n) == 0) {
+    for (int i = 0; i < f->n_special; i++) {
+        int id = f->special[i], n = f->tok->piece_lens[id];
+        if (n > best_len && (size_t)n <= len && memcmp(text, f->tok->pieces[id], (size_t)n) == 0) {
             best = id;
             best_len = n;
         }
@@ -90,19 +105,20 @@ static int *reserve_ids(int *out, size_t *cap, size_t need) {
     return grown;
 }
 
-int chat_encode(const ChatSession *s, const char *text, size_t len, int **ids, int *n_ids, PosencError *err) {
+int chat_format_encode(const ChatFormat *f, const char *text, size_t len, int **ids, int *n_ids,
+                       PosencError *err) {
     size_t cap = 64, n = 0;
     int *out = malloc_or_exit(cap * sizeof *out, "the chat transcript's ids");
     size_t start = 0;
     for (size_t i = 0; i <= len;) {
-        int special = i < len ? special_at(s, text + i, len - i) : -1;
+        int special = i < len ? special_at(f, text + i, len - i) : -1;
         if (i < len && special < 0) {
             i++;
             continue;
         }
         if (i > start) {   /* the text before: no BOS, no EOS */
             int *part, n_part;
-            if (tokenizer_encode_alloc(s->tok, text + start, i - start, 0, 0, &part, &n_part, err)) {
+            if (tokenizer_encode_alloc(f->tok, text + start, i - start, 0, 0, &part, &n_part, err)) {
                 free(out);
                 return -1;
             }
@@ -114,7 +130,7 @@ int chat_encode(const ChatSession *s, const char *text, size_t len, int **ids, i
         if (i == len) break;
         out = reserve_ids(out, &cap, n + 1);
         out[n++] = special;
-        i += (size_t)s->tok->piece_lens[special];
+        i += (size_t)f->tok->piece_lens[special];
         start = i;
     }
     if (n > (size_t)INT32_MAX) {
@@ -129,9 +145,9 @@ int chat_encode(const ChatSession *s, const char *text, size_t len, int **ids, i
 static int render_and_encode(const ChatSession *s, const ChatMessage *messages, int n, int add_generation_prompt,
                              int **ids, int *n_ids, PosencError *err) {
     size_t len;
-    char *text = render_messages(s, messages, n, add_generation_prompt, &len, err);
+    char *text = chat_format_render(&s->format, messages, n, add_generation_prompt, &len, err);
     if (!text) return -1;
-    int rc = chat_encode(s, text, len, ids, n_ids, err);
+    int rc = chat_format_encode(&s->format, text, len, ids, n_ids, err);
     free(text);
     return rc;
 }
@@ -236,8 +252,8 @@ static const char *first_unencodable_word(const Tokenizer *tok, const char *text
 static int check_template_encodes(ChatSession *s, PosencError *err) {
     push_message(s, "user", "", 0);
     size_t len;
-    char *text = render_messages(s, s->messages, s->n_messages, 1, &len, err);
-    int *ids = NULL, n_ids, rc = text ? chat_encode(s, text, len, &ids, &n_ids, err) : -1;
+    char *text = chat_format_render(&s->format, s->messages, s->n_messages, 1, &len, err);
+    int *ids = NULL, n_ids, rc = text ? chat_format_encode(&s->format, text, len, &ids, &n_ids, err) : -1;
     free(ids);
     char word[64];
     const char *at = rc && text ? first_unencodable_word(s->tok, text, len, word, sizeof word) : NULL;
@@ -267,9 +283,7 @@ int chat_session_init(ChatSession *s, Context *ctx, const Tokenizer *tok, Sample
     s->tok = tok;
     s->sampler = sampler;
     s->opt = opt;
-    s->special = malloc_or_exit((size_t)tok->vocab_size * sizeof(int), "the special tokens");
-    for (int id = 0; id < tok->vocab_size; id++)
-        if (is_special(tok, id)) s->special[s->n_special++] = id;
+    chat_format_init(&s->format, opt->template, tok);
     if (opt->system_prompt) push_message(s, "system", opt->system_prompt, strlen(opt->system_prompt));
     if (check_template_encodes(s, err)) goto fail;
     if (opt->keep >= 0) s->keep = opt->keep;
@@ -295,7 +309,7 @@ void chat_session_free(ChatSession *s) {
     while (s->n_messages) pop_message(s);
     free(s->messages);
     free(s->seen);
-    free(s->special);
+    chat_format_free(&s->format);
     memset(s, 0, sizeof *s);
 }
 

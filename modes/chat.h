@@ -17,6 +17,25 @@
 #include "model/shift.h"
 #include "tokenizer/tokenizer.h"
 
+/* A chat template with the vocabulary it renders for: what turns messages
+ * into the ids the model reads. */
+typedef struct {
+    const JinjaTemplate *template;
+    const Tokenizer *tok;
+    int *special;                   /* (n_special) ids whose text in a rendering is that token */
+    int n_special;
+} ChatFormat;
+
+void chat_format_init(ChatFormat *f, const JinjaTemplate *template, const Tokenizer *tok);
+void chat_format_free(ChatFormat *f);
+/* The messages as the template shows them to the model (malloc'd). */
+char *chat_format_render(const ChatFormat *f, const ChatMessage *messages, int n,
+                         int add_generation_prompt, size_t *len, PosencError *err);
+/* A rendering's ids: the text between special tokens encoded without BOS,
+ * each special token's text as its id (*ids malloc'd). */
+int chat_format_encode(const ChatFormat *f, const char *text, size_t len, int **ids, int *n_ids,
+                       PosencError *err);
+
 typedef struct {
     const JinjaTemplate *template;
     const char *template_name;      /* where it came from, for messages ("--chat-template chatml") */
@@ -36,14 +55,13 @@ typedef struct {
     const Tokenizer *tok;
     Sampler *sampler;
     const ChatOptions *opt;
+    ChatFormat format;              /* opt->template for tok */
     ChatMessage *messages;          /* (n_messages) the conversation; role and content malloc'd */
     int n_messages, cap_messages;
     int *seen;                      /* (n_seen) every transcript token fed, in order; the cache
                                        holds the first `keep` and a suffix of them */
     int n_seen, cap_seen;
     int keep;                       /* resolved: cells a shift keeps */
-    int *special;                   /* (n_special) ids whose text in a rendering is that token */
-    int n_special;
     const float *logits;            /* the last forward call's last logits */
     int reply_limit;                /* tokens per reply; <= 0: until an end-of-turn token */
 } ChatSession;
@@ -62,11 +80,6 @@ void chat_session_free(ChatSession *s);
  * (its text cannot be encoded, the template refused it, or it does not fit
  * in the context); -1 + err: the session cannot go on. */
 int chat_turn(ChatSession *s, const char *user_text, FILE *out, PosencError *err);
-
-/* The transcript's ids for a rendering: the text between special tokens
- * encoded without BOS, each special token's text as its id (*ids malloc'd). */
-int chat_encode(const ChatSession *s, const char *text, size_t len, int **ids, int *n_ids,
-                PosencError *err);
 
 /* The conversation rendered as the template shows it to the model. */
 char *chat_render(const ChatSession *s, int add_generation_prompt, size_t *len, PosencError *err);

@@ -13,7 +13,7 @@ const PasskeyFormat passkey_default_format = {
     .intro = "There is an important info hidden inside a lot of irrelevant text. Find it and "
              "memorize them. I will quiz you about the important information there.\n",
     .needle = "\nThe pass key is {key}. Remember it. {key} is the pass key.\n",
-    .question = "\nWhat is the pass key? The pass key is {key}",
+    .question = "\nWhat is the pass key? {reply}The pass key is {key}",
     .digits = 5,
 };
 const char passkey_default_filler[] =
@@ -21,6 +21,8 @@ const char passkey_default_filler[] =
 
 #define KEY_MARK "{key}"
 #define KEY_MARK_LEN 5
+#define REPLY_MARK "{reply}"
+#define REPLY_MARK_LEN 7
 
 int passkey_check_format(const PasskeyFormat *f, PosencError *err) {
     size_t q = strlen(f->question);
@@ -31,6 +33,9 @@ int passkey_check_format(const PasskeyFormat *f, PosencError *err) {
                                  ": the key is scored where the question stops");
     if (strstr(f->question, KEY_MARK) != f->question + q - KEY_MARK_LEN)
         return posenc_error(err, "the question holds " KEY_MARK " only once, at its end");
+    const char *reply = strstr(f->question, REPLY_MARK);
+    if (reply && strstr(reply + REPLY_MARK_LEN, REPLY_MARK))
+        return posenc_error(err, "the question holds " REPLY_MARK " at most once");
     if (f->digits < 1 || f->digits > PASSKEY_MAX_DIGITS)
         return posenc_error(err, "a key has 1 to %d digits, not %d", PASSKEY_MAX_DIGITS, f->digits);
     return 0;
@@ -105,21 +110,46 @@ static uint64_t mix(uint64_t *state) {
     return z ^ (z >> 31);
 }
 
-/* The prompt and key encoded: the sequence's ids and where the key starts.
- * The key's tokens are the ones the text with the key does not share with
- * the text without it. */
-static int encode_case(const Tokenizer *tok, const char *prompt, size_t prompt_len,
-                       const char *key, PasskeyCase *out, PosencError *err) {
-    Text full = {0};
-    text_add(&full, prompt, prompt_len);
-    text_add(&full, key, strlen(key));
+/* The sequence's ids: the user's text, the reply's start and the key (or
+ * none: key NULL), as plain text or through the chat format. */
+static int encode_sequence(const PasskeyEncoder *enc, const char *user, size_t user_len,
+                           const char *reply, size_t reply_len, const char *key, int **ids, int *n,
+                           PosencError *err) {
+    Text t = {0};
+    if (enc->chat) {
+        ChatMessage messages[2];
+        int n_messages = 0;
+        if (enc->system_prompt) messages[n_messages++] = (ChatMessage){"system", enc->system_prompt};
+        char *content = malloc_or_exit(user_len + 1, "a haystack");
+        memcpy(content, user, user_len);
+        content[user_len] = '\0';
+        messages[n_messages++] = (ChatMessage){"user", content};
+        size_t len;
+        char *rendered = chat_format_render(enc->chat, messages, n_messages, 1, &len, err);
+        free(content);
+        if (!rendered) return -1;
+        text_add(&t, rendered, len);
+        free(rendered);
+    } else {
+        text_add(&t, user, user_len);
+    }
+    text_add(&t, reply, reply_len);
+    if (key) text_add(&t, key, strlen(key));
+    int rc = enc->chat ? chat_format_encode(enc->chat, t.s, t.len, ids, n, err)
+                       : tokenizer_encode_alloc(enc->tok, t.s, t.len, 1, 0, ids, n, err);
+    free(t.s);
+    return rc;
+}
+
+/* The case's ids and where its key starts: the key's tokens are the ones the
+ * sequence with the key does not share with the sequence without it. */
+static int encode_case(const PasskeyEncoder *enc, const char *user, size_t user_len,
+                       const char *reply, size_t reply_len, PasskeyCase *out, PosencError *err) {
     int *with = NULL, *without = NULL, n_with = 0, n_without = 0;
-    int rc = tokenizer_encode_alloc(tok, full.s, full.len, 1, 0, &with, &n_with, err);
-    if (!rc) rc = tokenizer_encode_alloc(tok, prompt, prompt_len, 1, 0, &without, &n_without, err);
-    free(full.s);
-    if (rc) {
+    if (encode_sequence(enc, user, user_len, reply, reply_len, out->key, &with, &n_with, err))
+        return -1;
+    if (encode_sequence(enc, user, user_len, reply, reply_len, NULL, &without, &n_without, err)) {
         free(with);
-        free(without);
         return -1;
     }
     int shared = 0;
@@ -127,7 +157,7 @@ static int encode_case(const Tokenizer *tok, const char *prompt, size_t prompt_l
     free(without);
     if (shared == n_with) {
         free(with);
-        return posenc_error(err, "the key '%s' adds no token to the prompt", key);
+        return posenc_error(err, "the key '%s' adds no token to the prompt", out->key);
     }
     if (shared == 0) {
         free(with);
@@ -137,9 +167,24 @@ static int encode_case(const Tokenizer *tok, const char *prompt, size_t prompt_l
     return 0;
 }
 
-/* The prompt with c bytes of filler from offset a: intro, filler before the
- * needle (depth x c, moved to just after whitespace), needle, the rest of
- * the filler, the question without its {key}. */
+/* The question's parts: the text of the user's turn, and the reply's start
+ * (after {reply}, before {key}; empty without {reply}). */
+static void question_parts(const char *question, size_t *user_len, const char **reply,
+                           size_t *reply_len) {
+    size_t end = strlen(question) - KEY_MARK_LEN;
+    const char *mark = strstr(question, REPLY_MARK);
+    if (!mark || (size_t)(mark - question) > end) {
+        *user_len = end, *reply = question + end, *reply_len = 0;
+        return;
+    }
+    *user_len = (size_t)(mark - question);
+    *reply = mark + REPLY_MARK_LEN;
+    *reply_len = end - *user_len - REPLY_MARK_LEN;
+}
+
+/* The user's text with c bytes of filler from offset a: intro, filler
+ * before the needle (depth x c, moved to just after whitespace), needle, the
+ * rest of the filler, the question's part before {reply} (or {key}). */
 static void haystack_text(Text *t, const char *filler, size_t filler_len, const PasskeyFormat *f,
                           const char *key, size_t a, size_t c, double depth) {
     t->len = 0;
@@ -149,38 +194,46 @@ static void haystack_text(Text *t, const char *filler, size_t filler_len, const 
     text_add_filler(t, filler, filler_len, a % filler_len, c1);
     text_add_template(t, f->needle, key);
     text_add_filler(t, filler, filler_len, (a + c1) % filler_len, c - c1);
-    text_add(t, f->question, strlen(f->question) - KEY_MARK_LEN);
+    size_t user_len, reply_len;
+    const char *reply;
+    question_parts(f->question, &user_len, &reply, &reply_len);
+    text_add(t, f->question, user_len);
 }
 
 /* The tokens of the sequence with c bytes of filler (the key included): what
  * the search for the length compares, without the key's split. */
-static int haystack_tokens(const Tokenizer *tok, const char *filler, size_t filler_len,
+static int haystack_tokens(const PasskeyEncoder *enc, const char *filler, size_t filler_len,
                            const PasskeyFormat *f, const char *key, size_t a, size_t c, double depth,
                            int *n, PosencError *err) {
     Text t = {0};
     haystack_text(&t, filler, filler_len, f, key, a, c, depth);
-    text_add(&t, key, strlen(key));
+    size_t user_len, reply_len;
+    const char *reply;
+    question_parts(f->question, &user_len, &reply, &reply_len);
     int *ids = NULL;
-    int rc = tokenizer_encode_alloc(tok, t.s, t.len, 1, 0, &ids, n, err);
+    int rc = encode_sequence(enc, t.s, t.len, reply, reply_len, key, &ids, n, err);
     free(ids);
     free(t.s);
     return rc;
 }
 
 /* The sequence with c bytes of filler into out (replacing what it held). */
-static int haystack_case(const Tokenizer *tok, const char *filler, size_t filler_len,
+static int haystack_case(const PasskeyEncoder *enc, const char *filler, size_t filler_len,
                          const PasskeyFormat *f, size_t a, size_t c, double depth,
                          PasskeyCase *out, PosencError *err) {
     Text t = {0};
     haystack_text(&t, filler, filler_len, f, out->key, a, c, depth);
+    size_t user_len, reply_len;
+    const char *reply;
+    question_parts(f->question, &user_len, &reply, &reply_len);
     free(out->ids);
     out->ids = NULL;
-    int rc = encode_case(tok, t.s, t.len, out->key, out, err);
+    int rc = encode_case(enc, t.s, t.len, reply, reply_len, out, err);
     free(t.s);
     return rc;
 }
 
-int passkey_build(const Tokenizer *tok, const char *filler, const PasskeyFormat *f, int length,
+int passkey_build(const PasskeyEncoder *enc, const char *filler, const PasskeyFormat *f, int length,
                   double depth, int trial, uint64_t seed, PasskeyCase *out, PosencError *err) {
     memset(out, 0, sizeof *out);
     out->length = length, out->depth = depth, out->trial = trial;
@@ -197,7 +250,7 @@ int passkey_build(const Tokenizer *tok, const char *filler, const PasskeyFormat 
      * bytes at the filler's own rate: guesses at that rate bracket the
      * answer within a few tokens (lo fits, hi does not), then the bracket
      * halves. */
-    if (haystack_case(tok, filler, filler_len, f, a, 0, depth, out, err)) return -1;
+    if (haystack_case(enc, filler, filler_len, f, a, 0, depth, out, err)) return -1;
     int overhead = out->n_ids;
     if (overhead > length) {
         passkey_case_free(out);
@@ -210,7 +263,7 @@ int passkey_build(const Tokenizer *tok, const char *filler, const PasskeyFormat 
     for (int guess = 0; guess < 4; guess++) {
         size_t c = (size_t)((length - overhead) * bytes_per_token) + 1;
         if (c <= lo || (hi && c >= hi)) c = hi ? lo + (hi - lo) / 2 : lo * 2 + 64;
-        if (haystack_tokens(tok, filler, filler_len, f, out->key, a, c, depth, &n, err)) goto fail;
+        if (haystack_tokens(enc, filler, filler_len, f, out->key, a, c, depth, &n, err)) goto fail;
         if (n > length) hi = c;
         else lo = c;
         if (n > overhead) bytes_per_token = (double)c / (n - overhead);
@@ -218,18 +271,18 @@ int passkey_build(const Tokenizer *tok, const char *filler, const PasskeyFormat 
     }
     while (!hi) { /* every guess fitted: widen until one does not */
         size_t c = lo * 2 + 64;
-        if (haystack_tokens(tok, filler, filler_len, f, out->key, a, c, depth, &n, err)) goto fail;
+        if (haystack_tokens(enc, filler, filler_len, f, out->key, a, c, depth, &n, err)) goto fail;
         if (n > length) hi = c;
         else lo = c;
         if (!hi && c > (size_t)length * 64) hi = lo + 1; /* more bytes than any token holds */
     }
     while (hi - lo > 1) {
         size_t mid = lo + (hi - lo) / 2;
-        if (haystack_tokens(tok, filler, filler_len, f, out->key, a, mid, depth, &n, err)) goto fail;
+        if (haystack_tokens(enc, filler, filler_len, f, out->key, a, mid, depth, &n, err)) goto fail;
         if (n > length) hi = mid;
         else lo = mid;
     }
-    if (haystack_case(tok, filler, filler_len, f, a, char_start(filler, filler_len, a, lo), depth,
+    if (haystack_case(enc, filler, filler_len, f, a, char_start(filler, filler_len, a, lo), depth,
                       out, err))
         goto fail;
     return 0;
@@ -238,7 +291,7 @@ fail:
     return -1;
 }
 
-int passkey_from_text(const Tokenizer *tok, const char *prompt, const char *key, int length,
+int passkey_from_text(const PasskeyEncoder *enc, const char *prompt, const char *key, int length,
                       double depth, int trial, PasskeyCase *out, PosencError *err) {
     memset(out, 0, sizeof *out);
     out->length = length, out->depth = depth, out->trial = trial;
@@ -246,7 +299,7 @@ int passkey_from_text(const Tokenizer *tok, const char *prompt, const char *key,
     if (n < 1 || n > PASSKEY_MAX_DIGITS)
         return posenc_error(err, "a key has 1 to %d characters, not %zu", PASSKEY_MAX_DIGITS, n);
     memcpy(out->key, key, n + 1);
-    return encode_case(tok, prompt, strlen(prompt), key, out, err);
+    return encode_case(enc, prompt, strlen(prompt), "", 0, out, err);
 }
 
 void passkey_case_free(PasskeyCase *c) {
@@ -256,7 +309,7 @@ void passkey_case_free(PasskeyCase *c) {
 }
 
 /* One line's case; -1 with the reason (the caller adds the file and line). */
-static int haystack_line(const Tokenizer *tok, const char *line, size_t len, PasskeyCase *out,
+static int haystack_line(const PasskeyEncoder *enc, const char *line, size_t len, PasskeyCase *out,
                          PosencError *err) {
     JsonDoc doc;
     if (json_parse(&doc, line, len, err)) return -1;
@@ -278,13 +331,13 @@ static int haystack_line(const Tokenizer *tok, const char *line, size_t len, Pas
              strlen(key) != json_get(root, "key")->len)
         posenc_error(err, "a NUL character in \"prompt\" or \"key\"");
     else
-        rc = passkey_from_text(tok, prompt, key, (int)length->number, depth->number,
+        rc = passkey_from_text(enc, prompt, key, (int)length->number, depth->number,
                                trial ? (int)trial->number : 0, out, err);
     json_free(&doc);
     return rc;
 }
 
-int passkey_read_haystacks(const char *path, const Tokenizer *tok, PasskeyCase **cases, int *n,
+int passkey_read_haystacks(const char *path, const PasskeyEncoder *enc, PasskeyCase **cases, int *n,
                            PosencError *err) {
     *cases = NULL, *n = 0;
     FILE *f = fopen(path, "rb");
@@ -308,7 +361,7 @@ int passkey_read_haystacks(const char *path, const Tokenizer *tok, PasskeyCase *
             if (!grown) posenc_out_of_memory((size_t)cap, sizeof **cases, "the haystacks");
             *cases = grown;
         }
-        if (haystack_line(tok, line, n_line, &(*cases)[*n], err)) {
+        if (haystack_line(enc, line, n_line, &(*cases)[*n], err)) {
             char where[64];
             snprintf(where, sizeof where, "line %d", line_no);
             posenc_error_prefix(err, where);

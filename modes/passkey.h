@@ -28,6 +28,7 @@
 #include "base/util.h"
 #include "model/context.h"
 #include "model/shift.h"
+#include "modes/chat.h"
 #include "tokenizer/tokenizer.h"
 
 #define PASSKEY_MAX_DIGITS 20
@@ -36,9 +37,21 @@
 typedef struct {
     const char *intro;    /* before the filler (may be empty) */
     const char *needle;   /* holds {key} at least once */
-    const char *question; /* ends with {key}: the text before it ends the prompt */
+    const char *question; /* ends with {key}: the text before it ends the prompt.  A {reply}
+                             in it marks where a chat's user turn ends and the reply begins;
+                             plain text drops it */
     int digits;           /* of the key, 1..PASSKEY_MAX_DIGITS */
 } PasskeyFormat;
+
+/* How a prompt becomes the model's tokens: plain text, BOS first when the
+ * vocabulary has one; or, with a chat format, the user's turn (a system
+ * message first when given) rendered by the template with its generation
+ * prompt, its special tokens as their ids, then the start of the reply. */
+typedef struct {
+    const Tokenizer *tok;
+    const ChatFormat *chat;     /* NULL: plain text */
+    const char *system_prompt;  /* chat: or NULL */
+} PasskeyEncoder;
 
 /* The passkey papers' texts (Landmark Attention's, as Position Interpolation
  * and LongLoRA use them) and their filler sentence. */
@@ -63,10 +76,11 @@ typedef struct {
  * whatever other cells a run asks for.  -1 with the reason when even no
  * filler at all is longer than `length` (the needle, question and key take
  * the room), or the text cannot be encoded. */
-int passkey_build(const Tokenizer *tok, const char *filler, const PasskeyFormat *f, int length,
+int passkey_build(const PasskeyEncoder *enc, const char *filler, const PasskeyFormat *f, int length,
                   double depth, int trial, uint64_t seed, PasskeyCase *out, PosencError *err);
-/* A haystack given as text: the prompt, then the key. */
-int passkey_from_text(const Tokenizer *tok, const char *prompt, const char *key, int length,
+/* A haystack given as text: the prompt (a chat's user turn), then the key
+ * (the start of the reply). */
+int passkey_from_text(const PasskeyEncoder *enc, const char *prompt, const char *key, int length,
                       double depth, int trial, PasskeyCase *out, PosencError *err);
 void passkey_case_free(PasskeyCase *c);
 
@@ -74,7 +88,7 @@ void passkey_case_free(PasskeyCase *c);
  * "prompt", "key"} (more members are allowed), depth in 0..1, the key's
  * digits as a string.  Blank lines are skipped.  -1 with the file, line and
  * reason on any malformed line. */
-int passkey_read_haystacks(const char *path, const Tokenizer *tok, PasskeyCase **cases, int *n,
+int passkey_read_haystacks(const char *path, const PasskeyEncoder *enc, PasskeyCase **cases, int *n,
                            PosencError *err);
 
 typedef struct {

@@ -17,6 +17,11 @@
  *    --question '#?{key}') on the Shakespeare the zoo was trained on are
  *    retrieved by t5 within its trained context, the same seed gives the
  *    same results and --json, --csv and the table agree;
+ *  - through a chat template (stories260K with the built-in llama2 format):
+ *    the haystack becomes the user's turn and the key the reply, which
+ *    scores otherwise than plain text, and a system prompt otherwise again
+ *    (controls: the same run twice is the same); a template the vocabulary
+ *    cannot write is one error naming --chat-template;
  *  - bad input is one error before any work: a depth outside 0-100, a
  *    length over --ctx, a length the needle and question alone overflow,
  *    templates without {key} where it belongs, a malformed haystacks line
@@ -252,6 +257,32 @@ START_TEST(built_haystacks) {
 }
 END_TEST
 
+START_TEST(chat_models_read_the_haystack_as_a_turn) {
+    if (!models) return;
+    char model[1024], tok[1024];
+    snprintf(model, sizeof model, "%s", tests_model_path(models, "stories260K/stories260K.bin"));
+    snprintf(tok, sizeof tok, "%s", tests_model_path(models, "stories260K/tok512.bin"));
+    Cell plain[4], chat[4], again[4], system[4];
+    const char *p[] = {"-z", tok, "--lengths", "256", "--depths", "50", "--trials", "2", NULL};
+    const char *c[] = {"-z", tok, "--lengths", "256", "--depths", "50", "--trials", "2", "--chat-template",
+                       "llama2", NULL};
+    const char *y[] = {"-z", tok, "--lengths", "256", "--depths", "50", "--trials", "2", "--chat-template",
+                       "llama2", "-y", "You remember numbers.", NULL};
+    ck_assert_int_eq(passkey_cells(model, p, plain), 1);
+    ck_assert_int_eq(passkey_cells(model, c, chat), 1);
+    ck_assert_int_eq(passkey_cells(model, c, again), 1);
+    ck_assert_int_eq(passkey_cells(model, y, system), 1);
+    ck_assert_msg(chat[0].logprob == again[0].logprob, "the same chat run differs");
+    ck_assert_msg(chat[0].logprob != plain[0].logprob, "the chat template changed nothing");
+    ck_assert_msg(system[0].logprob != chat[0].logprob, "the system prompt changed nothing");
+    const char *rope = zoo_model("rope");
+    const char *bad[] = {rope, "-m", "passkey", "--chat-template", "chatml", NULL};
+    tests_expect_error(bad, "--chat-template: ");
+    const char *y_alone[] = {rope, "-m", "passkey", "-y", "hi", NULL};
+    tests_expect_error(y_alone, "--chat");
+}
+END_TEST
+
 START_TEST(bad_input_is_refused_before_work) {
     if (!models) return;
     const char *rope = zoo_model("rope");
@@ -292,6 +323,7 @@ int main(void) {
     tcase_add_test(tc, another_theta_is_outside_the_bound);
     tcase_add_test(tc, a_key_out_of_sight_is_not_retrieved);
     tcase_add_test(tc, built_haystacks);
+    tcase_add_test(tc, chat_models_read_the_haystack_as_a_turn);
     tcase_add_test(tc, bad_input_is_refused_before_work);
     suite_add_tcase(s, tc);
     return tests_run_suite(s);

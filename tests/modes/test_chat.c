@@ -89,7 +89,7 @@ START_TEST(two_turns_leave_the_transcript_in_the_cache) {
     s->n_messages = 5;
     ck_assert_msg(text != NULL, "%s", err.msg);
     int *ids, n_ids;
-    ck_assert_int_eq(chat_encode(s, text, len, &ids, &n_ids, &err), 0);
+    ck_assert_int_eq(chat_format_encode(&s->format, text, len, &ids, &n_ids, &err), 0);
     free(text);
     ck_assert_int_gt(s->n_seen, n_ids);
     for (int i = 0; i < n_ids; i++)
