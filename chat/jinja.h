@@ -33,6 +33,8 @@ typedef struct {
     const char *content;
 } ChatMessage;
 
+struct JsonValue;
+
 typedef struct {
     const ChatMessage *messages;
     int n_messages;
@@ -40,6 +42,9 @@ typedef struct {
     const char *bos_token;
     const char *eos_token;
     const char *date_string;
+    const struct JsonValue *kwargs; /* a JSON object whose members are more variables
+                                       (enable_thinking, tools: llama.cpp's
+                                       --chat-template-kwargs), or NULL */
 } ChatVariables;
 
 /* Renders t: the text, NUL-terminated and malloc'd (*len excludes the NUL),

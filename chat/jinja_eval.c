@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/json_parse.h"
 #include "chat/jinja_impl.h"
 
 /* ---- values ------------------------------------------------------------------------ */
@@ -842,6 +843,34 @@ static JinjaValue global_function(Renderer *r, FunctionKind kind) {
     return (JinjaValue){.type = JV_FUNCTION, .as.fn = fn};
 }
 
+/* A JSON value as the template sees it: null as none, numbers without a
+ * fraction as integers (as Python's json reads them), arrays as lists,
+ * objects as dicts.  Strings point into the caller's document. */
+static JinjaValue value_from_json(JinjaArena *a, const JsonValue *v) {
+    switch (v->type) {
+    case JSON_NULL: return jv_none();
+    case JSON_FALSE: return jv_bool(0);
+    case JSON_TRUE: return jv_bool(1);
+    case JSON_NUMBER:
+        return v->number == floor(v->number) && fabs(v->number) < 9007199254740992.0
+                   ? jv_int((long long)v->number) : jv_float(v->number);
+    case JSON_STRING: return jv_string(v->string, v->len);
+    case JSON_ARRAY: {
+        JinjaValue list = jv_list(a);
+        for (uint32_t i = 0; i < v->len; i++) jv_list_push(a, list.as.list, value_from_json(a, &v->items[i]));
+        return list;
+    }
+    case JSON_OBJECT: {
+        JinjaValue dict = jv_dict(a);
+        for (uint32_t i = 0; i < v->len; i++)
+            jv_dict_set(a, dict.as.dict, jv_string(v->items[i].key, v->items[i].key_len),
+                        value_from_json(a, &v->items[i]));
+        return dict;
+    }
+    }
+    return jv_none();
+}
+
 char *jinja_render_chat(const JinjaTemplate *t, const ChatVariables *vars, size_t *len, PosencError *err) {
     JinjaArena arena = {0};
     jmp_buf fail;
@@ -870,6 +899,11 @@ char *jinja_render_chat(const JinjaTemplate *t, const ChatVariables *vars, size_
     if (vars->bos_token) scope_set(&r, globals, "bos_token", jv_cstring(vars->bos_token));
     if (vars->eos_token) scope_set(&r, globals, "eos_token", jv_cstring(vars->eos_token));
     if (vars->date_string) scope_set(&r, globals, "date_string", jv_cstring(vars->date_string));
+    for (uint32_t i = 0; vars->kwargs && i < vars->kwargs->len; i++) {
+        const JsonValue *member = &vars->kwargs->items[i];
+        jv_dict_set(&arena, &globals->vars, jv_string(member->key, member->key_len),
+                    value_from_json(&arena, member));
+    }
 
     Scope *top = scope_new(&r, globals);
     int control = FLOW_NONE;

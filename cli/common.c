@@ -409,3 +409,21 @@ JinjaTemplate *load_chat_template(const Options *o, const Model *model) {
     }
     return t;
 }
+
+const JsonValue *load_template_kwargs(const Options *o, JsonDoc *doc) {
+    if (!o->chat_template_kwargs) return NULL;
+    PosencError err;
+    if (json_parse(doc, o->chat_template_kwargs, strlen(o->chat_template_kwargs), &err))
+        cli_die("--chat-template-kwargs: %s", err.msg);
+    if (doc->root.type != JSON_OBJECT) {
+        json_free(doc);
+        cli_die("--chat-template-kwargs: a JSON object of variables, e.g. '{\"enable_thinking\": false}'");
+    }
+    static const char *const reserved[] = {"messages", "add_generation_prompt", "bos_token", "eos_token"};
+    for (size_t i = 0; i < sizeof reserved / sizeof *reserved; i++)
+        if (json_get(&doc->root, reserved[i])) {
+            json_free(doc);
+            cli_die("--chat-template-kwargs: '%s' is set by posenc, not by the kwargs", reserved[i]);
+        }
+    return &doc->root;
+}

@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <stdio.h>
 
+#include "base/json_parse.h"
 #include "chat/jinja.h"
 #include "cli/options.h"
 #include "model/context.h"
@@ -82,6 +83,9 @@ const char *text_flag(const Options *o);
  * tokenizer_config.json holding one), else the GGUF's
  * tokenizer.chat_template: parsed, or one error naming where it came from. */
 JinjaTemplate *load_chat_template(const Options *o, const Model *model);
+/* --chat-template-kwargs: a JSON object of more template variables (doc
+ * filled, its root returned), or NULL when not given. */
+const JsonValue *load_template_kwargs(const Options *o, JsonDoc *doc);
 
 /* ---- contexts and sampling ---- */
 TensorType kv_type(const Options *o);

@@ -15,6 +15,8 @@ int run_chat(const Options *o) {
     if (cli_given(o, "--keep")) check_keep(o, s.n_ctx);
     check_positions(&s.model, &s.v.params[0], s.v.labels[0], s.n_ctx - 1);
     JinjaTemplate *template = load_chat_template(o, &s.model);
+    JsonDoc kwargs_doc;
+    const JsonValue *kwargs = load_template_kwargs(o, &kwargs_doc);
     Context ctx;
     build_context(&ctx, o, &s.model, &s.v.params[0], s.v.labels[0],
                   context_size_generate(s.n_ctx, kv_type(o)));
@@ -23,7 +25,7 @@ int run_chat(const Options *o) {
     char template_name[1100];
     if (o->chat_template) snprintf(template_name, sizeof template_name, "--chat-template %s", o->chat_template);
     else snprintf(template_name, sizeof template_name, "%s's tokenizer.chat_template", o->model_path);
-    ChatOptions copt = {.template = template, .template_name = template_name,
+    ChatOptions copt = {.template = template, .template_name = template_name, .template_kwargs = kwargs,
                         .system_prompt = o->system_prompt, .stops = o->stops,
                         .n_stops = o->n_stops, .max_reply = o->steps,
                         .keep = cli_given(o, "--keep") ? o->keep : -1, .shift = shift_mode(o),
@@ -43,6 +45,7 @@ int run_chat(const Options *o) {
     sampler_free(&sampler);
     context_free(&ctx);
     jinja_free(template);
+    if (kwargs) json_free(&kwargs_doc);
     setup_close(&s);
     return rc ? EXIT_FAILURE : EXIT_SUCCESS;
 }

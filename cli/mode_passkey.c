@@ -208,6 +208,9 @@ int run_passkey(const Options *o) {
                     builders[b]);
     if (o->system_prompt && !o->chat && !o->chat_template)
         cli_die("-y: a system prompt is a chat's: give --chat (or --chat-template T) too");
+    if (o->chat_template_kwargs && !o->chat && !o->chat_template)
+        cli_die("--chat-template-kwargs: template variables are a chat's: give --chat (or "
+                "--chat-template T) too");
     Setup s;
     setup_open(&s, o, SETUP_TOKENIZER | SETUP_VARIANTS);
     const Model *model = &s.model;
@@ -217,8 +220,10 @@ int run_passkey(const Options *o) {
     char *filler = o->text_file ? read_text_file("-f", o->text_file, &filler_len) : NULL;
     /* a chat model reads the haystack as its user's turn */
     JinjaTemplate *template = o->chat || o->chat_template ? load_chat_template(o, model) : NULL;
+    JsonDoc kwargs_doc;
+    const JsonValue *kwargs = template ? load_template_kwargs(o, &kwargs_doc) : NULL;
     ChatFormat chat;
-    if (template) chat_format_init(&chat, template, &s.tok);
+    if (template) chat_format_init(&chat, template, kwargs, &s.tok);
     PasskeyEncoder enc = {&s.tok, template ? &chat : NULL, o->system_prompt};
     if (template) { /* the template's own text must encode, or no haystack can */
         PosencError err;
@@ -237,6 +242,7 @@ int run_passkey(const Options *o) {
     if (template) {
         chat_format_free(&chat);
         jinja_free(template);
+        if (kwargs) json_free(&kwargs_doc);
     }
     plan_cells(&plan);
 

@@ -290,6 +290,10 @@ static const OptionSpec options[] = {
     OPTION("--chat-template", OPT_TEXT, 0, 0, MODE_CHAT | MODE_PASSKEY, chat_template, "T",
      "the GGUF's tokenizer.chat_template",
      "a built-in format ({templates}) or a Jinja file"),
+    OPTION("--chat-template-kwargs", OPT_TEXT, 0, 0, MODE_CHAT | MODE_PASSKEY, chat_template_kwargs, "JSON",
+     NULL,
+     "more variables for the template, a JSON object as llama.cpp's: e.g. "
+     "'{\"enable_thinking\": false}' (Qwen3), or a \"tools\" list"),
     OPTION_PARSED("--stop", OPT_CUSTOM, 0, 0, MODE_CHAT, stops, "STR",
      NULL,
      "end the reply where STR appears (STR is not shown); repeatable, up to 16", parse_stop),

@@ -26,7 +26,7 @@ typedef struct {
     int topk, steps, threads;
     SamplerPenalties penalties;
     /* chat */
-    const char *system_prompt, *chat_template;
+    const char *system_prompt, *chat_template, *chat_template_kwargs;
     const char *stops[MAX_STOPS];
     int n_stops;
     unsigned long long seed;

@@ -53,8 +53,10 @@ static void pop_message(ChatSession *s) {
 /* ---- rendering and encoding --------------------------------------------------------- */
 static const char *token_text(const Tokenizer *t, int id) { return id >= 0 ? t->pieces[id] : ""; }
 
-void chat_format_init(ChatFormat *f, const JinjaTemplate *template, const Tokenizer *tok) {
+void chat_format_init(ChatFormat *f, const JinjaTemplate *template, const struct JsonValue *kwargs,
+                      const Tokenizer *tok) {
     f->template = template;
+    f->kwargs = kwargs;
     f->tok = tok;
     f->special = malloc_or_exit((size_t)tok->vocab_size * sizeof(int), "the special tokens");
     f->n_special = 0;
@@ -73,7 +75,7 @@ char *chat_format_render(const ChatFormat *f, const ChatMessage *messages, int n
     ChatVariables vars = {.messages = messages, .n_messages = n,
                           .add_generation_prompt = add_generation_prompt,
                           .bos_token = token_text(f->tok, f->tok->bos_id),
-                          .eos_token = token_text(f->tok, f->tok->eos_id)};
+                          .eos_token = token_text(f->tok, f->tok->eos_id), .kwargs = f->kwargs};
     char *text = jinja_render_chat(f->template, &vars, len, err);
     if (!text) posenc_error_prefix(err, "the chat template");
     return text;
@@ -283,7 +285,7 @@ int chat_session_init(ChatSession *s, Context *ctx, const Tokenizer *tok, Sample
     s->tok = tok;
     s->sampler = sampler;
     s->opt = opt;
-    chat_format_init(&s->format, opt->template, tok);
+    chat_format_init(&s->format, opt->template, opt->template_kwargs, tok);
     if (opt->system_prompt) push_message(s, "system", opt->system_prompt, strlen(opt->system_prompt));
     if (check_template_encodes(s, err)) goto fail;
     if (opt->keep >= 0) s->keep = opt->keep;

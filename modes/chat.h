@@ -21,12 +21,14 @@
  * into the ids the model reads. */
 typedef struct {
     const JinjaTemplate *template;
+    const struct JsonValue *kwargs; /* more template variables (a JSON object), or NULL */
     const Tokenizer *tok;
     int *special;                   /* (n_special) ids whose text in a rendering is that token */
     int n_special;
 } ChatFormat;
 
-void chat_format_init(ChatFormat *f, const JinjaTemplate *template, const Tokenizer *tok);
+void chat_format_init(ChatFormat *f, const JinjaTemplate *template, const struct JsonValue *kwargs,
+                      const Tokenizer *tok);
 void chat_format_free(ChatFormat *f);
 /* The messages as the template shows them to the model (malloc'd). */
 char *chat_format_render(const ChatFormat *f, const ChatMessage *messages, int n,
@@ -39,6 +41,7 @@ int chat_format_encode(const ChatFormat *f, const char *text, size_t len, int **
 typedef struct {
     const JinjaTemplate *template;
     const char *template_name;      /* where it came from, for messages ("--chat-template chatml") */
+    const struct JsonValue *template_kwargs; /* more template variables, or NULL */
     const char *system_prompt;      /* NULL: none */
     const char *const *stops;       /* strings that end a reply (not shown), n_stops of them */
     int n_stops;

@@ -598,3 +598,50 @@ void tests_expect_cut_file_rejected(const char *file, const char *scratch, const
                   file, r.err);
     tests_run_free(&r);
 }
+
+/* Runs a program that must succeed. */
+static void run_ok(const char *program, const char *const *args) {
+    TestsRun r = tests_run_program(program, args, NULL);
+    ck_assert_msg(r.status == 0, "%s %s failed (status %d): %s", program, args[0], r.status, r.err);
+    tests_run_free(&r);
+}
+
+/* Extracted into a fresh directory renamed into place, so an interrupted
+ * run leaves nothing half-written under the final name. */
+const char *tests_llamacpp_models(const char *what, const char *kind, const char *pathspec) {
+    static char dir[4][160];
+    static int next;
+    char *out = dir[next++ % 4];
+    const char *modules = tests_npm_modules(what);
+    if (!modules) return NULL;
+    if (!tests_find_program("git"))
+        return tests_prerequisite_missing(what, "git is not installed (apt-get install git)"), NULL;
+    char bundle[4300];
+    snprintf(bundle, sizeof bundle, "%s/node-llama-cpp/llama/gitRelease.bundle", modules);
+    TestsRun r = tests_run_program("git", (const char *[]){"bundle", "list-heads", bundle, NULL}, NULL);
+    ck_assert_msg(r.status == 0 && r.out_len > 41 && r.out[40] == ' ',
+                  "git bundle list-heads %s: status %d: %s", bundle, r.status, r.err);
+    char parent[64];
+    snprintf(parent, sizeof parent, "build/llamacpp-%s", kind);
+    snprintf(out, sizeof dir[0], "%s/%.40s", parent, r.out);
+    printf("llama.cpp %.40s from %s\n", r.out, bundle);
+    tests_run_free(&r);
+    struct stat st;
+    if (stat(out, &st) == 0) return out;
+    mkdir("build", 0755);
+    mkdir(parent, 0755);
+    /* beside the result, not a tests_temp_dir under /tmp: rename does not cross file systems */
+    char tmp[96], git[128], tar[128], models[128];
+    snprintf(tmp, sizeof tmp, "%s/tmp-XXXXXX", parent);
+    ck_assert_ptr_nonnull(mkdtemp(tmp));
+    snprintf(git, sizeof git, "%s/git", tmp);
+    snprintf(tar, sizeof tar, "%s/models.tar", tmp);
+    snprintf(models, sizeof models, "%s/models", tmp);
+    run_ok("git", (const char *[]){"init", "-q", "--bare", git, NULL});
+    run_ok("git", (const char *[]){"--git-dir", git, "fetch", "-q", bundle, "HEAD", NULL});
+    run_ok("git", (const char *[]){"--git-dir", git, "archive", "-o", tar, "FETCH_HEAD", "--", pathspec, NULL});
+    run_ok("tar", (const char *[]){"-xf", tar, "-C", tmp, NULL});
+    ck_assert_msg(rename(models, out) == 0 || stat(out, &st) == 0, "cannot create %s", out);
+    tests_remove_dir(tmp);
+    return out;
+}

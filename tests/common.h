@@ -178,6 +178,11 @@ const char *tests_find_program(const char *program);
  * installed by tools/ensure_npm.sh on first use; NULL after printing that
  * `what` is skipped (a failure under CI=true, where npm must work). */
 const char *tests_npm_modules(const char *what);
+/* build/llamacpp-KIND/<commit>: the files of models/ that `pathspec` (e.g.
+ * "models/ggml-vocab-*") matches in the llama.cpp source node-llama-cpp
+ * ships (llama/gitRelease.bundle), extracted with git the first time, models/
+ * itself being the directory; NULL after tests_prerequisite_missing. */
+const char *tests_llamacpp_models(const char *what, const char *kind, const char *pathspec);
 
 /* The Python interpreter: $PYTHON, default /usr/bin/python3. */
 const char *tests_python(void);

@@ -47,50 +47,7 @@ static const char *refusal(const char *name) {
     return NULL;
 }
 
-/* Runs a program that must succeed. */
-static void run_ok(const char *program, const char *const *args) {
-    TestsRun r = tests_run_program(program, args, NULL);
-    ck_assert_msg(r.status == 0, "%s %s failed (status %d): %s", program, args[0], r.status, r.err);
-    tests_run_free(&r);
-}
-
-/* build/llamacpp-vocab/<commit> holding the bundle's models/ggml-vocab-*,
- * extracted the first time (into a fresh directory renamed into place, so
- * an interrupted run leaves nothing half-written under that name); NULL
- * after tests_prerequisite_missing. */
-static const char *vocab_dir(void) {
-    static char dir[128];
-    const char *modules = tests_npm_modules(WHAT);
-    if (!modules) return NULL;
-    if (!tests_find_program("git"))
-        return tests_prerequisite_missing(WHAT, "git is not installed (apt-get install git)"), NULL;
-    char bundle[4300];
-    snprintf(bundle, sizeof bundle, "%s/node-llama-cpp/llama/gitRelease.bundle", modules);
-    TestsRun r = tests_run_program("git", (const char *[]){"bundle", "list-heads", bundle, NULL}, NULL);
-    ck_assert_msg(r.status == 0 && r.out_len > 41 && r.out[40] == ' ',
-                  "git bundle list-heads %s: status %d: %s", bundle, r.status, r.err);
-    snprintf(dir, sizeof dir, "build/llamacpp-vocab/%.40s", r.out);
-    printf("llama.cpp %.40s from %s\n", r.out, bundle);
-    tests_run_free(&r);
-    struct stat st;
-    if (stat(dir, &st) == 0) return dir;
-    mkdir("build", 0755);
-    mkdir("build/llamacpp-vocab", 0755);
-    /* beside dir, not a tests_temp_dir under /tmp: rename does not cross file systems */
-    char tmp[] = "build/llamacpp-vocab/tmp-XXXXXX", git[64], tar[64], models[64];
-    ck_assert_ptr_nonnull(mkdtemp(tmp));
-    snprintf(git, sizeof git, "%s/git", tmp);
-    snprintf(tar, sizeof tar, "%s/vocab.tar", tmp);
-    snprintf(models, sizeof models, "%s/models", tmp);
-    run_ok("git", (const char *[]){"init", "-q", "--bare", git, NULL});
-    run_ok("git", (const char *[]){"--git-dir", git, "fetch", "-q", bundle, "HEAD", NULL});
-    run_ok("git", (const char *[]){"--git-dir", git, "archive", "-o", tar, "FETCH_HEAD", "--",
-                                   "models/ggml-vocab-*", NULL});
-    run_ok("tar", (const char *[]){"-xf", tar, "-C", tmp, NULL});
-    ck_assert_msg(rename(models, dir) == 0 || stat(dir, &st) == 0, "cannot create %s", dir);
-    tests_remove_dir(tmp);
-    return dir;
-}
+static const char *vocab_dir(void) { return tests_llamacpp_models(WHAT, "vocab", "models/ggml-vocab-*"); }
 
 /* The .inp texts as llama.cpp's test reads them: separated by the marker
  * line, the text after the last one only when there is any. */
