@@ -7,18 +7,25 @@
 /* Allocates rows x cols floats or fails with a message naming `what`; on
  * cache lines (malloc_lines: one-thread f32 pp512 at 110M went from 687 to
  * 722 tok/s with the activations aligned). */
-static float *alloc_matrix(size_t rows, size_t cols, const char *what, PosencError *err) {
+static void *alloc_elements(size_t rows, size_t cols, size_t size, const char *what,
+                            PosencError *err) {
     size_t n;
-    float *p = NULL;
-    if (size_mul3(&n, rows, cols, sizeof(float))) p = malloc_lines(n);
-    if (!p) posenc_error_oom(err, rows, cols * sizeof(float), what);
+    void *p = NULL;
+    if (size_mul3(&n, rows, cols, size)) p = malloc_lines(n);
+    if (!p) posenc_error_oom(err, rows, cols * size, what);
     return p;
+}
+
+static float *alloc_matrix(size_t rows, size_t cols, const char *what, PosencError *err) {
+    return alloc_elements(rows, cols, sizeof(float), what, err);
 }
 
 static void forward_state_free(ForwardState *s) {
     free(s->x); free(s->xb); free(s->xb2); free(s->q); free(s->k); free(s->v);
     free(s->hb); free(s->hb2); free(s->att); free(s->logits);
     free(s->q_grouped); free(s->k_grouped); free(s->att_grouped);
+    free(s->router); free(s->picks); free(s->pick_weights); free(s->slots_by_expert);
+    free(s->expert_start); free(s->expert_in); free(s->expert_out); free(s->expert_sum);
     matmul_scratch_free(&s->mm);
     memset(s, 0, sizeof *s);
 }
@@ -26,36 +33,53 @@ static void forward_state_free(ForwardState *s) {
 /* The forward state's buffers, rows x cols floats each: one list serves
  * both allocating them and context_memory's sum, so the two cannot drift. */
 typedef struct {
-    float **dst;
+    float **dst;        /* a float buffer, or NULL and: */
+    int **ints;         /* an int buffer */
     size_t rows, cols;
     const char *what;
 } StateBuffer;
-#define MAX_STATE_BUFFERS 10
+#define MAX_STATE_BUFFERS 18
+
+/* The feed-forward's hidden width: an expert's in a mixture of experts. */
+static size_t ffn_width(const ModelConfig *c) {
+    return (size_t)(c->n_experts ? c->expert_hidden_dim : c->hidden_dim);
+}
 
 static int state_buffers(ForwardState *s, const ModelConfig *c, const ContextSize *z,
                          StateBuffer *b) {
-    size_t n = (size_t)z->max_tokens, dim = (size_t)c->dim, hidden = (size_t)c->hidden_dim;
+    size_t n = (size_t)z->max_tokens, dim = (size_t)c->dim, hidden = ffn_width(c);
     size_t kv_dim = (size_t)model_kv_dim(c), q_dim = (size_t)model_q_dim(c);
     int k = 0;
-    b[k++] = (StateBuffer){&s->x, n, dim, "activations"};
+    b[k++] = (StateBuffer){&s->x, NULL, n, dim, "activations"};
     /* xb holds a normed row (dim), then the heads' outputs (q_dim) */
-    b[k++] = (StateBuffer){&s->xb, n, dim > q_dim ? dim : q_dim, "activations"};
-    b[k++] = (StateBuffer){&s->xb2, n, dim, "activations"};
-    b[k++] = (StateBuffer){&s->q, n, q_dim, "queries"};
+    b[k++] = (StateBuffer){&s->xb, NULL, n, dim > q_dim ? dim : q_dim, "activations"};
+    b[k++] = (StateBuffer){&s->xb2, NULL, n, dim, "activations"};
+    b[k++] = (StateBuffer){&s->q, NULL, n, q_dim, "queries"};
     /* new keys and values, before kv_cache_store puts them in their heads' cells */
-    b[k++] = (StateBuffer){&s->k, n, kv_dim, "keys"};
-    b[k++] = (StateBuffer){&s->v, n, kv_dim, "values"};
-    b[k++] = (StateBuffer){&s->hb, n, hidden, "the feed-forward buffers"};
-    b[k++] = (StateBuffer){&s->hb2, n, hidden, "the feed-forward buffers"};
-    b[k++] = (StateBuffer){&s->att, (size_t)omp_get_max_threads() * ATT_TILE,
+    b[k++] = (StateBuffer){&s->k, NULL, n, kv_dim, "keys"};
+    b[k++] = (StateBuffer){&s->v, NULL, n, kv_dim, "values"};
+    b[k++] = (StateBuffer){&s->hb, NULL, n, hidden, "the feed-forward buffers"};
+    b[k++] = (StateBuffer){&s->hb2, NULL, n, hidden, "the feed-forward buffers"};
+    b[k++] = (StateBuffer){&s->att, NULL, (size_t)omp_get_max_threads() * ATT_TILE,
                            (size_t)ATT_BLOCK + (size_t)c->head_size, "attention scores"};
-    b[k++] = (StateBuffer){&s->logits, (size_t)z->logit_rows, (size_t)c->vocab_size, "logits"};
+    b[k++] = (StateBuffer){&s->logits, NULL, (size_t)z->logit_rows, (size_t)c->vocab_size, "logits"};
+    if (!c->n_experts) return k;
+    size_t experts = (size_t)c->n_experts, used = (size_t)c->n_experts_used;
+    b[k++] = (StateBuffer){&s->router, NULL, n, experts, "the router's logits"};
+    b[k++] = (StateBuffer){NULL, &s->picks, n, used, "the experts' picks"};
+    b[k++] = (StateBuffer){&s->pick_weights, NULL, n, used, "the experts' picks"};
+    b[k++] = (StateBuffer){NULL, &s->slots_by_expert, n, used, "the experts' picks"};
+    b[k++] = (StateBuffer){NULL, &s->expert_start, 1, experts + 1, "the experts' picks"};
+    b[k++] = (StateBuffer){&s->expert_in, NULL, n, dim, "the experts' buffers"};
+    b[k++] = (StateBuffer){&s->expert_out, NULL, n, dim, "the experts' buffers"};
+    b[k++] = (StateBuffer){&s->expert_sum, NULL, n, dim, "the experts' buffers"};
     return k;
 }
 
-/* The widest row a matmul reads: dim, hidden_dim, or q_dim (into wo). */
+/* The widest row a matmul reads: dim, the feed-forward's width, or q_dim
+ * (into wo). */
 static int matmul_width(const ModelConfig *c) {
-    int w = c->dim > c->hidden_dim ? c->dim : c->hidden_dim;
+    int hidden = (int)ffn_width(c), w = c->dim > hidden ? c->dim : hidden;
     return w > model_q_dim(c) ? w : model_q_dim(c);
 }
 
@@ -66,11 +90,16 @@ static int forward_state_build(ForwardState *s, const ModelConfig *c, const Cont
     s->logit_rows = z->logit_rows;
     StateBuffer b[MAX_STATE_BUFFERS];
     int n = state_buffers(s, c, z, b);
-    for (int i = 0; i < n; i++)
-        if (!(*b[i].dst = alloc_matrix(b[i].rows, b[i].cols, b[i].what, err))) {
+    for (int i = 0; i < n; i++) {
+        void *p = alloc_elements(b[i].rows, b[i].cols, b[i].dst ? sizeof(float) : sizeof(int),
+                                 b[i].what, err);
+        if (b[i].dst) *b[i].dst = p;
+        else *b[i].ints = p;
+        if (!p) {
             forward_state_free(s);
             return -1;
         }
+    }
     if (matmul_scratch_build(&s->mm, matmul_width(c), err)) {
         forward_state_free(s);
         return -1;
@@ -143,7 +172,8 @@ ContextMemory context_memory(const Model *m, const ContextSize *size) {
     int n = state_buffers(&unused, c, size, b);
     for (int i = 0; i < n; i++) {
         size_t bytes;
-        if (!size_mul3(&bytes, b[i].rows, b[i].cols, sizeof(float))) bytes = SIZE_MAX;
+        if (!size_mul3(&bytes, b[i].rows, b[i].cols, b[i].dst ? sizeof(float) : sizeof(int)))
+            bytes = SIZE_MAX;
         mem.scratch = sat_add(mem.scratch, bytes);
     }
     mem.total = sat_add(sat_add(mem.weights, mem.kv_cache), mem.scratch);

@@ -24,7 +24,7 @@ typedef struct {
     float *q;           /* (max_tokens, q_dim) queries, q_dim = n_heads * head_size */
     float *k, *v;       /* (max_tokens, kv_dim) new keys and values before a cache of another
                            type than f32 rounds them; NULL when they go straight in the cells */
-    float *hb, *hb2;    /* (max_tokens, hidden_dim) */
+    float *hb, *hb2;    /* (max_tokens, hidden_dim), or expert_hidden_dim for experts */
     float *att;         /* (threads, ATT_TILE, ATT_BLOCK + head_size) a tile's scores of one block
                            of cells and their weighted values, per thread */
     float *logits;      /* (logit_rows, vocab_size) */
@@ -32,6 +32,15 @@ typedef struct {
     float *q_grouped;   /* (max_tokens, q_dim) the queries at their grouped positions */
     float *k_grouped;   /* (max_tokens, kv_dim) the new keys at theirs */
     float *att_grouped; /* (threads, ATT_TILE, ATT_BLOCK) a tile's grouped scores of one block */
+    /* A mixture of experts' (config.n_experts > 0; else NULL), k = n_experts_used: */
+    float *router;      /* (max_tokens, n_experts) the router's logits, then probabilities */
+    int *picks;         /* (max_tokens, k) each token's experts, a slot t * k + j each */
+    float *pick_weights; /* (max_tokens, k) their weights */
+    int *slots_by_expert; /* (max_tokens * k) the slots, expert e's from expert_start[e] */
+    int *expert_start;  /* (n_experts + 1) */
+    float *expert_in;   /* (max_tokens, dim) the rows of the tokens that picked one expert */
+    float *expert_out;  /* (max_tokens, dim) that expert's output for them */
+    float *expert_sum;  /* (max_tokens, dim) each token's weighted sum over its experts */
     MatmulScratch mm;
 } ForwardState;
 
@@ -65,6 +74,8 @@ typedef struct {
     AttentionObserver observe_attention; /* NULL (the default): never called */
     void *observer_user;
     float *observer_rows; /* (threads, ATT_TILE, n_ctx): whole softmax rows for the observer */
+    size_t expert_passes; /* expert feed-forwards run so far: each reads one expert's matrices
+                             once, for all the tokens of a chunk that picked it (tests count) */
 } Context;
 
 /* Calls fn(user, ...) with every softmax row of the following forward

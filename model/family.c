@@ -50,6 +50,15 @@ static const ModelFamily families[] = {
     {.name = "cohere2", .norm = NORM_LAYER, .ffn = FFN_SWIGLU, .biases = BIAS_OPTIONAL,
      .parallel_residual = 1, .shared_norm = 1, .pe = PE_ROPE, .pairing = PE_ROPE_INTERLEAVED,
      .swa_period = 4, .rope_swa_only = 1},
+    {.name = "qwen3moe", .norm = NORM_RMS, .ffn = FFN_SWIGLU, .biases = BIAS_OPTIONAL,
+     .qk_norm = QK_NORM_HEAD, .pe = PE_ROPE, .pairing = PE_ROPE_NEOX, .experts = 1,
+     .router = ROUTER_SOFTMAX_TOPK, .expert_weights_norm = 1},
+    {.name = "olmoe", .norm = NORM_RMS, .ffn = FFN_SWIGLU, .biases = BIAS_OPTIONAL,
+     .qk_norm = QK_NORM_FULL, .pe = PE_ROPE, .pairing = PE_ROPE_NEOX, .experts = 1,
+     .router = ROUTER_SOFTMAX_TOPK},
+    {.name = "granitemoe", .norm = NORM_RMS, .ffn = FFN_SWIGLU, .biases = BIAS_OPTIONAL,
+     .logit_scale_divides = 1, .pe = PE_ROPE, .pairing = PE_ROPE_INTERLEAVED, .experts = 1,
+     .router = ROUTER_TOPK_SOFTMAX},
 };
 
 const ModelFamily *model_family_find(const char *name) {
@@ -75,4 +84,8 @@ const char *model_norm_name(NormKind k) { return k == NORM_RMS ? "rmsnorm" : "la
 const char *model_ffn_name(FfnKind k) {
     static const char *const names[] = {"swiglu", "geglu", "gelu-tanh", "gelu-erf"};
     return names[k];
+}
+
+const char *model_router_name(RouterKind k) {
+    return k == ROUTER_SOFTMAX_TOPK ? "softmax-then-topk" : "topk-then-softmax";
 }

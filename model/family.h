@@ -35,6 +35,15 @@ typedef enum {
     QK_NORM_FULL, /* the whole projection, q_dim and kv_dim (OLMo 2) */
 } QkNorm;
 
+/* How a mixture of experts weighs the experts its router picks (Hugging
+ * Face's modeling code of each family). */
+typedef enum {
+    ROUTER_SOFTMAX_TOPK, /* softmax over every expert's logit, then the top k of those
+                            probabilities, renormalised to sum 1 where expert_weights_norm
+                            (Qwen3 MoE: norm_topk_prob; OLMoE: not) */
+    ROUTER_TOPK_SOFTMAX, /* the top k logits, then a softmax over those k (Granite MoE) */
+} RouterKind;
+
 /* Where a layer's norms sit around its two sub-layers. */
 typedef enum {
     NORMS_PRE,      /* x + f(norm x) */
@@ -73,6 +82,11 @@ typedef struct {
     int swa_unscaled;       /* the sliding layers' rotation takes no frequency scaling (Gemma 3,
                                whose linear x8 is the global layers') */
     PeRopePairing pairing;  /* its rotation pairs when that is rope */
+    int experts;            /* the feed-forward is a mixture of experts (ffn_gate_inp and the
+                               stacked ffn_{gate,up,down}_exps), each expert family.ffn */
+    RouterKind router;      /* how the router's picks are weighed */
+    int expert_weights_norm; /* ROUTER_SOFTMAX_TOPK renormalises the top k by default
+                                ({arch}.expert_weights_norm decides) */
 } ModelFamily;
 
 /* The family named `name`, or NULL. */
@@ -83,4 +97,5 @@ void model_family_names(char *buf, size_t size);
 int model_family_gated(const ModelFamily *f);
 const char *model_norm_name(NormKind k);
 const char *model_ffn_name(FfnKind k);
+const char *model_router_name(RouterKind k);
 #endif

@@ -296,6 +296,91 @@ static void attention_block(Context *ctx, int l, int first, int n, int pos0) {
     if (w->attn_post_norm) norm_rows(c, s->xb2, s->xb2, w->attn_post_norm, NULL, n);
 }
 
+/* One token's router logits (n_experts, overwritten) into its k experts
+ * and their weights, as the family's modeling code weighs them: the top k
+ * of the softmax over every expert (renormalised where the config says),
+ * or a softmax over the top k logits.  Of equal values the lower expert
+ * wins, as a stable sort's top k. */
+static void route(const ModelConfig *c, float *logits, int *picks, float *weights) {
+    int n_experts = c->n_experts, k = c->n_experts_used;
+    int softmax_first = c->family.router == ROUTER_SOFTMAX_TOPK;
+    if (softmax_first) softmax(logits, n_experts);
+    for (int j = 0; j < k; j++) {
+        int best = -1;
+        for (int e = 0; e < n_experts; e++) {
+            int taken = 0;
+            for (int i = 0; i < j; i++) taken |= picks[i] == e;
+            if (!taken && (best < 0 || logits[e] > logits[best])) best = e;
+        }
+        picks[j] = best;
+        weights[j] = logits[best];
+    }
+    if (!softmax_first) {
+        softmax(weights, k);
+    } else if (c->expert_weights_norm) {
+        float sum = 0.0f;
+        for (int j = 0; j < k; j++) sum += weights[j];
+        for (int j = 0; j < k; j++) weights[j] /= sum;
+    }
+}
+
+/* A mixture of experts over the normed chunk in s->xb, into s->xb: each
+ * token's experts (route), then expert by expert the rows of the tokens
+ * that picked it through its SwiGLU feed-forward, so that an expert's
+ * matrices are read once per chunk (a token decoded alone reads only its
+ * own experts' rows), each output added to its token's sum by weight.
+ * Every token sums its experts in expert order, whatever the chunk, so
+ * chunked prefill and decode round alike. */
+static void moe_block(Context *ctx, int l, int n) {
+    const ModelConfig *c = &ctx->model->config;
+    const LayerWeights *w = &ctx->model->weights.layers[l];
+    ForwardState *s = &ctx->state;
+    int n_experts = c->n_experts, k = c->n_experts_used, slots = n * k;
+    size_t dim = (size_t)c->dim, hidden = (size_t)c->expert_hidden_dim;
+
+    matmul(s->router, s->xb, &w->router, n, &s->mm);
+    #pragma omp parallel for schedule(static) if (n >= PARALLEL_TOKENS)
+    for (int t = 0; t < n; t++)
+        route(c, s->router + (size_t)t * n_experts, s->picks + (size_t)t * k,
+              s->pick_weights + (size_t)t * k);
+    /* the slots grouped by expert, in slot order within each (a counting
+     * sort: expert_start[e + 1] counts, then accumulates, then each slot
+     * takes its place, leaving expert_start[e] at the next expert's start) */
+    int *start = s->expert_start;
+    memset(start, 0, (size_t)(n_experts + 1) * sizeof *start);
+    for (int i = 0; i < slots; i++) start[s->picks[i] + 1]++;
+    for (int e = 0; e < n_experts; e++) start[e + 1] += start[e];
+    for (int i = 0; i < slots; i++) s->slots_by_expert[start[s->picks[i]]++] = i;
+    memmove(start + 1, start, (size_t)n_experts * sizeof *start);
+    start[0] = 0;
+
+    memset(s->expert_sum, 0, (size_t)n * dim * sizeof(float));
+    for (int e = 0; e < n_experts; e++) {
+        int rows = start[e + 1] - start[e];
+        const int *mine = s->slots_by_expert + start[e];
+        if (!rows) continue;
+        for (int r = 0; r < rows; r++)
+            memcpy(s->expert_in + (size_t)r * dim, s->xb + (size_t)(mine[r] / k) * dim, dim * sizeof(float));
+        Tensor gate = model_expert_matrix(&w->gate_exps, n_experts, e);
+        Tensor up = model_expert_matrix(&w->up_exps, n_experts, e);
+        Tensor down = model_expert_matrix(&w->down_exps, n_experts, e);
+        float *gate_up[] = {s->hb, s->hb2};
+        const Tensor *wgu[] = {&gate, &up};
+        matmul_many(gate_up, s->expert_in, wgu, 2, rows, &s->mm);
+        #pragma omp parallel for schedule(static) if (rows >= PARALLEL_TOKENS)
+        for (int r = 0; r < rows; r++) swiglu(s->hb + (size_t)r * hidden, s->hb2 + (size_t)r * hidden, (int)hidden);
+        matmul(s->expert_out, s->hb, &down, rows, &s->mm);
+        for (int r = 0; r < rows; r++) {
+            float weight = s->pick_weights[mine[r]];
+            float *sum = s->expert_sum + (size_t)(mine[r] / k) * dim;
+            const float *out = s->expert_out + (size_t)r * dim;
+            for (size_t i = 0; i < dim; i++) sum[i] += weight * out[i];
+        }
+        ctx->expert_passes++;
+    }
+    memcpy(s->xb, s->expert_sum, (size_t)n * dim * sizeof(float));
+}
+
 /* The feed-forward network of the chunk into s->xb. */
 static void ffn_block(Context *ctx, int l, int n) {
     const ModelConfig *c = &ctx->model->config;
@@ -304,6 +389,11 @@ static void ffn_block(Context *ctx, int l, int n) {
 
     if (w->ffn_norm) norm_rows(c, s->xb, s->x, w->ffn_norm, w->ffn_norm_b, n);
     else memcpy(s->xb, s->x, (size_t)n * c->dim * sizeof(float));
+    if (c->n_experts) {
+        moe_block(ctx, l, n);
+        if (w->ffn_post_norm) norm_rows(c, s->xb, s->xb, w->ffn_post_norm, NULL, n);
+        return;
+    }
     int h = (int)((size_t)n * c->hidden_dim);
     if (model_family_gated(&c->family)) {
         float *gate_up[] = {s->hb, s->hb2};

@@ -52,7 +52,7 @@ int model_load_llama2c(Model *m, const char *path, PosencError *err) {
     int shared = h[5] > 0;
     *c = (ModelConfig){*model_family_find("llama"), h[0], h[1], h[2], h[3], h[4],
                        h[3] > 0 ? h[0] / h[3] : 0, h[5] == INT32_MIN ? 0 : abs(h[5]), h[6],
-                       1e-5f, 1.0f, 0.0f, 1.0f, 1.0f, 0.0f};
+                       1e-5f, 1.0f, 0.0f, 1.0f, 1.0f, 0.0f, 0, 0, 0, 0};
     if (model_config_validate(c, path, err) ||
         (c->dim % c->n_heads && posenc_error(err, "%s: dim %d is not a multiple of n_heads %d",
                                              path, c->dim, c->n_heads)) ||

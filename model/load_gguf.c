@@ -208,6 +208,30 @@ static int take_ffn_up(Loader *l, const ModelConfig *c, int i, LayerWeights *w) 
     return 0;
 }
 
+/* One of a layer's stacked expert tensors, (n_experts, rows, cols) in
+ * PyTorch order (ne = {cols, rows, n_experts}), as one matrix of n_experts *
+ * rows rows whose expert slices model_expert_matrix views. */
+static int take_experts(Loader *l, const ModelConfig *c, Tensor *out, const char *name, int rows,
+                        int cols) {
+    const int64_t ne[3] = {cols, rows, c->n_experts};
+    const GgufTensor *t = gguf_get_tensor(l->g, name, 3, ne, l->err);
+    if (!t) return -1;
+    l->used[t - l->g->tensors] = 1;
+    *out = (Tensor){t->type, t->data, c->n_experts * rows, cols, NULL};
+    return 0;
+}
+
+/* A mixture of experts' router (ffn_gate_inp: a logit per expert) and its
+ * experts' stacked SwiGLU matrices, in place of ffn_gate/up/down. */
+static int take_moe(Loader *l, const ModelConfig *c, int i, LayerWeights *w) {
+    char name[GGUF_MAX_NAME_LEN + 1];
+    int d = c->dim, h = c->expert_hidden_dim;
+    return take_matrix(l, &w->router, blk(name, i, "ffn_gate_inp.weight"), c->n_experts, d) ||
+           take_experts(l, c, &w->gate_exps, blk(name, i, "ffn_gate_exps.weight"), h, d) ||
+           take_experts(l, c, &w->up_exps, blk(name, i, "ffn_up_exps.weight"), h, d) ||
+           take_experts(l, c, &w->down_exps, blk(name, i, "ffn_down_exps.weight"), d, h) ? -1 : 0;
+}
+
 /* A norm's weight, and its bias for a LayerNorm (required when the family
  * requires biases). */
 static int take_norm(Loader *l, const ModelConfig *c, const float **w, const float **b,
@@ -262,10 +286,12 @@ static int take_layer(Loader *l, const ModelConfig *c, int i, LayerWeights *w) {
         (!shared && pre &&
          take_norm(l, c, &w->ffn_norm, &w->ffn_norm_b, blk(name, i, "ffn_norm.weight"),
                    blk(bias, i, "ffn_norm.bias"))) ||
-        take_ffn_up(l, c, i, w) ||
-        take_bias(l, &w->b_up, blk(name, i, "ffn_up.bias"), h, all) ||
-        take_matrix(l, &w->w_down, blk(name, i, "ffn_down.weight"), d, h) ||
-        take_bias(l, &w->b_down, blk(name, i, "ffn_down.bias"), d, all))
+        (f->experts && take_moe(l, c, i, w)) ||
+        (!f->experts &&
+         (take_ffn_up(l, c, i, w) ||
+          take_bias(l, &w->b_up, blk(name, i, "ffn_up.bias"), h, all) ||
+          take_matrix(l, &w->w_down, blk(name, i, "ffn_down.weight"), d, h) ||
+          take_bias(l, &w->b_down, blk(name, i, "ffn_down.bias"), d, all))))
         return -1;
     if (shared) {
         w->ffn_norm = w->attn_norm;
@@ -307,6 +333,17 @@ static int read_config(Loader *l, ModelConfig *c) {
         key_f32_opt(l, arch_key(l, "logit_scale"), &c->logit_scale) ||
         key_f32_opt(l, arch_key(l, "final_logit_softcapping"), &c->final_softcap) ||
         key_f32_opt(l, "posenc.embedding_scale", &c->embed_scale))
+        return -1;
+    /* A mixture of experts: how many, how many a token uses, one expert's
+     * width (llama.cpp's expert_feed_forward_length, which OLMoE's and
+     * Granite MoE's files leave to feed_forward_length) */
+    c->expert_hidden_dim = c->hidden_dim;
+    c->expert_weights_norm = f->expert_weights_norm;
+    if (f->experts &&
+        (key_int(l, arch_key(l, "expert_count"), &c->n_experts) ||
+         key_int(l, arch_key(l, "expert_used_count"), &c->n_experts_used) ||
+         key_int_opt(l, arch_key(l, "expert_feed_forward_length"), &c->expert_hidden_dim) ||
+         key_bool_opt(l, arch_key(l, "expert_weights_norm"), &c->expert_weights_norm)))
         return -1;
     /* The vocabulary size is the embedding's row count, as in llama.cpp. */
     const GgufTensor *te = gguf_find_tensor(l->g, "token_embd.weight");

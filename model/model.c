@@ -15,6 +15,7 @@
 #define MAX_HIDDEN (1 << 18)
 #define MAX_VOCAB (1 << 22)
 #define MAX_SEQ (1 << 22)
+#define MAX_EXPERTS (1 << 12) /* n_experts * expert_hidden_dim rows then fit an int */
 
 int model_kv_dim(const ModelConfig *c) { return c->head_size * c->n_kv_heads; }
 int model_q_dim(const ModelConfig *c) { return c->head_size * c->n_heads; }
@@ -36,6 +37,14 @@ int model_config_validate(const ModelConfig *c, const char *path, PosencError *e
         check_range(path, "vocab_size", c->vocab_size, MAX_VOCAB, err) ||
         check_range(path, "seq_len", c->seq_len, MAX_SEQ, err))
         return -1;
+    if (c->family.experts &&
+        (check_range(path, "expert_count", c->n_experts, MAX_EXPERTS, err) ||
+         check_range(path, "expert_used_count", c->n_experts_used, MAX_EXPERTS, err) ||
+         check_range(path, "expert_feed_forward_length", c->expert_hidden_dim, MAX_HIDDEN, err)))
+        return -1;
+    if (c->n_experts_used > c->n_experts)
+        return posenc_error(err, "%s: expert_used_count %d is larger than expert_count %d", path,
+                            c->n_experts_used, c->n_experts);
     if (c->n_heads % c->n_kv_heads != 0)
         return posenc_error(err, "%s: n_heads %d is not a multiple of n_kv_heads %d", path,
                             c->n_heads, c->n_kv_heads);

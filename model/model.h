@@ -28,6 +28,11 @@ typedef struct {
     float logit_scale;    /* the logits are multiplied by it (Command R; 1 / Granite's
                              logits_scaling) */
     float final_softcap;  /* logits become c * tanh(logit / c) (Gemma 2); 0 = not */
+    int n_experts;        /* family.experts: experts a layer holds (expert_count); 0 = dense */
+    int n_experts_used;   /* the router's top k, 1..n_experts (expert_used_count) */
+    int expert_hidden_dim; /* one expert's feed-forward width (expert_feed_forward_length, else
+                              feed_forward_length) */
+    int expert_weights_norm; /* ROUTER_SOFTMAX_TOPK: the top k's weights renormalised to sum 1 */
 } ModelConfig;
 
 /* How one layer attends: where it takes position from and what it sees.
@@ -75,6 +80,13 @@ typedef struct {
     const float *b_up;                    /* (hidden_dim) */
     Tensor w_down;                        /* (dim, hidden_dim) */
     const float *b_down;                  /* (dim) */
+    /* A mixture of experts (config.n_experts > 0) in place of w_gate, w_up and w_down: expert
+     * e's matrices are rows [e * expert_hidden_dim, (e + 1) * expert_hidden_dim) of gate_exps
+     * and up_exps and rows [e * dim, (e + 1) * dim) of down_exps (GGUF's 3-D tensors, one
+     * matrix per expert, as views: model_expert_matrix) */
+    Tensor router;                        /* (n_experts, dim) ffn_gate_inp */
+    Tensor gate_exps, up_exps;            /* (n_experts * expert_hidden_dim, dim) */
+    Tensor down_exps;                     /* (n_experts * dim, expert_hidden_dim) */
 } LayerWeights;
 
 /* A layer's matrices, as an initializer of an array of LAYER_MATRICES
@@ -117,6 +129,13 @@ int model_load_llama2c(Model *m, const char *path, PosencError *err);
 /* GGUF with llama.cpp's names, any architecture of family.c (load_gguf.c). */
 int model_load_gguf(Model *m, const char *path, PosencError *err);
 void model_free(Model *m);
+
+/* Expert e's matrix in one of a layer's stacked expert tensors (gate_exps,
+ * up_exps or down_exps): a view of its rows in the mapping. */
+static inline Tensor model_expert_matrix(const Tensor *stacked, int n_experts, int e) {
+    int rows = stacked->rows / n_experts;
+    return tensor_rows(stacked, e * rows, rows);
+}
 
 int model_kv_dim(const ModelConfig *c);
 int model_q_dim(const ModelConfig *c);   /* n_heads * head_size */

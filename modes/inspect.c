@@ -83,6 +83,24 @@ static void em_end(Emitter *e, char close) {
 
 /* ---- sections ---------------------------------------------------------------- */
 
+/* A mixture of experts: how many, how a token picks them, and the
+ * parameters of the file against those one token uses (all but the
+ * experts it does not pick). */
+static void emit_experts(Emitter *e, const Model *m) {
+    const ModelConfig *c = &m->config;
+    long long total = 0;
+    for (size_t i = 0; i < m->gguf->n_tensors; i++) total += (long long)m->gguf->tensors[i].nelem;
+    long long unpicked = (long long)c->n_layers * (c->n_experts - c->n_experts_used) * 3 *
+                         c->dim * c->expert_hidden_dim;
+    em_int(e, "experts", c->n_experts);
+    em_int(e, "experts_used", c->n_experts_used);
+    em_int(e, "expert_hidden", c->expert_hidden_dim);
+    em_str(e, "router", model_router_name(c->family.router));
+    if (c->family.router == ROUTER_SOFTMAX_TOPK) em_bool(e, "router_renorm", c->expert_weights_norm);
+    em_int(e, "params_total", total);
+    em_int(e, "params_active", total - unpicked);
+}
+
 static void emit_config(Emitter *e, const Model *m) {
     const ModelConfig *c = &m->config;
     em_begin(e, "config", '{');
@@ -109,6 +127,7 @@ static void emit_config(Emitter *e, const Model *m) {
     if (c->residual_scale != 1.0f) em_num(e, "residual_scale", c->residual_scale);
     if (c->logit_scale != 1.0f) em_num(e, "logit_scale", c->logit_scale);
     if (c->final_softcap > 0.0f) em_num(e, "final_softcap", c->final_softcap);
+    if (c->n_experts) emit_experts(e, m);
     em_bool(e, "output_bias", m->weights.output_b != NULL);
     em_bool(e, "tied_output", m->weights.output.data == m->weights.token_embd.data);
     em_end(e, '}');

@@ -1616,7 +1616,66 @@ _MODERN = {
     "granite": dict(arch="granite", permute=True),
     "stablelm": dict(arch="stablelm", layernorm=True, qk_norm="stablelm"),
     "cohere2": dict(arch="cohere2", layernorm=True, parallel=True, tied=True),
+    # mixtures of experts: a router over the experts (`moe`: where the layer's
+    # experts live, the router's name) and each expert's SwiGLU, stacked into
+    # llama.cpp's 3-D ffn_{gate,up,down}_exps
+    "qwen3_moe": dict(arch="qwen3moe", qk_norm="head", moe=("mlp", "gate")),
+    "olmoe": dict(arch="olmoe", qk_norm="full", moe=("mlp", "gate")),
+    "granitemoe": dict(arch="granitemoe", permute=True, moe=("block_sparse_moe", "router")),
 }
+
+
+def moe_shape(config, arch, hidden):
+    """(experts, experts per token, one expert's width) of a mixture of
+    experts, checked; only layers that are all experts are supported."""
+    n = cfg_int(config, "num_experts" if "num_experts" in config else "num_local_experts")
+    k = cfg_int(config, "num_experts_per_tok")
+    width = cfg_int(config, "moe_intermediate_size") if "moe_intermediate_size" in config else hidden
+    if k > n:
+        fail("config.json: num_experts_per_tok %d is larger than the %d experts" % (k, n))
+    if config.get("mlp_only_layers") or config.get("decoder_sparse_step", 1) != 1:
+        fail("config.json: %s layers without experts (mlp_only_layers, decoder_sparse_step) "
+             "are not supported" % arch)
+    if config.get("shared_intermediate_size") or config.get("shared_expert_intermediate_size"):
+        fail("config.json: shared experts are not supported for %s" % arch)
+    return n, k, width
+
+
+def expert_sources(st, plan, prefix, n, width, dim):
+    """A layer's experts as three callables giving the stacked (n, width, dim)
+    gate and up and (n, dim, width) down, from any of the layouts Hugging Face
+    has saved: transformers 5's fused experts.gate_up_proj (gate rows, then up
+    rows, per expert) with experts.down_proj, Granite MoE's older
+    input_linear/output_linear (the same layout), or one
+    experts.E.{gate,up,down}_proj.weight per expert."""
+    for fused, down in (("experts.gate_up_proj", "experts.down_proj"),
+                        ("input_linear.weight", "output_linear.weight")):
+        if prefix + fused in st:
+            gu = plan.take(prefix + fused, (n, 2 * width, dim))
+            dn = plan.take(prefix + down, (n, dim, width))
+            block = width * dim
+
+            def half(second):
+                def read():
+                    a, out = st.read(gu), array.array("f")
+                    for e in range(n):
+                        first = (2 * e + second) * block
+                        out.extend(a[first:first + block])
+                    return out
+                return read
+            return half(0), half(1), lambda: st.read(dn)
+
+    def stacked(what, shape):
+        names = [plan.take(prefix + "experts.%d.%s.weight" % (e, what), shape) for e in range(n)]
+
+        def read():
+            out = array.array("f")
+            for name in names:
+                out.extend(st.read(name))
+            return out
+        return read
+    return (stacked("gate_proj", (width, dim)), stacked("up_proj", (width, dim)),
+            stacked("down_proj", (dim, width)))
 
 
 def convert_hf_modern(model_dir, config, out, tokenizer, spec):
@@ -1674,6 +1733,14 @@ def convert_hf_modern(model_dir, config, out, tokenizer, spec):
                     ("logits_scaling", "logit_scale"), ("logit_scale", "logit_scale")):
         if config.get(hf) is not None:
             w.add_float32(arch + "." + key, cfg_float(config, hf, None))
+    moe = spec.get("moe")
+    if moe:
+        n_experts, n_used, width = moe_shape(config, arch, hidden)
+        w.add_uint32(arch + ".expert_count", n_experts)
+        w.add_uint32(arch + ".expert_used_count", n_used)
+        w.add_uint32(arch + ".expert_feed_forward_length", width)
+        if "norm_topk_prob" in config:
+            w.add_bool(arch + ".expert_weights_norm", bool(config["norm_topk_prob"]))
     add_model_tokenizer(out, tokenizer, vocab, config)
 
     def plain(name):
@@ -1738,6 +1805,18 @@ def convert_hf_modern(model_dir, config, out, tokenizer, spec):
                 out.tensor(b + "attn_%s_norm.weight" % n, (heads, hd), stacked(srcs, hd))
         out.tensor(b + "attn_output.weight", (dim, n_heads * hd),
                    plain(plan.take(a + "o_proj.weight", (dim, n_heads * hd))))
+        if moe:
+            m = p + moe[0] + "."
+            router = m + moe[1] + ".weight"
+            if router not in st and m + moe[1] + ".layer.weight" in st:   # older Granite MoE
+                router = m + moe[1] + ".layer.weight"
+            out.tensor(b + "ffn_gate_inp.weight", (n_experts, dim),
+                       plain(plan.take(router, (n_experts, dim))))
+            gate, up, down = expert_sources(st, plan, m, n_experts, width, dim)
+            out.tensor(b + "ffn_gate_exps.weight", (n_experts, width, dim), gate)
+            out.tensor(b + "ffn_up_exps.weight", (n_experts, width, dim), up)
+            out.tensor(b + "ffn_down_exps.weight", (n_experts, dim, width), down)
+            continue
         for src, dst, shape in (("gate_proj", "ffn_gate", (hidden, dim)),
                                 ("up_proj", "ffn_up", (hidden, dim)),
                                 ("down_proj", "ffn_down", (dim, hidden))):
@@ -1775,7 +1854,7 @@ def convert_hf(model_dir, out, tokenizer):
         convert_hf_gpt2(model_dir, config, out)
     else:
         fail("%s: unsupported model_type %r (supported: llama, mistral, smollm3, phi3, qwen3, gemma2, gemma3, olmo2, "
-             "exaone4, granite, stablelm, cohere2, qwen2, gemma, gpt2, "
+             "exaone4, granite, stablelm, cohere2, qwen3_moe, olmoe, granitemoe, qwen2, gemma, gpt2, "
              "gpt_neox, bloom, gpt_bigcode, phi, mpt)" % (cfg_path, mt))
 
 

@@ -52,6 +52,10 @@ against transformers' own logits (tests/fixtures/hf_golden/<case>.json).
                               (the feed-forward reads x + attention)
           sinks               gpt_oss: no attention sinks
           topk-norm           qwen3_moe, olmoe: norm_topk_prob flipped
+          softmax-side        olmoe, granitemoe: the softmax on the other side of the
+                              top k (qwen3_moe renormalises, where both sides agree)
+          top1                the mixtures of experts: one expert a token, not
+                              num_experts_per_tok
 
         The position lab (each written from its source, not from posenc):
           --self-extend G,W   Self-Extend (Jin et al. 2024, arXiv 2401.01325, and its
@@ -383,6 +387,10 @@ class Model:
             out.append("sinks")
         if mt in ("qwen3_moe", "olmoe"):
             out.append("topk-norm")
+        if mt in ("olmoe", "granitemoe"):
+            out.append("softmax-side")
+        if mt in MOE:
+            out.append("top1")
         return out
 
     # -- pieces --
@@ -547,16 +555,17 @@ class Model:
     def moe(self, h, l):
         """The mixture of experts: a router picks top-k experts per token, their outputs summed by weight."""
         mt, cfg, w = self.mt, self.cfg, self.w
-        k = cfg["num_experts_per_tok"]
+        k = 1 if self.broken == "top1" else cfg["num_experts_per_tok"]
         P = "model.layers.%d.%s." % (l, "block_sparse_moe" if mt == "granitemoe" else "mlp")
-        if mt in ("qwen3_moe", "olmoe"):   # softmax over every expert, then the top k
-            probs = softmax(h @ w[P + "gate.weight"].T)
+        if (mt in ("qwen3_moe", "olmoe")) != (self.broken == "softmax-side"):
+            # softmax over every expert, then the top k
+            probs = softmax(h @ w[P + ("router" if mt == "granitemoe" else "gate") + ".weight"].T)
             idx = np.argsort(-probs, -1, kind="stable")[:, :k]
             wts = np.take_along_axis(probs, idx, -1)
-            if cfg.get("norm_topk_prob") != (self.broken == "topk-norm"):
+            if bool(cfg.get("norm_topk_prob")) != (self.broken == "topk-norm"):
                 wts = wts / wts.sum(-1, keepdims=True)
         else:                              # gpt-oss, Granite MoE: softmax over the top k logits
-            logits = self.lin(h, P + "router")
+            logits = self.lin(h, P + ("gate" if mt in ("qwen3_moe", "olmoe") else "router"))
             idx = np.argsort(-logits, -1, kind="stable")[:, :k]
             wts = softmax(np.take_along_axis(logits, idx, -1))
         gate_up, down = w[P + "experts.gate_up_proj"], w[P + "experts.down_proj"]

@@ -56,6 +56,7 @@ static const Case CASES[] = {
     {"qwen3", "qwen3"},         {"gemma2", "gemma2"},         {"gemma3", "gemma3"},
     {"olmo2", "olmo2"},         {"granite", "granite"},       {"stablelm", "stablelm"},
     {"stablelm_parallel", "stablelm"}, {"cohere2", "cohere2"}, {"exaone4", "exaone4"},
+    {"qwen3_moe", "qwen3moe"},  {"olmoe", "olmoe"},           {"granitemoe", "granitemoe"},
 };
 #define N_CASES ((int)(sizeof CASES / sizeof CASES[0]))
 
@@ -77,6 +78,13 @@ static const struct {
     {"cohere2", "no-window"},       {"exaone4", "nope-rotated"},
     {"exaone4", "qk-norm"},         {"exaone4", "post-norm"},
     {"exaone4", "rope-default"},
+    /* the mixtures of experts' routers (qwen3_moe renormalises, so its softmax is the
+     * same on either side of the top k) */
+    {"qwen3_moe", "topk-norm"},     {"qwen3_moe", "top1"},
+    {"olmoe", "topk-norm"},         {"olmoe", "softmax-side"},
+    {"olmoe", "top1"},              {"olmoe", "qk-norm"},
+    {"granitemoe", "softmax-side"}, {"granitemoe", "top1"},
+    {"granitemoe", "multipliers"},
 };
 #define N_CONTROLS ((int)(sizeof CONTROLS / sizeof CONTROLS[0]))
 
@@ -327,6 +335,124 @@ START_TEST(engine_controls) {
 }
 END_TEST
 
+/* The engine's router misconfigured against transformers' chunk: each
+ * must be far from it. */
+static void expect_router_far(const char *name, const char *what, int renormalise, RouterKind kind,
+                              int used) {
+    int c = case_index(name), positions[32], n;
+    Model m;
+    tests_load_model(&m, ggufs[c]);
+    m.config.expert_weights_norm = renormalise;
+    m.config.family.router = kind;
+    m.config.n_experts_used = used;
+    float *rows = golden(c, "chunk", positions, &n), *got = engine(&m, NULL, RUN_CHUNK, 0);
+    float d = rows_diff(got, rows, positions, n);
+    printf("control %-24s %-40s: %.3g\n", name, what, (double)d);
+    ck_assert_msg(d > CONTROL_MIN, "%s with %s: only %g from transformers", name, what, (double)d);
+    free(rows);
+    free(got);
+    model_free(&m);
+}
+
+START_TEST(router_controls) {
+    if (!ready) return;
+    expect_router_far("qwen3_moe", "no renormalisation", 0, ROUTER_SOFTMAX_TOPK, 2);
+    expect_router_far("qwen3_moe", "top 1", 1, ROUTER_SOFTMAX_TOPK, 1);
+    expect_router_far("olmoe", "softmax after the top k", 0, ROUTER_TOPK_SOFTMAX, 2);
+    expect_router_far("olmoe", "renormalised", 1, ROUTER_SOFTMAX_TOPK, 2);
+    expect_router_far("olmoe", "top 1", 0, ROUTER_SOFTMAX_TOPK, 1);
+    expect_router_far("granitemoe", "softmax before the top k", 0, ROUTER_SOFTMAX_TOPK, 2);
+    expect_router_far("granitemoe", "top 1", 0, ROUTER_TOPK_SOFTMAX, 1);
+}
+END_TEST
+
+/* Prefill reads each expert's matrices once per chunk: an 80-token chunk
+ * runs one expert feed-forward per (layer, expert) that some token picked,
+ * at most layers x experts; token by token it runs layers x top k per
+ * token (control: the grouping's count is far below that). */
+START_TEST(experts_read_once_per_chunk) {
+    if (!ready) return;
+    Model m;
+    tests_load_model(&m, ggufs[case_index("qwen3_moe")]);
+    const ModelConfig *c = &m.config;
+    Context ctx;
+    tests_build_context(&ctx, &m, &m.pe, 128);
+    free(engine_run(&ctx, RUN_CHUNK, 0));
+    size_t chunk = ctx.expert_passes;
+    ctx.expert_passes = 0;
+    kv_cache_clear(&ctx.cache);
+    free(engine_run(&ctx, RUN_STEPS, 0));
+    size_t steps = ctx.expert_passes;
+    printf("expert feed-forwards: %zu for one chunk of %d tokens, %zu token by token\n", chunk,
+           N_TOKENS, steps);
+    ck_assert_uint_le(chunk, (size_t)c->n_layers * c->n_experts);
+    ck_assert_uint_ge(chunk, (size_t)c->n_layers * c->n_experts_used);
+    ck_assert_uint_eq(steps, (size_t)N_TOKENS * c->n_layers * c->n_experts_used);
+    context_free(&ctx);
+    model_free(&m);
+}
+END_TEST
+
+/* Copies a GGUF with keys replaced: "KEY=u:7;KEY=b:0". */
+static const char EDIT_KEYS[] =
+    "import sys\n"
+    "sys.path.insert(0, 'tools')\n"
+    "import gguf\n"
+    "src, dst, settings = sys.argv[1:4]\n"
+    "edits = dict(e.partition('=')[::2] for e in settings.split(';') if e)\n"
+    "r, w = gguf.Reader(src), gguf.Writer()\n"
+    "for k, (t, v) in r.kv.items():\n"
+    "    if k in edits:\n"
+    "        continue\n"
+    "    if t == gguf.ARRAY:\n"
+    "        w.add_array(k, v[0], v[1])\n"
+    "    else:\n"
+    "        w.add(k, t, v)\n"
+    "for key, typed in edits.items():\n"
+    "    kind, _, value = typed.partition(':')\n"
+    "    if kind == 'u':\n"
+    "        w.add_uint32(key, int(value))\n"
+    "    else:\n"
+    "        w.add_bool(key, value == '1')\n"
+    "for n, t in r.tensors.items():\n"
+    "    w.add_tensor(n, tuple(reversed(t['ne'])), gguf.GGML_F32, lambda n=n: r.floats(n))\n"
+    "w.write(dst)\n";
+
+/* Expert counts and shapes that disagree: one error line naming the file. */
+START_TEST(malformed_moe_file) {
+    if (!ready) return;
+    const struct {
+        const char *set, *needle;
+    } bad[] = {
+        {"olmoe.expert_count=u:0", "expert_count = 0 is out of range (1..4096)"},
+        {"olmoe.expert_used_count=u:5", "expert_used_count 5 is larger than expert_count 4"},
+        {"olmoe.expert_used_count=u:0", "expert_used_count = 0 is out of range"},
+        {"olmoe.expert_count=u:3", "blk.0.ffn_gate_inp.weight"},
+        {"olmoe.expert_feed_forward_length=u:16", "blk.0.ffn_gate_exps.weight"},
+        {"olmoe.expert_count=u:2;olmoe.expert_used_count=u:2", "blk.0.ffn_gate_inp.weight"},
+        {"", NULL}, /* control: the copy loads */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char out[300];
+        snprintf(out, sizeof out, "build/hf/olmoe.edit-%zu.gguf", i);
+        const char *args[] = {"-c", EDIT_KEYS, ggufs[case_index("olmoe")], out, bad[i].set, NULL};
+        TestsRun r = tests_run_python_ok(args);
+        tests_run_free(&r);
+        Model m;
+        PosencError err;
+        int rc = model_load(&m, out, &err);
+        if (!bad[i].needle) {
+            ck_assert_msg(rc == 0, "the unedited copy does not load: %s", err.msg);
+            model_free(&m);
+        } else {
+            ck_assert_msg(rc != 0, "%s loaded despite %s", out, bad[i].set);
+            tests_expect_file_error(err.msg, out, bad[i].needle);
+        }
+        remove(out);
+    }
+}
+END_TEST
+
 /* SmolLM3 with its NoPE layer rotated, through the per-layer override. */
 START_TEST(nope_layer_rotated_fails) {
     if (!ready) return;
@@ -526,6 +652,9 @@ static Suite *suite(void) {
     tcase_add_loop_test(tc, matches_transformers, 0, N_CASES);
     tcase_add_loop_test(tc, reference_controls, 0, N_CONTROLS);
     tcase_add_test(tc, engine_controls);
+    tcase_add_test(tc, router_controls);
+    tcase_add_test(tc, experts_read_once_per_chunk);
+    tcase_add_test(tc, malformed_moe_file);
     tcase_add_test(tc, nope_layer_rotated_fails);
     tcase_add_test(tc, shift_rerotates_rotating_layers_only);
     tcase_add_test(tc, shift_action_follows_the_scaling);
