@@ -66,14 +66,15 @@ static StudyModel *load_study(const Options *o, const int *windows, int n_window
 }
 
 /* One window of one model: the variants that can run there, compared with
- * the baseline (none run when the baseline cannot). */
-static void study_window(const Options *o, StudyModel *s, int w, int model_width,
+ * the baseline (none run when the baseline cannot).  Returns the windows (or
+ * stream chunks) scored: fewer than all when Ctrl-C stopped it. */
+static long study_window(const Options *o, StudyModel *s, int w, int model_width,
                          PplStudy *study) {
     int window = study->windows[w], n = 0, baseline = -1;
     const char *labels[MAX_VARIANTS + 1];
     PeParams params[MAX_VARIANTS + 1];
     int series[MAX_VARIANTS + 1];
-    if (!study_variant_runs(s, s->pv.baseline, window, 0)) return;
+    if (!study_variant_runs(s, s->pv.baseline, window, 0)) return 0;
     for (int v = 0; v < s->pv.n; v++) {
         if (!study_variant_runs(s, v, window, 0)) continue;
         if (v == s->pv.baseline) baseline = n;
@@ -85,7 +86,8 @@ static void study_window(const Options *o, StudyModel *s, int w, int model_width
     snprintf(progress_label, sizeof progress_label, "%s ctx %d", s->o.model_path, window);
     PplResult res[MAX_VARIANTS + 1];
     score_variants(&s->o, &s->setup.model, labels, params, n, baseline, s->ids, s->n_ids, window,
-                   progress_label, NULL, NULL, res);
+                   progress_label, NULL, &cli_interrupted, res);
+    long scored = res[0].n_chunks;
     for (int v = 0; v < n; v++) {
         PplRow row = {s->o.model_path, model_width, labels[v], window, labels[baseline],
                       v == baseline, s->pv.added, o->stream};
@@ -96,6 +98,7 @@ static void study_window(const Options *o, StudyModel *s, int w, int model_width
         ppl_result_free(&res[v]);
     }
     fflush(stdout);
+    return scored;
 }
 
 /* The study's page: its chart and its data. */
@@ -150,8 +153,15 @@ int run_ppl_study(const Options *o) {
                o->stride ? " (sliding)" : "");
         ppl_report_columns(stdout, model_width);
     }
-    for (int m = 0; m < o->n_models; m++)
-        for (int w = 0; w < n_windows; w++) study_window(o, &sm[m], w, model_width, &study);
+    catch_interrupts(); /* Ctrl-C: the study table of what was scored */
+    for (int m = 0; m < o->n_models && !cli_interrupted; m++)
+        for (int w = 0; w < n_windows && !cli_interrupted; w++) {
+            long scored = study_window(o, &sm[m], w, model_width, &study);
+            if (cli_interrupted)
+                fprintf(stderr, "note: interrupted in %s at --ctx %d after %ld %s: the study table "
+                        "holds what was scored, '-' what was not run\n", o->model_paths[m],
+                        windows[w], scored, o->stream ? "chunks" : "windows");
+        }
     if (!o->json) ppl_study_print_table(stdout, &study);
     PosencError err;
     if (o->csv_path && ppl_study_write_csv(o->csv_path, &study, &err)) cli_die("--csv: %s", err.msg);
@@ -177,5 +187,5 @@ int run_ppl_study(const Options *o) {
         setup_close(&sm[m].setup);
     }
     free(sm);
-    return EXIT_SUCCESS;
+    return cli_interrupted ? 128 + SIGINT : EXIT_SUCCESS; /* a shell's status for Ctrl-C */
 }

@@ -406,8 +406,11 @@ START_TEST(chat_survives_what_a_turn_cannot_do) {
 END_TEST
 
 /* Runs the engine with `args` (at most 16), sends SIGINT after `wait_s`
- * seconds, and returns its exit status, stdout and stderr. */
-static int interrupted_run(const char *const *args, unsigned wait_s, char **out, char **err) {
+ * seconds or, when `until` is not NULL, as soon as its stderr holds `until`
+ * (failing after `wait_s` seconds without it), and returns its exit
+ * status, stdout and stderr. */
+static int interrupted_run(const char *const *args, unsigned wait_s, const char *until, char **out,
+                           char **err) {
     const char *out_path = tests_write_temp("", 0, ".txt"), *err_path = tests_write_temp("", 0, ".txt");
     pid_t pid = fork();
     ck_assert(pid >= 0);
@@ -420,7 +423,18 @@ static int interrupted_run(const char *const *args, unsigned wait_s, char **out,
         execv(argv[0], (char *const *)argv);
         _exit(127);
     }
-    sleep(wait_s);
+    if (!until) sleep(wait_s);
+    for (int polls = 0; until; polls++) { /* every 10 ms */
+        char *so_far = tests_read_file(err_path, NULL);
+        int seen = strstr(so_far, until) != NULL;
+        if (!seen && polls == 100 * (int)wait_s) {
+            kill(pid, SIGKILL);
+            ck_abort_msg("no '%s' in %u s: %s", until, wait_s, so_far);
+        }
+        free(so_far);
+        if (seen) break;
+        usleep(10000);
+    }
     kill(pid, SIGINT);
     int status;
     ck_assert(waitpid(pid, &status, 0) == pid);
@@ -448,7 +462,7 @@ START_TEST(ppl_shows_progress_and_stops_cleanly) {
     /* Ctrl-C after a few seconds of a long run */
     const char *long_run[] = {model, "-z", tok, "-m", "ppl", "-f", text, "--ctx", "128", NULL};
     char *out, *err;
-    int status = interrupted_run(long_run, 3, &out, &err);
+    int status = interrupted_run(long_run, 3, NULL, &out, &err);
     ck_assert_msg(status == 130, "status %d: %s", status, err);
     ck_assert_msg(strstr(err, "note: interrupted: the table holds the "), "%s", err);
     ck_assert_msg(strstr(out, "\nrope ") && strstr(out, "baseline"), "no table: %s", out);
@@ -457,6 +471,57 @@ START_TEST(ppl_shows_progress_and_stops_cleanly) {
     ck_assert_msg(scored > 0 && scored < 3000, "%ld windows", scored);
     free(out);
     free(err);
+}
+END_TEST
+
+/* The cells of the row of `series` in the study's table of mean NLL by
+ * window, after the label (static). */
+static const char *study_cells(const char *out, const char *series) {
+    static char cells[256];
+    const char *table = strstr(out, "# mean NLL (nats/token) by window");
+    ck_assert_msg(table != NULL, "no study table: %s", out);
+    for (const char *line = strchr(table, '\n'); line; line = strchr(line + 1, '\n'))
+        if (!strncmp(line + 1, series, strlen(series)) && line[1 + strlen(series)] == ' ') {
+            const char *from = line + 1 + strlen(series), *end = strchr(from, '\n');
+            snprintf(cells, sizeof cells, "%.*s", (int)(end ? end - from : (long)strlen(from)), from);
+            return cells;
+        }
+    ck_abort_msg("no row '%s' in the study table: %s", series, table);
+    return NULL;
+}
+
+START_TEST(ppl_study_stops_cleanly) {
+    if (!models) return;
+    const char *text = tests_text_path(models, "tinystories-valid-head.txt");
+    size_t n;
+    char *bytes = tests_read_file(model, &n);
+    const char *copy = tests_write_temp(bytes, n, ".bin"); /* a second model, run after the first */
+    free(bytes);
+    /* Ctrl-C as soon as the first model's quick window is done, during its
+     * long one (200 windows of 512, seconds): the second model is not reached */
+    const char *study[] = {model, copy, "-z", tok, "-m", "ppl", "-f", text, "--ctx", "8,512",
+                           "--chunks", "200", "--threads", "1", NULL};
+    char *out, *err;
+    int status = interrupted_run(study, 60, " took ", &out, &err);
+    ck_assert_msg(status == 130, "status %d: %s", status, err);
+    char note[1200];
+    snprintf(note, sizeof note, "note: interrupted in %s at --ctx 512 after ", model);
+    ck_assert_msg(strstr(err, note), "%s", err);
+    long scored = strtol(strstr(err, note) + strlen(note), NULL, 10);
+    ck_assert_msg(scored >= 1 && scored < 200, "%ld windows", scored);
+    double at_8, at_512;
+    ck_assert_msg(sscanf(study_cells(out, model), "%lf %lf", &at_8, &at_512) == 2, "%s", out);
+    char first[8], second[8], third[8];
+    ck_assert_msg(sscanf(study_cells(out, copy), "%7s %7s %7s", first, second, third) == 2 &&
+                  !strcmp(first, "-") && !strcmp(second, "-"), "%s", out);
+    free(out);
+    free(err);
+    /* control: uninterrupted, every model at every window, and no note */
+    study[11] = "2";
+    TestsRun r = tests_run_engine_ok(study);
+    ck_assert_msg(!strstr(r.err, "interrupted") && sscanf(study_cells(r.out, copy), "%lf %lf", &at_8,
+                                                            &at_512) == 2, "%s%s", r.out, r.err);
+    tests_run_free(&r);
 }
 END_TEST
 
@@ -470,7 +535,7 @@ START_TEST(small_things_a_newcomer_meets) {
     const char *zoo = tests_convert(models, "zoo/rope", NULL);
     const char *forever[] = {zoo, "-n", "100000000", "--ctx", "64", "-i", "ROMEO", NULL};
     char *out, *err;
-    int status = interrupted_run(forever, 3, &out, &err);
+    int status = interrupted_run(forever, 3, NULL, &out, &err);
     ck_assert_msg(status == 130, "status %d: %s", status, err);
     size_t len = strlen(out);
     ck_assert_msg(len > 0 && out[len - 1] == '\n', "the text's line is not ended");
@@ -551,6 +616,7 @@ int main(void) {
     tcase_add_test(tc, tokenize_and_ppl_take_text_as_other_modes_do);
     tcase_add_test(tc, chat_survives_what_a_turn_cannot_do);
     tcase_add_test(tc, ppl_shows_progress_and_stops_cleanly);
+    tcase_add_test(tc, ppl_study_stops_cleanly);
     tcase_add_test(tc, small_things_a_newcomer_meets);
     tcase_add_test(tc, bench_explains_itself);
     tcase_add_test(tc, version);
