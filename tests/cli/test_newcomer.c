@@ -26,15 +26,20 @@
  *    cannot be encoded, or that is longer than the context, is skipped with
  *    a warning naming the character and the template, and the next turn's
  *    reply is exactly the reply it gets alone (control: a different turn
- *    gets another); a built-in template the vocabulary cannot write is one
- *    error naming it and its text; --chat-template takes a
- *    tokenizer_config.json (the "default" of its list) as its template
- *    file, and refuses a binary; -n 0 ends on a vocabulary without an
- *    end-of-turn token;
+ *    gets another); typed in a pseudo-terminal (tests/modes/chat_pty.py),
+ *    the screen shows the warning, then that reply, and Ctrl-D ends the
+ *    chat (control: the good turn alone, no warning); a built-in template
+ *    the vocabulary cannot write is one error naming it and its text;
+ *    --chat-template takes a tokenizer_config.json (the "default" of its
+ *    list) as its template file, and refuses a binary; -n 0 ends on a
+ *    vocabulary without an end-of-turn token;
  *  - -m ppl shows its running NLL on stderr, as a file too, and its table
  *    fits 100 columns (a longer label on a line of its own); Ctrl-C prints
  *    the table of what was scored and exits 130; control: an uninterrupted
- *    run scores every window;
+ *    run scores every window; in the study (a --ctx list, several models)
+ *    Ctrl-C prints the study table of what was scored, '-' for the window
+ *    and the model not reached, and exits 130; control: uninterrupted, no
+ *    '-';
  *  - smaller things: --ctx 1 is blamed on --ctx, not on --keep 0; Ctrl-C
  *    in generate still ends the text's line and prints the summary (exit
  *    130); the --html pages say what their own charts answer to;
@@ -372,6 +377,26 @@ START_TEST(chat_survives_what_a_turn_cannot_do) {
     /* control: another turn gets another reply */
     TestsRun other = zoo_chat(zoo, template, "JULIET: farewell\n", NULL, NULL);
     ck_assert_msg(strcmp(other.out, alone.out) != 0, "control: the same reply to another turn");
+
+    /* typed in a terminal: the screen shows the warning, then the reply to
+     * the next turn (the one it gets alone, as the pipe gave it) and Ctrl-D
+     * ends the chat with status 0; control: the good turn alone, no warning */
+    if (tests_python_available("the chat pseudo-terminal test")) {
+        const char *pty[] = {"tests/modes/chat_pty.py", "skip", tests_engine_path(), zoo, template,
+                             NULL};
+        TestsRun t = tests_run_python(pty);
+        ck_assert_msg(t.status == 0, "status %d\n%s%s", t.status, t.out, t.err);
+        char screen[256];
+        size_t n = (size_t)snprintf(screen, sizeof screen, "> ROMEO: hello\r\n");
+        for (const char *c = alone.out; *c && n + 3 < sizeof screen; c++) {
+            if (*c == '\n') screen[n++] = '\r'; /* a terminal's newline */
+            screen[n++] = *c;
+        }
+        screen[n] = '\0';
+        ck_assert_msg(strstr(strstr(t.out, "warning: turn skipped: "), screen), "no '%s' after the "
+                      "warning:\n%s", screen, t.out);
+        tests_run_free(&t);
+    }
 
     /* the same template from a tokenizer_config.json's list */
     char config[512];

@@ -333,7 +333,7 @@ END_TEST
 START_TEST(cli_ctrl_c_in_a_terminal) {
     const char *models = tests_models_dir("chat CLI");
     if (!models || !tests_python_available("the chat pseudo-terminal test")) return;
-    const char *args[] = {"tests/modes/chat_pty.py", tests_engine_path(),
+    const char *args[] = {"tests/modes/chat_pty.py", "ctrl-c", tests_engine_path(),
                           STORIES(models, "stories260K.bin"), STORIES(models, "tok512.bin"), NULL};
     TestsRun r = tests_run_python(args);
     ck_assert_msg(r.status == 0, "status %d\nstdout: %s\nstderr: %s", r.status, r.out, r.err);
