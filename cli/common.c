@@ -263,6 +263,7 @@ void write_html(const Options *o, const char *title, const ViewReport *r) {
     PosencError err;
     FILE *f = html_report_open(o->html_path, title, r->how_to_read, &err);
     if (!f) cli_die("--html: %s", err.msg);
+    if (r->tables) r->tables(f, r->arg);
     SvgSink sink = {.html = f};
     if (r->charts(&sink, r->arg, &err)) {
         fclose(f);

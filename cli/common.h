@@ -105,12 +105,13 @@ void close_logits_out(const Options *o, LogprobWriter *w);
 extern volatile sig_atomic_t cli_interrupted;
 void catch_interrupts(void);
 
-/* A view's (or the study's) --html page: its charts inline and its --json data. */
+/* A view's (or a ppl run's) --html page: its tables and charts inline and its data. */
 typedef struct {
     const char *how_to_read;  /* the page's line on what its charts answer to */
     void (*json)(FILE *out, const void *arg);
     int (*charts)(const SvgSink *sink, const void *arg, PosencError *err);
     const void *arg;
+    void (*tables)(FILE *html, const void *arg); /* HTML tables before the charts, or NULL */
 } ViewReport;
 void write_html(const Options *o, const char *title, const ViewReport *r);
 

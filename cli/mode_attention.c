@@ -87,8 +87,9 @@ int run_attention(const Options *o) {
         char title[1100];
         snprintf(title, sizeof title, "posenc -m attention: %s", o->model_path);
         AttentionReport ar = {o->model_path, ids, (const char *const *)names, views, v->n, sel};
-        write_html(o, title, &(ViewReport){"Hover a cell for its value; the head picker shows one head's weights and "
-                                   "entropy.", attention_report_json, attention_report_charts, &ar});
+        write_html(o, title, &(ViewReport){.how_to_read = "Hover a cell for its value; the head picker "
+                   "shows one head's weights and entropy.", .json = attention_report_json,
+                   .charts = attention_report_charts, .arg = &ar});
     }
     for (int i = 0; i < v->n; i++) attention_view_free(&views[i]);
     for (int i = 0; i < n_ids; i++) free(names[i]);

@@ -341,9 +341,9 @@ int run_passkey(const Options *o) {
     if (o->html_path) {
         char title[1100];
         snprintf(title, sizeof title, "posenc -m passkey: %s", o->model_path);
-        write_html(o, title, &(ViewReport){"Each panel is one --pe variant: rows are context lengths, "
-                                           "columns the depth of the key; hover a cell for its value.",
-                                           report_json, report_charts, &grid});
+        write_html(o, title, &(ViewReport){.how_to_read = "Each panel is one --pe variant: rows are "
+                   "context lengths, columns the depth of the key; hover a cell for its value.",
+                   .json = report_json, .charts = report_charts, .arg = &grid});
     }
     for (int i = 0; i < v->n; i++) free(cells[i]);
     plan_free(&plan);

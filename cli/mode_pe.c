@@ -78,8 +78,9 @@ int run_pe(const Options *o) {
         char title[1100];
         snprintf(title, sizeof title, "posenc -m pe: %s", o->model_path);
         PeReport pr = {o->model_path, views, v->n};
-        write_html(o, title, &(ViewReport){"Hover a cell for its value; click a similarity cell for its two "
-                                   "positions' similarity.", pe_report_json, pe_report_charts, &pr});
+        write_html(o, title, &(ViewReport){.how_to_read = "Hover a cell for its value; click a "
+                   "similarity cell for its two positions' similarity.", .json = pe_report_json,
+                   .charts = pe_report_charts, .arg = &pr});
     }
     for (int i = 0; i < v->n; i++) pe_view_free(&views[i]);
     free(ids);

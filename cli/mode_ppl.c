@@ -123,12 +123,34 @@ int score_variants(const Options *o, const Model *model, const char *const *labe
     return rc;
 }
 
+/* One run's page: the A/B table, the NLL-by-position chart and the data. */
+typedef struct {
+    const PplChartSource *chart;
+    const char *caption;
+    const PplRow *rows;
+    const PplResult *res;
+    const char *const *labels;
+    int n;
+} PplPage;
+
+static void ppl_page_json(FILE *out, const void *arg) {
+    const PplPage *p = arg;
+    ppl_report_write_json(out, p->chart, p->rows, p->res, p->n);
+}
+
+static void ppl_page_table(FILE *html, const void *arg) {
+    const PplPage *p = arg;
+    ppl_report_html_table(html, p->caption, p->rows, p->res, p->n);
+}
+
+static int ppl_page_charts(const SvgSink *sink, const void *arg, PosencError *err) {
+    const PplPage *p = arg;
+    return ppl_report_sink_svg(sink, p->chart, p->labels, p->res, p->n, err);
+}
+
 int run_ppl(const Options *o) {
     if (!o->text_file && !o->prompt) cli_die("-m ppl needs a text to score: -f FILE or -i TEXT");
     if (o->n_models > 1 || o->n_windows > 1) return run_ppl_study(o);
-    if (o->html_path)
-        cli_die("--html: -m ppl writes a page for the extrapolation study: give --ctx a list of "
-                "windows or several models");
     Setup s;
     setup_open(&s, o, SETUP_TOKENIZER | SETUP_VARIANTS);
     const Model *model = &s.model;
@@ -146,15 +168,18 @@ int run_ppl(const Options *o) {
     LogprobWriter logprobs;
     open_logits_out(o, model->config.vocab_size, &logprobs);
 
+    /* the table's header, and the --html table's caption */
+    char run[2600], legend[256];
+    snprintf(run, sizeof run, "%s on %s: %d tokens, %s of %d%s; baseline %s (%s)", o->model_path,
+             ppl_text_title(o), n_ids, o->stream ? "stream through a cache" : "windows", window,
+             o->stride ? " (sliding)" : "", pv.labels[pv.baseline],
+             pv.added ? "the checkpoint's scheme, not in --pe, so run too"
+             : o->baseline ? "--baseline" : "the checkpoint's scheme");
+    snprintf(legend, sizeof legend, "se: standard error over the scored tokens; vs the baseline on "
+             "the same tokens: dnll = NLL(variant) - NLL(baseline), kl = KL(baseline || variant) in "
+             "nats, top1 = argmax agreement");
     if (!o->json) {
-        printf("# %s on %s: %d tokens, %s of %d%s; baseline %s (%s)\n"
-               "# se: standard error over the scored tokens; vs the baseline on the same tokens: "
-               "dnll = NLL(variant) - NLL(baseline), kl = KL(baseline || variant) in nats, "
-               "top1 = argmax agreement\n",
-               o->model_path, ppl_text_title(o), n_ids, o->stream ? "stream through a cache" : "windows",
-               window, o->stride ? " (sliding)" : "", pv.labels[pv.baseline],
-               pv.added ? "the checkpoint's scheme, not in --pe, so run too"
-               : o->baseline ? "--baseline" : "the checkpoint's scheme");
+        printf("# %s\n# %s\n", run, legend);
         ppl_report_columns(stdout, 0);
     }
     fflush(stdout);
@@ -169,11 +194,12 @@ int run_ppl(const Options *o) {
         fprintf(stderr, "note: interrupted: the table holds the %ld %s scored\n", res[0].n_chunks,
                 o->stream ? "chunks" : "windows");
     close_logits_out(o, &logprobs);
+    PplRow rows[MAX_VARIANTS + 1];
     for (int v = 0; v < pv.n; v++) {
-        PplRow row = {.label = pv.labels[v], .ctx = window, .baseline = pv.labels[pv.baseline],
-                      .is_baseline = v == pv.baseline, .baseline_added = pv.added,
-                      .stream = o->stream};
-        ppl_report_row(stdout, o->json, &row, &res[v]);
+        rows[v] = (PplRow){.label = pv.labels[v], .ctx = window, .baseline = pv.labels[pv.baseline],
+                           .is_baseline = v == pv.baseline, .baseline_added = pv.added,
+                           .stream = o->stream};
+        ppl_report_row(stdout, o->json, &rows[v], &res[v]);
     }
     PosencError err;
     if (o->csv_path && ppl_report_write_csv(o->csv_path, pv.labels, res, pv.n, &err))
@@ -181,6 +207,17 @@ int run_ppl(const Options *o) {
     PplChartSource chart = {o->model_path, ppl_text_title(o), model->config.seq_len, o->stream};
     if (o->svg_path && ppl_report_write_svg(o->svg_path, &chart, pv.labels, res, pv.n, &err))
         cli_die("--svg: %s", err.msg);
+    if (o->html_path) {
+        char title[2200], caption[3000];
+        snprintf(title, sizeof title, "posenc -m ppl: %s on %s", o->model_path, ppl_text_title(o));
+        snprintf(caption, sizeof caption, "%s%s. %s.", stopped ? "Interrupted: what was scored "
+                 "before Ctrl-C. " : "", run, legend);
+        PplPage page = {&chart, caption, rows, res, pv.labels, pv.n};
+        write_html(o, title, &(ViewReport){.how_to_read = "The table compares every --pe variant "
+                   "with the baseline on the same tokens; the chart shows each variant's mean NLL "
+                   "at every position within the window.", .json = ppl_page_json,
+                   .tables = ppl_page_table, .charts = ppl_page_charts, .arg = &page});
+    }
     for (int v = 0; v < pv.n; v++) ppl_result_free(&res[v]);
     free(ids);
     setup_close(&s);

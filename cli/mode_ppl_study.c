@@ -179,8 +179,9 @@ int run_ppl_study(const Options *o) {
     if (o->svg_path && ppl_study_write_svg(o->svg_path, report.title, report.subtitle, &study, &err))
         cli_die("--svg: %s", err.msg);
     if (o->html_path)
-        write_html(o, report.title, &(ViewReport){"Hover a point for its series, window, NLL and standard error.",
-                                  study_report_json, study_report_charts, &report});
+        write_html(o, report.title, &(ViewReport){.how_to_read = "Hover a point for its series, "
+                   "window, NLL and standard error.", .json = study_report_json,
+                   .charts = study_report_charts, .arg = &report});
     ppl_study_free(&study);
     for (int m = 0; m < o->n_models; m++) {
         free(sm[m].ids);

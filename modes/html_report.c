@@ -102,6 +102,11 @@ FILE *html_report_open(const char *path, const char *title, const char *how_to_r
           "figure { margin: 1em 0; }\n"
           "#readout { display: block; min-height: 1.5em; font-family: monospace; }\n"
           "g.panel rect[fill]:hover { stroke: black; }\n"
+          "table { border-collapse: collapse; margin: 1em 0; }\n"
+          "caption { text-align: left; padding-bottom: 0.3em; }\n"
+          "th, td { padding: 0.1em 0.6em; text-align: right; font-variant-numeric: tabular-nums; }\n"
+          "th:first-child, td:first-child { text-align: left; }\n"
+          "thead th { border-bottom: 1px solid #888; }\n"
           "</style>\n</head>\n<body>\n<h1>", f);
     svg_escape_text(f, title);
     fputs("</h1>\n<p>", f);

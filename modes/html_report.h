@@ -1,5 +1,5 @@
-/* --html: one self-contained page per run — the charts inline as SVG, the
- * --json data in a script element, a small script for reading values (no
+/* --html: one self-contained page per run — tables and charts inline (SVG), the
+ * run's data as JSON (--json's values) in a script element, a small script for reading values (no
  * network, no library) — which a browser opens as a file. */
 #ifndef POSENC_HTML_REPORT_H
 #define POSENC_HTML_REPORT_H

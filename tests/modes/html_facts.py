@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """What posenc's --html page holds, one fact a line, for the tests: its
-title, the figures (view and variant), whether every inline SVG is
-well-formed XML, the data element's JSON (the views' variants, or the
-study's series with their NLL per window), references to anything outside
-the file, the scripts; and, with --expect, the text the page's script must
+title, the figures (view and variant), every table row (its non-empty
+cells, space-separated, as a text table reads), whether every inline SVG is
+well-formed XML, the data element's JSON (the views' variants, a ppl run's
+positions per variant, or the study's series with their NLL per window),
+references to anything outside the file, the scripts; and, with --expect,
+the text the page's script must
 show for a fragment (#head=L,H, #cos=V,A,B or #nll=S,W), computed here from
 the data.
 Fails on a page whose HTML, SVG or JSON does not parse.
@@ -20,6 +22,7 @@ class Page(html.parser.HTMLParser):
         super().__init__(convert_charrefs=True)
         self.stack, self.figures, self.external, self.scripts = [], [], 0, []
         self.title, self.data, self.in_title, self.in_script = "", None, False, None
+        self.rows, self.cell = [], None
 
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
@@ -34,6 +37,10 @@ class Page(html.parser.HTMLParser):
         if tag == "script":
             self.in_script = a.get("type", "text/javascript")
             self.scripts.append(self.in_script)
+        if tag == "tr":
+            self.rows.append([])
+        if tag in ("td", "th"):
+            self.cell = ""
 
     def handle_startendtag(self, tag, attrs):
         if any(k in ("src", "href") for k, _ in attrs):
@@ -45,10 +52,15 @@ class Page(html.parser.HTMLParser):
         self.stack.pop()
         self.in_title = False
         self.in_script = None
+        if tag in ("td", "th"):
+            self.rows[-1].append(self.cell)
+            self.cell = None
 
     def handle_data(self, d):
         if self.in_title:
             self.title += d
+        if self.cell is not None:
+            self.cell += d
         if self.in_script == "application/json":
             self.data = json.loads(d)
 
@@ -91,11 +103,15 @@ def main():
         end = text.index("</svg>", start) + 6
         ET.fromstring(text[start:end])
         svgs, at = svgs + 1, end
+    for row in page.rows:
+        print("table_row=%s" % " ".join(c for c in row if c))
     print("svg_wellformed=%d" % svgs)
     print("external=%d" % page.external)
     print("scripts=%s" % ",".join(page.scripts))
     if "variants" in page.data:
         print("data_variants=%s" % ",".join(v["pe"] for v in page.data["variants"]))
+    if "nll_by_position" in page.data:
+        print("data_positions=%s" % ",".join(str(len(v)) for v in page.data["nll_by_position"]))
     for s in page.data.get("series", []):
         print("series=%s|%s" % (s["label"], " ".join("-" if v is None else "%9.4f" % v for v in s["nll"])))
     if len(sys.argv) > 3 and sys.argv[2] == "--expect":

@@ -1,9 +1,13 @@
-/* --html, the self-contained report of -m pe and -m attention, on the PE
- * zoo:
+/* --html, the self-contained report of -m pe, -m attention and -m ppl (one
+ * window, and the study), on the PE zoo:
  *  - parsed (tests/modes/html_facts.py): well-formed HTML with a figure per
  *    chart, every inline SVG well-formed XML, the data element's JSON equal
  *    to --json's, no reference to anything outside the file (control: a
  *    page with an external script is caught), a cut-off page fails;
+ *  - one ppl window: the NLL-by-position chart, the A/B table's rows the
+ *    text table's (control: one variant's label with the other's values is
+ *    not), the data's variants --json's lines of the same run (control: a
+ *    line with another label is not in it) and a mean NLL per position;
  *  - opened in Debian's chromium, headless: no console message at all
  *    (control: a page with a script error shows one), and the values the
  *    page's script puts in its DOM for a head (#head=L,H) and a similarity
@@ -19,7 +23,9 @@
 
 static const char *models, *zoo_t5, *zoo_learned, *dir;
 static char attention_html[512], pe_html[512], study_html[512], bad_html[512], profile[512];
+static char ppl_html[512], ppl_json_html[512];
 static char *study_table; /* the study's text output */
+static char *ppl_table, *ppl_json; /* one window's text output, and its --json's */
 
 static void setup(void) {
     models = tests_models_dir("--html reports on the PE zoo");
@@ -45,10 +51,39 @@ static void setup(void) {
     TestsRun r = tests_run_engine_ok(st);
     study_table = strdup(r.out);
     tests_run_free(&r);
+    snprintf(ppl_html, sizeof ppl_html, "%s/ppl.html", dir);
+    snprintf(ppl_json_html, sizeof ppl_json_html, "%s/ppl-json.html", dir);
+    const char *pp[] = {zoo_t5, "-m", "ppl", "-f", text, "--ctx", "16", "--chunks", "4", "--pe",
+                        "t5,none", "--html", ppl_html, NULL};
+    r = tests_run_engine_ok(pp);
+    ppl_table = strdup(r.out);
+    tests_run_free(&r);
+    const char *pj[] = {zoo_t5, "-m", "ppl", "-f", text, "--ctx", "16", "--chunks", "4", "--pe",
+                        "t5,none", "--json", "--html", ppl_json_html, NULL};
+    r = tests_run_engine_ok(pj);
+    ppl_json = strdup(r.out);
+    tests_run_free(&r);
 }
 
 static void teardown(void) {
     free(study_table);
+    free(ppl_table);
+    free(ppl_json);
+}
+
+/* `text` after a newline, every run of spaces one space and none at a
+ * line's ends (static): a text table's rows as the page's table rows read. */
+static const char *collapsed(const char *text) {
+    static char out[4096];
+    size_t n = 0;
+    out[n++] = '\n';
+    for (const char *c = text; *c && n + 1 < sizeof out; c++) {
+        if (*c == ' ' && (out[n - 1] == ' ' || out[n - 1] == '\n')) continue;
+        if (*c == '\n' && out[n - 1] == ' ') n--;
+        out[n++] = *c;
+    }
+    out[n] = '\0';
+    return out;
 }
 
 static TestsRun facts(const char *page, const char *expect) {
@@ -104,6 +139,44 @@ START_TEST(pages_parse) {
     snprintf(rows[0], sizeof rows[0], "%s %s\n", labels[0], values[1]); /* control: one series' label, the other's values */
     ck_assert_msg(!strstr(study_table, rows[0]), "'%s' matches the table", rows[0]);
     tests_run_free(&st);
+    /* one window's page: its chart, its table the text table, its data --json's lines */
+    TestsRun pp = facts(ppl_html, NULL);
+    ck_assert_msg(strstr(pp.out, "figure=nll-by-position|\n") && strstr(pp.out, "svg_wellformed=1\n") &&
+                  strstr(pp.out, "external=0\n") && strstr(pp.out, "data_variants=t5,none\n") &&
+                  strstr(pp.out, "data_positions=16,16\n"), "%s", pp.out);
+    const char *table = collapsed(ppl_table);
+    char page_rows[3][256];
+    int n_rows = 0;
+    for (char *line = strstr(pp.out, "table_row="); line; line = strstr(line, "\ntable_row=")) {
+        line += (line[0] == '\n') + 10;
+        ck_assert_int_lt(n_rows, 3);
+        snprintf(page_rows[n_rows], sizeof page_rows[0], "\n%.*s\n", (int)(strchr(line, '\n') - line),
+                 line);
+        ck_assert_msg(strstr(table, page_rows[n_rows]), "the text table lacks '%s':\n%s",
+                      page_rows[n_rows], table);
+        n_rows++;
+    }
+    ck_assert_int_eq(n_rows, 3); /* the columns, t5, none */
+    ck_assert_msg(!strncmp(page_rows[1], "\nt5 ", 4) && !strncmp(page_rows[2], "\nnone ", 6), "%s",
+                  pp.out);
+    char swapped[300]; /* control: t5's label with none's values */
+    snprintf(swapped, sizeof swapped, "\nt5 %s", page_rows[2] + 6);
+    ck_assert_msg(!strstr(table, swapped), "'%s' matches the table", swapped);
+    tests_run_free(&pp);
+    char *ppl_page = tests_read_file(ppl_json_html, NULL);
+    int n_json = 0;
+    for (char *line = ppl_json, *end; (end = strchr(line, '\n')); line = end + 1, n_json++) {
+        *end = '\0';
+        ck_assert_msg(strstr(ppl_page, line), "the page's data lacks --json's %s", line);
+        if (n_json == 0) { /* control: the same line with another label */
+            char other[1024];
+            snprintf(other, sizeof other, "{\"pe\":\"none\"%s", strchr(line, ','));
+            ck_assert_msg(!strstr(ppl_page, other), "'%s' is in the page", other);
+        }
+        *end = '\n';
+    }
+    ck_assert_int_eq(n_json, 2);
+    free(ppl_page);
     /* the data is --json's, byte for byte */
     const char *j[] = {zoo_learned, "-m", "pe", "--ctx", "16", "--json", NULL};
     TestsRun json = tests_run_engine_ok(j);
@@ -171,6 +244,12 @@ START_TEST(pages_work_in_chromium) {
     expect_readout(browser, attention_html, "head=3,0");
     expect_readout(browser, pe_html, "cos=0,2,5");
     expect_readout(browser, study_html, "nll=1,1");
+    /* one ppl window's page shows its table and chart, without a console message */
+    TestsRun p = browse(browser, ppl_html, "");
+    ck_assert_msg(strstr(p.out, "<td>none</td>") && strstr(p.out, "data-view=\"nll-by-position\""),
+                  "%s", p.out);
+    ck_assert_msg(!strstr(p.err, ":CONSOLE"), "console messages: %s", p.err);
+    tests_run_free(&p);
     /* control: a script error is seen */
     spoil(attention_html, "<script>no_such_function();</script>\n");
     TestsRun r = browse(browser, bad_html, "");
@@ -181,8 +260,9 @@ END_TEST
 
 START_TEST(html_misuse) {
     if (!models) return;
-    const char *a[] = {zoo_t5, "-m", "ppl", "-f", "README.md", "--html", "x.html", NULL};
-    tests_expect_error(a, "--html: -m ppl writes a page for the extrapolation study");
+    const char *a[] = {zoo_t5, "-m", "ppl", "-f", "README.md", "--html", "/nonexistent/dir/x.html",
+                       NULL};
+    tests_expect_error(a, "--html: cannot write '/nonexistent/dir/x.html'");
     const char *b[] = {zoo_t5, "-m", "pe", "--html", "/nonexistent/dir/x.html", NULL};
     TestsRun r = tests_expect_failure(b, "--html: cannot write '/nonexistent/dir/x.html'");
     tests_run_free(&r);
