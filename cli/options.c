@@ -265,8 +265,9 @@ static const OptionSpec options[] = {
      "PATH-VIEW.svg and PATH-VARIANT-VIEW.svg"),
     OPTION("--html", OPT_OUTPUT, 0, 0, MODE_PPL | M_VIEWS | MODE_PASSKEY, html_path, "FILE",
      NULL,
-     "pe, attention, the ppl study (a --ctx list or several models): one "
-     "self-contained HTML page with the charts and the data"),
+     "one self-contained HTML page with the run's charts, tables and data: ppl "
+     "(one window: the A/B table and the NLL-by-position chart; the study: the "
+     "NLL-by-window chart), pe, attention, passkey"),
 
     SECTION("bench"),
     OPTION("--pp", OPT_TEXT, 0, 0, MODE_BENCH, pp_list, "LIST",
