@@ -1,4 +1,5 @@
 /* -m ppl with one model and one window (several: cli/mode_ppl_study.c). */
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -169,7 +170,7 @@ int run_ppl(const Options *o) {
     open_logits_out(o, model->config.vocab_size, &logprobs);
 
     /* the table's header, and the --html table's caption */
-    char run[2600], legend[256];
+    char run[2 * PATH_MAX + 256], legend[256];
     snprintf(run, sizeof run, "%s on %s: %d tokens, %s of %d%s; baseline %s (%s)", o->model_path,
              ppl_text_title(o), n_ids, o->stream ? "stream through a cache" : "windows", window,
              o->stride ? " (sliding)" : "", pv.labels[pv.baseline],
@@ -208,7 +209,7 @@ int run_ppl(const Options *o) {
     if (o->svg_path && ppl_report_write_svg(o->svg_path, &chart, pv.labels, res, pv.n, &err))
         cli_die("--svg: %s", err.msg);
     if (o->html_path) {
-        char title[2200], caption[3000];
+        char title[2 * PATH_MAX + 32], caption[sizeof run + sizeof legend + 64];
         snprintf(title, sizeof title, "posenc -m ppl: %s on %s", o->model_path, ppl_text_title(o));
         snprintf(caption, sizeof caption, "%s%s. %s.", stopped ? "Interrupted: what was scored "
                  "before Ctrl-C. " : "", run, legend);

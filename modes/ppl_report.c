@@ -115,13 +115,13 @@ int ppl_report_sink_svg(const SvgSink *sink, const PplChartSource *src, const ch
 
 /* The columns after the variant's label, as the text table right-aligns
  * them in these widths and the HTML table shows them. */
-enum { N_CELLS = 10 };
+enum { N_CELLS = 10, CELL_CHARS = 64 }; /* ppl's digits fill 64 only past 140 nats a token */
 static const char *const CELL_NAMES[N_CELLS] = {"ctx", "tokens", "nll", "se", "ppl", "dnll", "se",
                                                 "kl", "top1", "tok/s"};
 static const int CELL_WIDTHS[N_CELLS] = {5, 8, 7, 6, 8, 8, 6, 7, 6, 7};
 
 /* The baseline's own row shows "baseline" and leaves the comparison empty. */
-static void row_cells(const PplRow *row, const PplResult *r, char cells[N_CELLS][32]) {
+static void row_cells(const PplRow *row, const PplResult *r, char cells[N_CELLS][CELL_CHARS]) {
     double nll, se, diff, diff_se, n = (double)r->n_scored;
     ppl_mean_se(r->nll_sum, r->nll_sq_sum, r->n_scored, &nll, &se);
     ppl_mean_se(r->diff_sum, r->diff_sq_sum, r->n_scored, &diff, &diff_se);
@@ -178,7 +178,7 @@ void ppl_report_row(FILE *out, int json, const PplRow *row, const PplResult *r) 
         fprintf(out, "%s\n%*s", label, (model ? row->model_width + 1 : 0) + LABEL_WIDTH, "");
     else
         fprintf(out, "%-*s", LABEL_WIDTH, label);
-    char cells[N_CELLS][32];
+    char cells[N_CELLS][CELL_CHARS];
     row_cells(row, r, cells);
     for (int c = 0; c < N_CELLS; c++) fprintf(out, " %*s", CELL_WIDTHS[c], cells[c]);
     fputc('\n', out);
@@ -199,7 +199,7 @@ void ppl_report_html_table(FILE *f, const char *caption, const PplRow *rows, con
     for (int c = 0; c < N_CELLS; c++) fprintf(f, "<th>%s</th>", CELL_NAMES[c]);
     fputs("</tr></thead>\n<tbody>\n", f);
     for (int v = 0; v < n; v++) {
-        char cells[N_CELLS][32];
+        char cells[N_CELLS][CELL_CHARS];
         row_cells(&rows[v], &res[v], cells);
         fputs("<tr><td>", f);
         svg_escape_text(f, rows[v].label);
