@@ -10,8 +10,10 @@
  *    line with another label is not in it) and a mean NLL per position;
  *  - opened in Debian's chromium, headless: no console message at all
  *    (control: a page with a script error shows one), and the values the
- *    page's script puts in its DOM for a head (#head=L,H) and a similarity
- *    (#cos=V,A,B) are the data's, as computed from the JSON by the parser.
+ *    page's script puts in its DOM for a head (#head=L,H), a similarity
+ *    (#cos=V,A,B) and a study point (#nll=S,W) are the data's, as computed
+ *    from the JSON by the parser; the ppl window's DOM holds its table and
+ *    chart.
  * Without chromium the browser tests print SKIP, except under CI=true,
  * where they fail (.ci/run installs it). */
 #include <stdio.h>
