@@ -1,6 +1,7 @@
 /* Jinja subset: the filters, tests and methods chat templates use.  Case
  * mapping (upper, lower, title, capitalize) and whitespace (trim, strip,
  * split) are ASCII; lengths, indexes and slices count code points. */
+#include <ctype.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -400,6 +401,55 @@ static JinjaValue select_items(Renderer *r, JinjaValue list, const CallArgs *a, 
     return out;
 }
 
+/* Whether item x sorts before y by its key (by_value: its value): strings
+ * by bytes, case folded unless case_sensitive (ASCII, as elsewhere here);
+ * numbers by value. */
+static int sorts_before(Renderer *r, JinjaValue x, JinjaValue y, int case_sensitive, int line) {
+    if (x.type == JV_STRING && y.type == JV_STRING) {
+        size_t n = x.as.str.len < y.as.str.len ? x.as.str.len : y.as.str.len;
+        jinja_examine(r->arena, n, line);
+        for (size_t i = 0; i < n; i++) {
+            unsigned char a = (unsigned char)x.as.str.s[i], b = (unsigned char)y.as.str.s[i];
+            if (!case_sensitive) a = (unsigned char)tolower(a), b = (unsigned char)tolower(b);
+            if (a != b) return a < b;
+        }
+        return x.as.str.len < y.as.str.len;
+    }
+    int xn = x.type == JV_INT || x.type == JV_FLOAT || x.type == JV_BOOL,
+        yn = y.type == JV_INT || y.type == JV_FLOAT || y.type == JV_BOOL;
+    if (!xn || !yn) jinja_fail(r->arena, line, "dictsort: cannot order %s and %s", jv_type_name(x.type), jv_type_name(y.type));
+    double a = x.type == JV_FLOAT ? x.as.number : (double)(x.type == JV_BOOL ? x.as.boolean : x.as.integer);
+    double b = y.type == JV_FLOAT ? y.as.number : (double)(y.type == JV_BOOL ? y.as.boolean : y.as.integer);
+    return a < b;
+}
+
+/* dictsort(case_sensitive=false, by='key', reverse=false): the dict's
+ * (key, value) pairs in order, a stable insertion sort (dicts in templates
+ * hold a handful of keys). */
+static JinjaValue dictsort(Renderer *r, JinjaValue d, const CallArgs *a, int line) {
+    int case_sensitive = jv_truthy(arg(a, 0, "case_sensitive"));
+    JinjaValue by = arg(a, 1, "by");
+    int by_value = by.type == JV_STRING && by.as.str.len == 5 && !memcmp(by.as.str.s, "value", 5);
+    if (by.type != JV_UNDEFINED && !by_value && !(by.type == JV_STRING && by.as.str.len == 3 && !memcmp(by.as.str.s, "key", 3)))
+        jinja_fail(r->arena, line, "dictsort: by must be 'key' or 'value'");
+    int reverse = jv_truthy(arg(a, 2, "reverse"));
+    JinjaValue pairs = dict_items(r, d, 1, 1);
+    JinjaList *l = pairs.as.list;
+    for (size_t i = 1; i < l->n; i++) {
+        JinjaValue item = l->items[i];
+        size_t j = i;
+        for (; j > 0; j--) {
+            JinjaValue x = item.as.list->items[by_value], y = l->items[j - 1].as.list->items[by_value];
+            int before = reverse ? sorts_before(r, y, x, case_sensitive, line)
+                                 : sorts_before(r, x, y, case_sensitive, line);
+            if (!before) break;
+            l->items[j] = l->items[j - 1];
+        }
+        l->items[j] = item;
+    }
+    return pairs;
+}
+
 JinjaValue jinja_apply_filter(Renderer *r, const char *name, JinjaValue v, const CallArgs *a, int line) {
     if (!strcmp(name, "safe")) return v;
     if (!strcmp(name, "tojson")) {
@@ -410,7 +460,15 @@ JinjaValue jinja_apply_filter(Renderer *r, const char *name, JinjaValue v, const
         return jv_string(b.data, b.len);
     }
     if (!strcmp(name, "length") || !strcmp(name, "count")) return jv_int(length_of(r, v, line));
-    if (!strcmp(name, "string")) return jv_to_string(r->arena, v);
+    if (!strcmp(name, "string")) {
+        /* a list or a dict as Python writes it (the reference refuses to) */
+        if (v.type != JV_LIST && v.type != JV_DICT && v.type != JV_NAMESPACE) return jv_to_string(r->arena, v);
+        JinjaBuffer b = {0};
+        jinja_buffer_append(r->arena, &b, "", 0);
+        jv_write_python(r->arena, &b, v, 0, line);
+        return jv_string(b.data, b.len);
+    }
+    if (!strcmp(name, "dictsort")) return dictsort(r, need(r, v, JV_DICT, name, line), a, line);
     if (!strcmp(name, "default") || !strcmp(name, "d")) {
         JinjaValue boolean = arg(a, 1, "boolean");
         int use_default = v.type == JV_UNDEFINED || (jv_truthy(boolean) && !jv_truthy(v));

@@ -242,6 +242,63 @@ void jv_write_json(JinjaArena *a, JinjaBuffer *b, JinjaValue v, int indent, int 
     }
 }
 
+/* A string as Python's repr writes it: in single quotes, or double ones when
+ * it holds a single quote and no double one; backslash, that quote and
+ * control characters escaped. */
+static void write_python_string(JinjaArena *a, JinjaBuffer *b, const char *s, size_t len) {
+    int has_single = memchr(s, '\'', len) != NULL, has_double = memchr(s, '"', len) != NULL;
+    char quote = has_single && !has_double ? '"' : '\'';
+    jinja_buffer_append(a, b, &quote, 1);
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        char esc[8];
+        if (c == '\\' || c == (unsigned char)quote) snprintf(esc, sizeof esc, "\\%c", c);
+        else if (c == '\n') snprintf(esc, sizeof esc, "\\n");
+        else if (c == '\r') snprintf(esc, sizeof esc, "\\r");
+        else if (c == '\t') snprintf(esc, sizeof esc, "\\t");
+        else if (c < 0x20 || c == 0x7f) snprintf(esc, sizeof esc, "\\x%02x", c);
+        else {
+            jinja_buffer_append(a, b, s + i, 1);
+            continue;
+        }
+        append_cstr(a, b, esc);
+    }
+    jinja_buffer_append(a, b, &quote, 1);
+}
+
+void jv_write_python(JinjaArena *a, JinjaBuffer *b, JinjaValue v, int depth, int line) {
+    if (depth > JINJA_MAX_DEPTH) jinja_fail(a, line, "string: value nested more than %d deep", JINJA_MAX_DEPTH);
+    switch (v.type) {
+    case JV_UNDEFINED: case JV_NONE: append_cstr(a, b, "None"); return;
+    case JV_BOOL: append_cstr(a, b, v.as.boolean ? "True" : "False"); return;
+    case JV_FLOAT:
+        if (isnan(v.as.number)) append_cstr(a, b, "nan");
+        else if (isinf(v.as.number)) append_cstr(a, b, v.as.number > 0 ? "inf" : "-inf");
+        else print_float(a, b, v.as.number);
+        return;
+    case JV_STRING: write_python_string(a, b, v.as.str.s, v.as.str.len); return;
+    case JV_LIST:
+        append_cstr(a, b, "[");
+        for (size_t i = 0; i < v.as.list->n; i++) {
+            if (i) append_cstr(a, b, ", ");
+            jv_write_python(a, b, v.as.list->items[i], depth + 1, line);
+        }
+        append_cstr(a, b, "]");
+        return;
+    case JV_DICT: case JV_NAMESPACE:
+        append_cstr(a, b, "{");
+        for (size_t i = 0; i < v.as.dict->n; i++) {
+            if (i) append_cstr(a, b, ", ");
+            jv_write_python(a, b, v.as.dict->keys[i], depth + 1, line);
+            append_cstr(a, b, ": ");
+            jv_write_python(a, b, v.as.dict->values[i], depth + 1, line);
+        }
+        append_cstr(a, b, "}");
+        return;
+    default: jv_print(a, b, v); return;
+    }
+}
+
 void jv_print(JinjaArena *a, JinjaBuffer *b, JinjaValue v) {
     switch (v.type) {
     case JV_UNDEFINED: return;

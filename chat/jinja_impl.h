@@ -123,6 +123,9 @@ void jv_print(JinjaArena *a, JinjaBuffer *b, JinjaValue v);
 JinjaValue jv_to_string(JinjaArena *a, JinjaValue v);
 /* tojson: Python json.dumps' layout; indent < 0 means no indentation. */
 void jv_write_json(JinjaArena *a, JinjaBuffer *b, JinjaValue v, int indent, int depth, int line);
+/* v as Python's repr writes it (None, True, 'text', [..], {'k': v}): what
+ * the string filter makes of a list or a dict in transformers' Jinja. */
+void jv_write_python(JinjaArena *a, JinjaBuffer *b, JinjaValue v, int depth, int line);
 
 /* ---- AST ------------------------------------------------------------------- */
 typedef enum {

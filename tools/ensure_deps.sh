@@ -11,6 +11,7 @@ command -v spm_encode >/dev/null 2>&1 || need="$need sentencepiece"
 /usr/bin/python3 -c 'import sentencepiece' 2>/dev/null || need="$need python3-sentencepiece"
 /usr/bin/python3 -c 'import regex' 2>/dev/null || need="$need python3-regex"
 /usr/bin/python3 -c 'import numpy' 2>/dev/null || need="$need python3-numpy"
+/usr/bin/python3 -c 'import jinja2' 2>/dev/null || need="$need python3-jinja2"
 command -v npm >/dev/null 2>&1 || need="$need nodejs npm"
 # extracts llama.cpp's vocabulary tests from the npm bundle (tests/tokenizer/test_llamacpp_vocab)
 command -v git >/dev/null 2>&1 || need="$need git"

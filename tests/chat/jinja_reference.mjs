@@ -5,7 +5,8 @@
 // NODE_MODULES: where tools/ensure_npm.sh installed tests/package.json.
 // CASES.json: [{"template": FILE or "package": NPM_NAME, "out": FILE,
 //               "messages": [{role, content}], "add_generation_prompt": bool,
-//               "bos_token", "eos_token", "date_string" (each optional)}]
+//               "bos_token", "eos_token", "date_string" (each optional),
+//               "kwargs": {more variables} (optional)}]
 // For each case writes the rendering to "out", or "ERROR: message" when the
 // template raises; with "package", first writes the package's
 // models/tokenizer_config.json chat_template to "template".
@@ -24,6 +25,7 @@ for (const c of cases) {
     }
     const vars = { messages: c.messages, add_generation_prompt: c.add_generation_prompt };
     for (const key of ["bos_token", "eos_token", "date_string"]) if (key in c) vars[key] = c[key];
+    if (c.kwargs) Object.assign(vars, c.kwargs);
     let out;
     try {
         out = new Template(readFileSync(c.template, "utf8")).render(vars);
