@@ -13,11 +13,17 @@ PORTABLE ?= 0
 
 ARCH_FLAGS := $(if $(filter 1,$(PORTABLE)),,-march=native)
 WARN    := -Wall -Wextra -Wshadow -Wno-unused-parameter
-BASE    := -std=c11 -D_GNU_SOURCE -fopenmp $(WARN) -I.
+# -m serve's HTTP library, an optional dependency: without libmicrohttpd
+# (Debian's libmicrohttpd-dev) everything else builds and -m serve says how
+# to get it.
+MHD_CFLAGS := $(shell pkg-config --exists libmicrohttpd 2>/dev/null && \
+                echo -DPOSENC_HAVE_MHD $$(pkg-config --cflags libmicrohttpd))
+MHD_LIBS   := $(shell pkg-config --exists libmicrohttpd 2>/dev/null && pkg-config --libs libmicrohttpd)
+BASE    := -std=c11 -D_GNU_SOURCE -fopenmp $(WARN) -I. $(MHD_CFLAGS)
 REL_FLAGS  := $(BASE) -O3 $(ARCH_FLAGS)
 ASAN_FLAGS := $(BASE) -O1 -g $(ARCH_FLAGS) -fno-omit-frame-pointer \
               -fsanitize=address,undefined -fno-sanitize-recover=undefined
-LDLIBS  := -lm -fopenmp
+LDLIBS  := -lm -fopenmp $(MHD_LIBS)
 
 # The layers, bottom up: base, then positional, tokenizer and chat (templates),
 # then the model (the engine), then the modes that drive it; cli/ is the

@@ -16,5 +16,6 @@ int run_inspect(const Options *o);
 int run_pe(const Options *o);
 int run_attention(const Options *o);
 int run_passkey(const Options *o);
+int run_serve(const Options *o);
 
 #endif

@@ -46,12 +46,16 @@ static const ModeSpec modes[] = {
      "end, the key's tokens scored in the same forward pass.  Per --pe variant, context length "
      "and depth: how many trials retrieve the key exactly, and its mean log-probability "
      "(docs/evaluation.md)."},
+    {"serve", run_serve, "MODEL -m serve [--host ADDR] [--port N] [--pe NAME] [--ctx N] [options]",
+     "An OpenAI-compatible HTTP server (/v1/completions with logprobs and echo, /v1/models, "
+     "/tokenize, /detokenize, /health) with one slot: one context whose cache a request reuses "
+     "the common prefix of (docs/server.md).  Needs libmicrohttpd at build time."},
 };
 
-#define M_ALL 0x1ffu
+#define M_ALL 0x3ffu
 #define M_TEXT (MODE_GENERATE | MODE_CHAT)         /* modes that sample text */
 #define M_VIEWS (MODE_PE | MODE_ATTENTION)          /* modes that show positions at work */
-#define M_FORWARD (MODE_GENERATE | MODE_PPL | MODE_BENCH | MODE_CHAT | MODE_ATTENTION | MODE_PASSKEY)
+#define M_FORWARD (MODE_GENERATE | MODE_PPL | MODE_BENCH | MODE_CHAT | MODE_ATTENTION | MODE_PASSKEY | MODE_SERVE)
 #define M_SCHEME (M_FORWARD | MODE_INSPECT | MODE_PE) /* modes that build a positional scheme */
 
 static void parse_windows(Options *o, const OptionSpec *spec, const char *v);
@@ -67,8 +71,8 @@ static const OptionSpec options[] = {
     SECTION("general"),
     OPTION("-m", OPT_TEXT, 0, 0, M_ALL, mode, "MODE",
      "generate",
-     "the mode: generate | chat | ppl | bench | tokenize | inspect | pe | attention | passkey"),
-    OPTION("-z", OPT_TEXT, 0, 0, M_TEXT | MODE_PPL | MODE_TOKENIZE | M_VIEWS | MODE_PASSKEY, tokenizer_path, "PATH",
+     "the mode: generate | chat | ppl | bench | tokenize | inspect | pe | attention | passkey | serve"),
+    OPTION("-z", OPT_TEXT, 0, 0, M_TEXT | MODE_PPL | MODE_TOKENIZE | M_VIEWS | MODE_PASSKEY | MODE_SERVE, tokenizer_path, "PATH",
      "the GGUF's own vocabulary; tokenizer.bin beside a .bin",
      "the tokenizer: llama2.c tokenizer.bin, a SentencePiece .model, a Hugging Face "
      "tokenizer.json (or a directory holding one; tokenizer_config.json beside it "
@@ -87,7 +91,7 @@ static const OptionSpec options[] = {
     OPTION("--threads", OPT_INT, 1, 1024, M_FORWARD | MODE_INSPECT | MODE_PE, threads, "N",
      "all cores",
      "OpenMP threads"),
-    OPTION("--kv-type", OPT_TEXT, 0, 0, MODE_GENERATE | MODE_PPL | MODE_BENCH | MODE_CHAT | MODE_INSPECT | MODE_PASSKEY, kv_type, "T",
+    OPTION("--kv-type", OPT_TEXT, 0, 0, MODE_GENERATE | MODE_PPL | MODE_BENCH | MODE_CHAT | MODE_INSPECT | MODE_PASSKEY | MODE_SERVE, kv_type, "T",
      "f32",
      "KV cache element type: f32 or f16 (half the cache memory and attention "
      "bandwidth)"),
@@ -207,7 +211,7 @@ static const OptionSpec options[] = {
      "learned positions past the table: error, or clamp (reuse the last row)"),
 
     SECTION("the cache"),
-    OPTION_PARSED("--ctx", OPT_CUSTOM, 1, 1 << 22, M_TEXT | MODE_PPL | MODE_INSPECT | MODE_PE | MODE_PASSKEY, ctx, "N",
+    OPTION_PARSED("--ctx", OPT_CUSTOM, 1, 1 << 22, M_TEXT | MODE_PPL | MODE_INSPECT | MODE_PE | MODE_PASSKEY | MODE_SERVE, ctx, "N",
      "the model's trained context; passkey: the longest haystack",
      "KV cache cells; pe: the positions shown (64, or the trained context if "
      "smaller); ppl: the window, or an increasing list of windows 64,128,256 scored "
@@ -298,6 +302,15 @@ static const OptionSpec options[] = {
     OPTION_PARSED("--stop", OPT_CUSTOM, 0, 0, MODE_CHAT, stops, "STR",
      NULL,
      "end the reply where STR appears (STR is not shown); repeatable, up to 16", parse_stop),
+
+    SECTION("serve"),
+    OPTION("--host", OPT_TEXT, 0, 0, MODE_SERVE, host, "ADDR",
+     "127.0.0.1",
+     "the IPv4 or IPv6 address to listen on; 0.0.0.0 or :: reaches every interface (the API has "
+     "no authentication)"),
+    OPTION("--port", OPT_INT, 0, 65535, MODE_SERVE, port, "N",
+     "8080",
+     "the TCP port; 0: one the system picks (the listening line names it)"),
 
     SECTION("attention"),
     OPTION("--layer", OPT_INT, 0, 1 << 20, MODE_ATTENTION, layer, "L",

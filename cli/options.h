@@ -63,6 +63,8 @@ typedef struct {
     const char *haystacks, *lengths, *depths, *intro, *needle, *question;
     int trials, key_digits;
     int chat;                   /* passkey: through the chat template */
+    const char *host;           /* serve: the address to listen on */
+    int port;
     const char *baseline;       /* ppl: the variant the others are compared with */
     const char *logits_out;     /* ppl, generate: JSON lines of log-probabilities */
     int logits_top;             /* ids per line in --logits-out */
@@ -74,7 +76,7 @@ typedef struct {
 enum {
     MODE_GENERATE = 1 << 0, MODE_CHAT = 1 << 1, MODE_PPL = 1 << 2, MODE_BENCH = 1 << 3,
     MODE_TOKENIZE = 1 << 4, MODE_INSPECT = 1 << 5, MODE_PE = 1 << 6, MODE_ATTENTION = 1 << 7,
-    MODE_PASSKEY = 1 << 8,
+    MODE_PASSKEY = 1 << 8, MODE_SERVE = 1 << 9,
 };
 
 typedef struct {

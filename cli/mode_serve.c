@@ -1,0 +1,146 @@
+/* -m serve: modes/serve_api.c behind libmicrohttpd (an optional build
+ * dependency: without it the mode says how to get it).  The daemon runs in
+ * one internal polling thread, so requests reach the one slot one at a time;
+ * the main thread waits for SIGINT or SIGTERM and then stops the daemon. */
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/common.h"
+#include "cli/modes.h"
+#include "modes/serve_api.h"
+
+#ifndef POSENC_HAVE_MHD
+int run_serve(const Options *o) {
+    cli_die("-m serve: this ./run was built without libmicrohttpd: install the Debian package "
+            "libmicrohttpd-dev (apt-get install libmicrohttpd-dev) and run make again");
+}
+#else
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <time.h>
+
+/* A client that has not sent a whole request within this many seconds is
+ * dropped, so a connection that never finishes its headers cannot hold the
+ * server (slowloris). */
+#define CONNECTION_TIMEOUT_S 10
+
+static volatile sig_atomic_t stop_requested;
+static void request_stop(int sig) { stop_requested = sig; }
+
+/* One request as it arrives: its body, kept up to the limit (past it only
+ * counted: the API refuses it with 413). */
+typedef struct {
+    char *body;
+    size_t len, cap, received;
+    double t_start;
+} Upload;
+
+static void append(Upload *u, const char *data, size_t n) {
+    u->received += n;
+    if (u->received > SERVE_MAX_BODY) return;
+    if (u->len + n > u->cap) {
+        size_t cap = u->cap ? u->cap : 4096;
+        while (cap < u->len + n) cap *= 2;
+        char *grown = realloc(u->body, cap);
+        if (!grown) posenc_out_of_memory(cap, 1, "a request body");
+        u->body = grown;
+        u->cap = cap;
+    }
+    memcpy(u->body + u->len, data, n);
+    u->len += n;
+}
+
+/* libmicrohttpd calls this first with the headers, then once per piece of
+ * the body, then with no more data: the request is answered then. */
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls) {
+    ServeApi *api = cls;
+    Upload *u = *con_cls;
+    if (!u) {
+        u = calloc_or_exit(1, sizeof *u, "a request");
+        u->t_start = time_now_s();
+        *con_cls = u;
+        return MHD_YES;
+    }
+    if (*upload_data_size) {
+        append(u, upload_data, *upload_data_size);
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    ServeResponse r;
+    /* a body past the limit: its length is what the API refuses on */
+    serve_handle(api, method, url, u->body, u->received, &r);
+    struct MHD_Response *resp = MHD_create_response_from_buffer(r.len, r.body, MHD_RESPMEM_MUST_FREE);
+    if (!resp) posenc_out_of_memory(r.len, 1, "a response");
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    enum MHD_Result queued = MHD_queue_response(conn, (unsigned)r.status, resp);
+    MHD_destroy_response(resp);
+    fprintf(stderr, "serve: %s %s %d", method, url, r.status);
+    if (r.n_prompt)
+        fprintf(stderr, " prompt %d tokens (%d cached) generated %d", r.n_prompt, r.n_reused,
+                r.n_generated);
+    fprintf(stderr, " %.1f ms\n", 1e3 * (time_now_s() - u->t_start));
+    return queued;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode code) {
+    Upload *u = *con_cls;
+    if (!u) return;
+    free(u->body);
+    free(u);
+    *con_cls = NULL;
+}
+
+int run_serve(const Options *o) {
+    const char *host = o->host ? o->host : "127.0.0.1";
+    struct sockaddr_in v4 = {.sin_family = AF_INET, .sin_port = htons((uint16_t)o->port)};
+    struct sockaddr_in6 v6 = {.sin6_family = AF_INET6, .sin6_port = htons((uint16_t)o->port)};
+    int ipv6 = 0;
+    if (inet_pton(AF_INET, host, &v4.sin_addr) != 1) {
+        if (inet_pton(AF_INET6, host, &v6.sin6_addr) != 1)
+            cli_die("--host %s: not an IPv4 or IPv6 address", posenc_escape(host).s);
+        ipv6 = 1;
+    }
+    Setup s;
+    setup_open(&s, o, SETUP_TOKENIZER | SETUP_VARIANTS);
+    check_positions(&s.model, &s.v.params[0], s.v.labels[0], s.n_ctx - 1);
+    Context ctx;
+    build_context(&ctx, o, &s.model, &s.v.params[0], s.v.labels[0], serve_context_size(s.n_ctx, kv_type(o)));
+    /* the model's file name is its id, as llama-server lists it */
+    const char *slash = strrchr(o->model_path, '/');
+    ServeApi api;
+    serve_api_init(&api, &ctx, &s.tok, slash ? slash + 1 : o->model_path,
+                   (unsigned long long)time(NULL) ^ ((unsigned long long)getpid() << 32));
+
+    struct sigaction sa = {.sa_handler = request_stop};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG | (ipv6 ? MHD_USE_IPv6 : 0);
+    const struct sockaddr *addr = ipv6 ? (const struct sockaddr *)&v6 : (const struct sockaddr *)&v4;
+    struct MHD_Daemon *d = MHD_start_daemon(
+        flags, (uint16_t)o->port, NULL, NULL, on_request, &api, MHD_OPTION_SOCK_ADDR, addr,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONNECTION_TIMEOUT_S, MHD_OPTION_NOTIFY_COMPLETED,
+        on_completed, NULL, MHD_OPTION_END);
+    if (!d) cli_die("--port %d: cannot listen on %s (in use, or not an address of this machine)", o->port, host);
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
+    int port = info ? info->port : o->port;
+    fprintf(stderr, "serve: %s (%s, %d cells) listening on http://%s%s%s:%d (Ctrl-C stops)\n", api.model_id,
+            s.v.labels[0], s.n_ctx, ipv6 ? "[" : "", host, ipv6 ? "]" : "", port);
+    while (!stop_requested) {
+        struct timespec tick = {0, 50 * 1000 * 1000};
+        nanosleep(&tick, NULL);
+    }
+    MHD_stop_daemon(d);
+    fprintf(stderr, "serve: stopped (%s)\n", stop_requested == SIGINT ? "SIGINT" : "SIGTERM");
+    serve_api_free(&api);
+    context_free(&ctx);
+    setup_close(&s);
+    return EXIT_SUCCESS;
+}
+#endif
