@@ -28,9 +28,12 @@ int fuzz_hf_json(const uint8_t *data, size_t size);
 int fuzz_text(const uint8_t *data, size_t size);
 int fuzz_sampler(const uint8_t *data, size_t size);
 int fuzz_jinja(const uint8_t *data, size_t size);
+int fuzz_api(const uint8_t *data, size_t size);
 /* fuzz_text needs the shared models' tokenizers: loads them from
  * models_dir once (0), or -1 with err. */
 int fuzz_text_init(const char *models_dir, PosencError *err);
+/* fuzz_api's slot: stories260K from models_dir (0), or -1 with err. */
+int fuzz_api_init(const char *models_dir, PosencError *err);
 
 #ifdef POSENC_LIBFUZZER
 #define FUZZ_ENTRY_POINT(target)                                                           \

@@ -17,6 +17,7 @@ case $t in
     fuzz_gguf_*) dict=fuzz/gguf.dict ;;
     fuzz_sampler) dict= ;;
     fuzz_jinja) dict=fuzz/jinja.dict ;;
+    fuzz_api) dict=fuzz/api.dict ;;
     *) dict=fuzz/tokenizer.dict ;;
 esac
 echo "== $t: $secs s on $corpus (log $log)"

@@ -7,7 +7,7 @@ length off by one and by huge values, every type tag out of range.
     python3 tools/fuzz_seeds.py --models ../shared/models --out build/fuzz/corpus
 
 writes OUT/<target>/seed-*, one directory per target (gguf_model, gguf_vocab,
-llama2c, spm, gpt2, text, sampler, jinja).  Standard library only; the GGUF files
+llama2c, spm, gpt2, text, sampler, jinja, api).  Standard library only; the GGUF files
 come from tools/convert.py, so they are what users convert (the quantized
 ones from tools/quantize.py, when NumPy is there).  Nothing here is
 committed: the corpora are rebuilt from ../shared whenever needed.
@@ -760,6 +760,29 @@ def jinja_seeds(corpus):
                 corpus.add(template.encode("utf-8"))
 
 
+API_REQUESTS = (
+    ("GET /health", None), ("GET /v1/models", None), ("GET /nope", None), ("GET /v1/completions", None),
+    ("POST /tokenize", {"content": "Once upon a time"}),
+    ("POST /tokenize", {"content": "caf\u00e9 \u2581", "add_special": True}),
+    ("POST /detokenize", {"tokens": [1, 403, 407, 261]}),
+    ("POST /v1/completions", {"prompt": "Once upon a time", "max_tokens": 8, "temperature": 0}),
+    ("POST /v1/completions", {"prompt": "Once upon a time", "max_tokens": 4, "echo": True, "logprobs": 3}),
+    ("POST /v1/completions", {"prompt": [1, 403, 407], "max_tokens": 6, "seed": 7, "top_k": 5,
+                              "top_p": 0.9, "min_p": 0.05, "stop": ["a", "the"]}),
+    ("POST /v1/completions", {"prompt": "The", "max_tokens": 60, "presence_penalty": 1,
+                              "frequency_penalty": -1, "logprobs": 20, "stop": "."}),
+    ("POST /v1/completions", {"prompt": "x", "max_tokens": 1, "n": 2}),
+)
+
+
+def api_seeds(corpus):
+    for line, body in API_REQUESTS:
+        data = (line + "\n").encode() + (json.dumps(body).encode() if body is not None else b"")
+        corpus.add(data)
+        if body is not None:
+            corpus.add(data[:-3])  # cut JSON
+
+
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", default=os.environ.get("POSENC_MODELS", "../shared/models"))
@@ -770,7 +793,7 @@ def main(argv):
     rng = random.Random(1337)
     c = {t: Corpus(args.out, t) for t in
          ("gguf_model", "gguf_vocab", "llama2c", "spm", "gpt2", "hf_json", "text", "sampler",
-          "jinja")}
+          "jinja", "api")}
     with tempfile.TemporaryDirectory() as tmp:
         models = model_seeds(args.models, tmp, rng, c["gguf_model"], c["llama2c"])
         llama2c_variants(c["llama2c"], rng)
@@ -805,6 +828,7 @@ def main(argv):
     text_seeds(args.models, c["text"], rng)
     sampler_seeds(c["sampler"])
     jinja_seeds(c["jinja"])
+    api_seeds(c["api"])
     for t, corpus in c.items():
         print("fuzz_seeds: %-10s %5d seeds in %s" % (t, len(corpus.seen), corpus.dir))
 
