@@ -336,39 +336,45 @@ static int is_utf8_text(const char *s, size_t n) {
 
 /* A Hugging Face tokenizer_config.json's chat_template: a string, or a list
  * of {name, template} of which "default" is the one used (malloc'd). */
-static char *template_from_config(const char *path, const char *json, size_t len) {
+static char *template_from_config(const char *path, const char *json, size_t len, PosencError *err) {
     JsonDoc doc;
-    PosencError err;
-    if (json_parse(&doc, json, len, &err)) cli_die("--chat-template: %s: %s", path, err.msg);
+    if (json_parse(&doc, json, len, err)) return NULL;
     const JsonValue *t = json_get(&doc.root, "chat_template");
     const char *text = t && t->type == JSON_STRING ? t->string : NULL;
     for (uint32_t i = 0; t && t->type == JSON_ARRAY && i < t->len; i++)
         if (json_is_string(json_get(&t->items[i], "name"), "default"))
             text = json_get_string(&t->items[i], "template");
-    if (!text)
-        cli_die("--chat-template: %s is JSON without a chat_template (a string, or a list holding "
-                "one named \"default\")", path);
-    char *copy = strdup(text);
+    char *copy = text ? strdup(text) : NULL;
+    if (text && !copy) posenc_out_of_memory(strlen(text) + 1, 1, "the chat template");
     json_free(&doc);
-    if (!copy) posenc_out_of_memory(strlen(text) + 1, 1, "the chat template");
+    if (!copy)
+        posenc_error(err, "%s is JSON without a chat_template (a string, or a list holding one named "
+                          "\"default\")", path);
     return copy;
 }
 
 /* --chat-template FILE: a Jinja template, or a tokenizer_config.json
- * holding one; anything but UTF-8 text is refused (malloc'd, *len set). */
+ * holding one; anything but UTF-8 text is refused (malloc'd, *len set).
+ * The file's text is freed before any error: LeakSanitizer then sees
+ * nothing left behind by the exit. */
 static char *read_template_file(const char *path, size_t *len) {
     char *text = read_text_file("--chat-template", path, len);
-    if (!is_utf8_text(text, *len))
+    if (!is_utf8_text(text, *len)) {
+        free(text);
         cli_die("--chat-template: %s is not UTF-8 text: give a Jinja template, a "
                 "tokenizer_config.json or a built-in format (%s)", path, cli_template_names());
+    }
     /* a JSON object opens with '{' and a key or '}'; Jinja's '{' with '{', '%' or '#' */
     size_t i = 0;
     while (i < *len && isspace((unsigned char)text[i])) i++;
     size_t j = i + 1;
     while (j < *len && isspace((unsigned char)text[j])) j++;
     if (i < *len && text[i] == '{' && j < *len && (text[j] == '"' || text[j] == '}')) {
-        char *inner = template_from_config(path, text, *len);
+        PosencError err;
+        char *inner = template_from_config(path, text, *len, &err);
         free(text);
+        if (!inner) cli_die("--chat-template: %s%s%s", strstr(err.msg, path) ? "" : path,
+                            strstr(err.msg, path) ? "" : ": ", err.msg);
         *len = strlen(inner);
         return inner;
     }
