@@ -247,35 +247,6 @@ END_TEST
 
 /* ---- refusals ------------------------------------------------------------------------- */
 
-/* Copies a GGUF without one tensor (or "") and with keys replaced, added
- * or removed: "KEY=f:1.5;KEY=u:7;KEY=s:text;KEY=" (or ""). */
-static const char EDIT_SCRIPT[] =
-    "import sys\n"
-    "sys.path.insert(0, 'tools')\n"
-    "import gguf\n"
-    "src, dst, drop, settings = sys.argv[1:5]\n"
-    "edits = dict(e.partition('=')[::2] for e in settings.split(';') if e)\n"
-    "r, w = gguf.Reader(src), gguf.Writer()\n"
-    "for k, (t, v) in r.kv.items():\n"
-    "    if k in edits:\n"
-    "        continue\n"
-    "    if t == gguf.ARRAY:\n"
-    "        w.add_array(k, v[0], v[1])\n"
-    "    else:\n"
-    "        w.add(k, t, v)\n"
-    "for key, typed in edits.items():\n"
-    "    kind, _, value = typed.partition(':')\n"
-    "    if kind == 'f':\n"
-    "        w.add_float32(key, float(value))\n"
-    "    elif kind == 'u':\n"
-    "        w.add_uint32(key, int(value))\n"
-    "    elif kind == 's':\n"
-    "        w.add_string(key, value)\n"
-    "for n, t in r.tensors.items():\n"
-    "    if n != drop:\n"
-    "        w.add_tensor(n, tuple(reversed(t['ne'])), gguf.GGML_F32, lambda n=n: r.floats(n))\n"
-    "w.write(dst)\n";
-
 typedef struct {
     const char *name; /* the case whose file is edited */
     const char *drop; /* tensor left out, or "" */
@@ -301,10 +272,10 @@ static const Refusal REFUSALS[] = {
     {"qwen2", "", "", NULL},
 };
 
-/* The case's GGUF edited by EDIT_SCRIPT into `out`. */
+/* The case's GGUF edited by tools/gguf_edit.py into `out`. */
 static void edited_copy(int c, const char *drop, const char *set, char *out, size_t n, int tag) {
     snprintf(out, n, "%s.edit-%d.gguf", dirs[c], tag);
-    const char *args[] = {"-c", EDIT_SCRIPT, ggufs[c], out, drop, set, NULL};
+    const char *args[] = {"tools/gguf_edit.py", ggufs[c], out, drop, set, NULL};
     TestsRun r = tests_run_python_ok(args);
     tests_run_free(&r);
 }
