@@ -109,11 +109,11 @@ static int forward_state_build(ForwardState *s, const ModelConfig *c, const Cont
 
 ContextSize context_size_generate(int n_ctx, TensorType kv_type) {
     int chunk = n_ctx < CONTEXT_PREFILL_CHUNK ? n_ctx : CONTEXT_PREFILL_CHUNK;
-    return (ContextSize){n_ctx, chunk, 1, kv_type};
+    return (ContextSize){.n_ctx = n_ctx, .max_tokens = chunk, .logit_rows = 1, .kv_type = kv_type};
 }
 
 ContextSize context_size_ppl(int n_ctx, TensorType kv_type) {
-    return (ContextSize){n_ctx, n_ctx, n_ctx, kv_type};
+    return (ContextSize){.n_ctx = n_ctx, .max_tokens = n_ctx, .logit_rows = n_ctx, .kv_type = kv_type};
 }
 
 int context_build(Context *ctx, const Model *m, const PeParams *pe, int n_ctx, int max_tokens,
@@ -124,7 +124,8 @@ int context_build(Context *ctx, const Model *m, const PeParams *pe, int n_ctx, i
 int context_build_kv(Context *ctx, const Model *m, const PeParams *pe, int n_ctx, int max_tokens,
                      TensorType kv_type, PosencError *err) {
     if (max_tokens <= 0 || max_tokens > n_ctx) max_tokens = n_ctx;
-    ContextSize size = {n_ctx, max_tokens, max_tokens, kv_type};
+    ContextSize size = {.n_ctx = n_ctx, .max_tokens = max_tokens, .logit_rows = max_tokens,
+                        .kv_type = kv_type};
     return context_build_sized(ctx, m, pe, &size, err);
 }
 
@@ -175,6 +176,18 @@ ContextMemory context_memory(const Model *m, const ContextSize *size) {
         if (!size_mul3(&bytes, b[i].rows, b[i].cols, b[i].dst ? sizeof(float) : sizeof(int)))
             bytes = SIZE_MAX;
         mem.scratch = sat_add(mem.scratch, bytes);
+    }
+    if (size->self_extend) { /* what self_extend_buffers allocates */
+        size_t keys, rows, scores; /* kv_cache_group_keys's store: the cache's keys again */
+        if (!size_mul3(&keys, (size_t)c->n_layers * (size_t)size->n_ctx, (size_t)model_kv_dim(c),
+                       tensor_row_bytes(size->kv_type, 1)))
+            keys = SIZE_MAX;
+        mem.kv_cache = sat_add(mem.kv_cache, keys);
+        if (!size_mul(&rows, (size_t)size->max_tokens, (size_t)(model_q_dim(c) + model_kv_dim(c)) * sizeof(float)))
+            rows = SIZE_MAX;
+        if (!size_mul3(&scores, (size_t)omp_get_max_threads() * ATT_TILE, ATT_BLOCK, sizeof(float)))
+            scores = SIZE_MAX;
+        mem.scratch = sat_add(sat_add(mem.scratch, rows), scores);
     }
     mem.total = sat_add(sat_add(mem.weights, mem.kv_cache), mem.scratch);
     return mem;

@@ -98,6 +98,8 @@ typedef struct {
     int logit_rows;     /* rows of logits a call may return: max_tokens when every row's
                            are wanted (ppl), 1 when only the last one's (generation) */
     TensorType kv_type; /* the cache's elements: TENSOR_F32 or TENSOR_F16 */
+    int self_extend;    /* a layer groups (Self-Extend): a second store of keys, and grouped
+                           queries, keys and scores in the scratch (context_use_layers) */
 } ContextSize;
 
 /* Generation: chunks of CONTEXT_PREFILL_CHUNK, the last row's logits. */

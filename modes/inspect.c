@@ -330,9 +330,13 @@ static void emit_mode_memory(Emitter *e, const char *mode, const ContextMemory *
 }
 
 /* What a run at this --ctx and --kv-type holds: generation prefills in
- * chunks and keeps one row of logits, ppl one chunk of n_ctx rows. */
-static void emit_memory(Emitter *e, const Model *m, int n_ctx, TensorType kv_type) {
+ * chunks and keeps one row of logits, ppl one chunk of n_ctx rows; a
+ * Self-Extend layer adds its grouped keys. */
+static void emit_memory(Emitter *e, const Model *m, const LayerAttention *layers, int n_ctx,
+                        TensorType kv_type) {
     ContextSize gen = context_size_generate(n_ctx, kv_type), ppl = context_size_ppl(n_ctx, kv_type);
+    for (int l = 0; l < m->config.n_layers; l++)
+        gen.self_extend = ppl.self_extend |= layers[l].self_extend_group > 0;
     ContextMemory g = context_memory(m, &gen), p = context_memory(m, &ppl);
     em_begin(e, "memory", '{');
     em_int(e, "ctx", n_ctx);
@@ -368,7 +372,7 @@ void model_inspect(const Model *m, const PeParams *pe, const LayerAttention *lay
     emit_layers(&e, m, layers);
     emit_tokenizer(&e, m->gguf);
     emit_tensors(&e, m);
-    emit_memory(&e, m, n_ctx, kv_type);
+    emit_memory(&e, m, layers, n_ctx, kv_type);
     if (json) fputs("}\n", out);
 }
 

@@ -571,7 +571,7 @@ static int handle_completion(ServeApi *api, const JsonValue *root, ServeResponse
 /* ---- the API ------------------------------------------------------------------------------------------ */
 ContextSize serve_context_size(int n_ctx, TensorType kv_type) {
     int chunk = n_ctx < CONTEXT_PREFILL_CHUNK ? n_ctx : CONTEXT_PREFILL_CHUNK;
-    return (ContextSize){n_ctx, chunk, chunk, kv_type};
+    return (ContextSize){.n_ctx = n_ctx, .max_tokens = chunk, .logit_rows = chunk, .kv_type = kv_type};
 }
 
 void serve_api_init(ServeApi *api, Context *ctx, const Tokenizer *tok, const char *model_id,

@@ -500,6 +500,22 @@ START_TEST(inspect_states_peak_memory) {
     ck_assert_msg(strstr(r.out, "\nmemory\n") &&
                   strstr(r.out, "kv_cache_bytes   73728\n"), "%s", r.out); /* 2*1024*8*4 + 2*1024*4 */
     tests_run_free(&r);
+    /* Self-Extend's second store of keys (1024 x 8 floats) and its scratch:
+     * 512 tokens' grouped queries and keys (8 + 8 floats), each thread's
+     * 16 x 256 grouped scores */
+    const char *plain[] = {big, "-m", "inspect", "--json", "--ctx", "1024", "--threads", "2", NULL};
+    const char *grouped[] = {big, "-m", "inspect", "--json", "--ctx", "1024", "--threads", "2",
+                             "--self-extend", "2,8", NULL};
+    TestsRun a = tests_run_engine_ok(plain), b = tests_run_engine_ok(grouped);
+    const char *ma = strstr(a.out, "\"memory\""), *mb = strstr(b.out, "\"memory\"");
+    ck_assert(ma && mb);
+    ck_assert_double_eq(tests_json_number(mb, "kv_cache_bytes") - tests_json_number(ma, "kv_cache_bytes"),
+                        1024 * 8 * 4);
+    ck_assert_double_eq(tests_json_number(strstr(mb, "\"generate\""), "scratch_bytes") -
+                            tests_json_number(strstr(ma, "\"generate\""), "scratch_bytes"),
+                        512 * (8 + 8) * 4 + 2 * 16 * 256 * 4);
+    tests_run_free(&a);
+    tests_run_free(&b);
 }
 END_TEST
 
