@@ -274,12 +274,17 @@ int tokenizer_set_parse_special(Tokenizer *t, int on) {
 }
 
 int tokenizer_ends_turn(const Tokenizer *t, int id) {
+    /* the newest llama.cpp's end-of-generation names (llama-vocab.cpp) */
     static const char *const names[] = {
         "<|eot_id|>", "<|eom_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
-        "<|end_of_text|>", "<EOT>", "<\357\275\234end\342\226\201of\342\226\201sentence\357\275\234>"};
+        "<|end_of_text|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]", "<|return|>", "<|call|>",
+        "<|flush|>", "<|calls|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
+        "<\357\275\234end\342\226\201of\342\226\201sentence\357\275\234>"};
     if (id < 0 || id >= t->vocab_size) return 0;
     if (id == t->eos_id) return 1;
-    if (t->types[id] != TOKEN_CONTROL) return 0;
+    /* llama.cpp takes a listed name of any type as control; here the added
+     * ones count too (Gemma 4's <|tool_response>), never a piece of text */
+    if (t->types[id] != TOKEN_CONTROL && t->types[id] != TOKEN_USER_DEFINED) return 0;
     for (size_t k = 0; k < sizeof names / sizeof *names; k++)
         if (strcmp(t->pieces[id], names[k]) == 0) return 1;
     return 0;

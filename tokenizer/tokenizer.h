@@ -227,10 +227,10 @@ char *tokenizer_decode_text(const Tokenizer *t, const int *ids, int n, size_t *l
  * from text. */
 int tokenizer_set_parse_special(Tokenizer *t, int on);
 
-/* Whether `id` ends a chat turn, in any vocabulary: EOS, or a control piece
- * chat models end a turn with (<|eot_id|>, <|eom_id|>, <|im_end|>, <|end|>,
- * <end_of_turn>, <|endoftext|>, <|end_of_text|>, <EOT>,
- * <｜end▁of▁sentence｜>). */
+/* Whether `id` ends a chat turn, in any vocabulary: EOS, or a control or
+ * added piece spelled as one of the newest llama.cpp's end-of-generation
+ * tokens (<|eot_id|>, <|im_end|>, <end_of_turn>, Gemma 4's <turn|>, ...:
+ * the list in tokenizer.c). */
 int tokenizer_ends_turn(const Tokenizer *t, int id);
 
 /* Whether generating `id` ends the text (end of generation): in byte-level

@@ -167,6 +167,27 @@ static void change_one_id(char *out, size_t n) {
  * none has a mark between a word and punctuation, where Qwen3.5's parts
  * from Qwen2's, and its vocabulary has no numbers of several digits;
  * test_tokenizer_parity checks the marks against the reference.) */
+/* Gemma 4's turns end on <turn|> (and a tool call's on <|tool_response>),
+ * which generation and chat stop at, as llama.cpp does; the turn's opening
+ * <|turn> does not end it (control). */
+START_TEST(gemma4_turns_end) {
+    const char *dir = vocab_dir();
+    if (!dir) return;
+    Tokenizer t;
+    load_vocab(&t, dir, "gemma-4");
+    int end = -1, tool = -1, open = -1;
+    for (int id = 0; id < t.vocab_size; id++) {
+        if (!strcmp(t.pieces[id], "<turn|>")) end = id;
+        if (!strcmp(t.pieces[id], "<|tool_response>")) tool = id;
+        if (!strcmp(t.pieces[id], "<|turn>")) open = id;
+    }
+    ck_assert_msg(end >= 0 && tool >= 0 && open >= 0, "gemma-4's turn pieces: %d %d %d", end, tool, open);
+    ck_assert(tokenizer_ends_turn(&t, end) && tokenizer_ends_turn(&t, tool));
+    ck_assert(!tokenizer_ends_turn(&t, open));
+    tokenizer_free(&t);
+}
+END_TEST
+
 START_TEST(controls) {
     const char *dir = vocab_dir();
     if (!dir) return;
@@ -272,6 +293,7 @@ int main(void) {
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, every_vocabulary);
     tcase_add_test(tc, controls);
+    tcase_add_test(tc, gemma4_turns_end);
     suite_add_tcase(s, tc);
     return tests_run_suite(s);
 }
