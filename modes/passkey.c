@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/json_parse.h"
+#include "model/sampler.h"
 #include "modes/perplexity.h"
 
 const PasskeyFormat passkey_default_format = {
@@ -250,10 +251,9 @@ int passkey_build(const PasskeyEncoder *enc, const char *filler, const PasskeyFo
      * bytes at the filler's own rate: guesses at that rate bracket the
      * answer within a few tokens (lo fits, hi does not), then the bracket
      * halves. */
-    if (haystack_case(enc, filler, filler_len, f, a, 0, depth, out, err)) return -1;
-    int overhead = out->n_ids;
+    int overhead;
+    if (haystack_tokens(enc, filler, filler_len, f, out->key, a, 0, depth, &overhead, err)) return -1;
     if (overhead > length) {
-        passkey_case_free(out);
         return posenc_error(err, "the intro, needle, question and key alone take %d tokens, "
                                  "more than the length %d", overhead, length);
     }
@@ -402,10 +402,8 @@ int passkey_score(Context *ctx, const PasskeyCase *c, const GroupAttention *ga, 
     out->exact = 1, out->logprob = 0.0;
     for (int j = 0; j < n_key; j++) {
         const float *row = logits + (size_t)j * vocab;
-        int target = c->ids[c->key_start + j], best = 0;
-        for (int i = 1; i < vocab; i++)
-            if (row[i] > row[best]) best = i;
-        out->exact &= best == target;
+        int target = c->ids[c->key_start + j];
+        out->exact &= sampler_argmax(row, vocab) == target;
         out->logprob -= ppl_token_nll(row, vocab, target);
     }
     return 0;
