@@ -39,8 +39,7 @@ static void sift_down(int *heap, int n, int i, const float *x) {
     }
 }
 
-/* The k best-ranked ids in heap[0..k), best first: O(vocab log k). */
-static void select_top(int *heap, int k, const float *x, int n) {
+void logprobs_select_top(int *heap, int k, const float *x, int n) {
     for (int i = 0; i < k; i++) heap[i] = i;
     for (int i = k / 2 - 1; i >= 0; i--) sift_down(heap, k, i, x);
     for (int i = k; i < n; i++)
@@ -65,7 +64,7 @@ void logprob_writer_row(LogprobWriter *w, const char *variant, long index, int p
     fprintf(w->out, ",\"i\":%ld,\"pos\":%d,\"token\":%d,\"logprob\":%.9g", index, pos, token,
             logits[token] - lse);
     if (w->top_k > 0) {
-        select_top(w->heap, w->top_k, logits, w->vocab);
+        logprobs_select_top(w->heap, w->top_k, logits, w->vocab);
         fputs(",\"top\":[", w->out);
         for (int j = 0; j < w->top_k; j++)
             fprintf(w->out, "%s[%d,%.9g]", j ? "," : "", w->heap[j], logits[w->heap[j]] - lse);

@@ -17,6 +17,10 @@ typedef struct {
     int *heap; /* (top_k) scratch for the selection */
 } LogprobWriter;
 
+/* The k (1..n) most probable ids of logits x[0..n) into heap[0..k), most
+ * probable first, ties by lower id: O(n log k). */
+void logprobs_select_top(int *heap, int k, const float *x, int n);
+
 /* top_k: 0..vocab (0: no "top" list). */
 void logprob_writer_init(LogprobWriter *w, FILE *out, int vocab, int top_k);
 void logprob_writer_free(LogprobWriter *w);

@@ -12,6 +12,7 @@
 #include "base/json_parse.h"
 #include "model/sampler.h"
 #include "modes/generate.h"
+#include "modes/logprobs.h"
 #include "modes/perplexity.h"
 
 /* A refused request: its HTTP status and OpenAI's error fields. */
@@ -375,16 +376,8 @@ static TokenLogprob *emit_token(Completion *c, int prev, int token) {
 static void score_token(TokenLogprob *t, const float *logits, int vocab, int n_top) {
     double norm = ppl_log_normalizer(logits, vocab);
     t->logprob = (double)logits[t->token] - norm;
-    int n = 0;
-    for (int id = 0; id < vocab && n_top > 0; id++) {
-        if (n == n_top && logits[id] <= logits[t->top_ids[n - 1]]) continue;
-        int at = n < n_top ? n++ : n - 1;
-        while (at > 0 && logits[id] > logits[t->top_ids[at - 1]]) {
-            t->top_ids[at] = t->top_ids[at - 1];
-            at--;
-        }
-        t->top_ids[at] = id;
-    }
+    int n = n_top < vocab ? n_top : vocab;
+    if (n > 0) logprobs_select_top(t->top_ids, n, logits, vocab);
     t->n_top = n;
     for (int i = 0; i < n; i++) t->top_logprobs[i] = (double)logits[t->top_ids[i]] - norm;
 }
