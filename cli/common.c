@@ -259,6 +259,23 @@ unsigned long long build_sampler(const Options *o, int vocab, Sampler *s) {
     return seed;
 }
 
+void progress_begin(ProgressLine *p) {
+    p->terminal = isatty(STDERR_FILENO);
+    p->start_s = p->shown_s = time_now_s();
+}
+
+int progress_due(ProgressLine *p, int last) {
+    double now = time_now_s();
+    if (!p->terminal && !last && now - p->shown_s < PROGRESS_EVERY_S) return 0;
+    p->shown_s = now;
+    return 1;
+}
+
+void progress_write(const ProgressLine *p, const char *line, int last) {
+    if (p->terminal) fprintf(stderr, "\r%-100.100s%s", line, last ? "\n" : "");
+    else fprintf(stderr, "%s\n", line);
+}
+
 void write_html(const Options *o, const char *title, const ViewReport *r) {
     PosencError err;
     FILE *f = html_report_open(o->html_path, title, r->how_to_read, &err);

@@ -105,6 +105,19 @@ void close_logits_out(const Options *o, LogprobWriter *w);
 extern volatile sig_atomic_t cli_interrupted;
 void catch_interrupts(void);
 
+/* A long run's progress on stderr: one line redrawn in place on a terminal,
+ * else a line at most every PROGRESS_EVERY_S seconds (and the last), so a
+ * log file stays short. */
+#define PROGRESS_EVERY_S 5.0
+typedef struct {
+    int terminal;            /* stderr is a terminal */
+    double start_s, shown_s; /* when the work began; when a line was last written */
+} ProgressLine;
+void progress_begin(ProgressLine *p);
+/* Whether a line is due now (always for the last); marks it written. */
+int progress_due(ProgressLine *p, int last);
+void progress_write(const ProgressLine *p, const char *line, int last);
+
 /* A view's (or a ppl run's) --html page: its tables and charts inline and its data. */
 typedef struct {
     const char *how_to_read;  /* the page's line on what its charts answer to */

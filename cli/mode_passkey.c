@@ -4,7 +4,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cli/common.h"
 #include "cli/modes.h"
@@ -170,28 +169,23 @@ static void plan_free(Plan *p) {
     free(p->cell_of);
 }
 
-/* Where a run stands, on stderr: redrawn in place on a terminal, else a
- * line at most every PROGRESS_EVERY_S seconds (and the last).  The time left
- * goes by tokens, since a haystack's cost grows with its length. */
-#define PROGRESS_EVERY_S 5.0
+/* Where a run stands (cli/common.h's progress line).  The time left goes by
+ * tokens, since a haystack's cost grows with its length. */
 typedef struct {
-    int terminal;
-    double start_s, shown_s;
+    ProgressLine line;
     long haystacks, tokens;            /* done */
     long total_haystacks, total_tokens;
 } Progress;
 
 static void show_progress(Progress *pr, const char *label) {
-    double now = time_now_s(), elapsed = now - pr->start_s;
     int last = pr->haystacks == pr->total_haystacks;
-    if (!pr->terminal && !last && now - pr->shown_s < PROGRESS_EVERY_S) return;
-    pr->shown_s = now;
+    if (!progress_due(&pr->line, last)) return;
+    double elapsed = pr->line.shown_s - pr->line.start_s;
     double left = pr->tokens ? elapsed * (double)(pr->total_tokens - pr->tokens) / (double)pr->tokens : 0;
     char line[160];
     snprintf(line, sizeof line, "passkey %ld/%ld haystacks (%s), %s %.0f s", pr->haystacks,
              pr->total_haystacks, label, last ? "took" : "ETA", last ? elapsed : left);
-    if (pr->terminal) fprintf(stderr, "\r%-100.100s%s", line, last ? "\n" : "");
-    else fprintf(stderr, "%s\n", line);
+    progress_write(&pr->line, line, last);
 }
 
 static void report_json(FILE *out, const void *arg) { passkey_report_json_array(out, arg); }
@@ -296,7 +290,7 @@ int run_passkey(const Options *o) {
                                                                      : "the papers' filler",
                plan.n_cases);
     fflush(stdout);
-    Progress pr = {isatty(STDERR_FILENO), time_now_s(), time_now_s(), 0, 0, 0, 0};
+    Progress pr = {0};
     for (int i = 0; i < v->n; i++)
         for (int k = 0; k < plan.n_cases; k++)
             if (!cells[i][plan.cell_of[k]].skipped) {
@@ -307,6 +301,7 @@ int run_passkey(const Options *o) {
     GroupAttention ga = {0};
     if (o->self_extend_llamacpp)
         parse_group_window("--self-extend-llamacpp", o->self_extend_llamacpp, &ga.group, &ga.window);
+    progress_begin(&pr.line);
     for (int i = 0; i < v->n && !cli_interrupted; i++) {
         Context ctx;
         build_context(&ctx, o, model, &v->params[i], v->labels[i], size);

@@ -16,20 +16,16 @@ typedef struct {
     const char *const *labels; /* per variant */
     LogprobWriter *logprobs;   /* out NULL: no --logits-out */
     int stream;                /* counting tokens of a stream, not windows */
-    int terminal;              /* stderr is a terminal: one line, redrawn */
-    double start_s, shown_s;   /* when scoring began; when progress was last written */
+    ProgressLine progress;
 } PplReport;
 
 /* The running mean NLL of the first variant and the time left, as
- * llama-perplexity prints a running value per chunk: redrawn in place on a
- * terminal, else a line at most every PROGRESS_EVERY_S seconds (and the last). */
-#define PROGRESS_EVERY_S 5.0
+ * llama-perplexity prints a running value per chunk. */
 static void show_progress(const PplProgressState *st, void *user) {
     PplReport *r = user;
-    double now = time_now_s(), elapsed = now - r->start_s;
     int last = st->done == st->total;
-    if (!r->terminal && !last && now - r->shown_s < PROGRESS_EVERY_S) return;
-    r->shown_s = now;
+    if (!progress_due(&r->progress, last)) return;
+    double elapsed = r->progress.shown_s - r->progress.start_s;
     const PplResult *first = &st->res[0];
     double nll = first->n_scored ? first->nll_sum / first->n_scored : 0.0;
     double eta = st->fraction > 0 ? elapsed * (1 - st->fraction) / st->fraction : 0.0;
@@ -37,8 +33,7 @@ static void show_progress(const PplProgressState *st, void *user) {
     snprintf(line, sizeof line, "%-20.20s %ld/%ld %s, %s nll %.4f (ppl %.3f), %s %.0f s",
              r->progress_label, st->done, st->total, r->stream ? "tokens" : "windows",
              r->labels[0], nll, exp(nll), last ? "took" : "ETA", last ? elapsed : eta);
-    if (r->terminal) fprintf(stderr, "\r%-100.100s%s", line, last ? "\n" : "");
-    else fprintf(stderr, "%s\n", line);
+    progress_write(&r->progress, line, last);
 }
 
 static void log_prediction(const PplPrediction *p, void *user) {
@@ -114,8 +109,8 @@ int score_variants(const Options *o, const Model *model, const char *const *labe
     Context ctxs[MAX_VARIANTS + 1];
     for (int v = 0; v < n; v++)
         build_context(&ctxs[v], o, model, &params[v], labels[v], context_size_ppl(window, kv_type(o)));
-    PplReport report = {progress_label, labels, logprobs, o->stream, isatty(STDERR_FILENO),
-                        time_now_s(), time_now_s()};
+    PplReport report = {progress_label, labels, logprobs, o->stream, {0}};
+    progress_begin(&report.progress);
     PplHooks hooks = {show_progress, logprobs && logprobs->out ? log_prediction : NULL, &report};
     PosencError err;
     int rc = ppl_evaluate_variants(ctxs, n, baseline, ids, n_ids, &popt, res, &hooks, &err);
