@@ -145,19 +145,21 @@ demo: run
 	@sh tools/demo.sh "$(MODELS_DIR)"
 
 # ---- benchmarks ---------------------------------------------------------------
-# make bench [LLAMA2C=/path/to/llama2.c/run] [LLAMACPP_BENCH=/path/to/llama-bench]
+# make bench [LLAMA2C=/path/to/llama2.c/run] [LLAMACPP_BENCH="/path/to/llama-bench ..."]
 #            [LLAMACPP_PPL=/path/to/llama-perplexity] [LLAMACPP_BATCHED=/path/to/llama-batched-bench]
 #            [BENCH_THREADS=2] [BENCH_REPS=3]
 # Random-weight models at real shapes go to build/bench (made once).
 BENCH_THREADS ?= 2
 BENCH_REPS ?= 3
-LLAMACPP_PPL ?= $(if $(LLAMACPP_BENCH),$(dir $(LLAMACPP_BENCH))llama-perplexity)
-LLAMACPP_BATCHED ?= $(if $(LLAMACPP_BENCH),$(wildcard $(dir $(LLAMACPP_BENCH))llama-batched-bench))
+# (several llama-bench builds, e.g. c392e50's and today's: one column each;
+# llama-perplexity and llama-batched-bench are taken beside the first)
+LLAMACPP_PPL ?= $(if $(LLAMACPP_BENCH),$(dir $(firstword $(LLAMACPP_BENCH)))llama-perplexity)
+LLAMACPP_BATCHED ?= $(if $(LLAMACPP_BENCH),$(wildcard $(dir $(firstword $(LLAMACPP_BENCH)))llama-batched-bench))
 bench: run
 	@$(PYTHON) tools/bench.py --run ./run --models build/bench --threads $(BENCH_THREADS) \
 	  --reps $(BENCH_REPS) --tokenizer $(MODELS_DIR)/llama2-tokenizer/tokenizer.bin \
 	  --ppl-text $(MODELS_DIR)/../text/wikitext-2-raw-test.txt \
-	  $(if $(LLAMA2C),--llama2c $(LLAMA2C)) $(if $(LLAMACPP_BENCH),--llamacpp-bench $(LLAMACPP_BENCH)) \
+	  $(if $(LLAMA2C),--llama2c $(LLAMA2C)) $(foreach b,$(LLAMACPP_BENCH),--llamacpp-bench $(b)) \
 	  $(if $(LLAMACPP_PPL),--llamacpp-ppl $(LLAMACPP_PPL)) \
 	  $(if $(LLAMACPP_BATCHED),--llamacpp-batched $(LLAMACPP_BATCHED))
 	@if [ -f tools/bench_tokenizer.sh ]; then echo; sh tools/bench_tokenizer.sh $(MODELS_DIR); fi

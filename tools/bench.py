@@ -3,7 +3,8 @@
 
     bench.py [--run ./run] [--models DIR] [--threads 2] [--reps 3]
              [--shapes stories15M,stories110M] [--types f32,f16,bf16,q8_0,q4_0,q4_k_m]
-             [--llama2c PATH] [--llamacpp-bench PATH] [--llamacpp-ppl PATH]
+             [--family-shapes qwen3-0.6b,gemma3-1b,llama3.2-1b] [--family-types q8_0,q4_k_m]
+             [--llama2c PATH] [--llamacpp-bench PATH ...] [--llamacpp-ppl PATH]
              [--ppl-text FILE] [--ppl-chunks N] [--tokenizer PATH]
              [--depths 1024,4096] [--depth-shape stories110M] [--llamacpp-batched PATH]
 
@@ -12,6 +13,9 @@ the block-quantized types, e.g. q4_0 and the q4_k_m mix, with
 tools/quantize.py from the f32 GGUF),
 measures posenc's `-m bench` (pp512, tg128) on each shape and weight type
 (prefill's share of the probed FMA peak, decode's of the probed bandwidth),
+and on today's families at their releases' shapes (--family-shapes, random
+weights written by random_model.py as Hugging Face checkpoints and converted
+with convert.py; --family-types of each),
 then pp512 of every weight type of --depth-shape against its f32 (the
 types taking turns within each round, so their ratio is not the machine's
 drift between rows minutes apart), then the same tests at each of
@@ -20,7 +24,9 @@ drift between rows minutes apart), then the same tests at each of
 llama-batched-bench's decode after a prompt of that many tokens, --llamacpp-batched),
 and, in the same run on the same files, the peers whose paths are given:
 llama2.c's run (decode of the f32 .bin), llama.cpp's llama-bench (the same
-GGUF files) and llama-perplexity (-m ppl against it on the first shape's
+GGUF files; --llamacpp-bench may be given for several builds, e.g. c392e50
+and today's, each its own column named by its build commit, a file it
+cannot load shown as "-"; the depth table takes the first) and llama-perplexity (-m ppl against it on the first shape's
 f32 GGUF, same context and chunks).  One table; ratios are posenc / peer,
 so > 1 means posenc is faster.  Peers are optional: the table says which
 were compared.
@@ -64,15 +70,22 @@ def posenc_bench(a, model, depths=None, tg=128):
 
 
 def llamacpp_has_depth(a):
-    p = subprocess.run([a.llamacpp_bench, "--help"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    p = subprocess.run([a.llamacpp_bench[0], "--help"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     return "--n-depth" in p.stdout
 
 
-def llamacpp_bench(a, model, depths=None):
-    cmd = [a.llamacpp_bench, "-m", model, "-p", "512", "-n", "128", "-t", str(a.threads), "-r", "1", "-o", "jsonl"]
+def llamacpp_bench(a, model, depths=None, path=None):
+    """{test: tok/s}; None when this llama-bench cannot load the model (an
+    architecture newer than its build)."""
+    cmd = [path or a.llamacpp_bench[0], "-m", model, "-p", "512", "-n", "128", "-t", str(a.threads),
+           "-r", "1", "-o", "jsonl"]
     if depths:
         cmd += ["-d", ",".join(map(str, [0] + depths)), "-ctk", "f16", "-ctv", "f16"]
-    p = run(cmd)
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if p.returncode != 0:
+        if "unknown model architecture" in p.stderr:
+            return None
+        sys.exit("bench.py: %s failed (%d): %s" % (" ".join(cmd), p.returncode, p.stderr.strip()[-400:]))
     out = {}
     for line in p.stdout.splitlines():
         r = json.loads(line)
@@ -94,6 +107,34 @@ def llamacpp_batched(a, model, depths):
         if len(cells) == 10 and cells[0].isdigit():
             out["tg%s @ d%s" % (cells[1], cells[0])] = float(cells[7])
     return out
+
+
+def llamacpp_commit(a, path, model):
+    """The build commit a llama-bench reports, to name its column."""
+    cmd = [path, "-m", model, "-p", "8", "-n", "0", "-t", str(a.threads), "-r", "1", "-o", "jsonl"]
+    line = run(cmd).stdout.splitlines()[0]
+    return json.loads(line).get("build_commit", "?")
+
+
+def make_models(a, shapes, types, family):
+    """The llama2.c shapes' f32/f16/bf16/q8_0 files come from convert.py; the
+    families' (a billion weights) from quantize.py's NumPy, q8_0 included."""
+    written = [] if family else [t for t in types if t in WRITTEN_BY_CONVERT]
+    for shape in shapes:
+        formats = ["f32"] + written if family else ["bin", "f32"] + written
+        cmd = [sys.executable, os.path.join(HERE, "random_model.py"), shape, a.models,
+               "--formats", ",".join(formats)]
+        if a.tokenizer and not family:
+            cmd += ["--tokenizer", a.tokenizer]
+        run(cmd)
+        for t in types:
+            if t in written:
+                continue
+            out = os.path.join(a.models, "%s-%s.gguf" % (shape, t))
+            if not os.path.exists(out):
+                run([sys.executable, os.path.join(HERE, "quantize.py"),
+                     os.path.join(a.models, "%s-f32.gguf" % shape), out + ".part", t])
+                os.replace(out + ".part", out)
 
 
 def llama2c_decode(a, binpath, tok):
@@ -144,9 +185,13 @@ def main(argv):
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--shapes", default="stories15M,stories110M")
     ap.add_argument("--types", default="f32,f16,bf16,q8_0,q4_0,q4_k_m")
+    ap.add_argument("--family-shapes", default="qwen3-0.6b,gemma3-1b,llama3.2-1b",
+                    help="today's families at their releases' shapes ('': none)")
+    ap.add_argument("--family-types", default="q8_0,q4_k_m")
     ap.add_argument("--tokenizer", help="llama2.c tokenizer.bin for the 32000-token shapes")
     ap.add_argument("--llama2c")
-    ap.add_argument("--llamacpp-bench")
+    ap.add_argument("--llamacpp-bench", action="append", default=[],
+                    help="a llama-bench; repeat for several llama.cpp builds")
     ap.add_argument("--llamacpp-ppl")
     ap.add_argument("--ppl-text")
     ap.add_argument("--ppl-chunks", type=int, default=64)
@@ -155,47 +200,40 @@ def main(argv):
     ap.add_argument("--llamacpp-batched", help="llama-batched-bench, for decode at depth without llama-bench -d")
     a = ap.parse_args(argv)
     shapes, types = a.shapes.split(","), a.types.split(",")
-    written = [t for t in types if t in WRITTEN_BY_CONVERT]
-    for shape in shapes:
-        cmd = [sys.executable, os.path.join(HERE, "random_model.py"), shape, a.models,
-               "--formats", ",".join(["bin", "f32"] + written)]
-        if a.tokenizer:
-            cmd += ["--tokenizer", a.tokenizer]
-        run(cmd)
-        for t in types:
-            if t in written:
-                continue
-            out = os.path.join(a.models, "%s-%s.gguf" % (shape, t))
-            if not os.path.exists(out):
-                run([sys.executable, os.path.join(HERE, "quantize.py"),
-                     os.path.join(a.models, "%s-f32.gguf" % shape), out + ".part", t])
-                os.replace(out + ".part", out)
+    family_shapes = [s for s in a.family_shapes.split(",") if s]
+    family_types = a.family_types.split(",")
+    make_models(a, shapes, types, family=False)
+    make_models(a, family_shapes, family_types, family=True)
     tok = os.path.join(a.models, "tokenizer.bin")
-    peers = [p for p, on in (("llama2.c (%s)" % a.llama2c, a.llama2c),
-                             ("llama.cpp (%s)" % a.llamacpp_bench, a.llamacpp_bench)) if on]
+    first = os.path.join(a.models, "%s-%s.gguf" % (shapes[0], types[0]))
+    lcpp_names = ["llama.cpp %s" % llamacpp_commit(a, p, first) for p in a.llamacpp_bench]
+    peers = ["llama2.c (%s)" % a.llama2c] if a.llama2c else []
+    peers += ["%s (%s)" % (n, p) for n, p in zip(lcpp_names, a.llamacpp_bench)]
     print("# posenc %s, %d threads, %d rounds (engines take turns; ratio = median of per-round ratios); compared with: %s" %
           (a.run, a.threads, a.reps, ", ".join(peers) if peers else "no peers (set LLAMA2C, LLAMACPP_BENCH)"))
-    print("| model | weights | test | posenc tok/s | of bw / peak | llama2.c tok/s | ratio | llama.cpp tok/s | ratio |")
-    print("|---|---|---|---:|---:|---:|---:|---:|---:|")
-    for shape in shapes:
-        for t in types:
-            gguf = os.path.join(a.models, "%s-%s.gguf" % (shape, t))
-            engines = {"posenc": lambda: posenc_bench(a, gguf)}
-            if a.llamacpp_bench:
-                engines["llama.cpp"] = lambda: llamacpp_bench(a, gguf)
-            if a.llama2c and t == "f32":
-                binpath = os.path.join(a.models, shape + ".bin")
-                engines["llama2.c"] = lambda: llama2c_decode(a, binpath, tok)
-            res = rounds(a, engines)
-            for test in ("pp512", "tg128"):
-                mine = [r[test][0] for r in res["posenc"]]
-                bw = "%.0f%%" % (100 * statistics.mean(r[test][1] for r in res["posenc"]))
-                l2c = [r[test] for r in res.get("llama2.c", []) if test in r]
-                lcpp = [r[test] for r in res.get("llama.cpp", [])]
-                print("| %s | %s | %s | %s | %s | %s | %s | %s | %s |" %
-                      (shape, t, test, fmt(mine), bw, fmt(l2c), ratio(mine, l2c),
-                       fmt(lcpp), ratio(mine, lcpp)))
-            sys.stdout.flush()
+    print("| model | weights | test | posenc tok/s | of bw / peak | llama2.c tok/s | ratio |" +
+          "".join(" %s tok/s | ratio |" % n for n in lcpp_names))
+    print("|---|---|---|---:|---:|---:|---:|" + "---:|---:|" * len(lcpp_names))
+    for shape, t in [(s, t) for s in shapes for t in types] + [(s, t) for s in family_shapes for t in family_types]:
+        gguf = os.path.join(a.models, "%s-%s.gguf" % (shape, t))
+        engines = {"posenc": lambda: posenc_bench(a, gguf)}
+        for n, p in zip(lcpp_names, a.llamacpp_bench):
+            engines[n] = lambda p=p: llamacpp_bench(a, gguf, path=p)
+        if a.llama2c and t == "f32" and shape in shapes:
+            binpath = os.path.join(a.models, shape + ".bin")
+            engines["llama2.c"] = lambda: llama2c_decode(a, binpath, tok)
+        res = rounds(a, engines)
+        for test in ("pp512", "tg128"):
+            mine = [r[test][0] for r in res["posenc"]]
+            bw = "%.0f%%" % (100 * statistics.mean(r[test][1] for r in res["posenc"]))
+            l2c = [r[test] for r in res.get("llama2.c", []) if test in r]
+            cells = ""
+            for n in lcpp_names:
+                lcpp = [r[test] for r in res[n] if r is not None]
+                cells += " %s | %s |" % (fmt(lcpp) if lcpp else "does not load", ratio(mine, lcpp))
+            print("| %s | %s | %s | %s | %s | %s | %s |%s" %
+                  (shape, t, test, fmt(mine), bw, fmt(l2c), ratio(mine, l2c), cells))
+        sys.stdout.flush()
     if a.depth_shape in shapes and "f32" in types and len(types) > 1:
         models = {t: os.path.join(a.models, "%s-%s.gguf" % (a.depth_shape, t)) for t in types}
         res = rounds(a, {t: (lambda m=m: posenc_bench(a, m, tg=0)["pp512"][0]) for t, m in models.items()})

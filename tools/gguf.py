@@ -274,7 +274,8 @@ class Writer:
             for t in self.tensors:
                 values = t.source() if callable(t.source) else t.source
                 nelem = t.nbytes // _BLOCK[t.type][1] * _BLOCK[t.type][0]
-                if t.type not in _ENCODERS:
+                if isinstance(values, (bytes, bytearray)) or t.type not in _ENCODERS:
+                    # already encoded (any type); the block types without an encoder here must be
                     if not isinstance(values, (bytes, bytearray)) or len(values) != t.nbytes:
                         raise GGUFError("tensor %r: type %d takes its %d encoded bytes"
                                         % (t.name, t.type, t.nbytes))

@@ -4,8 +4,8 @@ layouts are base/quant.h's).
 
     quantize.py INPUT.gguf OUTPUT.gguf TYPE
 
-TYPE: q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k, or the mixes q4_k_m and
-q5_k_m.  Every key is copied; 1-D tensors stay as they are, matrices become
+TYPE: q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k, or the mixes q4_k_m
+and q5_k_m.  Every key is copied; 1-D tensors stay as they are, matrices become
 TYPE.  The mixes are llama.cpp's (llama_tensor_get_type): q4_k (q5_k), but
 q6_k for the output matrix (the token embedding when it is tied) and for
 attn_v and ffn_down in the layers use_more_bits picks (the first and last
@@ -13,7 +13,9 @@ eighth, and every third between).  A K-quant needs rows that are a multiple
 of 256: other matrices fall back as llama.cpp's do (FALLBACK; q4_0 stands in
 for llama.cpp's iq4_nl, which posenc does not read).
 
-How it quantizes: q4_0, q4_1, q5_0, q5_1 round to nearest with the scale
+How it quantizes: q8_0 exactly as tools/convert.py (ggml's reference:
+d = max|x| / 127, x / d rounded half away from zero), byte for byte, in
+NumPy (a billion weights in minutes rather than hours); q4_0, q4_1, q5_0, q5_1 round to nearest with the scale
 that maps the block's absolute maximum (or its minimum and maximum) onto the
 integer range, as ggml's reference quantizers do.  The K-quants choose each
 sub-block's scale (and min) by least squared error among candidates around
@@ -35,7 +37,7 @@ import gguf  # noqa: E402
 import quant_reference as qr  # noqa: E402
 
 QK, QK_K = qr.QK, qr.QK_K
-IDS = {v[0]: k for k, v in qr.TYPES.items()}
+IDS = dict({v[0]: k for k, v in qr.TYPES.items()}, q8_0=gguf.GGML_Q8_0)
 FALLBACK = {"q2_k": "q4_0", "q3_k": "q4_0", "q4_k": "q5_0", "q5_k": "q5_1", "q6_k": "q8_0"}
 MIXES = {"q4_k_m": "q4_k", "q5_k_m": "q5_k"}
 
@@ -257,9 +259,25 @@ def q_k(x, name):
                            _f16_bytes(d)], axis=1)
 
 
+def q8_0(x):
+    """(nb, 32) floats -> (nb, 34) bytes, gguf.encode_q8_0's arithmetic: float32
+    scale, reciprocal and products; the rounding of |v| + 0.5 in double."""
+    d = (np.abs(x).max(axis=1) / np.float32(127.0)).astype(np.float32)
+    inv = _div(np.float32(1.0), d).astype(np.float32)
+    v = (x * inv[:, None]).astype(np.float32).astype(np.float64)
+    q = (np.sign(v) * np.floor(np.abs(v) + 0.5)).astype(np.int8)
+    return np.concatenate([_f16_bytes(d), q.view(np.uint8)], axis=1)
+
+
+def block_size(name):
+    return QK if name == "q8_0" else qr.TYPES[IDS[name]][1]
+
+
 def quantize(values, name):
     """Row-major float32 values (a multiple of the block) -> encoded bytes."""
-    qk = qr.TYPES[IDS[name]][1]
+    qk = block_size(name)
+    if name == "q8_0":
+        return q8_0(np.asarray(values, np.float32).reshape(-1, qk)).tobytes()
     x = np.asarray(values, np.float32).reshape(-1, qk)
     return (q_32 if qk == QK else q_k)(x, name).tobytes()
 
@@ -290,10 +308,10 @@ def main(argv=None):
             w.add_tensor(name, shape, gguf.GGML_F32, values.tolist())
             continue
         ttype = mix_type(a.type, name, n_layers, tied) if a.type in MIXES else a.type
-        if t["ne"][0] % qr.TYPES[IDS[ttype]][1]:
-            ttype = FALLBACK.get(ttype, ttype)
-        if ttype == "q8_0":
-            w.add_tensor(name, shape, gguf.GGML_Q8_0, values.tolist())
+        while ttype != "f16" and t["ne"][0] % block_size(ttype):
+            ttype = FALLBACK.get(ttype, "f16")   # f16: as convert.py stores rows no block fits
+        if ttype == "f16":
+            w.add_tensor(name, shape, gguf.GGML_F16, values.tolist())
         else:
             w.add_tensor(name, shape, IDS[ttype], quantize(values, ttype))
     w.write(a.output)

@@ -20,16 +20,31 @@ Weights are uniform-ish random: sign and 24 random bits with magnitudes in
 [2^-7, 2^-5), i.e. the scale of a trained small model's matrices; norms are
 1, so activations keep a sensible range.  A seed makes the files
 reproducible.
+
+Today's families at their real shapes (needs NumPy):
+
+    random_model.py qwen3-0.6b|gemma3-1b|llama3.2-1b OUTDIR [--formats f32] [--seed N]
+
+writes a Hugging Face directory OUTDIR/SHAPE-hf (the model's own config.json
+with every dimension, window and RoPE setting of the release; random F32
+safetensors with HF's parameter names; a 256-byte BPE vocabulary, the other
+rows padding) and converts it with tools/convert.py, as a user converts the
+release, into SHAPE-TYPE.gguf (quantize.py writes q8_0 from the f32 file a
+hundred times faster than convert.py's pure Python).  Matrices are Gaussian with the configs'
+initializer_range (0.02); norms are neutral (1, or 0 where the family scales
+by 1 + w).
 """
 import argparse
 import array
+import json
 import os
 import random
 import shutil
 import struct
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
 import convert  # noqa: E402
 import gguf  # noqa: E402
 
@@ -38,6 +53,37 @@ SHAPES = {
     "stories15M": (288, 768, 6, 6, 6, 32000, 256),
     "stories42M": (512, 1376, 8, 8, 8, 32000, 1024),
     "stories110M": (768, 2048, 12, 12, 12, 32000, 1024),
+}
+# The releases' config.json: Qwen/Qwen3-0.6B, google/gemma-3-1b-it (its
+# transformers 5.x form) and meta-llama/Llama-3.2-1B (4.x form, as it ships).
+FAMILY_SHAPES = {
+    "qwen3-0.6b": {
+        "model_type": "qwen3", "vocab_size": 151936, "hidden_size": 1024,
+        "intermediate_size": 3072, "num_hidden_layers": 28, "num_attention_heads": 16,
+        "num_key_value_heads": 8, "head_dim": 128, "max_position_embeddings": 40960,
+        "rms_norm_eps": 1e-6, "hidden_act": "silu", "attention_bias": False,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0},
+        "tie_word_embeddings": True},
+    "gemma3-1b": {
+        "model_type": "gemma3_text", "vocab_size": 262144, "hidden_size": 1152,
+        "intermediate_size": 6912, "num_hidden_layers": 26, "num_attention_heads": 4,
+        "num_key_value_heads": 1, "head_dim": 256, "max_position_embeddings": 32768,
+        "rms_norm_eps": 1e-6, "hidden_activation": "gelu_pytorch_tanh",
+        "query_pre_attn_scalar": 256, "sliding_window": 512,
+        "layer_types": [("full_attention" if (i + 1) % 6 == 0 else "sliding_attention")
+                        for i in range(26)],
+        "rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 1000000.0},
+                            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}},
+        "attn_logit_softcapping": None, "final_logit_softcapping": None,
+        "tie_word_embeddings": True},
+    "llama3.2-1b": {
+        "model_type": "llama", "vocab_size": 128256, "hidden_size": 2048,
+        "intermediate_size": 8192, "num_hidden_layers": 16, "num_attention_heads": 32,
+        "num_key_value_heads": 8, "head_dim": 64, "max_position_embeddings": 131072,
+        "rms_norm_eps": 1e-5, "hidden_act": "silu", "rope_theta": 500000.0,
+        "rope_scaling": {"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0,
+                         "high_freq_factor": 4.0, "original_max_position_embeddings": 8192},
+        "tie_word_embeddings": True},
 }
 DIMS = ("dim", "hidden", "layers", "heads", "kv_heads", "vocab", "seq")
 GGUF_TYPES = tuple(sorted(convert.DTYPES))
@@ -98,9 +144,88 @@ def write_tokenizer(path, vocab):
             f.write(struct.pack("<fi", -float(i), len(p)) + p)
 
 
+def hf_parameters(config):
+    """[(name, shape, neutral norm value or None for a random matrix)] in HF's names."""
+    gemma = config["model_type"].startswith("gemma")
+    qk_norm = config["model_type"] in ("qwen3", "gemma3_text")
+    d, ff, hd = config["hidden_size"], config["intermediate_size"], config["head_dim"]
+    q, kv = config["num_attention_heads"] * hd, config["num_key_value_heads"] * hd
+    one = 0.0 if gemma else 1.0
+    norms = ["input_layernorm", "post_attention_layernorm"]
+    if gemma:
+        norms += ["pre_feedforward_layernorm", "post_feedforward_layernorm"]
+    params = [("model.embed_tokens.weight", (config["vocab_size"], d), None)]
+    for i in range(config["num_hidden_layers"]):
+        p = "model.layers.%d." % i
+        params += [(p + "self_attn.q_proj.weight", (q, d), None),
+                   (p + "self_attn.k_proj.weight", (kv, d), None),
+                   (p + "self_attn.v_proj.weight", (kv, d), None),
+                   (p + "self_attn.o_proj.weight", (d, q), None)]
+        if qk_norm:
+            params += [(p + "self_attn.q_norm.weight", (hd,), one),
+                       (p + "self_attn.k_norm.weight", (hd,), one)]
+        params += [(p + "mlp.gate_proj.weight", (ff, d), None),
+                   (p + "mlp.up_proj.weight", (ff, d), None),
+                   (p + "mlp.down_proj.weight", (d, ff), None)]
+        params += [(p + n + ".weight", (d,), one) for n in norms]
+    return params + [("model.norm.weight", (d,), one)]
+
+
+def write_hf(directory, config, seed):
+    """config.json, model.safetensors (F32, written tensor by tensor), vocab.json
+    and merges.txt (256 byte tokens, no merges: convert.py pads the other rows)."""
+    import numpy as np
+    import hf_tiny
+    os.makedirs(directory, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    params = hf_parameters(config)
+    header, offset = {}, 0
+    for name, shape, _ in params:
+        size = 4 * int(np.prod(shape))
+        header[name] = {"dtype": "F32", "shape": list(shape), "data_offsets": [offset, offset + size]}
+        offset += size
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    tmp = os.path.join(directory, "model.safetensors.tmp")
+    with open(tmp, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h)
+        for name, shape, neutral in params:
+            n = int(np.prod(shape))
+            if neutral is not None:
+                f.write(np.full(n, neutral, "<f4").tobytes())
+                continue
+            for start in range(0, n, CHUNK):
+                m = min(CHUNK, n - start)
+                f.write((rng.standard_normal(m, dtype=np.float32) * 0.02).astype("<f4").tobytes())
+    os.replace(tmp, os.path.join(directory, "model.safetensors"))
+    with open(os.path.join(directory, "config.json"), "w") as f:
+        json.dump(dict(config, _name_or_path="random-" + os.path.basename(directory)), f, indent=1)
+    chars = hf_tiny.byte_alphabet()
+    with open(os.path.join(directory, "vocab.json"), "w", encoding="utf-8") as f:
+        json.dump({chars[b]: b for b in range(256)}, f, ensure_ascii=False)
+    with open(os.path.join(directory, "merges.txt"), "w") as f:
+        f.write("#version: 0.2\n")
+
+
+def family_main(args, formats):
+    hf = os.path.join(args.outdir, args.shape + "-hf")
+    if not os.path.exists(os.path.join(hf, "model.safetensors")):
+        write_hf(hf, FAMILY_SHAPES[args.shape], args.seed)
+        print(hf)
+    for f in formats:
+        path = os.path.join(args.outdir, "%s-%s.gguf" % (args.shape, f))
+        if os.path.exists(path):
+            continue
+        out = convert.Output(f)
+        convert.convert_hf(hf, out, None)
+        out.write(path)
+        print(path)
+    return 0
+
+
 def parse_args(argv):
     ap = convert._Parser(prog="random_model.py", description=__doc__.split("\n\n")[0])
-    ap.add_argument("shape", choices=sorted(SHAPES) + ["custom"])
+    ap.add_argument("shape", choices=sorted(SHAPES) + sorted(FAMILY_SHAPES) + ["custom"])
     ap.add_argument("outdir")
     ap.add_argument("--formats", default="bin,f32",
                     help="comma list of bin and GGUF types %s (default bin,f32)" % ",".join(GGUF_TYPES))
@@ -109,6 +234,15 @@ def parse_args(argv):
     for d in DIMS:
         ap.add_argument("--" + d.replace("_", "-"), type=int, dest=d)
     args = ap.parse_args(argv)
+    formats = [f for f in args.formats.split(",") if f]
+    for f in formats:
+        if f != "bin" and f not in GGUF_TYPES:
+            ap.error("unknown format %r (bin, %s)" % (f, ", ".join(GGUF_TYPES)))
+    if args.shape in FAMILY_SHAPES:
+        if "bin" in formats or args.tokenizer or any(getattr(args, d) is not None for d in DIMS):
+            ap.error("%s: the shape is the release's; bin, --tokenizer and the dimension flags "
+                     "are for the llama2.c shapes" % args.shape)
+        return args, None, formats
     base = SHAPES.get(args.shape)
     dims = []
     for i, d in enumerate(DIMS):
@@ -125,16 +259,14 @@ def parse_args(argv):
         ap.error("dim %d, %d heads and %d kv heads do not divide evenly" % (dim, heads, kv_heads))
     if vocab < 259:
         ap.error("--vocab must be at least 259 (<unk>, <s>, </s> and 256 bytes)")
-    formats = [f for f in args.formats.split(",") if f]
-    for f in formats:
-        if f != "bin" and f not in GGUF_TYPES:
-            ap.error("unknown format %r (bin, %s)" % (f, ", ".join(GGUF_TYPES)))
     return args, tuple(dims), formats
 
 
 def main(argv):
     args, dims, formats = parse_args(argv)
     os.makedirs(args.outdir, exist_ok=True)
+    if dims is None:
+        return family_main(args, formats)
     name = args.shape if args.shape != "custom" else "custom-%dx%d" % (dims[0], dims[2])
     tok = os.path.join(args.outdir, "tokenizer.bin")
     if not os.path.exists(tok):

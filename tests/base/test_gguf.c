@@ -1113,7 +1113,8 @@ static int same_tensors(const GgufFile *a, const GgufFile *b) {
 
 /* A GGUF input is retyped: f32 GGUF -> q8_0 equals converting the checkpoint
  * to q8_0 directly, tensor for tensor and byte for byte, and every key comes
- * along; the output's directory is created. */
+ * along; the output's directory is created.  tools/quantize.py's q8_0 (NumPy)
+ * gives the same bytes. */
 START_TEST(test_convert_gguf_input) {
     const char *models = convert_models("convert.py GGUF -> GGUF");
     if (!models) return;
@@ -1139,6 +1140,17 @@ START_TEST(test_convert_gguf_input) {
     convert_and_open(&f16, models, "zoo/alibi", to_f16);
     ck_assert(same_tensors(&retyped, &direct));
     ck_assert(!same_tensors(&retyped, &f16)); /* control: another type is told apart */
+    if (tests_python_available("quantize.py q8_0")) { /* NumPy's q8_0: the same bytes */
+        char q8np[256];
+        snprintf(q8np, sizeof q8np, "%s/q8np.gguf", dir);
+        const char *quantize[] = {"tools/quantize.py", f32, q8np, "q8_0", NULL};
+        r = tests_run_python_ok(quantize);
+        tests_run_free(&r);
+        GgufFile numpy_q8;
+        ck_assert_msg(gguf_open(&numpy_q8, q8np, &err) == 0, "%s", err.msg);
+        ck_assert(same_tensors(&numpy_q8, &direct));
+        gguf_close(&numpy_q8);
+    }
     ck_assert_uint_eq(get_u32(&retyped, "general.file_type"), 7);
     ck_assert_uint_eq(retyped.n_kv, src.n_kv);
     for (size_t i = 0; i < src.n_kv; i++)
