@@ -34,7 +34,6 @@ hundred times faster than convert.py's pure Python).  Matrices are Gaussian with
 initializer_range (0.02); norms are neutral (1, or 0 where the family scales
 by 1 + w).
 """
-import argparse
 import array
 import json
 import os
