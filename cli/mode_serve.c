@@ -1,7 +1,9 @@
 /* -m serve: modes/serve_api.c behind libmicrohttpd (an optional build
- * dependency: without it the mode says how to get it).  The daemon runs in
- * one internal polling thread, so requests reach the one slot one at a time;
- * the main thread waits for SIGINT or SIGTERM and then stops the daemon. */
+ * dependency: without it the mode says how to get it).  The daemon gives
+ * each connection a thread, which waits in the API's queue for a slot and
+ * runs the request on it (a stream's events are pulled by libmicrohttpd on
+ * that thread); the main thread waits for SIGINT or SIGTERM and then stops
+ * the daemon. */
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,8 +54,50 @@ static void append(Upload *u, const char *data, size_t n) {
     u->len += n;
 }
 
+static void log_request(const char *method, const char *url, const ServeResponse *r, double t_start) {
+    fprintf(stderr, "serve: %s %s %d", method, url, r->status);
+    if (r->slot >= 0)
+        fprintf(stderr, " slot %d prompt %d tokens (%d cached) generated %d", r->slot, r->n_prompt, r->n_reused,
+                r->n_generated);
+    fprintf(stderr, " %.1f ms\n", 1e3 * (time_now_s() - t_start));
+}
+
+/* A streamed response: its request's line for the log, and the stream
+ * whose events libmicrohttpd pulls. */
+typedef struct {
+    ServeStream *stream;
+    char method[16], url[64];
+    double t_start;
+    const char *pending;  /* the part of the last event not yet handed over */
+    size_t n_pending;
+} Streamed;
+
+/* libmicrohttpd asks for the next bytes of a stream (into buf, at most max)
+ * whenever the socket can take them; on this connection's own thread. */
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
+    Streamed *s = cls;
+    if (!s->n_pending && !serve_stream_next(s->stream, &s->pending, &s->n_pending))
+        return MHD_CONTENT_READER_END_OF_STREAM;
+    size_t n = s->n_pending < max ? s->n_pending : max;
+    memcpy(buf, s->pending, n);
+    s->pending += n;
+    s->n_pending -= n;
+    return (ssize_t)n;
+}
+
+/* The stream is over, whole or not (libmicrohttpd calls this too when the
+ * client went away mid-stream): its slot is free again. */
+static void stream_done(void *cls) {
+    Streamed *s = cls;
+    const ServeResponse *counts = serve_stream_counts(s->stream);
+    log_request(s->method, s->url, counts, s->t_start);
+    serve_stream_free(s->stream);
+    free(s);
+}
+
 /* libmicrohttpd calls this first with the headers, then once per piece of
- * the body, then with no more data: the request is answered then. */
+ * the body, then with no more data: the request is answered then (on the
+ * connection's own thread, which waits here for a slot). */
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_data_size, void **con_cls) {
@@ -71,18 +115,27 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         return MHD_YES;
     }
     ServeResponse r;
+    ServeStream *stream;
     /* a body past the limit: its length is what the API refuses on */
-    serve_handle(api, method, url, u->body, u->received, &r);
-    struct MHD_Response *resp = MHD_create_response_from_buffer(r.len, r.body, MHD_RESPMEM_MUST_FREE);
-    if (!resp) posenc_out_of_memory(r.len, 1, "a response");
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    serve_begin(api, method, url, u->body, u->received, &r, &stream);
+    struct MHD_Response *resp;
+    if (stream) {
+        Streamed *s = calloc_or_exit(1, sizeof *s, "a stream");
+        *s = (Streamed){.stream = stream, .t_start = u->t_start};
+        snprintf(s->method, sizeof s->method, "%s", method);
+        snprintf(s->url, sizeof s->url, "%s", url);
+        resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, s, stream_done);
+        if (!resp) posenc_out_of_memory(1, sizeof *s, "a stream");
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    } else {
+        resp = MHD_create_response_from_buffer(r.len, r.body, MHD_RESPMEM_MUST_FREE);
+        if (!resp) posenc_out_of_memory(r.len, 1, "a response");
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+        log_request(method, url, &r, u->t_start);
+    }
     enum MHD_Result queued = MHD_queue_response(conn, (unsigned)r.status, resp);
     MHD_destroy_response(resp);
-    fprintf(stderr, "serve: %s %s %d", method, url, r.status);
-    if (r.n_prompt)
-        fprintf(stderr, " prompt %d tokens (%d cached) generated %d", r.n_prompt, r.n_reused,
-                r.n_generated);
-    fprintf(stderr, " %.1f ms\n", 1e3 * (time_now_s() - u->t_start));
     return queued;
 }
 
@@ -108,20 +161,38 @@ int run_serve(const Options *o) {
     Setup s;
     setup_open(&s, o, SETUP_TOKENIZER | SETUP_VARIANTS);
     check_positions(&s.model, &s.v.params[0], s.v.labels[0], s.n_ctx - 1);
-    Context ctx;
-    build_context(&ctx, o, &s.model, &s.v.params[0], s.v.labels[0], serve_context_size(s.n_ctx, kv_type(o)));
+    /* the chat template: --chat-template's, else the model's; without one
+     * /v1/chat/completions refuses, naming the flag */
+    int has_template = o->chat_template || (s.model.gguf && gguf_find_kv(s.model.gguf, "tokenizer.chat_template"));
+    JinjaTemplate *template = has_template ? load_chat_template(o, &s.model) : NULL;
+    JsonDoc kwargs_doc;
+    const JsonValue *kwargs = load_template_kwargs(o, &kwargs_doc);
+    ChatFormat chat;
+    if (template) chat_format_init(&chat, template, kwargs, &s.tok);
+    Context *ctxs = calloc_or_exit((size_t)o->slots, sizeof *ctxs, "the slots");
+    for (int i = 0; i < o->slots; i++)
+        build_context(&ctxs[i], o, &s.model, &s.v.params[0], s.v.labels[0], serve_context_size(s.n_ctx, kv_type(o)));
     /* the model's file name is its id, as llama-server lists it */
     const char *slash = strrchr(o->model_path, '/');
+    ServeConfig cfg = {
+        .tok = &s.tok, .chat = template ? &chat : NULL, .model_id = slash ? slash + 1 : o->model_path,
+        .defaults = {.temperature = o->temperature, .top_p = o->topp, .min_p = o->min_p, .top_k = o->topk,
+                     .penalties = o->penalties, .max_tokens = cli_given(o, "-n") ? o->steps : 0},
+        /* -s makes the seeds of requests without one reproducible run to run */
+        .seed = o->seed ? o->seed : (unsigned long long)time(NULL) ^ ((unsigned long long)getpid() << 32),
+        .max_queue = o->queue};
     ServeApi api;
-    serve_api_init(&api, &ctx, &s.tok, slash ? slash + 1 : o->model_path,
-                   (unsigned long long)time(NULL) ^ ((unsigned long long)getpid() << 32));
+    serve_api_init(&api, ctxs, o->slots, &cfg);
 
     struct sigaction sa = {.sa_handler = request_stop};
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG | (ipv6 ? MHD_USE_IPv6 : 0);
+    /* a thread per connection: a request waits for its slot, and a stream
+     * generates, on its own thread while the others go on */
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ERROR_LOG |
+                     (ipv6 ? MHD_USE_IPv6 : 0);
     const struct sockaddr *addr = ipv6 ? (const struct sockaddr *)&v6 : (const struct sockaddr *)&v4;
     struct MHD_Daemon *d = MHD_start_daemon(
         flags, (uint16_t)o->port, NULL, NULL, on_request, &api, MHD_OPTION_SOCK_ADDR, addr,
@@ -130,8 +201,9 @@ int run_serve(const Options *o) {
     if (!d) cli_die("--port %d: cannot listen on %s (in use, or not an address of this machine)", o->port, host);
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
     int port = info ? info->port : o->port;
-    fprintf(stderr, "serve: %s (%s, %d cells) listening on http://%s%s%s:%d (Ctrl-C stops)\n", api.model_id,
-            s.v.labels[0], s.n_ctx, ipv6 ? "[" : "", host, ipv6 ? "]" : "", port);
+    fprintf(stderr, "serve: %s (%s, %d cells, %d slot%s, queue %d) listening on http://%s%s%s:%d (Ctrl-C stops)\n",
+            cfg.model_id, s.v.labels[0], s.n_ctx, o->slots, o->slots == 1 ? "" : "s", o->queue, ipv6 ? "[" : "",
+            host, ipv6 ? "]" : "", port);
     while (!stop_requested) {
         struct timespec tick = {0, 50 * 1000 * 1000};
         nanosleep(&tick, NULL);
@@ -139,7 +211,13 @@ int run_serve(const Options *o) {
     MHD_stop_daemon(d);
     fprintf(stderr, "serve: stopped (%s)\n", stop_requested == SIGINT ? "SIGINT" : "SIGTERM");
     serve_api_free(&api);
-    context_free(&ctx);
+    for (int i = 0; i < o->slots; i++) context_free(&ctxs[i]);
+    free(ctxs);
+    if (template) {
+        chat_format_free(&chat);
+        jinja_free(template);
+    }
+    if (kwargs) json_free(&kwargs_doc);
     setup_close(&s);
     return EXIT_SUCCESS;
 }

@@ -46,15 +46,18 @@ static const ModeSpec modes[] = {
      "end, the key's tokens scored in the same forward pass.  Per --pe variant, context length "
      "and depth: how many trials retrieve the key exactly, and its mean log-probability "
      "(docs/evaluation.md)."},
-    {"serve", run_serve, "MODEL -m serve [--host ADDR] [--port N] [--pe NAME] [--ctx N] [options]",
-     "An OpenAI-compatible HTTP server (/v1/completions with logprobs and echo, /v1/models, "
-     "/tokenize, /detokenize, /health) with one slot: one context whose cache a request reuses "
-     "the common prefix of (docs/server.md).  Needs libmicrohttpd at build time."},
+    {"serve", run_serve, "MODEL -m serve [--host ADDR] [--port N] [--slots N] [--pe NAME] [--ctx N] [options]",
+     "An OpenAI-compatible HTTP server (/v1/completions with logprobs and echo, "
+     "/v1/chat/completions through the chat template, streaming, /v1/models, /tokenize, "
+     "/detokenize, /health) with --slots contexts, each reusing the common prefix of its last "
+     "request, and a bounded queue (docs/server.md).  The sampling flags are the defaults of "
+     "requests that omit them.  Needs libmicrohttpd at build time."},
 };
 
 #define M_ALL 0x3ffu
 #define M_TEXT (MODE_GENERATE | MODE_CHAT)         /* modes that sample text */
 #define M_VIEWS (MODE_PE | MODE_ATTENTION)          /* modes that show positions at work */
+#define M_SAMPLE (M_TEXT | MODE_SERVE)             /* modes that take sampling flags (serve: defaults for requests) */
 #define M_FORWARD (MODE_GENERATE | MODE_PPL | MODE_BENCH | MODE_CHAT | MODE_ATTENTION | MODE_PASSKEY | MODE_SERVE)
 #define M_SCHEME (M_FORWARD | MODE_INSPECT | MODE_PE) /* modes that build a positional scheme */
 
@@ -115,39 +118,39 @@ static const OptionSpec options[] = {
      "ids per --logits-out line; at most the vocabulary (0: none)"),
 
     SECTION("sampling"),
-    OPTION("-n", OPT_INT, 0, INT_MAX, M_TEXT, steps, "N",
+    OPTION("-n", OPT_INT, 0, INT_MAX, M_SAMPLE, steps, "N",
      "256",
      "tokens of text in total, prompt included (a leading BOS is not counted); 0 = "
      "the context size; chat: tokens per reply at most (0: until an end-of-turn "
      "token)"),
-    OPTION("-t", OPT_FLOAT, 0, 100, M_TEXT, temperature, "F",
+    OPTION("-t", OPT_FLOAT, 0, 100, M_SAMPLE, temperature, "F",
      "1.0",
      "temperature; 0 = greedy (so is any temperature small enough that logit/t "
      "overflows, e.g. 1e-38)"),
-    OPTION("-p", OPT_FLOAT, 0, 1, M_TEXT, topp, "F",
+    OPTION("-p", OPT_FLOAT, 0, 1, M_SAMPLE, topp, "F",
      "0.9",
      "top-p (nucleus); 0 or 1 disables"),
-    OPTION("-k", OPT_INT, 0, INT_MAX, M_TEXT, topk, "N",
+    OPTION("-k", OPT_INT, 0, INT_MAX, M_SAMPLE, topk, "N",
      "0 = off",
      "top-k (applied before top-p)"),
-    OPTION("--min-p", OPT_FLOAT, 0, 1, M_TEXT, min_p, "F",
+    OPTION("--min-p", OPT_FLOAT, 0, 1, M_SAMPLE, min_p, "F",
      "0 = off",
      "keep only tokens whose probability is at least F x the most probable one's "
      "(after temperature, top-k and top-p)"),
-    OPTION("--repeat-penalty", OPT_FLOAT, 0.01, 100, M_TEXT, penalties.repeat, "F",
+    OPTION("--repeat-penalty", OPT_FLOAT, 0.01, 100, M_SAMPLE, penalties.repeat, "F",
      "1 = off",
      "the logits of the last --repeat-last-n tokens (prompt included) are divided "
      "by F when positive, multiplied by F when negative (llama.cpp's formula)"),
-    OPTION("--repeat-last-n", OPT_INT, 0, 1 << 20, M_TEXT, penalties.last_n, "N",
+    OPTION("--repeat-last-n", OPT_INT, 0, 1 << 20, M_SAMPLE, penalties.last_n, "N",
      "64",
      "how many recent tokens the penalties look at; 0 disables them"),
-    OPTION("--presence-penalty", OPT_FLOAT, -100, 100, M_TEXT, penalties.presence, "F",
+    OPTION("--presence-penalty", OPT_FLOAT, -100, 100, M_SAMPLE, penalties.presence, "F",
      "0",
      "subtracted from the logit of every token among the recent ones"),
-    OPTION("--frequency-penalty", OPT_FLOAT, -100, 100, M_TEXT, penalties.frequency, "F",
+    OPTION("--frequency-penalty", OPT_FLOAT, -100, 100, M_SAMPLE, penalties.frequency, "F",
      "0",
      "subtracted from a recent token's logit once per occurrence"),
-    OPTION("-s", OPT_SEED, 0, (double)LONG_MAX, M_TEXT | MODE_PASSKEY, seed, "N",
+    OPTION("-s", OPT_SEED, 0, (double)LONG_MAX, M_SAMPLE | MODE_PASSKEY, seed, "N",
      "the clock's nanoseconds (so is 0); passkey: 1",
      "random seed; generate prints the one it used; passkey: of the keys and where "
      "the filler starts"),
@@ -292,10 +295,10 @@ static const OptionSpec options[] = {
     OPTION("-y", OPT_TEXT, 0, 0, MODE_CHAT | MODE_PASSKEY, system_prompt, "TEXT",
      NULL,
      "the system prompt (passkey: with --chat)"),
-    OPTION("--chat-template", OPT_TEXT, 0, 0, MODE_CHAT | MODE_PASSKEY, chat_template, "T",
+    OPTION("--chat-template", OPT_TEXT, 0, 0, MODE_CHAT | MODE_PASSKEY | MODE_SERVE, chat_template, "T",
      "the GGUF's tokenizer.chat_template",
      "a built-in format ({templates}) or a Jinja file"),
-    OPTION("--chat-template-kwargs", OPT_TEXT, 0, 0, MODE_CHAT | MODE_PASSKEY, chat_template_kwargs, "JSON",
+    OPTION("--chat-template-kwargs", OPT_TEXT, 0, 0, MODE_CHAT | MODE_PASSKEY | MODE_SERVE, chat_template_kwargs, "JSON",
      NULL,
      "more variables for the template, a JSON object as llama.cpp's: e.g. "
      "'{\"enable_thinking\": false}' (Qwen3), or a \"tools\" list"),
@@ -311,6 +314,13 @@ static const OptionSpec options[] = {
     OPTION("--port", OPT_INT, 0, 65535, MODE_SERVE, port, "N",
      "8080",
      "the TCP port; 0: one the system picks (the listening line names it)"),
+    OPTION("--slots", OPT_INT, 1, 256, MODE_SERVE, slots, "N",
+     "1",
+     "requests served at once, each on its own context and KV cache (docs/server.md: the "
+     "memory per slot)"),
+    OPTION("--queue", OPT_INT, 0, 4096, MODE_SERVE, queue, "N",
+     "16",
+     "requests that may wait for a free slot; one more is refused with 429"),
 
     SECTION("attention"),
     OPTION("--layer", OPT_INT, 0, 1 << 20, MODE_ATTENTION, layer, "L",

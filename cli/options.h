@@ -65,6 +65,8 @@ typedef struct {
     int chat;                   /* passkey: through the chat template */
     const char *host;           /* serve: the address to listen on */
     int port;
+    int slots;                  /* serve: contexts, one request each at a time */
+    int queue;                  /* serve: requests that may wait for a slot */
     const char *baseline;       /* ppl: the variant the others are compared with */
     const char *logits_out;     /* ppl, generate: JSON lines of log-probabilities */
     int logits_top;             /* ids per line in --logits-out */

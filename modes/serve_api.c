@@ -1,6 +1,7 @@
 #include "modes/serve_api.h"
 
 #include <math.h>
+#include <omp.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -169,11 +170,11 @@ static void handle_models(const ServeApi *api, ServeResponse *r) {
     Body b;
     FILE *f = body_open(&b);
     fputs("{\"object\":\"list\",\"data\":[{\"id\":", f);
-    json_write_string(f, api->model_id, strlen(api->model_id));
+    json_write_string(f, api->cfg.model_id, strlen(api->cfg.model_id));
     fputs(",\"object\":\"model\",\"created\":0,\"owned_by\":\"posenc\",\"meta\":{\"pe\":", f);
-    const char *pe = pe_kind_name(api->ctx->pe.params.kind);
+    const char *pe = pe_kind_name(api->slots[0].ctx->pe.params.kind);
     json_write_string(f, pe, strlen(pe));
-    fprintf(f, ",\"n_ctx\":%d,\"n_vocab\":%d}}]}", api->ctx->cache.n_ctx, api->tok->vocab_size);
+    fprintf(f, ",\"n_ctx\":%d,\"n_vocab\":%d}}]}", api->slots[0].ctx->cache.n_ctx, api->cfg.tok->vocab_size);
     body_close(&b, r, 200);
 }
 
@@ -197,7 +198,7 @@ static int handle_tokenize(const ServeApi *api, const JsonValue *root, ServeResp
     if (get_bool(root, "add_special", &add_special, e)) return -1;
     int *ids, n;
     PosencError err;
-    if (tokenizer_encode_alloc(api->tok, content->string, content->len, add_special, 0, &ids, &n, &err))
+    if (tokenizer_encode_alloc(api->cfg.tok, content->string, content->len, add_special, 0, &ids, &n, &err))
         return refuse(e, 400, "content", "%s", err.msg);
     Body b;
     FILE *f = body_open(&b);
@@ -216,7 +217,7 @@ static int handle_detokenize(const ServeApi *api, const JsonValue *root, ServeRe
     const JsonValue *tokens = json_get(root, "tokens");
     if (!tokens || tokens->type != JSON_ARRAY) return refuse(e, 400, "tokens", "'tokens' must be an array of token ids");
     int *ids = NULL, n = 0;
-    if (tokens->len && get_token_array(tokens, "tokens", api->tok->vocab_size, &ids, &n, e)) return -1;
+    if (tokens->len && get_token_array(tokens, "tokens", api->cfg.tok->vocab_size, &ids, &n, e)) return -1;
     Body b;
     FILE *f = body_open(&b);
     fputs("{\"content\":", f);
@@ -224,7 +225,7 @@ static int handle_detokenize(const ServeApi *api, const JsonValue *root, ServeRe
     size_t len;
     FILE *text_out = open_memstream(&text, &len);
     if (!text_out) posenc_out_of_memory(1, 1, "a detokenized text");
-    for (int i = 0; i < n; i++) write_token(api->tok, text_out, i ? ids[i - 1] : -1, ids[i]);
+    for (int i = 0; i < n; i++) write_token(api->cfg.tok, text_out, i ? ids[i - 1] : -1, ids[i]);
     fclose(text_out);
     json_write_string(f, text, len);
     fputc('}', f);
@@ -234,103 +235,236 @@ static int handle_detokenize(const ServeApi *api, const JsonValue *root, ServeRe
     return 0;
 }
 
-/* ---- /v1/completions ------------------------------------------------------------------------------ */
+/* ---- generation requests: /v1/completions, /v1/chat/completions ------------------------------ */
 typedef struct {
-    int *prompt;  /* (n_prompt) malloc'd */
+    int chat;                 /* /v1/chat/completions: OpenAI's chat shapes, the reply ends at an end-of-turn token */
+    int *prompt;              /* (n_prompt) malloc'd */
     int n_prompt;
     int max_tokens;
-    float temperature, top_p, min_p, presence_penalty, frequency_penalty;
+    float temperature, top_p, min_p;
     int top_k;
+    SamplerPenalties penalties;
     unsigned long long seed;  /* 0: not given */
-    const char *stops[SERVE_MAX_STOPS];  /* point into the request's JSON */
+    char *stops[SERVE_MAX_STOPS]; /* malloc'd: a stream outlives the request's JSON */
     size_t stop_lens[SERVE_MAX_STOPS];
     int n_stops;
-    int logprobs;  /* top entries per token; -1: no logprobs object */
+    int logprobs;             /* top entries per token; -1: no logprobs object */
     int echo;
-} CompletionRequest;
+    int stream, include_usage;
+} GenRequest;
 
-static int get_stops(const JsonValue *root, CompletionRequest *q, ApiError *e) {
+static void gen_request_free(GenRequest *q) {
+    free(q->prompt);
+    for (int i = 0; i < q->n_stops; i++) free(q->stops[i]);
+}
+
+static int get_stops(const JsonValue *root, GenRequest *q, ApiError *e) {
     const JsonValue *v = json_get(root, "stop");
     if (!v || v->type == JSON_NULL) return 0;
     const JsonValue *list = v->type == JSON_ARRAY ? v->items : v;
     uint32_t n = v->type == JSON_ARRAY ? v->len : 1;
     if (n > SERVE_MAX_STOPS) return refuse(e, 400, "stop", "'stop' holds at most %d strings", SERVE_MAX_STOPS);
-    for (uint32_t i = 0; i < n; i++) {
+    for (uint32_t i = 0; i < n; i++)
         if (list[i].type != JSON_STRING || list[i].len == 0)
             return refuse(e, 400, "stop", "'stop' must be a non-empty string or an array of them");
-        q->stops[i] = list[i].string;
+    for (uint32_t i = 0; i < n; i++) {
+        q->stops[i] = malloc_or_exit(list[i].len, "a stop string");
+        memcpy(q->stops[i], list[i].string, list[i].len);
         q->stop_lens[i] = list[i].len;
+        q->n_stops++;
     }
-    q->n_stops = (int)n;
     return 0;
 }
 
-static int get_prompt(const ServeApi *api, const JsonValue *root, CompletionRequest *q, ApiError *e) {
+static int get_prompt(const ServeApi *api, const JsonValue *root, GenRequest *q, ApiError *e) {
+    const Tokenizer *tok = api->cfg.tok;
     const JsonValue *v = json_get(root, "prompt");
     if (!v) return refuse(e, 400, "prompt", "'prompt' is required");
     if (v->type == JSON_ARRAY && v->len > 0 && v->items[0].type != JSON_NUMBER)
         return refuse(e, 400, "prompt", "one prompt per request: 'prompt' must be a string or an array of token ids");
-    if (v->type == JSON_ARRAY)
-        return get_token_array(v, "prompt", api->tok->vocab_size, &q->prompt, &q->n_prompt, e);
+    if (v->type == JSON_ARRAY) return get_token_array(v, "prompt", tok->vocab_size, &q->prompt, &q->n_prompt, e);
     if (v->type != JSON_STRING) return refuse(e, 400, "prompt", "'prompt' must be a string or an array of token ids");
     PosencError err;
     /* BOS first, as -m generate encodes its prompt */
-    if (tokenizer_encode_alloc(api->tok, v->string, v->len, 1, 0, &q->prompt, &q->n_prompt, &err))
+    if (tokenizer_encode_alloc(tok, v->string, v->len, 1, 0, &q->prompt, &q->n_prompt, &err))
         return refuse(e, 400, "prompt", "%s", err.msg);
     if (q->n_prompt == 0) return refuse(e, 400, "prompt", "the prompt encodes to no tokens");
     return 0;
 }
 
-static int parse_completion(const ServeApi *api, const JsonValue *root, CompletionRequest *q, ApiError *e) {
-    static const char *const known[] = {"model", "prompt", "max_tokens", "temperature", "top_p", "top_k",
-                                        "min_p", "seed", "stop", "logprobs", "echo", "n", "stream",
-                                        "presence_penalty", "frequency_penalty", "user", NULL};
-    /* OpenAI's defaults, and posenc's sampler off where OpenAI has no such knob */
-    *q = (CompletionRequest){.max_tokens = 16, .temperature = 1.0f, .top_p = 1.0f, .logprobs = -1};
-    if (check_fields(root, known, e)) return -1;
-    const JsonValue *model = json_get(root, "model");
-    if (model && model->type != JSON_STRING && model->type != JSON_NULL)
-        return refuse(e, 400, "model", "'model' must be a string");
-    const JsonValue *user = json_get(root, "user");
-    if (user && user->type != JSON_STRING && user->type != JSON_NULL)
-        return refuse(e, 400, "user", "'user' must be a string");
-    int n = 1, stream = 0;
-    double seed = 0, logprobs = -1;
-    if (get_int(root, "n", 1, 1, &n, e) || get_bool(root, "stream", &stream, e) ||
+/* A message's content: a string, or OpenAI's array of text parts joined
+ * (malloc'd, NUL-terminated: the template reads C strings). */
+static char *message_content(const JsonValue *m, uint32_t i, ApiError *e) {
+    const JsonValue *c = json_get(m, "content");
+    size_t len = 0;
+    if (c && c->type == JSON_STRING) len = c->len;
+    else if (c && c->type == JSON_ARRAY) {
+        for (uint32_t k = 0; k < c->len; k++) {
+            const JsonValue *part = &c->items[k], *text = json_get(part, "text");
+            if (part->type != JSON_OBJECT || !json_is_string(json_get(part, "type"), "text") || !text ||
+                text->type != JSON_STRING) {
+                refuse(e, 400, "messages", "messages[%u].content[%u] must be {\"type\": \"text\", \"text\": TEXT}", i, k);
+                return NULL;
+            }
+            len += text->len;
+        }
+    } else {
+        refuse(e, 400, "messages", "messages[%u].content must be a string or an array of text parts", i);
+        return NULL;
+    }
+    char *out = malloc_or_exit(len + 1, "a chat message"), *at = out;
+    if (c->type == JSON_STRING) memcpy(at, c->string, c->len), at += c->len;
+    else
+        for (uint32_t k = 0; k < c->len; k++) {
+            const JsonValue *text = json_get(&c->items[k], "text");
+            memcpy(at, text->string, text->len);
+            at += text->len;
+        }
+    *at = 0;
+    if (memchr(out, 0, len)) { /* a C string would end there: the template would see less */
+        free(out);
+        refuse(e, 400, "messages", "messages[%u].content contains a NUL character", i);
+        return NULL;
+    }
+    return out;
+}
+
+/* The messages rendered by the chat template with its generation prompt
+ * and encoded, as -m chat renders and encodes a turn (chat_format_*). */
+static int get_messages(const ServeApi *api, const JsonValue *root, GenRequest *q, ApiError *e) {
+    const JsonValue *v = json_get(root, "messages");
+    if (!v) return refuse(e, 400, "messages", "'messages' is required");
+    if (v->type != JSON_ARRAY || v->len == 0)
+        return refuse(e, 400, "messages", "'messages' must be a non-empty array of {\"role\", \"content\"}");
+    ChatMessage *messages = calloc_or_exit(v->len, sizeof *messages, "the chat messages");
+    static const char *const known[] = {"role", "content", "name", NULL};
+    int rc = 0;
+    uint32_t n = 0;
+    for (; n < v->len && !rc; n++) {
+        const JsonValue *m = &v->items[n], *role = json_get(m, "role");
+        if (m->type != JSON_OBJECT || !role || role->type != JSON_STRING || role->len == 0 ||
+            memchr(role->string, 0, role->len)) {
+            rc = refuse(e, 400, "messages", "messages[%u] must be an object with a 'role' string", n);
+            break;
+        }
+        if (check_fields(m, known, e)) {
+            e->param = "messages";
+            rc = -1;
+            break;
+        }
+        char *content = message_content(m, n, e);
+        if (!content) {
+            rc = -1;
+            break;
+        }
+        char *r = malloc_or_exit(role->len + 1, "a chat role");
+        memcpy(r, role->string, role->len);
+        r[role->len] = 0;
+        messages[n] = (ChatMessage){r, content};
+    }
+    if (!rc) {
+        PosencError err;
+        size_t len;
+        char *text = chat_format_render(api->cfg.chat, messages, (int)n, 1, &len, &err);
+        if (!text || chat_format_encode(api->cfg.chat, text, len, &q->prompt, &q->n_prompt, &err))
+            rc = refuse(e, 400, "messages", "%s", err.msg);
+        else if (q->n_prompt == 0)
+            rc = refuse(e, 400, "messages", "the chat template renders the messages as no tokens");
+        free(text);
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        free((char *)messages[i].role);
+        free((char *)messages[i].content);
+    }
+    free(messages);
+    return rc;
+}
+
+static int parse_generation(const ServeApi *api, const JsonValue *root, int chat, GenRequest *q, ApiError *e) {
+    static const char *const completion_fields[] = {
+        "model", "prompt", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop", "logprobs",
+        "echo", "n", "stream", "stream_options", "presence_penalty", "frequency_penalty", "user", NULL};
+    static const char *const chat_fields[] = {
+        "model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k", "min_p",
+        "seed", "stop", "logprobs", "top_logprobs", "n", "stream", "stream_options", "presence_penalty",
+        "frequency_penalty", "user", NULL};
+    const ServeSampling *d = &api->cfg.defaults;
+    *q = (GenRequest){.chat = chat, .max_tokens = -1, .temperature = d->temperature, .top_p = d->top_p,
+                      .min_p = d->min_p, .top_k = d->top_k, .penalties = d->penalties, .logprobs = -1};
+    if (check_fields(root, chat ? chat_fields : completion_fields, e)) return -1;
+    if (chat && !api->cfg.chat)
+        return refuse(e, 400, "messages", "the server has no chat template: start it with --chat-template "
+                                          "(the model has none)");
+    const char *text_fields[] = {"model", "user"};
+    for (int i = 0; i < 2; i++) {
+        const JsonValue *v = json_get(root, text_fields[i]);
+        if (v && v->type != JSON_STRING && v->type != JSON_NULL)
+            return refuse(e, 400, text_fields[i], "'%s' must be a string", text_fields[i]);
+    }
+    int n = 1;
+    double seed = 0, logprobs = -1, top_logprobs = 0;
+    int chat_logprobs = 0;
+    if (get_int(root, "n", 1, 1, &n, e) || get_bool(root, "stream", &q->stream, e) ||
         get_int(root, "max_tokens", 0, INT32_MAX, &q->max_tokens, e) ||
+        (chat && get_int(root, "max_completion_tokens", 0, INT32_MAX, &q->max_tokens, e)) ||
         get_float(root, "temperature", 0, 2, &q->temperature, e) ||
         get_float(root, "top_p", 0, 1, &q->top_p, e) || get_int(root, "top_k", 0, INT32_MAX, &q->top_k, e) ||
         get_float(root, "min_p", 0, 1, &q->min_p, e) ||
-        get_float(root, "presence_penalty", -2, 2, &q->presence_penalty, e) ||
-        get_float(root, "frequency_penalty", -2, 2, &q->frequency_penalty, e) ||
+        get_float(root, "presence_penalty", -2, 2, &q->penalties.presence, e) ||
+        get_float(root, "frequency_penalty", -2, 2, &q->penalties.frequency, e) ||
         get_number(root, "seed", 0, 9007199254740991.0, 1, &seed, e) || /* 2^53 - 1: exact in JSON */
-        get_number(root, "logprobs", 0, SERVE_MAX_LOGPROBS, 1, &logprobs, e) ||
-        get_bool(root, "echo", &q->echo, e) || get_stops(root, q, e))
+        (chat ? get_bool(root, "logprobs", &chat_logprobs, e) ||
+                    get_number(root, "top_logprobs", 0, SERVE_MAX_LOGPROBS, 1, &top_logprobs, e)
+              : get_number(root, "logprobs", 0, SERVE_MAX_LOGPROBS, 1, &logprobs, e) ||
+                    get_bool(root, "echo", &q->echo, e)) ||
+        get_stops(root, q, e))
         return -1;
-    if (stream) return refuse(e, 400, "stream", "'stream' is not supported yet");
+    const JsonValue *opts = json_get(root, "stream_options");
+    if (opts && opts->type != JSON_NULL) {
+        static const char *const known[] = {"include_usage", NULL};
+        if (opts->type != JSON_OBJECT || check_fields(opts, known, e) ||
+            get_bool(opts, "include_usage", &q->include_usage, e)) {
+            if (opts->type != JSON_OBJECT) refuse(e, 400, "stream_options", "'stream_options' must be an object");
+            e->param = "stream_options";
+            return -1;
+        }
+        if (!q->stream) return refuse(e, 400, "stream_options", "'stream_options' needs 'stream': true");
+    }
+    if (chat && json_get(root, "top_logprobs") && json_get(root, "top_logprobs")->type != JSON_NULL && !chat_logprobs)
+        return refuse(e, 400, "top_logprobs", "'top_logprobs' needs 'logprobs': true");
+    if (q->penalties.presence != 0 || q->penalties.frequency != 0) {
+        if (q->penalties.repeat == 0) q->penalties.repeat = 1.0f;
+        if (q->penalties.last_n == 0) q->penalties.last_n = 64; /* llama-server's window */
+    }
     q->seed = (unsigned long long)seed;
-    q->logprobs = (int)logprobs;
-    if (get_prompt(api, root, q, e)) return -1;
-    int n_ctx = api->ctx->cache.n_ctx;
+    q->logprobs = chat ? (chat_logprobs ? (int)top_logprobs : -1) : (int)logprobs;
+    if (chat ? get_messages(api, root, q, e) : get_prompt(api, root, q, e)) return -1;
+    int n_ctx = api->slots[0].ctx->cache.n_ctx;
     if (q->n_prompt > n_ctx) {
-        refuse(e, 400, "prompt", "the prompt is %d tokens but the context holds %d", q->n_prompt, n_ctx);
+        refuse(e, 400, chat ? "messages" : "prompt", "the prompt is %d tokens but the context holds %d",
+               q->n_prompt, n_ctx);
         e->code = "context_length_exceeded";
         return -1;
     }
-    if (q->max_tokens > n_ctx - q->n_prompt) {
+    int room = n_ctx - q->n_prompt;
+    if (q->max_tokens > room) {
         refuse(e, 400, "max_tokens", "the prompt (%d tokens) and max_tokens (%d) exceed the context (%d)",
                q->n_prompt, q->max_tokens, n_ctx);
         e->code = "context_length_exceeded";
         return -1;
     }
+    if (q->max_tokens < 0) { /* not given: the command line's, else the endpoint's, within the room */
+        q->max_tokens = d->max_tokens > 0 ? d->max_tokens : chat ? room : SERVE_DEFAULT_MAX_TOKENS;
+        if (q->max_tokens > room) q->max_tokens = room;
+    }
     PosencError err;
-    if (context_check_tokens(api->ctx, q->prompt, q->n_prompt, 0, &err))
-        return refuse(e, 400, "prompt", "%s", err.msg);
+    if (context_check_tokens(api->slots[0].ctx, q->prompt, q->n_prompt, 0, &err))
+        return refuse(e, 400, chat ? "messages" : "prompt", "%s", err.msg);
     return 0;
 }
 
-/* One token of the logprobs object: its log-probability (NaN: none, the
- * prompt's first token) and the most probable tokens in its place. */
+/* One token of the logprobs: its log-probability (NaN: none, the prompt's
+ * first token) and the most probable tokens in its place. */
 typedef struct {
     int token, prev;               /* prev: the token before it, whose text it follows (-1: none) */
     size_t text_offset, text_len;  /* its bytes of the response's text */
@@ -340,38 +474,55 @@ typedef struct {
     double top_logprobs[SERVE_MAX_LOGPROBS];
 } TokenLogprob;
 
-/* What a completion builds: the text and, when asked, a TokenLogprob per
- * token of it. */
-typedef struct {
-    const ServeApi *api;
-    const CompletionRequest *q;
-    FILE *text;          /* a memstream onto text_buf */
+struct ServeStream {
+    ServeApi *api;
+    ServeSlot *slot;
+    GenRequest q;
+    ServeResponse counts;
+    long id;
+    long long created;
+    Sampler sampler;
+    FILE *text;          /* a memstream onto text_buf: the echoed prompt, then the generated text */
     char *text_buf;
     size_t text_len;
-    TokenLogprob *lp;    /* (cap_lp) */
+    size_t text_start;   /* where the generated text starts */
+    size_t text_end;     /* where a stop string cut it; SIZE_MAX: nowhere */
+    TokenLogprob *lp;    /* (cap_lp) when logprobs were asked for */
     int n_lp, cap_lp;
-} Completion;
+    const float *logits; /* the last forward call's row that chooses the next token */
+    int token;           /* the last token: generated tokens are fed when the next one is wanted */
+    int pending;         /* token is not in the cache yet */
+    const char *finish;  /* NULL while generating */
+    /* streaming: what the events have carried so far */
+    int started, finished_sent, done;
+    size_t released;     /* bytes of text */
+    int lp_released;     /* entries of lp */
+    char *event;         /* the last event, malloc'd */
+    size_t event_len;
+    PosencError err;     /* the engine's failure, with failed */
+    int failed;
+};
 
 /* Appends the token's bytes to the text as -m generate writes them
  * (write_piece); returns its entry when logprobs were asked for, else NULL. */
-static TokenLogprob *emit_token(Completion *c, int prev, int token) {
-    size_t start = (size_t)ftell(c->text);
-    write_token(c->api->tok, c->text, prev, token);
-    if (c->q->logprobs < 0) return NULL;
-    if (c->n_lp == c->cap_lp) {
-        c->cap_lp = c->cap_lp ? 2 * c->cap_lp : 64;
-        TokenLogprob *grown = realloc(c->lp, (size_t)c->cap_lp * sizeof *grown);
-        if (!grown) posenc_out_of_memory((size_t)c->cap_lp, sizeof *grown, "the log-probabilities");
-        c->lp = grown;
+static TokenLogprob *emit_token(ServeStream *g, int prev, int token) {
+    size_t start = (size_t)ftell(g->text);
+    write_token(g->api->cfg.tok, g->text, prev, token);
+    if (g->q.logprobs < 0) return NULL;
+    if (g->n_lp == g->cap_lp) {
+        g->cap_lp = g->cap_lp ? 2 * g->cap_lp : 64;
+        TokenLogprob *grown = realloc(g->lp, (size_t)g->cap_lp * sizeof *grown);
+        if (!grown) posenc_out_of_memory((size_t)g->cap_lp, sizeof *grown, "the log-probabilities");
+        g->lp = grown;
     }
-    TokenLogprob *t = &c->lp[c->n_lp++];
-    *t = (TokenLogprob){.token = token, .prev = prev, .text_offset = start, .text_len = (size_t)ftell(c->text) - start,
-                        .logprob = NAN};
+    TokenLogprob *t = &g->lp[g->n_lp++];
+    *t = (TokenLogprob){.token = token, .prev = prev, .text_offset = start,
+                        .text_len = (size_t)ftell(g->text) - start, .logprob = NAN};
     return t;
 }
 
 /* The token's log-probability under the raw logits (no temperature, top-k
- * or top-p, as --logits-out) and the q->logprobs most probable ones, most
+ * or top-p, as --logits-out) and the n_top most probable ones, most
  * probable first, ties by lower id. */
 static void score_token(TokenLogprob *t, const float *logits, int vocab, int n_top) {
     double norm = ppl_log_normalizer(logits, vocab);
@@ -382,18 +533,69 @@ static void score_token(TokenLogprob *t, const float *logits, int vocab, int n_t
     for (int i = 0; i < n; i++) t->top_logprobs[i] = (double)logits[t->top_ids[i]] - norm;
 }
 
-/* Runs tokens at the next cells, recording them as cached; `all_logits`
- * returns every row's (the chunk must fit max_tokens). */
-static const float *feed(ServeApi *api, const int *tokens, int n, int all_logits, PosencError *err) {
-    KVCache *kv = &api->ctx->cache;
+/* Runs tokens at the slot's next cells, recording them as cached;
+ * `all_logits` returns every row's (the chunk must fit max_tokens). */
+static const float *feed(ServeSlot *slot, const int *tokens, int n, int all_logits, PosencError *err) {
+    KVCache *kv = &slot->ctx->cache;
     int first = kv->n_used;
-    const float *logits = context_step(api->ctx, tokens, n, first, all_logits, err);
-    if (logits) memcpy(api->cached + first, tokens, (size_t)n * sizeof *tokens);
+    const float *logits = context_step(slot->ctx, tokens, n, first, all_logits, err);
+    if (logits) memcpy(slot->cached + first, tokens, (size_t)n * sizeof *tokens);
     return logits;
 }
 
+/* ---- slots and the queue ----------------------------------------------------------------------------- */
+static int common_prefix(const ServeSlot *slot, const int *prompt, int n) {
+    int i = 0, used = slot->ctx->cache.n_used;
+    while (i < n && i < used && prompt[i] == slot->cached[i]) i++;
+    return i;
+}
+
+/* Waits for a free slot in turn and takes the one sharing the longest
+ * prefix with the prompt (the lowest index among equals); NULL (429) when
+ * the queue is full. */
+static ServeSlot *acquire_slot(ServeApi *api, const GenRequest *q, ApiError *e) {
+    pthread_mutex_lock(&api->lock);
+    int free_slots = 0;
+    for (int i = 0; i < api->n_slots; i++) free_slots += !api->slots[i].busy;
+    if (!free_slots && api->next_ticket - api->serving >= (unsigned long)api->cfg.max_queue) {
+        pthread_mutex_unlock(&api->lock);
+        refuse(e, 429, NULL, "all %d slots are busy and %d requests wait: the queue is full, try again later",
+               api->n_slots, api->cfg.max_queue);
+        e->type = "rate_limit_error";
+        e->code = "queue_full";
+        return NULL;
+    }
+    unsigned long ticket = api->next_ticket++;
+    ServeSlot *best = NULL;
+    for (;;) {
+        if (ticket == api->serving) {
+            int best_len = -1;
+            for (int i = 0; i < api->n_slots; i++) {
+                ServeSlot *s = &api->slots[i];
+                int len = s->busy ? -1 : common_prefix(s, q->prompt, q->n_prompt);
+                if (len > best_len) best = s, best_len = len;
+            }
+            if (best_len >= 0) break;
+        }
+        pthread_cond_wait(&api->changed, &api->lock);
+    }
+    best->busy = 1;
+    api->serving++;
+    pthread_cond_broadcast(&api->changed);
+    pthread_mutex_unlock(&api->lock);
+    return best;
+}
+
+static void release_slot(ServeApi *api, ServeSlot *slot) {
+    pthread_mutex_lock(&api->lock);
+    slot->busy = 0;
+    pthread_cond_broadcast(&api->changed);
+    pthread_mutex_unlock(&api->lock);
+}
+
+/* ---- generating ---------------------------------------------------------------------------------------- */
 /* The first occurrence of a stop string in text[from..len), or -1. */
-static long find_stop(const CompletionRequest *q, const char *text, size_t len, size_t from) {
+static long find_stop(const GenRequest *q, const char *text, size_t len, size_t from) {
     long best = -1;
     for (int i = 0; i < q->n_stops; i++) {
         const char *hit = memmem(text + from, len - from, q->stops[i], q->stop_lens[i]);
@@ -402,162 +604,379 @@ static long find_stop(const CompletionRequest *q, const char *text, size_t len, 
     return best;
 }
 
-static void write_completion(const ServeApi *api, const Completion *c, const char *finish,
-                             const ServeResponse *counts, Body *b) {
-    FILE *f = body_open(b);
-    fprintf(f, "{\"id\":\"cmpl-posenc-%ld\",\"object\":\"text_completion\",\"created\":%lld,\"model\":",
-            api->n_requests, (long long)time(NULL));
-    json_write_string(f, api->model_id, strlen(api->model_id));
-    fputs(",\"choices\":[{\"index\":0,\"text\":", f);
-    json_write_string(f, c->text_buf, c->text_len);
-    fputs(",\"logprobs\":", f);
-    if (c->q->logprobs < 0) {
-        fputs("null", f);
-    } else {
-        fputs("{\"tokens\":[", f);
-        for (int i = 0; i < c->n_lp; i++) {
-            if (i) fputc(',', f);
-            json_write_string(f, c->text_buf + c->lp[i].text_offset, c->lp[i].text_len);
-        }
-        fputs("],\"token_logprobs\":[", f);
-        for (int i = 0; i < c->n_lp; i++) {
-            if (i) fputc(',', f);
-            json_write_number(f, c->lp[i].logprob);
-        }
-        fputs("],\"top_logprobs\":[", f);
-        for (int i = 0; i < c->n_lp; i++) {
-            const TokenLogprob *t = &c->lp[i];
-            if (i) fputc(',', f);
-            if (isnan(t->logprob)) {
-                fputs("null", f);
-                continue;
-            }
-            fputc('{', f);
-            for (int k = 0; k < t->n_top; k++) {
-                size_t len = 0;
-                int id = t->top_ids[k];
-                /* the candidate's text in this place: after the token before it */
-                const char *piece = id == api->tok->bos_id ? "" : tokenizer_decode(api->tok, t->prev, id, &len);
-                if (k) fputc(',', f);
-                json_write_string(f, piece, len);
-                fputc(':', f);
-                json_write_number(f, t->top_logprobs[k]);
-            }
-            fputc('}', f);
-        }
-        fputs("],\"text_offset\":[", f);
-        for (int i = 0; i < c->n_lp; i++) fprintf(f, "%s%zu", i ? "," : "", c->lp[i].text_offset);
-        fputs("]}", f);
-    }
-    fprintf(f, ",\"finish_reason\":\"%s\"}],\"usage\":{\"prompt_tokens\":%d,\"completion_tokens\":%d,"
-               "\"total_tokens\":%d}}",
-            finish, counts->n_prompt, counts->n_generated, counts->n_prompt + counts->n_generated);
-}
-
-/* The prompt after the cached prefix it shares (all of it with echo, whose
- * log-probabilities need every row's logits), then the text: sampled as
- * -m generate samples, until max_tokens, an end-of-generation token or a
- * stop string. */
-static int run_completion(ServeApi *api, const CompletionRequest *q, ServeResponse *r, ApiError *e) {
-    Context *ctx = api->ctx;
-    KVCache *kv = &ctx->cache;
-    const Tokenizer *tok = api->tok;
-    int vocab = tok->vocab_size, n = q->n_prompt;
-    int reuse = 0;
-    if (!q->echo)
-        while (reuse < n && reuse < kv->n_used && q->prompt[reuse] == api->cached[reuse]) reuse++;
-    if (reuse == n) reuse = n - 1; /* the last token runs again: its logits choose the first */
-    if (reuse < kv->n_used) kv_cache_remove(kv, reuse, kv->n_used - reuse);
-    r->n_prompt = n;
-    r->n_reused = reuse;
-
-    Completion c = {.api = api, .q = q};
-    c.text = open_memstream(&c.text_buf, &c.text_len);
-    if (!c.text) posenc_out_of_memory(1, 1, "a completion's text");
-    Sampler sampler;
-    unsigned long long seed = q->seed ? q->seed : api->next_seed;
-    sampler_build(&sampler, vocab, q->temperature, q->top_p, q->top_k, seed);
-    sampler_set_min_p(&sampler, q->min_p);
-    if (q->presence_penalty != 0 || q->frequency_penalty != 0) /* llama-server's window of 64 */
-        sampler_set_penalties(&sampler, (SamplerPenalties){.repeat = 1.0f, .last_n = 64,
-                                                           .presence = q->presence_penalty,
-                                                           .frequency = q->frequency_penalty});
-    api->next_seed = api->next_seed * 6364136223846793005ull + 1442695040888963407ull;
-    if (!api->next_seed) api->next_seed = 1;
-    api->n_requests++;
-
-    PosencError err;
-    const float *logits = NULL;
-    int rc = -1, n_top = q->logprobs > 0 ? q->logprobs : 0;
-    for (int i = 0; q->echo && i < n; i++) emit_token(&c, i ? q->prompt[i - 1] : -1, q->prompt[i]);
-    for (int done = reuse; done < n;) {
-        int chunk = n - done < ctx->state.max_tokens ? n - done : ctx->state.max_tokens;
-        logits = feed(api, q->prompt + done, chunk, q->echo, &err);
-        if (!logits) goto engine_failed;
-        for (int j = 0; q->echo && c.lp && j < chunk; j++) /* row j predicts token done + j + 1 */
-            if (done + j + 1 < n) score_token(&c.lp[done + j + 1], logits + (size_t)j * vocab, vocab, n_top);
-        if (q->echo) logits += (size_t)(chunk - 1) * vocab;
-        done += chunk;
-    }
-    for (int i = 0; i < n; i++) sampler_accept(&sampler, q->prompt[i]);
-
-    const char *finish = "length";
-    size_t text_start = (size_t)ftell(c.text), text_end = SIZE_MAX;
-    size_t max_stop = 0;
-    for (int i = 0; i < q->n_stops; i++) max_stop = q->stop_lens[i] > max_stop ? q->stop_lens[i] : max_stop;
-    int token = q->prompt[n - 1];
-    while (r->n_generated < q->max_tokens) {
-        int next = sampler_sample(&sampler, logits);
-        if (next == tok->bos_id || tokenizer_is_eog(tok, next)) {
-            finish = "stop";
-            break;
-        }
-        sampler_accept(&sampler, next);
-        size_t before = (size_t)ftell(c.text);
-        TokenLogprob *t = emit_token(&c, token, next);
-        if (t) score_token(t, logits, vocab, n_top);
-        r->n_generated++;
-        token = next;
-        if (q->n_stops) {
-            fflush(c.text);
-            size_t from = before - text_start >= max_stop ? before - max_stop + 1 : text_start;
-            long stop = find_stop(q, c.text_buf, c.text_len, from);
-            if (stop >= 0) { /* the text ends before the stop string, as OpenAI's */
-                text_end = (size_t)stop;
-                while (c.n_lp > 0 && c.lp[c.n_lp - 1].text_offset >= text_end) c.n_lp--;
-                finish = "stop";
+/* Bytes at the end of the generated text that could begin a stop string:
+ * a stream holds them back until the next token shows whether they do. */
+static size_t stop_hold(const GenRequest *q, const char *text, size_t len, size_t start) {
+    size_t held = 0;
+    for (int i = 0; i < q->n_stops; i++)
+        for (size_t n = q->stop_lens[i] - 1; n > held; n--)
+            if (n <= len - start && memcmp(text + len - n, q->stops[i], n) == 0) {
+                held = n;
                 break;
             }
-        }
-        if (r->n_generated == q->max_tokens) break;
-        logits = feed(api, &next, 1, 0, &err);
-        if (!logits) goto engine_failed;
-    }
-    fclose(c.text);
-    c.text = NULL;
-    if (c.text_len > text_end) c.text_len = text_end;
-    Body b;
-    write_completion(api, &c, finish, r, &b);
-    body_close(&b, r, 200);
-    rc = 0;
-    goto out;
-engine_failed:
-    /* the cache's last chunk is suspect: the next request starts afresh */
-    kv_cache_remove(kv, 0, kv->n_used);
-    refuse(e, 500, NULL, "%s", err.msg);
-out:
-    if (c.text) fclose(c.text);
-    free(c.text_buf);
-    free(c.lp);
-    sampler_free(&sampler);
-    return rc;
+    return held;
 }
 
-static int handle_completion(ServeApi *api, const JsonValue *root, ServeResponse *r, ApiError *e) {
-    CompletionRequest q;
-    int rc = parse_completion(api, root, &q, e);
-    if (!rc) rc = run_completion(api, &q, r, e);
-    free(q.prompt);
+/* The prompt after the cached prefix the slot shares (all of it with echo,
+ * whose log-probabilities need every row's logits); 0, or -1 + g->err. */
+static int prefill(ServeStream *g) {
+    const GenRequest *q = &g->q;
+    ServeSlot *slot = g->slot;
+    KVCache *kv = &slot->ctx->cache;
+    int vocab = g->api->cfg.tok->vocab_size, n = q->n_prompt;
+    int reuse = q->echo ? 0 : common_prefix(slot, q->prompt, n);
+    if (reuse == n) reuse = n - 1; /* the last token runs again: its logits choose the first */
+    if (reuse < kv->n_used) kv_cache_remove(kv, reuse, kv->n_used - reuse);
+    g->counts.n_prompt = n;
+    g->counts.n_reused = reuse;
+    int n_top = q->logprobs > 0 ? q->logprobs : 0;
+    for (int i = 0; q->echo && i < n; i++) emit_token(g, i ? q->prompt[i - 1] : -1, q->prompt[i]);
+    for (int done = reuse; done < n;) {
+        int max = slot->ctx->state.max_tokens, chunk = n - done < max ? n - done : max;
+        const float *logits = feed(slot, q->prompt + done, chunk, q->echo, &g->err);
+        if (!logits) return -1;
+        for (int j = 0; q->echo && g->lp && j < chunk; j++) /* row j predicts token done + j + 1 */
+            if (done + j + 1 < n) score_token(&g->lp[done + j + 1], logits + (size_t)j * vocab, vocab, n_top);
+        g->logits = q->echo ? logits + (size_t)(chunk - 1) * vocab : logits;
+        done += chunk;
+    }
+    for (int i = 0; i < n; i++) sampler_accept(&g->sampler, q->prompt[i]);
+    fflush(g->text);
+    g->text_start = g->text_len;
+    g->token = q->prompt[n - 1];
+    return 0;
+}
+
+/* One token, sampled as -m generate samples (chat: as -m chat, until an
+ * end-of-turn token): 1 while more may follow, 0 when the text has ended
+ * (g->finish), -1 + g->err when the engine failed. */
+static int step(ServeStream *g) {
+    const GenRequest *q = &g->q;
+    const Tokenizer *tok = g->api->cfg.tok;
+    if (g->counts.n_generated >= q->max_tokens) {
+        g->finish = "length";
+        return 0;
+    }
+    if (g->pending) {
+        g->logits = feed(g->slot, &g->token, 1, 0, &g->err);
+        if (!g->logits) return -1;
+        g->pending = 0;
+    }
+    int next = sampler_sample(&g->sampler, g->logits);
+    if (next == tok->bos_id || (q->chat ? tokenizer_ends_turn(tok, next) : tokenizer_is_eog(tok, next))) {
+        g->finish = "stop";
+        return 0;
+    }
+    sampler_accept(&g->sampler, next);
+    size_t before = (size_t)ftell(g->text);
+    TokenLogprob *t = emit_token(g, g->token, next);
+    if (t) score_token(t, g->logits, tok->vocab_size, q->logprobs);
+    g->counts.n_generated++;
+    g->token = next;
+    g->pending = 1;
+    fflush(g->text);
+    if (q->n_stops) {
+        size_t max_stop = 0;
+        for (int i = 0; i < q->n_stops; i++) max_stop = q->stop_lens[i] > max_stop ? q->stop_lens[i] : max_stop;
+        size_t from = before - g->text_start >= max_stop ? before - max_stop + 1 : g->text_start;
+        long stop = find_stop(q, g->text_buf, g->text_len, from);
+        if (stop >= 0) { /* the text ends before the stop string, as OpenAI's */
+            g->text_end = (size_t)stop;
+            while (g->n_lp > 0 && g->lp[g->n_lp - 1].text_offset >= g->text_end) g->n_lp--;
+            g->finish = "stop";
+            return 0;
+        }
+    }
+    if (g->counts.n_generated == q->max_tokens) {
+        g->finish = "length";
+        return 0;
+    }
+    return 1;
+}
+
+/* ---- writing the responses ---------------------------------------------------------------------------- */
+static size_t text_length(const ServeStream *g) { return g->text_len < g->text_end ? g->text_len : g->text_end; }
+
+/* A candidate's text in a token's place: after the token before it. */
+static const char *candidate_text(const ServeStream *g, const TokenLogprob *t, int id, size_t *len) {
+    *len = 0;
+    return id == g->api->cfg.tok->bos_id ? "" : tokenizer_decode(g->api->cfg.tok, t->prev, id, len);
+}
+
+/* OpenAI's legacy logprobs object of entries [from, to). */
+static void write_legacy_logprobs(FILE *f, const ServeStream *g, int from, int to) {
+    fputs("{\"tokens\":[", f);
+    for (int i = from; i < to; i++) {
+        if (i > from) fputc(',', f);
+        json_write_string(f, g->text_buf + g->lp[i].text_offset, g->lp[i].text_len);
+    }
+    fputs("],\"token_logprobs\":[", f);
+    for (int i = from; i < to; i++) {
+        if (i > from) fputc(',', f);
+        json_write_number(f, g->lp[i].logprob);
+    }
+    fputs("],\"top_logprobs\":[", f);
+    for (int i = from; i < to; i++) {
+        const TokenLogprob *t = &g->lp[i];
+        if (i > from) fputc(',', f);
+        if (isnan(t->logprob)) {
+            fputs("null", f);
+            continue;
+        }
+        fputc('{', f);
+        for (int k = 0; k < t->n_top; k++) {
+            size_t len;
+            const char *piece = candidate_text(g, t, t->top_ids[k], &len);
+            if (k) fputc(',', f);
+            json_write_string(f, piece, len);
+            fputc(':', f);
+            json_write_number(f, t->top_logprobs[k]);
+        }
+        fputc('}', f);
+    }
+    fputs("],\"text_offset\":[", f);
+    for (int i = from; i < to; i++) fprintf(f, "%s%zu", i > from ? "," : "", g->lp[i].text_offset);
+    fputs("]}", f);
+}
+
+/* One entry of a chat logprobs list: token, logprob and its UTF-8 bytes. */
+static void write_chat_token(FILE *f, const char *text, size_t len, double logprob) {
+    fputs("{\"token\":", f);
+    json_write_string(f, text, len);
+    fputs(",\"logprob\":", f);
+    json_write_number(f, logprob);
+    fputs(",\"bytes\":[", f);
+    for (size_t i = 0; i < len; i++) fprintf(f, "%s%u", i ? "," : "", (unsigned char)text[i]);
+    fputc(']', f);
+}
+
+/* OpenAI's chat logprobs object of entries [from, to). */
+static void write_chat_logprobs(FILE *f, const ServeStream *g, int from, int to) {
+    fputs("{\"content\":[", f);
+    for (int i = from; i < to; i++) {
+        const TokenLogprob *t = &g->lp[i];
+        if (i > from) fputc(',', f);
+        write_chat_token(f, g->text_buf + t->text_offset, t->text_len, t->logprob);
+        fputs(",\"top_logprobs\":[", f);
+        for (int k = 0; k < t->n_top; k++) {
+            size_t len;
+            const char *piece = candidate_text(g, t, t->top_ids[k], &len);
+            if (k) fputc(',', f);
+            write_chat_token(f, piece, len, t->top_logprobs[k]);
+            fputc('}', f);
+        }
+        fputs("]}", f);
+    }
+    fputs("]}", f);
+}
+
+static void write_logprobs(FILE *f, const ServeStream *g, int from, int to) {
+    if (g->q.logprobs < 0) fputs("null", f);
+    else if (g->q.chat) write_chat_logprobs(f, g, from, to);
+    else write_legacy_logprobs(f, g, from, to);
+}
+
+static void write_usage(FILE *f, const ServeStream *g) {
+    fprintf(f, "\"usage\":{\"prompt_tokens\":%d,\"completion_tokens\":%d,\"total_tokens\":%d}",
+            g->counts.n_prompt, g->counts.n_generated, g->counts.n_prompt + g->counts.n_generated);
+}
+
+/* The head every response and event of a request shares. */
+static void write_head(FILE *f, const ServeStream *g, const char *object) {
+    fprintf(f, "{\"id\":\"%s-posenc-%ld\",\"object\":\"%s\",\"created\":%lld,\"model\":",
+            g->q.chat ? "chatcmpl" : "cmpl", g->id, object, g->created);
+    json_write_string(f, g->api->cfg.model_id, strlen(g->api->cfg.model_id));
+}
+
+static void write_response(const ServeStream *g, Body *b) {
+    FILE *f = body_open(b);
+    write_head(f, g, g->q.chat ? "chat.completion" : "text_completion");
+    fputs(",\"choices\":[{\"index\":0,", f);
+    if (g->q.chat) fputs("\"message\":{\"role\":\"assistant\",\"content\":", f);
+    else fputs("\"text\":", f);
+    json_write_string(f, g->text_buf, text_length(g));
+    fputs(g->q.chat ? "}," : ",", f);
+    fputs("\"logprobs\":", f);
+    write_logprobs(f, g, 0, g->n_lp);
+    fprintf(f, ",\"finish_reason\":\"%s\"}],", g->finish);
+    write_usage(f, g);
+    fputc('}', f);
+}
+
+/* One event of text[released..upto) and entries [lp_released, lp_to); the
+ * finish reason when there is one. */
+static void write_event(ServeStream *g, FILE *f, size_t upto, int lp_to, const char *finish) {
+    fputs("data: ", f);
+    write_head(f, g, g->q.chat ? "chat.completion.chunk" : "text_completion");
+    fputs(",\"choices\":[{\"index\":0,", f);
+    if (g->q.chat) {
+        fputs("\"delta\":{", f);
+        if (!g->started) fputs("\"role\":\"assistant\",", f);
+        fputs("\"content\":", f);
+        json_write_string(f, g->text_buf + g->released, upto - g->released);
+        fputs("},", f);
+    } else {
+        fputs("\"text\":", f);
+        json_write_string(f, g->text_buf + g->released, upto - g->released);
+        fputc(',', f);
+    }
+    fputs("\"logprobs\":", f);
+    if (lp_to > g->lp_released) write_logprobs(f, g, g->lp_released, lp_to);
+    else fputs("null", f);
+    fputs(",\"finish_reason\":", f);
+    if (finish) fprintf(f, "\"%s\"", finish);
+    else fputs("null", f);
+    fputs("}]}\n\n", f);
+    g->started = 1;
+    g->released = upto;
+    g->lp_released = lp_to;
+}
+
+/* The text a stream may send now: all of it once finished, else up to
+ * what a stop string could still claim; with logprobs, whole tokens. */
+static void releasable(const ServeStream *g, size_t *upto, int *lp_to) {
+    size_t safe = text_length(g);
+    if (!g->finish && g->q.n_stops) safe -= stop_hold(&g->q, g->text_buf, g->text_len, g->text_start);
+    int to = g->lp_released;
+    if (g->q.logprobs >= 0) {
+        while (to < g->n_lp && (g->finish ? g->lp[to].text_offset <= safe
+                                          : g->lp[to].text_offset + g->lp[to].text_len <= safe))
+            to++;
+        if (!g->finish) safe = to > 0 ? g->lp[to - 1].text_offset + g->lp[to - 1].text_len : g->released;
+        if (safe < g->released) safe = g->released;
+    }
+    *upto = safe;
+    *lp_to = to;
+}
+
+/* ---- the requests --------------------------------------------------------------------------------------- */
+static ServeStream *start_generation(ServeApi *api, const JsonValue *root, int chat, ServeResponse *r, ApiError *e) {
+    GenRequest q;
+    if (parse_generation(api, root, chat, &q, e)) {
+        gen_request_free(&q);
+        return NULL;
+    }
+    ServeSlot *slot = acquire_slot(api, &q, e);
+    if (!slot) {
+        gen_request_free(&q);
+        return NULL;
+    }
+    ServeStream *g = calloc_or_exit(1, sizeof *g, "a request");
+    *g = (ServeStream){.api = api, .slot = slot, .q = q, .text_end = SIZE_MAX, .created = (long long)time(NULL),
+                        .started = !q.chat /* a chat stream's first event names the role */};
+    g->counts.slot = (int)(slot - api->slots);
+    pthread_mutex_lock(&api->lock);
+    unsigned long long seed = q.seed ? q.seed : api->next_seed;
+    api->next_seed = api->next_seed * 6364136223846793005ull + 1442695040888963407ull;
+    if (!api->next_seed) api->next_seed = 1;
+    g->id = api->n_requests++;
+    pthread_mutex_unlock(&api->lock);
+    sampler_build(&g->sampler, api->cfg.tok->vocab_size, q.temperature, q.top_p, q.top_k, seed);
+    sampler_set_min_p(&g->sampler, q.min_p);
+    sampler_set_penalties(&g->sampler, q.penalties);
+    g->text = open_memstream(&g->text_buf, &g->text_len);
+    if (!g->text) posenc_out_of_memory(1, 1, "a completion's text");
+    if (prefill(g)) {
+        /* the cache's last chunk is suspect: the next request starts afresh */
+        kv_cache_remove(&slot->ctx->cache, 0, slot->ctx->cache.n_used);
+        refuse(e, 500, NULL, "%s", g->err.msg);
+        *r = g->counts;
+        serve_stream_free(g);
+        return NULL;
+    }
+    return g;
+}
+
+void serve_stream_free(ServeStream *g) {
+    if (!g) return;
+    release_slot(g->api, g->slot);
+    if (g->text) fclose(g->text);
+    free(g->text_buf);
+    free(g->lp);
+    free(g->event);
+    sampler_free(&g->sampler);
+    gen_request_free(&g->q);
+    free(g);
+}
+
+const ServeResponse *serve_stream_counts(const ServeStream *g) { return &g->counts; }
+
+int serve_stream_next(ServeStream *g, const char **data, size_t *len) {
+    if (g->done) return 0;
+    omp_set_num_threads(g->api->threads);
+    free(g->event);
+    Body b;
+    FILE *f = body_open(&b);
+    for (;;) {
+        if (g->finished_sent) {
+            if (g->q.include_usage) { /* OpenAI's last chunk: no choices, the usage */
+                fputs("data: ", f);
+                write_head(f, g, g->q.chat ? "chat.completion.chunk" : "text_completion");
+                fputs(",\"choices\":[],", f);
+                write_usage(f, g);
+                fputs("}\n\n", f);
+            }
+            fputs("data: [DONE]\n\n", f);
+            g->done = 1;
+            break;
+        }
+        if (g->failed) { /* the status has gone out: the error comes as an event, then [DONE] */
+            ApiError e;
+            ServeResponse er;
+            refuse(&e, 500, NULL, "%s", g->err.msg);
+            respond_error(&er, &e);
+            fputs("data: ", f);
+            fwrite(er.body, 1, er.len, f);
+            fputs("\n\n", f);
+            serve_response_free(&er);
+            g->finished_sent = 1;
+            break;
+        }
+        if (!g->finish && g->started && step(g) < 0) {
+            /* the cache's last cells are suspect: the next request starts afresh */
+            kv_cache_remove(&g->slot->ctx->cache, 0, g->slot->ctx->cache.n_used);
+            g->failed = 1;
+            continue;
+        }
+        size_t upto;
+        int lp_to;
+        releasable(g, &upto, &lp_to);
+        if (g->finish) { /* the rest of the text with the finish reason */
+            write_event(g, f, upto, lp_to, g->finish);
+            g->finished_sent = 1;
+            break;
+        }
+        if (upto > g->released || lp_to > g->lp_released || !g->started) {
+            write_event(g, f, upto, lp_to, NULL);
+            break;
+        }
+    }
+    fclose(f);
+    g->event = b.body;
+    g->event_len = b.len;
+    *data = g->event;
+    *len = g->event_len;
+    return 1;
+}
+
+/* A whole response: generation to the end, then the JSON. */
+static int finish_generation(ServeStream *g, ServeResponse *r, ApiError *e) {
+    int rc;
+    while ((rc = step(g)) > 0) {}
+    if (rc < 0) {
+        kv_cache_remove(&g->slot->ctx->cache, 0, g->slot->ctx->cache.n_used);
+        refuse(e, 500, NULL, "%s", g->err.msg);
+    } else {
+        Body b;
+        write_response(g, &b);
+        body_close(&b, r, 200);
+    }
+    int status = r->status;
+    char *body = r->body;
+    size_t len = r->len;
+    *r = g->counts;
+    r->status = status, r->body = body, r->len = len;
+    serve_stream_free(g);
     return rc;
 }
 
@@ -567,15 +986,24 @@ ContextSize serve_context_size(int n_ctx, TensorType kv_type) {
     return (ContextSize){.n_ctx = n_ctx, .max_tokens = chunk, .logit_rows = chunk, .kv_type = kv_type};
 }
 
-void serve_api_init(ServeApi *api, Context *ctx, const Tokenizer *tok, const char *model_id,
-                    unsigned long long seed) {
-    *api = (ServeApi){.ctx = ctx, .tok = tok, .model_id = model_id, .next_seed = seed ? seed : 1};
-    api->cached = malloc_or_exit((size_t)ctx->cache.n_ctx * sizeof *api->cached, "the slot's tokens");
+void serve_api_init(ServeApi *api, Context *ctxs, int n_slots, const ServeConfig *cfg) {
+    *api = (ServeApi){.cfg = *cfg, .n_slots = n_slots, .threads = omp_get_max_threads(),
+                      .next_seed = cfg->seed ? cfg->seed : 1};
+    api->slots = calloc_or_exit((size_t)n_slots, sizeof *api->slots, "the slots");
+    for (int i = 0; i < n_slots; i++) {
+        api->slots[i].ctx = &ctxs[i];
+        api->slots[i].cached = malloc_or_exit((size_t)ctxs[i].cache.n_ctx * sizeof(int), "a slot's tokens");
+    }
+    pthread_mutex_init(&api->lock, NULL);
+    pthread_cond_init(&api->changed, NULL);
 }
 
 void serve_api_free(ServeApi *api) {
-    free(api->cached);
-    api->cached = NULL;
+    for (int i = 0; i < api->n_slots; i++) free(api->slots[i].cached);
+    free(api->slots);
+    api->slots = NULL;
+    pthread_mutex_destroy(&api->lock);
+    pthread_cond_destroy(&api->changed);
 }
 
 void serve_response_free(ServeResponse *r) {
@@ -583,19 +1011,22 @@ void serve_response_free(ServeResponse *r) {
     r->body = NULL;
 }
 
-typedef enum { ROUTE_HEALTH, ROUTE_MODELS, ROUTE_TOKENIZE, ROUTE_DETOKENIZE, ROUTE_COMPLETIONS } Route;
+typedef enum { ROUTE_HEALTH, ROUTE_MODELS, ROUTE_TOKENIZE, ROUTE_DETOKENIZE, ROUTE_COMPLETIONS, ROUTE_CHAT } Route;
 static const struct {
     const char *path, *method;
     Route route;
 } routes[] = {
     {"/health", "GET", ROUTE_HEALTH},          {"/v1/models", "GET", ROUTE_MODELS},
     {"/tokenize", "POST", ROUTE_TOKENIZE},     {"/detokenize", "POST", ROUTE_DETOKENIZE},
-    {"/v1/completions", "POST", ROUTE_COMPLETIONS},
+    {"/v1/completions", "POST", ROUTE_COMPLETIONS}, {"/v1/chat/completions", "POST", ROUTE_CHAT},
 };
 
-void serve_handle(ServeApi *api, const char *method, const char *path, const char *body,
-                  size_t len, ServeResponse *r) {
-    *r = (ServeResponse){0};
+void serve_begin(ServeApi *api, const char *method, const char *path, const char *body, size_t len,
+                 ServeResponse *r, ServeStream **stream) {
+    *r = (ServeResponse){.slot = -1};
+    *stream = NULL;
+    /* this thread's forward passes use the threads the contexts' scratch was sized for */
+    omp_set_num_threads(api->threads);
     ApiError e;
     int found = -1;
     for (size_t i = 0; i < sizeof routes / sizeof routes[0] && found < 0; i++)
@@ -614,13 +1045,40 @@ void serve_handle(ServeApi *api, const char *method, const char *path, const cha
         rc = parse_body(&doc, body ? body : "", len, &e);
         if (!rc) {
             const JsonValue *root = &doc.root;
-            switch (routes[found].route) {
-            case ROUTE_TOKENIZE: rc = handle_tokenize(api, root, r, &e); break;
-            case ROUTE_DETOKENIZE: rc = handle_detokenize(api, root, r, &e); break;
-            default: rc = handle_completion(api, root, r, &e); break;
+            Route route = routes[found].route;
+            if (route == ROUTE_TOKENIZE) rc = handle_tokenize(api, root, r, &e);
+            else if (route == ROUTE_DETOKENIZE) rc = handle_detokenize(api, root, r, &e);
+            else {
+                ServeStream *g = start_generation(api, root, route == ROUTE_CHAT, r, &e);
+                json_free(&doc);
+                if (!g) rc = -1;
+                else if (g->q.stream) {
+                    g->counts.status = 200;
+                    *r = g->counts;
+                    *stream = g;
+                    return;
+                } else rc = finish_generation(g, r, &e);
+                if (rc) respond_error(r, &e);
+                return;
             }
             json_free(&doc);
         }
     }
     if (rc) respond_error(r, &e);
+}
+
+void serve_handle(ServeApi *api, const char *method, const char *path, const char *body, size_t len,
+                  ServeResponse *r) {
+    ServeStream *g;
+    serve_begin(api, method, path, body, len, r, &g);
+    if (!g) return;
+    Body b;
+    FILE *f = body_open(&b);
+    const char *data;
+    size_t n;
+    while (serve_stream_next(g, &data, &n)) fwrite(data, 1, n, f);
+    body_close(&b, r, 200);
+    ServeResponse counts = g->counts;
+    serve_stream_free(g);
+    r->n_prompt = counts.n_prompt, r->n_reused = counts.n_reused, r->n_generated = counts.n_generated;
 }

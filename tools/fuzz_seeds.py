@@ -772,6 +772,17 @@ API_REQUESTS = (
     ("POST /v1/completions", {"prompt": "The", "max_tokens": 60, "presence_penalty": 1,
                               "frequency_penalty": -1, "logprobs": 20, "stop": "."}),
     ("POST /v1/completions", {"prompt": "x", "max_tokens": 1, "n": 2}),
+    ("POST /v1/completions", {"prompt": "Once", "max_tokens": 8, "stream": True, "echo": True, "logprobs": 2,
+                              "stop": ["e t", "zz"], "stream_options": {"include_usage": True}}),
+    ("POST /v1/chat/completions", {"messages": [{"role": "system", "content": "Be brief."},
+                                                {"role": "user", "content": "Hi"}],
+                                   "max_tokens": 8, "logprobs": True, "top_logprobs": 3, "stop": "."}),
+    ("POST /v1/chat/completions", {"messages": [{"role": "user", "content": [{"type": "text", "text": "Hi"}]},
+                                                {"role": "assistant", "content": "Hello"},
+                                                {"role": "user", "content": "Bye"}],
+                                   "max_completion_tokens": 6, "stream": True, "seed": 3}),
+    ("POST /v1/chat/completions", {"messages": [{"role": "user", "content": "a"},
+                                                {"role": "user", "content": "b"}]}),
 )
 
 

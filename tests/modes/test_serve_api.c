@@ -5,38 +5,69 @@
  * the same text and log-probabilities as from an empty cache (control: a
  * different prompt differs), echo's log-probabilities equal one prefill's
  * log-softmax (control: another token's is far), stop strings cut the text.
+ * Chat completions: the reply equal to -m chat's session (chat_turn) on
+ * the same conversation, turn after turn (control: another message
+ * differs).  Streams: their events joined equal the whole response, stop
+ * strings held back until decided.  Slots: two streams interleaved give
+ * what each gives alone; a full queue is 429; a stream dropped mid-way
+ * frees its slot, whose cache then serves exactly.
  * The HTTP server around it: tests/cli/test_serve.c. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/json_parse.h"
+#include "chat/chat_template.h"
 #include "modes/perplexity.h"
 #include "modes/serve_api.h"
 #include "tests/common.h"
 
+#define MAX_SLOTS 2
+
 typedef struct {
     Model model;
     Tokenizer tok;
-    Context ctx;
+    Context ctx[MAX_SLOTS];
+    int n_slots;
+    JinjaTemplate *template;
+    ChatFormat chat;
     ServeApi api;
 } Server;
 
-static int server_open(Server *s) {
+/* n_slots slots of 256 cells, no queue; with the llama2 chat template
+ * (which stories260K's vocabulary writes) when `chat`. */
+static int server_open_with(Server *s, int n_slots, int chat) {
     const char *models = tests_models_dir("the server's API on stories260K");
     if (!models) return 0;
     tests_load_model(&s->model, tests_model_path(models, "stories260K/stories260K.bin"));
     tests_load_tokenizer(&s->tok, tests_model_path(models, "stories260K/tok512.bin"), 512);
     ContextSize size = serve_context_size(256, TENSOR_F32);
     PosencError err;
-    ck_assert_msg(context_build_sized(&s->ctx, &s->model, &s->model.pe, &size, &err) == 0, "%s", err.msg);
-    serve_api_init(&s->api, &s->ctx, &s->tok, "stories260K", 42);
+    s->n_slots = n_slots;
+    for (int i = 0; i < n_slots; i++)
+        ck_assert_msg(context_build_sized(&s->ctx[i], &s->model, &s->model.pe, &size, &err) == 0, "%s", err.msg);
+    s->template = NULL;
+    if (chat) {
+        const char *text = chat_template_builtin("llama2");
+        s->template = jinja_parse(text, strlen(text), &err);
+        ck_assert_msg(s->template != NULL, "%s", err.msg);
+        chat_format_init(&s->chat, s->template, NULL, &s->tok);
+    }
+    ServeConfig cfg = {.tok = &s->tok, .chat = chat ? &s->chat : NULL, .model_id = "stories260K", .seed = 42,
+                       .max_queue = 0, .defaults = {.temperature = 1.0f, .top_p = 1.0f}};
+    serve_api_init(&s->api, s->ctx, n_slots, &cfg);
     return 1;
 }
 
+static int server_open(Server *s) { return server_open_with(s, 1, 0); }
+
 static void server_close(Server *s) {
     serve_api_free(&s->api);
-    context_free(&s->ctx);
+    for (int i = 0; i < s->n_slots; i++) context_free(&s->ctx[i]);
+    if (s->template) {
+        chat_format_free(&s->chat);
+        jinja_free(s->template);
+    }
     tokenizer_free(&s->tok);
     model_free(&s->model);
 }
@@ -89,12 +120,15 @@ START_TEST(test_refusals) {
     expect_refusal(&s, "POST", c, "{\"prompt\":\"a\",\"echo\":1}", 400, "echo", "true or false");
     expect_refusal(&s, "POST", c, "{\"prompt\":\"a\",\"stop\":[\"a\",\"b\",\"c\",\"d\",\"e\"]}", 400, "stop", "at most 4");
     expect_refusal(&s, "POST", c, "{\"prompt\":\"a\",\"stop\":7}", 400, "stop", "string");
-    expect_refusal(&s, "POST", c, "{\"prompt\":\"a\",\"stream\":true}", 400, "stream", "not supported");
     expect_refusal(&s, "POST", c, "{\"prompt\":[1,512]}", 400, "prompt", "token id");
     expect_refusal(&s, "POST", c, "{\"prompt\":[]}", 400, "prompt", "at least one");
     expect_refusal(&s, "POST", c, "{\"prompt\":[\"a\",\"b\"]}", 400, "prompt", "one prompt");
     expect_refusal(&s, "POST", c, "{\"prompt\":\"a\",\"max_tokens\":300}", 400, "max_tokens", "exceed the context");
     expect_refusal(&s, "POST", "/tokenize", "{\"content\":3}", 400, "content", "string");
+    expect_refusal(&s, "POST", "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}]}", 400,
+                   "messages", "--chat-template");
+    expect_refusal(&s, "POST", c, "{\"prompt\":\"a\",\"stream_options\":{\"include_usage\":true}}", 400,
+                   "stream_options", "'stream': true");
     expect_refusal(&s, "POST", "/detokenize", "{\"tokens\":[-1]}", 400, "tokens", "token id");
     /* a body past the limit is refused before it is read */
     ServeResponse r;
@@ -210,6 +244,287 @@ START_TEST(test_echo_logprobs) {
 }
 END_TEST
 
+
+/* ---- chat, streams, slots ---------------------------------------------------------------------- */
+/* The events of an SSE body: each "data: " line's JSON, until [DONE],
+ * which must come last.  Returns the joined text (chat: the deltas'
+ * content) and how many events there were; *finish the last finish_reason. */
+static double stream_logprobs[1024];
+static int n_stream_logprobs;
+
+static char *stream_text(const char *body, int chat, char *finish, int *n_events) {
+    n_stream_logprobs = 0;
+    size_t cap = 4096, len = 0;
+    char *text = calloc(cap, 1);
+    *n_events = 0;
+    const char *at = body;
+    int done = 0;
+    while (*at) {
+        ck_assert_msg(!done, "an event after [DONE]: %s", at);
+        ck_assert_msg(strncmp(at, "data: ", 6) == 0, "not an event: %.40s", at);
+        const char *end = strstr(at, "\n\n");
+        ck_assert(end != NULL);
+        if (strncmp(at + 6, "[DONE]", 6) == 0) {
+            done = 1;
+            at = end + 2;
+            continue;
+        }
+        JsonDoc doc;
+        PosencError err;
+        ck_assert_msg(json_parse(&doc, at + 6, (size_t)(end - at - 6), &err) == 0, "%s", err.msg);
+        const JsonValue *choices = json_get(&doc.root, "choices");
+        if (choices && choices->len) {
+            const JsonValue *c = &choices->items[0];
+            const char *piece = chat ? json_get_string(json_get(c, "delta"), "content") : json_get_string(c, "text");
+            if (piece) {
+                size_t n = strlen(piece);
+                while (len + n + 1 > cap) text = realloc(text, cap *= 2);
+                memcpy(text + len, piece, n + 1);
+                len += n;
+            }
+            const JsonValue *lp = json_get(json_get(c, "logprobs"), "token_logprobs");
+            for (uint32_t k = 0; lp && k < lp->len && n_stream_logprobs < 1024; k++)
+                stream_logprobs[n_stream_logprobs++] = lp->items[k].type == JSON_NUMBER ? lp->items[k].number : NAN;
+            const char *f = json_get_string(c, "finish_reason");
+            if (f) snprintf(finish, 16, "%s", f);
+        }
+        json_free(&doc);
+        (*n_events)++;
+        at = end + 2;
+    }
+    ck_assert_msg(done, "no [DONE]");
+    return text;
+}
+
+static char *chat_reply(Server *s, const char *body) {
+    JsonDoc doc;
+    ck_assert_int_eq(request(s, "POST", "/v1/chat/completions", body, &doc), 200);
+    const JsonValue *choice = &json_get(&doc.root, "choices")->items[0];
+    ck_assert(json_is_string(json_get(json_get(choice, "message"), "role"), "assistant"));
+    char *text = strdup(json_get_string(json_get(choice, "message"), "content"));
+    json_free(&doc);
+    return text;
+}
+
+START_TEST(test_chat_as_chat_mode) {
+    Server s;
+    if (!server_open_with(&s, 1, 1)) return;
+    /* -m chat's session on a context of its own, greedy, 24 tokens a reply */
+    Context ctx;
+    tests_build_context(&ctx, &s.model, &s.model.pe, 256);
+    Sampler sampler;
+    sampler_build(&sampler, 512, 0.0f, 1.0f, 0, 1);
+    ChatOptions opt = {.template = s.template, .max_reply = 24, .keep = -1, .shift = CONTEXT_SHIFT_OFF};
+    ChatSession session;
+    PosencError err;
+    ck_assert_msg(chat_session_init(&session, &ctx, &s.tok, &sampler, &opt, &err) == 0, "%s", err.msg);
+    char *turn[2];
+    size_t turn_len[2];
+    const char *user[2] = {"Hello there", "Tell me a story"};
+    for (int i = 0; i < 2; i++) {
+        FILE *out = open_memstream(&turn[i], &turn_len[i]);
+        ck_assert_int_eq(chat_turn(&session, user[i], out, &err), 0);
+        fclose(out);
+        turn[i][--turn_len[i]] = 0; /* the newline after the reply */
+    }
+    char body[2048];
+    snprintf(body, sizeof body,
+             "{\"messages\":[{\"role\":\"user\",\"content\":\"%s\"}],\"max_tokens\":24,\"temperature\":0}", user[0]);
+    char *a = chat_reply(&s, body);
+    ck_assert_str_eq(a, turn[0]);
+    /* the second turn: the conversation so far, the reply as an assistant message (as text parts) */
+    snprintf(body, sizeof body,
+             "{\"messages\":[{\"role\":\"user\",\"content\":\"%s\"},{\"role\":\"assistant\",\"content\":"
+             "[{\"type\":\"text\",\"text\":\"%s\"}]},{\"role\":\"user\",\"content\":\"%s\"}],"
+             "\"max_tokens\":24,\"temperature\":0}",
+             user[0], turn[0], user[1]);
+    char *b = chat_reply(&s, body);
+    ck_assert_str_eq(b, turn[1]);
+    /* control: another first message gives another reply */
+    char *c = chat_reply(&s, "{\"messages\":[{\"role\":\"user\",\"content\":\"Bye\"}],\"max_tokens\":24,\"temperature\":0}");
+    ck_assert_str_ne(c, turn[0]);
+    free(a), free(b), free(c), free(turn[0]), free(turn[1]);
+    chat_session_free(&session);
+    sampler_free(&sampler);
+    context_free(&ctx);
+
+    const char *cc = "/v1/chat/completions";
+    expect_refusal(&s, "POST", cc, "{}", 400, "messages", "required");
+    expect_refusal(&s, "POST", cc, "{\"messages\":[]}", 400, "messages", "non-empty");
+    expect_refusal(&s, "POST", cc, "{\"messages\":[{\"content\":\"a\"}]}", 400, "messages", "'role'");
+    expect_refusal(&s, "POST", cc, "{\"messages\":[{\"role\":\"user\",\"content\":3}]}", 400, "messages", "content");
+    expect_refusal(&s, "POST", cc, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]}", 400,
+                   "messages", "text");
+    expect_refusal(&s, "POST", cc, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\\u0000b\"}]}", 400, "messages", "NUL");
+    expect_refusal(&s, "POST", cc, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\",\"tool_calls\":[]}]}", 400,
+                   "messages", "unknown field 'tool_calls'");
+    expect_refusal(&s, "POST", cc, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"top_logprobs\":2}", 400,
+                   "top_logprobs", "'logprobs': true");
+    expect_refusal(&s, "POST", cc, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"echo\":true}", 400, NULL,
+                   "unknown field 'echo'");
+    expect_refusal(&s, "POST", cc, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"max_tokens\":300}", 400,
+                   "max_tokens", "exceed the context");
+    /* the template's own refusal (llama2's: roles must alternate) */
+    expect_refusal(&s, "POST", cc, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"},{\"role\":\"user\",\"content\":\"b\"}]}",
+                   400, "messages", "chat template");
+    server_close(&s);
+}
+END_TEST
+
+/* A stream's joined events equal the whole response: text, finish reason
+ * and, with logprobs, the log-probabilities' entries. */
+static void expect_stream_equal(Server *s, const char *path, const char *whole_body, int chat) {
+    ServeResponse whole, streamed;
+    serve_handle(&s->api, "POST", path, whole_body, strlen(whole_body), &whole);
+    ck_assert_int_eq(whole.status, 200);
+    char body[2048];
+    snprintf(body, sizeof body, "%.*s,\"stream\":true}", (int)strlen(whole_body) - 1, whole_body);
+    serve_handle(&s->api, "POST", path, body, strlen(body), &streamed);
+    ck_assert_int_eq(streamed.status, 200);
+    JsonDoc doc;
+    PosencError err;
+    ck_assert(json_parse(&doc, whole.body, whole.len, &err) == 0);
+    const JsonValue *choice = &json_get(&doc.root, "choices")->items[0];
+    const char *want = chat ? json_get_string(json_get(choice, "message"), "content") : json_get_string(choice, "text");
+    char finish[16] = "";
+    int n_events;
+    char *got = stream_text(streamed.body, chat, finish, &n_events);
+    ck_assert_str_eq(got, want);
+    ck_assert_str_eq(finish, json_get_string(choice, "finish_reason"));
+    ck_assert_int_eq(streamed.n_generated, whole.n_generated);
+    ck_assert_msg(n_events > 2, "%d events for %s: not a stream", n_events, body);
+    free(got);
+    json_free(&doc);
+    serve_response_free(&whole);
+    serve_response_free(&streamed);
+}
+
+START_TEST(test_streams) {
+    Server s;
+    if (!server_open_with(&s, 1, 1)) return;
+    const char *c = "/v1/completions";
+    expect_stream_equal(&s, c, "{\"prompt\":\"Once upon a time\",\"max_tokens\":20,\"temperature\":0}", 0);
+    expect_stream_equal(&s, c, "{\"prompt\":\"Once upon a time\",\"max_tokens\":20,\"temperature\":0,\"echo\":true,"
+                               "\"logprobs\":2}", 0);
+    expect_stream_equal(&s, c, "{\"prompt\":\"Once upon a time\",\"max_tokens\":20,\"seed\":5}", 0);
+    /* a stop string the text reaches token by token: held back, then cut */
+    char *full = completion(&s, "{\"prompt\":\"Once upon a time\",\"max_tokens\":20,\"temperature\":0}", NULL, 0);
+    char body[512];
+    snprintf(body, sizeof body, "{\"prompt\":\"Once upon a time\",\"max_tokens\":20,\"temperature\":0,\"stop\":\"%.6s\",\"logprobs\":0}",
+             full + 30);
+    expect_stream_equal(&s, c, body, 0);
+    const char *cc = "/v1/chat/completions";
+    expect_stream_equal(&s, cc, "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"max_tokens\":20,\"temperature\":0,"
+                                "\"logprobs\":true,\"top_logprobs\":3}", 1);
+    /* the usage comes last when asked for */
+    const char *usage = "{\"prompt\":\"Once\",\"max_tokens\":3,\"stream\":true,\"stream_options\":{\"include_usage\":true}}";
+    ServeResponse r;
+    serve_handle(&s.api, "POST", c, usage, strlen(usage), &r);
+    const char *u = strstr(r.body, "\"usage\":{\"prompt_tokens\":2,\"completion_tokens\":3");
+    ck_assert_msg(u && strstr(u, "data: [DONE]"), "%s", r.body);
+    serve_response_free(&r);
+    free(full);
+    server_close(&s);
+}
+END_TEST
+
+/* A stream's text and its log-probabilities' values, pulled event by event. */
+typedef struct {
+    ServeStream *g;
+    char text[1 << 16];
+} Pull;
+
+static int pull_one(Pull *p) {
+    const char *data;
+    size_t n;
+    if (!serve_stream_next(p->g, &data, &n)) return 0;
+    size_t len = strlen(p->text);
+    snprintf(p->text + len, sizeof p->text - len, "%.*s", (int)n, data);
+    return 1;
+}
+
+START_TEST(test_slots) {
+    Server s;
+    if (!server_open_with(&s, 2, 0)) return;
+    const char *c = "/v1/completions";
+    const char *body[2] = {"{\"prompt\":\"Once upon a time\",\"max_tokens\":30,\"seed\":11,\"logprobs\":1,\"stream\":true}",
+                           "{\"prompt\":\"The dog ran\",\"max_tokens\":30,\"seed\":12,\"logprobs\":1,\"stream\":true}"};
+    /* each alone, one after the other */
+    ServeResponse alone[2];
+    for (int i = 0; i < 2; i++) serve_handle(&s.api, "POST", c, body[i], strlen(body[i]), &alone[i]);
+    /* both at once on the two slots, their events interleaved */
+    static Pull p[2];
+    ServeResponse r[2];
+    for (int i = 0; i < 2; i++) {
+        serve_begin(&s.api, "POST", c, body[i], strlen(body[i]), &r[i], &p[i].g);
+        ck_assert_ptr_nonnull(p[i].g);
+    }
+    ck_assert_int_ne(r[0].slot, r[1].slot);
+    /* a third request finds both busy and no queue: 429 with OpenAI's error */
+    JsonDoc doc;
+    ck_assert_int_eq(request(&s, "POST", c, "{\"prompt\":\"a\",\"max_tokens\":1}", &doc), 429);
+    ck_assert(json_is_string(json_get(json_get(&doc.root, "error"), "code"), "queue_full"));
+    json_free(&doc);
+    for (int more = 1; more;) {
+        more = 0;
+        for (int i = 0; i < 2; i++) more |= pull_one(&p[i]);
+    }
+    for (int i = 0; i < 2; i++) {
+        /* the same text and log-probabilities (within 1e-5: the second
+         * request reused the first's cache, computed in other chunks) */
+        char f1[16], f2[16];
+        int n1, n2;
+        double lp[1024];
+        char *a = stream_text(alone[i].body, 0, f1, &n1);
+        int n_lp = n_stream_logprobs;
+        memcpy(lp, stream_logprobs, sizeof lp);
+        char *b = stream_text(p[i].text, 0, f2, &n2);
+        ck_assert_str_eq(a, b);
+        ck_assert_int_eq(n_lp, 30);
+        ck_assert_int_eq(n_stream_logprobs, n_lp);
+        for (int k = 0; k < n_lp; k++) ck_assert_msg(fabs(lp[k] - stream_logprobs[k]) < 1e-5, "%d: %g", k, lp[k]);
+        free(a), free(b);
+        serve_stream_free(p[i].g);
+        serve_response_free(&alone[i]);
+    }
+    /* control: the two requests' texts differ, so a swap would show */
+    ck_assert(strcmp(p[0].text + 200, p[1].text + 200) != 0);
+    server_close(&s);
+}
+END_TEST
+
+START_TEST(test_stream_dropped) {
+    Server s;
+    if (!server_open_with(&s, 1, 0)) return;
+    const char *c = "/v1/completions";
+    const char *body = "{\"prompt\":\"Once upon a time\",\"max_tokens\":40,\"temperature\":0,\"stream\":true}";
+    ServeResponse r;
+    ServeStream *g;
+    serve_begin(&s.api, "POST", c, body, strlen(body), &r, &g);
+    ck_assert_ptr_nonnull(g);
+    const char *data;
+    size_t n;
+    for (int i = 0; i < 5; i++) ck_assert(serve_stream_next(g, &data, &n));
+    /* the client goes away: the slot is free, its cache holds what was generated */
+    serve_stream_free(g);
+    ck_assert_int_gt(s.ctx[0].cache.n_used, 4);
+    const char *whole = "{\"prompt\":\"Once upon a time\",\"max_tokens\":40,\"temperature\":0,\"logprobs\":1}";
+    double reused[40], fresh[40];
+    ServeResponse again;
+    serve_handle(&s.api, "POST", c, whole, strlen(whole), &again);
+    ck_assert_int_eq(again.status, 200);
+    ck_assert_int_eq(again.n_reused, again.n_prompt - 1);
+    serve_response_free(&again);
+    char *a = completion(&s, whole, reused, 40);
+    kv_cache_remove(&s.ctx[0].cache, 0, s.ctx[0].cache.n_used);
+    char *b = completion(&s, whole, fresh, 40);
+    ck_assert_str_eq(a, b);
+    for (int i = 0; i < 40; i++) ck_assert_msg(fabs(reused[i] - fresh[i]) < 1e-5, "%d", i);
+    free(a), free(b);
+    server_close(&s);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("serve_api");
     TCase *tc = tcase_create("api");
@@ -218,6 +533,10 @@ int main(void) {
     tcase_add_test(tc, test_tokenize_round_trip);
     tcase_add_test(tc, test_cache_reuse_is_exact);
     tcase_add_test(tc, test_echo_logprobs);
+    tcase_add_test(tc, test_chat_as_chat_mode);
+    tcase_add_test(tc, test_streams);
+    tcase_add_test(tc, test_slots);
+    tcase_add_test(tc, test_stream_dropped);
     suite_add_tcase(s, tc);
     return tests_run_suite(s);
 }
