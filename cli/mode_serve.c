@@ -160,7 +160,7 @@ int run_serve(const Options *o) {
     }
     Setup s;
     setup_open(&s, o, SETUP_TOKENIZER | SETUP_VARIANTS);
-    check_positions(&s.model, &s.v.params[0], s.v.labels[0], s.n_ctx - 1);
+    for (int v = 0; v < s.v.n; v++) check_positions(&s.model, &s.v.params[v], s.v.labels[v], s.n_ctx - 1);
     /* the chat template: --chat-template's, else the model's; without one
      * /v1/chat/completions refuses, naming the flag */
     int has_template = o->chat_template || (s.model.gguf && gguf_find_kv(s.model.gguf, "tokenizer.chat_template"));
@@ -169,9 +169,12 @@ int run_serve(const Options *o) {
     const JsonValue *kwargs = load_template_kwargs(o, &kwargs_doc);
     ChatFormat chat;
     if (template) chat_format_init(&chat, template, kwargs, &s.tok);
-    Context *ctxs = calloc_or_exit((size_t)o->slots, sizeof *ctxs, "the slots");
-    for (int i = 0; i < o->slots; i++)
-        build_context(&ctxs[i], o, &s.model, &s.v.params[0], s.v.labels[0], serve_context_size(s.n_ctx, kv_type(o)));
+    /* --slots contexts per positional variant, all on the one copy of the weights */
+    int n_slots = o->slots * s.v.n;
+    Context *ctxs = calloc_or_exit((size_t)n_slots, sizeof *ctxs, "the slots");
+    for (int i = 0; i < n_slots; i++)
+        build_context(&ctxs[i], o, &s.model, &s.v.params[i / o->slots], s.v.labels[i / o->slots],
+                      serve_context_size(s.n_ctx, kv_type(o)));
     /* the model's file name is its id, as llama-server lists it */
     const char *slash = strrchr(o->model_path, '/');
     ServeConfig cfg = {
@@ -180,9 +183,9 @@ int run_serve(const Options *o) {
                      .penalties = o->penalties, .max_tokens = cli_given(o, "-n") ? o->steps : 0},
         /* -s makes the seeds of requests without one reproducible run to run */
         .seed = o->seed ? o->seed : (unsigned long long)time(NULL) ^ ((unsigned long long)getpid() << 32),
-        .max_queue = o->queue};
+        .max_queue = o->queue, .variants = s.v.labels, .n_variants = s.v.n};
     ServeApi api;
-    serve_api_init(&api, ctxs, o->slots, &cfg);
+    serve_api_init(&api, ctxs, n_slots, &cfg);
 
     struct sigaction sa = {.sa_handler = request_stop};
     sigemptyset(&sa.sa_mask);
@@ -201,9 +204,12 @@ int run_serve(const Options *o) {
     if (!d) cli_die("--port %d: cannot listen on %s (in use, or not an address of this machine)", o->port, host);
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
     int port = info ? info->port : o->port;
-    fprintf(stderr, "serve: %s (%s, %d cells, %d slot%s, queue %d) listening on http://%s%s%s:%d (Ctrl-C stops)\n",
-            cfg.model_id, s.v.labels[0], s.n_ctx, o->slots, o->slots == 1 ? "" : "s", o->queue, ipv6 ? "[" : "",
-            host, ipv6 ? "]" : "", port);
+    char variants[512] = "";
+    for (int v = 0; v < s.v.n; v++)
+        snprintf(variants + strlen(variants), sizeof variants - strlen(variants), "%s%s", v ? "," : "", s.v.labels[v]);
+    fprintf(stderr, "serve: %s (%s, %d cells, %d slot%s%s, queue %d) listening on http://%s%s%s:%d (Ctrl-C stops)\n",
+            cfg.model_id, variants, s.n_ctx, o->slots, o->slots == 1 ? "" : "s", s.v.n > 1 ? " each" : "", o->queue,
+            ipv6 ? "[" : "", host, ipv6 ? "]" : "", port);
     while (!stop_requested) {
         struct timespec tick = {0, 50 * 1000 * 1000};
         nanosleep(&tick, NULL);
@@ -211,7 +217,7 @@ int run_serve(const Options *o) {
     MHD_stop_daemon(d);
     fprintf(stderr, "serve: stopped (%s)\n", stop_requested == SIGINT ? "SIGINT" : "SIGTERM");
     serve_api_free(&api);
-    for (int i = 0; i < o->slots; i++) context_free(&ctxs[i]);
+    for (int i = 0; i < n_slots; i++) context_free(&ctxs[i]);
     free(ctxs);
     if (template) {
         chat_format_free(&chat);

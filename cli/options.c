@@ -160,7 +160,7 @@ static const OptionSpec options[] = {
      "the checkpoint's",
      "the positional scheme: {schemes}; in ppl, pe and attention a comma list of "
      "variants NAME[:SCALING[:FACTOR]][@SPEC] compared on the same weights (@SPEC "
-     "as for --pe-layers)"),
+     "as for --pe-layers); serve: --slots of each, a request names its own (\"pe\")"),
     OPTION("--rope-theta", OPT_FLOAT, 1.0001, 1e12, M_SCHEME, rope_theta, "F",
      "the checkpoint's, else 10000",
      "RoPE base frequency"),

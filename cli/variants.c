@@ -235,8 +235,8 @@ void resolve_variants(const Options *o, const Model *m, Variants *v) {
             specs[v->n++] = t;
         }
         if (v->n == 0) cli_die("--pe: empty list");
-        if (v->n > 1 && !(cli_mode_bit(o->mode) & (MODE_PPL | MODE_PE | MODE_ATTENTION | MODE_PASSKEY)))
-            cli_die("--pe: a comma list compares variants and needs -m ppl, pe, attention or passkey");
+        if (v->n > 1 && !(cli_mode_bit(o->mode) & (MODE_PPL | MODE_PE | MODE_ATTENTION | MODE_PASSKEY | MODE_SERVE)))
+            cli_die("--pe: a comma list compares variants and needs -m ppl, pe, attention, passkey or serve");
     }
     unsigned kinds = 0;
     int scaled = 0;

@@ -172,9 +172,13 @@ static void handle_models(const ServeApi *api, ServeResponse *r) {
     fputs("{\"object\":\"list\",\"data\":[{\"id\":", f);
     json_write_string(f, api->cfg.model_id, strlen(api->cfg.model_id));
     fputs(",\"object\":\"model\",\"created\":0,\"owned_by\":\"posenc\",\"meta\":{\"pe\":", f);
-    const char *pe = pe_kind_name(api->slots[0].ctx->pe.params.kind);
-    json_write_string(f, pe, strlen(pe));
-    fprintf(f, ",\"n_ctx\":%d,\"n_vocab\":%d}}]}", api->slots[0].ctx->cache.n_ctx, api->cfg.tok->vocab_size);
+    json_write_string(f, api->cfg.variants[0], strlen(api->cfg.variants[0]));
+    fprintf(f, ",\"n_ctx\":%d,\"n_vocab\":%d,\"variants\":[", api->slots[0].ctx->cache.n_ctx, api->cfg.tok->vocab_size);
+    for (int i = 0; i < api->cfg.n_variants; i++) {
+        if (i) fputc(',', f);
+        json_write_string(f, api->cfg.variants[i], strlen(api->cfg.variants[i]));
+    }
+    fprintf(f, "],\"slots\":%d}}]}", api->n_slots);
     body_close(&b, r, 200);
 }
 
@@ -251,6 +255,7 @@ typedef struct {
     int logprobs;             /* top entries per token; -1: no logprobs object */
     int echo;
     int stream, include_usage;
+    int variant;              /* the positional variant ("pe"): its slots run the request */
 } GenRequest;
 
 static void gen_request_free(GenRequest *q) {
@@ -380,14 +385,30 @@ static int get_messages(const ServeApi *api, const JsonValue *root, GenRequest *
     return rc;
 }
 
+/* "pe": one of the variants the server was started with (--pe A,B,...);
+ * absent or null: the first. */
+static int get_variant(const ServeApi *api, const JsonValue *root, GenRequest *q, ApiError *e) {
+    const JsonValue *v = json_get(root, "pe");
+    if (!v || v->type == JSON_NULL) return 0;
+    for (int i = 0; v->type == JSON_STRING && i < api->cfg.n_variants; i++)
+        if (strlen(api->cfg.variants[i]) == v->len && memcmp(api->cfg.variants[i], v->string, v->len) == 0) {
+            q->variant = i;
+            return 0;
+        }
+    char names[512] = "";
+    for (int i = 0; i < api->cfg.n_variants; i++)
+        snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "", api->cfg.variants[i]);
+    return refuse(e, 400, "pe", "'pe' must name a variant the server runs (--pe): %s", names);
+}
+
 static int parse_generation(const ServeApi *api, const JsonValue *root, int chat, GenRequest *q, ApiError *e) {
     static const char *const completion_fields[] = {
         "model", "prompt", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop", "logprobs",
-        "echo", "n", "stream", "stream_options", "presence_penalty", "frequency_penalty", "user", NULL};
+        "echo", "n", "stream", "stream_options", "presence_penalty", "frequency_penalty", "user", "pe", NULL};
     static const char *const chat_fields[] = {
         "model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k", "min_p",
         "seed", "stop", "logprobs", "top_logprobs", "n", "stream", "stream_options", "presence_penalty",
-        "frequency_penalty", "user", NULL};
+        "frequency_penalty", "user", "pe", NULL};
     const ServeSampling *d = &api->cfg.defaults;
     *q = (GenRequest){.chat = chat, .max_tokens = -1, .temperature = d->temperature, .top_p = d->top_p,
                       .min_p = d->min_p, .top_k = d->top_k, .penalties = d->penalties, .logprobs = -1};
@@ -401,6 +422,7 @@ static int parse_generation(const ServeApi *api, const JsonValue *root, int chat
         if (v && v->type != JSON_STRING && v->type != JSON_NULL)
             return refuse(e, 400, text_fields[i], "'%s' must be a string", text_fields[i]);
     }
+    if (get_variant(api, root, q, e)) return -1;
     int n = 1;
     double seed = 0, logprobs = -1, top_logprobs = 0;
     int chat_logprobs = 0;
@@ -550,29 +572,32 @@ static int common_prefix(const ServeSlot *slot, const int *prompt, int n) {
     return i;
 }
 
-/* Waits for a free slot in turn and takes the one sharing the longest
+/* Waits for a free slot of the request's variant in turn (each variant's
+ * queue first come first served) and takes the one sharing the longest
  * prefix with the prompt (the lowest index among equals); NULL (429) when
- * the queue is full. */
+ * no slot is free and the queues together hold max_queue. */
 static ServeSlot *acquire_slot(ServeApi *api, const GenRequest *q, ApiError *e) {
     pthread_mutex_lock(&api->lock);
-    int free_slots = 0;
-    for (int i = 0; i < api->n_slots; i++) free_slots += !api->slots[i].busy;
-    if (!free_slots && api->next_ticket - api->serving >= (unsigned long)api->cfg.max_queue) {
+    int v = q->variant, free_slots = 0;
+    unsigned long waiting = 0;
+    for (int i = 0; i < api->n_slots; i++) free_slots += !api->slots[i].busy && api->slots[i].variant == v;
+    for (int i = 0; i < api->cfg.n_variants; i++) waiting += api->next_ticket[i] - api->serving[i];
+    if (!free_slots && waiting >= (unsigned long)api->cfg.max_queue) {
         pthread_mutex_unlock(&api->lock);
-        refuse(e, 429, NULL, "all %d slots are busy and %d requests wait: the queue is full, try again later",
-               api->n_slots, api->cfg.max_queue);
+        refuse(e, 429, NULL, "the slots of '%s' are busy and %lu requests wait: the queue is full, try again later",
+               api->cfg.variants[v], waiting);
         e->type = "rate_limit_error";
         e->code = "queue_full";
         return NULL;
     }
-    unsigned long ticket = api->next_ticket++;
+    unsigned long ticket = api->next_ticket[v]++;
     ServeSlot *best = NULL;
     for (;;) {
-        if (ticket == api->serving) {
+        if (ticket == api->serving[v]) {
             int best_len = -1;
             for (int i = 0; i < api->n_slots; i++) {
                 ServeSlot *s = &api->slots[i];
-                int len = s->busy ? -1 : common_prefix(s, q->prompt, q->n_prompt);
+                int len = s->busy || s->variant != v ? -1 : common_prefix(s, q->prompt, q->n_prompt);
                 if (len > best_len) best = s, best_len = len;
             }
             if (best_len >= 0) break;
@@ -580,7 +605,7 @@ static ServeSlot *acquire_slot(ServeApi *api, const GenRequest *q, ApiError *e) 
         pthread_cond_wait(&api->changed, &api->lock);
     }
     best->busy = 1;
-    api->serving++;
+    api->serving[v]++;
     pthread_cond_broadcast(&api->changed);
     pthread_mutex_unlock(&api->lock);
     return best;
@@ -989,11 +1014,22 @@ ContextSize serve_context_size(int n_ctx, TensorType kv_type) {
 void serve_api_init(ServeApi *api, Context *ctxs, int n_slots, const ServeConfig *cfg) {
     *api = (ServeApi){.cfg = *cfg, .n_slots = n_slots, .threads = omp_get_max_threads(),
                       .next_seed = cfg->seed ? cfg->seed : 1};
+    if (!cfg->n_variants) { /* one variant: the contexts' scheme */
+        static const char *names[PE_COUNT];
+        PeKind kind = ctxs[0].pe.params.kind;
+        names[kind] = pe_kind_name(kind);
+        api->cfg.variants = &names[kind];
+        api->cfg.n_variants = 1;
+    }
+    int per_variant = n_slots / api->cfg.n_variants;
     api->slots = calloc_or_exit((size_t)n_slots, sizeof *api->slots, "the slots");
     for (int i = 0; i < n_slots; i++) {
         api->slots[i].ctx = &ctxs[i];
+        api->slots[i].variant = i / per_variant;
         api->slots[i].cached = malloc_or_exit((size_t)ctxs[i].cache.n_ctx * sizeof(int), "a slot's tokens");
     }
+    api->next_ticket = calloc_or_exit((size_t)api->cfg.n_variants, sizeof *api->next_ticket, "the queues");
+    api->serving = calloc_or_exit((size_t)api->cfg.n_variants, sizeof *api->serving, "the queues");
     pthread_mutex_init(&api->lock, NULL);
     pthread_cond_init(&api->changed, NULL);
 }
@@ -1001,6 +1037,8 @@ void serve_api_init(ServeApi *api, Context *ctxs, int n_slots, const ServeConfig
 void serve_api_free(ServeApi *api) {
     for (int i = 0; i < api->n_slots; i++) free(api->slots[i].cached);
     free(api->slots);
+    free(api->next_ticket);
+    free(api->serving);
     api->slots = NULL;
     pthread_mutex_destroy(&api->lock);
     pthread_cond_destroy(&api->changed);

@@ -13,6 +13,9 @@
  * shares the longest prefix with its prompt and computes only the rest, as
  * -m chat reuses its cache across turns.  Requests beyond the slots wait in
  * a bounded first-come first-served queue; past it they are refused (429).
+ * Positional variants (--pe A,B): each has slots of its own, contexts of
+ * the one model's weights built with its scheme, and a request names its
+ * variant ("pe"); the default is the first.
  * The API is thread-safe: any number of threads may call serve_begin at
  * once, each request running on its own slot. */
 #ifndef POSENC_SERVE_API_H
@@ -55,11 +58,14 @@ typedef struct {
     unsigned long long seed;     /* a request without "seed" samples from a sequence
                                     started here (nonzero) */
     int max_queue;               /* requests that may wait for a slot; more get 429 */
+    const char *const *variants; /* (n_variants) the positional variants' names, as --pe wrote them */
+    int n_variants;
 } ServeConfig;
 
 typedef struct {
     Context *ctx;
     int *cached;                 /* (n_ctx) the tokens in the cache's cells 0..n_used-1 */
+    int variant;                 /* the positional variant its context was built with */
     int busy;
 } ServeSlot;
 
@@ -70,7 +76,8 @@ typedef struct {
     int threads;                 /* the OpenMP threads the contexts were sized for */
     pthread_mutex_t lock;        /* guards the slots' busy flags, the queue and the counters */
     pthread_cond_t changed;      /* a slot was freed or the queue moved */
-    unsigned long next_ticket, serving; /* the queue: tickets taken, the next one served */
+    unsigned long *next_ticket;  /* (n_variants) each variant's queue: tickets taken, */
+    unsigned long *serving;      /* and the next one served */
     unsigned long long next_seed;
     long n_requests;             /* generation requests accepted, for their ids */
 } ServeApi;
@@ -93,7 +100,9 @@ typedef struct ServeStream ServeStream;
 ContextSize serve_context_size(int n_ctx, TensorType kv_type);
 
 /* ctxs: n_slots empty contexts of one model and size (serve_context_size),
- * built on this thread (their scratch is sized for its OpenMP threads). */
+ * built on this thread (their scratch is sized for its OpenMP threads);
+ * with variants, n_slots / n_variants each, variant by variant, in the
+ * order of cfg->variants. */
 void serve_api_init(ServeApi *api, Context *ctxs, int n_slots, const ServeConfig *cfg);
 void serve_api_free(ServeApi *api);
 

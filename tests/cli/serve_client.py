@@ -10,6 +10,12 @@ another prompt differs), echo's log-probabilities equal to -m ppl
 reproducibility (control: another seed differs), stop strings, refusals
 (bad JSON 400, 404, 405, a body past the limit 413) after which /health
 still answers, and SIGTERM stopping it with exit 0 and its "stopped" line.
+A second server, --pe rope,alibi -t 0 -n 7: a request that omits
+temperature and max_tokens gets the command line's (7 greedy tokens, the
+first server's text; control: the first server, -t 1 by default, samples
+otherwise); "pe": "alibi" gives -m ppl --pe alibi --logits-out's
+log-probabilities within 1e-5 (control: the default variant, rope, is far);
+an unknown variant is a 400 naming 'pe'.
 Prints one FAIL line per broken check and exits 1 if any.
 """
 import json
@@ -33,8 +39,8 @@ def check(ok, what):
         print("FAIL:", what, flush=True)
 
 
-def start_server():
-    proc = subprocess.Popen(BASE + ["-m", "serve", "--port", "0", "--ctx", "256"],
+def start_server(*flags):
+    proc = subprocess.Popen(BASE + ["-m", "serve", "--port", "0", "--ctx", "256", *flags],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     lines = []
     port = None
@@ -153,14 +159,50 @@ try:
     check(status == 413, f"a body past the limit: {status}")
     status, body = call(port, "GET", "/health")
     check(status == 200, "/health after the refusals")
+    greedy7 = complete(port, prompt="Once upon a time", max_tokens=7, temperature=0)["choices"][0]["text"]
+    sampled7 = complete(port, prompt="Once upon a time", max_tokens=7, seed=3)["choices"][0]["text"]
 finally:
     proc.send_signal(signal.SIGTERM)
     rc = proc.wait(timeout=60)
     reader.join(timeout=10)
+
+# per-request positional variants, and the command line's sampling defaults
+proc2, port2, log2, reader2 = start_server("--pe", "rope,alibi", "-t", "0", "-n", "7")
+try:
+    d = complete(port2, prompt="Once upon a time", seed=3)
+    check(d["choices"][0]["text"] == greedy7 and d["usage"]["completion_tokens"] == 7,
+          f"-t 0 -n 7 as defaults: {d['choices'][0]['text']!r} vs greedy {greedy7!r}")
+    check(sampled7 != greedy7, "control: the first server's default temperature samples the greedy text")
+    status, models = call(port2, "GET", "/v1/models")
+    check(models["data"][0]["meta"]["variants"] == ["rope", "alibi"], f"/v1/models: {models}")
+
+    def variant_logprobs(pe):
+        c = complete(port2, prompt=text, max_tokens=0, echo=True, logprobs=1, **({"pe": pe} if pe else {}))
+        return c["choices"][0]["logprobs"]["token_logprobs"]
+
+    alibi = variant_logprobs("alibi")
+    out = os.path.join(SCRATCH, "ppl-alibi.jsonl")
+    run_engine(["-m", "ppl", "-i", text, "--bos", "--ctx", str(len(alibi) - 1), "--pe", "alibi",
+                "--logits-out", out, "--logits-top", "0"])
+    ppl_alibi = {row["i"]: row["logprob"] for row in map(json.loads, open(out))}
+    diff = max(abs(alibi[i] - ppl_alibi[i]) for i in range(1, len(alibi)))
+    check(diff <= 1e-5, f"'pe': 'alibi' vs -m ppl --pe alibi: max diff {diff}")
+    print(f"pe alibi vs ppl --pe alibi --logits-out: {len(alibi) - 1} tokens, max |diff| {diff:.3g}")
+    rope = variant_logprobs(None)
+    far = max(abs(rope[i] - ppl_alibi[i]) for i in range(1, len(rope)))
+    check(far > 1e-2, f"control: the rope variant is within {far} of alibi's")
+    status, body = call(port2, "POST", "/v1/completions", {"prompt": "a", "pe": "yarn"})
+    check(status == 400 and body["error"]["param"] == "pe" and "rope, alibi" in body["error"]["message"],
+          f"unknown variant: {status} {body}")
+finally:
+    proc2.send_signal(signal.SIGTERM)
+    rc2 = proc2.wait(timeout=60)
+    reader2.join(timeout=10)
+check(rc2 == 0, f"SIGTERM (second server): exit {rc2}")
 check(rc == 0, f"SIGTERM: exit {rc}")
 check(any(line.startswith("serve: stopped") for line in log), "no 'stopped' line")
 check(any("POST /v1/completions 400" in line for line in log), "the refusal is not in the log")
 if failures:
-    sys.stderr.write("".join(log))
+    sys.stderr.write("".join(log + log2))
     sys.exit(1)
 print(f"serve: {len(log)} log lines, every check passed")

@@ -127,6 +127,8 @@ START_TEST(test_refusals) {
     expect_refusal(&s, "POST", "/tokenize", "{\"content\":3}", 400, "content", "string");
     expect_refusal(&s, "POST", "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}]}", 400,
                    "messages", "--chat-template");
+    expect_refusal(&s, "POST", c, "{\"prompt\":\"a\",\"pe\":\"alibi\"}", 400, "pe", "(--pe): rope");
+    expect_refusal(&s, "POST", c, "{\"prompt\":\"a\",\"pe\":7}", 400, "pe", "variant");
     expect_refusal(&s, "POST", c, "{\"prompt\":\"a\",\"stream_options\":{\"include_usage\":true}}", 400,
                    "stream_options", "'stream': true");
     expect_refusal(&s, "POST", "/detokenize", "{\"tokens\":[-1]}", 400, "tokens", "token id");
