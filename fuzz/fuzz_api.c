@@ -35,7 +35,8 @@ int fuzz_api_init(const char *models_dir, PosencError *err) {
     if (!(template = jinja_parse(llama2, strlen(llama2), err))) return -1;
     chat_format_init(&chat, template, NULL, &tok);
     ServeConfig cfg = {.tok = &tok, .chat = &chat, .model_id = "stories260K", .seed = 1,
-                       .defaults = {.temperature = 1.0f, .top_p = 1.0f}};
+                       .defaults = {.temperature = 1.0f, .top_p = 1.0f,
+                                    .penalties = {.repeat = 1.0f, .last_n = 64}}};
     serve_api_init(&api, &ctx, 1, &cfg);
     return 0;
 }

@@ -454,10 +454,6 @@ static int parse_generation(const ServeApi *api, const JsonValue *root, int chat
     }
     if (chat && json_get(root, "top_logprobs") && json_get(root, "top_logprobs")->type != JSON_NULL && !chat_logprobs)
         return refuse(e, 400, "top_logprobs", "'top_logprobs' needs 'logprobs': true");
-    if (q->penalties.presence != 0 || q->penalties.frequency != 0) {
-        if (q->penalties.repeat == 0) q->penalties.repeat = 1.0f;
-        if (q->penalties.last_n == 0) q->penalties.last_n = 64; /* llama-server's window */
-    }
     q->seed = (unsigned long long)seed;
     q->logprobs = chat ? (chat_logprobs ? (int)top_logprobs : -1) : (int)logprobs;
     if (chat ? get_messages(api, root, q, e) : get_prompt(api, root, q, e)) return -1;

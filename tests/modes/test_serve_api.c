@@ -54,7 +54,8 @@ static int server_open_with(Server *s, int n_slots, int chat) {
         chat_format_init(&s->chat, s->template, NULL, &s->tok);
     }
     ServeConfig cfg = {.tok = &s->tok, .chat = chat ? &s->chat : NULL, .model_id = "stories260K", .seed = 42,
-                       .max_queue = 0, .defaults = {.temperature = 1.0f, .top_p = 1.0f}};
+                       .max_queue = 0, .defaults = {.temperature = 1.0f, .top_p = 1.0f,
+                                    .penalties = {.repeat = 1.0f, .last_n = 64}}};
     serve_api_init(&s->api, s->ctx, n_slots, &cfg);
     return 1;
 }
