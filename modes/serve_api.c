@@ -248,7 +248,8 @@ typedef struct {
     float temperature, top_p, min_p;
     int top_k;
     SamplerPenalties penalties;
-    unsigned long long seed;  /* 0: not given */
+    unsigned long long seed;  /* the sampler's: never 0, which would stall its xorshift */
+    int seed_given;
     char *stops[SERVE_MAX_STOPS]; /* malloc'd: a stream outlives the request's JSON */
     size_t stop_lens[SERVE_MAX_STOPS];
     int n_stops;
@@ -424,7 +425,7 @@ static int parse_generation(const ServeApi *api, const JsonValue *root, int chat
     }
     if (get_variant(api, root, q, e)) return -1;
     int n = 1;
-    double seed = 0, logprobs = -1, top_logprobs = 0;
+    double seed = -1, logprobs = -1, top_logprobs = 0;
     int chat_logprobs = 0;
     if (get_int(root, "n", 1, 1, &n, e) || get_bool(root, "stream", &q->stream, e) ||
         get_int(root, "max_tokens", 0, INT32_MAX, &q->max_tokens, e) ||
@@ -454,7 +455,10 @@ static int parse_generation(const ServeApi *api, const JsonValue *root, int chat
     }
     if (chat && json_get(root, "top_logprobs") && json_get(root, "top_logprobs")->type != JSON_NULL && !chat_logprobs)
         return refuse(e, 400, "top_logprobs", "'top_logprobs' needs 'logprobs': true");
-    q->seed = (unsigned long long)seed;
+    /* "seed": 0 is a seed like any other: the sampler gets a constant past
+     * 2^53 for it, which no other request's seed can be */
+    q->seed_given = seed >= 0;
+    q->seed = seed > 0 ? (unsigned long long)seed : 0x9E3779B97F4A7C15ull;
     q->logprobs = chat ? (chat_logprobs ? (int)top_logprobs : -1) : (int)logprobs;
     if (chat ? get_messages(api, root, q, e) : get_prompt(api, root, q, e)) return -1;
     int n_ctx = api->slots[0].ctx->cache.n_ctx;
@@ -887,7 +891,7 @@ static ServeStream *start_generation(ServeApi *api, const JsonValue *root, int c
                         .started = !q.chat /* a chat stream's first event names the role */};
     g->counts.slot = (int)(slot - api->slots);
     pthread_mutex_lock(&api->lock);
-    unsigned long long seed = q.seed ? q.seed : api->next_seed;
+    unsigned long long seed = q.seed_given ? q.seed : api->next_seed;
     api->next_seed = api->next_seed * 6364136223846793005ull + 1442695040888963407ull;
     if (!api->next_seed) api->next_seed = 1;
     g->id = api->n_requests++;

@@ -8,7 +8,10 @@
  * openai npm client (tests/cli/serve_openai.mjs) then drives a server of two
  * slots: echo's log-probabilities, greedy text, seeds, stops, chat streamed
  * against -m chat, two streams at once equal to each alone, a full queue's
- * 429, clients gone mid-stream freeing their slots.  Here too the flags'
+ * 429, clients gone mid-stream freeing their slots.  tests/cli/serve_load.py
+ * puts it under load and faults: 8 clients x 20 mixed requests each equal to
+ * the same request alone with RSS flat, a client killed mid-stream, 1,000
+ * malformed requests, slowloris connections dropped.  Here too the flags'
  * refusals, before any work. */
 #include <string.h>
 
@@ -56,6 +59,20 @@ START_TEST(test_serve_openai_client) {
 }
 END_TEST
 
+START_TEST(test_serve_load) {
+    const char *models = tests_models_dir("-m serve under load");
+    if (!models || !tests_python_available("-m serve's load client")) return;
+    const char *model = tests_model_path(models, "stories260K/stories260K.bin");
+    const char *tok = tests_model_path(models, "stories260K/tok512.bin");
+    if (!serve_built(model, tok)) return;
+    const char *args[] = {"tests/cli/serve_load.py", tests_engine_path(), model, tok, NULL};
+    TestsRun r = tests_run_python(args);
+    ck_assert_msg(r.status == 0, "serve_load.py failed (%d):\n%s%s", r.status, r.out, r.err);
+    printf("%s", r.out);
+    tests_run_free(&r);
+}
+END_TEST
+
 START_TEST(test_serve_flags) {
     const char *models = tests_models_dir("-m serve's flags");
     if (!models) return;
@@ -89,6 +106,7 @@ int main(void) {
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_serve_over_http);
     tcase_add_test(tc, test_serve_openai_client);
+    tcase_add_test(tc, test_serve_load);
     tcase_add_test(tc, test_serve_flags);
     suite_add_tcase(s, tc);
     return tests_run_suite(s);

@@ -410,6 +410,13 @@ START_TEST(test_streams) {
     expect_stream_equal(&s, c, "{\"prompt\":\"Once upon a time\",\"max_tokens\":20,\"temperature\":0,\"echo\":true,"
                                "\"logprobs\":2}", 0);
     expect_stream_equal(&s, c, "{\"prompt\":\"Once upon a time\",\"max_tokens\":20,\"seed\":5}", 0);
+    /* seed 0 is a seed: twice the same text (control: seed 1 differs) */
+    char *z1 = completion(&s, "{\"prompt\":\"Once\",\"max_tokens\":20,\"seed\":0}", NULL, 0);
+    char *z2 = completion(&s, "{\"prompt\":\"Once\",\"max_tokens\":20,\"seed\":0}", NULL, 0);
+    char *o1 = completion(&s, "{\"prompt\":\"Once\",\"max_tokens\":20,\"seed\":1}", NULL, 0);
+    ck_assert_str_eq(z1, z2);
+    ck_assert_str_ne(z1, o1);
+    free(z1), free(z2), free(o1);
     /* a stop string the text reaches token by token: held back, then cut */
     char *full = completion(&s, "{\"prompt\":\"Once upon a time\",\"max_tokens\":20,\"temperature\":0}", NULL, 0);
     char body[512];
