@@ -163,6 +163,9 @@ bench: run
 	  $(if $(LLAMACPP_PPL),--llamacpp-ppl $(LLAMACPP_PPL)) \
 	  $(if $(LLAMACPP_BATCHED),--llamacpp-batched $(LLAMACPP_BATCHED))
 	@if [ -f tools/bench_tokenizer.sh ]; then echo; sh tools/bench_tokenizer.sh $(MODELS_DIR); fi
+	@echo; echo "-m serve, stories260K: generated tokens/s by slots and concurrent clients (tools/serve_bench.py)"
+	@$(PYTHON) tools/serve_bench.py ./run $(MODELS_DIR)/stories260K/stories260K.bin \
+	  $(MODELS_DIR)/stories260K/tok512.bin --slots 1,2 --clients 1,4,8 --requests 10 --max-tokens 200
 
 # ---- fuzzing ----------------------------------------------------------------
 # One libFuzzer target per kind of input (fuzz/fuzz_*.c), built with clang

@@ -1,8 +1,9 @@
 """Throughput of ./run -m serve: generated tokens per second and requests per
 second with C concurrent clients, each sending R completions one after the
-other, against a server of --slots S (docs/server.md: Throughput).
+other, against a server of --slots S (docs/server.md: Throughput); make
+bench runs it.
 
-Usage: serve_bench.py ENGINE MODEL TOKENIZER [--slots 1,2] [--clients 2]
+Usage: serve_bench.py ENGINE MODEL TOKENIZER [--slots 1,2] [--clients 1,4,8]
        [--requests 8] [--max-tokens 128] [--threads 1] [--ctx 512]
 
 Every request is the same greedy completion ("Tom and", temperature 0),
@@ -10,7 +11,9 @@ which on stories260K runs to max_tokens without an end of text, so every
 request generates max_tokens tokens; each client's prompt differs by its
 index (a number after the prompt) so the slots' prefix reuse saves only
 the shared words.  One line per slot count: slots, clients, requests,
-generated tokens, seconds, tokens/s, requests/s.  Standard library only.
+generated tokens, seconds, tokens/s, requests/s, per slot count and client
+count.  A ./run built without libmicrohttpd is named and skipped (exit 0).
+Standard library only.
 """
 import argparse
 import json
@@ -25,13 +28,18 @@ def start(engine, model, tok, slots, threads, ctx):
     proc = subprocess.Popen([engine, model, "-z", tok, "-m", "serve", "--port", "0", "--slots", str(slots),
                              "--threads", str(threads), "--ctx", str(ctx)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    lines = []
     for line in proc.stderr:
+        lines.append(line)
         if "listening on http://127.0.0.1:" in line:
             port = int(line.split("127.0.0.1:")[1].split()[0])
             threading.Thread(target=lambda: proc.stderr.read(), daemon=True).start()
             return proc, port
     proc.wait()
-    sys.exit("serve_bench: the server did not start")
+    if any("libmicrohttpd-dev" in line for line in lines):
+        print("serve_bench: skipped, ./run was built without libmicrohttpd-dev")
+        sys.exit(0)
+    sys.exit("serve_bench: the server did not start: " + "".join(lines))
 
 
 def complete(port, body):
@@ -47,7 +55,7 @@ def main(argv):
     ap.add_argument("model")
     ap.add_argument("tokenizer")
     ap.add_argument("--slots", default="1,2")
-    ap.add_argument("--clients", type=int, default=2)
+    ap.add_argument("--clients", default="1,4,8")
     ap.add_argument("--requests", type=int, default=8, help="per client")
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--threads", type=int, default=1, help="the server's --threads")
@@ -58,27 +66,27 @@ def main(argv):
         proc, port = start(args.engine, args.model, args.tokenizer, slots, args.threads, args.ctx)
         try:
             complete(port, {"prompt": "Tom and", "max_tokens": 4, "temperature": 0})  # warm-up
-            counts = [0] * args.clients
+            for clients in map(int, args.clients.split(",")):
+                counts = [0] * clients
 
-            def client(i):
-                for _ in range(args.requests):
-                    counts[i] += complete(port, {"prompt": f"Tom and {i}", "max_tokens": args.max_tokens,
-                                                 "temperature": 0})
+                def client(i):
+                    for _ in range(args.requests):
+                        counts[i] += complete(port, {"prompt": f"Tom and {i}", "max_tokens": args.max_tokens,
+                                                     "temperature": 0})
 
-            workers = [threading.Thread(target=client, args=(i,)) for i in range(args.clients)]
-            t0 = time.perf_counter()
-            for w in workers:
-                w.start()
-            for w in workers:
-                w.join()
-            seconds = time.perf_counter() - t0
+                workers = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+                t0 = time.perf_counter()
+                for w in workers:
+                    w.start()
+                for w in workers:
+                    w.join()
+                seconds = time.perf_counter() - t0
+                n = clients * args.requests
+                print(f"{slots:5d}  {clients:7d}  {n:8d}  {sum(counts):6d}  {seconds:7.2f}  "
+                      f"{sum(counts) / seconds:8.0f}  {n / seconds:10.1f}", flush=True)
         finally:
             proc.terminate()
             proc.wait(timeout=60)
-        n = args.clients * args.requests
-        print(f"{slots:5d}  {args.clients:7d}  {n:8d}  {sum(counts):6d}  {seconds:7.2f}  {sum(counts) / seconds:8.0f}  "
-              f"{n / seconds:10.1f}", flush=True)
-
 
 if __name__ == "__main__":
     main(sys.argv[1:])
