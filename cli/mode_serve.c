@@ -214,6 +214,8 @@ int run_serve(const Options *o) {
         struct timespec tick = {0, 50 * 1000 * 1000};
         nanosleep(&tick, NULL);
     }
+    /* requests waiting for a slot give up, so stopping waits only for those running */
+    serve_api_stop(&api);
     MHD_stop_daemon(d);
     fprintf(stderr, "serve: stopped (%s)\n", stop_requested == SIGINT ? "SIGINT" : "SIGTERM");
     serve_api_free(&api);

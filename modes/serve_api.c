@@ -593,6 +593,13 @@ static ServeSlot *acquire_slot(ServeApi *api, const GenRequest *q, ApiError *e) 
     unsigned long ticket = api->next_ticket[v]++;
     ServeSlot *best = NULL;
     for (;;) {
+        if (api->stopping) { /* leave the queue: the tickets behind move up */
+            api->serving[v]++;
+            pthread_cond_broadcast(&api->changed);
+            pthread_mutex_unlock(&api->lock);
+            refuse(e, 503, NULL, "the server is stopping");
+            return NULL;
+        }
         if (ticket == api->serving[v]) {
             int best_len = -1;
             for (int i = 0; i < api->n_slots; i++) {
@@ -1042,6 +1049,13 @@ void serve_api_free(ServeApi *api) {
     api->slots = NULL;
     pthread_mutex_destroy(&api->lock);
     pthread_cond_destroy(&api->changed);
+}
+
+void serve_api_stop(ServeApi *api) {
+    pthread_mutex_lock(&api->lock);
+    api->stopping = 1;
+    pthread_cond_broadcast(&api->changed);
+    pthread_mutex_unlock(&api->lock);
 }
 
 void serve_response_free(ServeResponse *r) {

@@ -80,6 +80,7 @@ typedef struct {
     unsigned long *serving;      /* and the next one served */
     unsigned long long next_seed;
     long n_requests;             /* generation requests accepted, for their ids */
+    int stopping;                /* serve_api_stop: the queue turns requests away */
 } ServeApi;
 
 typedef struct {
@@ -105,10 +106,14 @@ ContextSize serve_context_size(int n_ctx, TensorType kv_type);
  * order of cfg->variants. */
 void serve_api_init(ServeApi *api, Context *ctxs, int n_slots, const ServeConfig *cfg);
 void serve_api_free(ServeApi *api);
+/* The server is stopping: requests waiting for a slot, and any that come,
+ * are refused (503) instead of waiting for the running ones to end. */
+void serve_api_stop(ServeApi *api);
 
 /* Answers one request.  body holds len bytes (not NUL-terminated; NULL when
  * len is 0).  Always fills r: 200 with the result, 4xx with an error object,
- * 429 when the queue is full, or 500 when the engine fails (non-finite
+ * 429 when the queue is full, 503 once serve_api_stop was called, or 500
+ * when the engine fails (non-finite
  * logits), which names the model file.  A generation request waits here
  * for a slot.  With "stream": true and no error, *stream is set (else
  * NULL), r->status is 200 and r->body NULL: the events come from

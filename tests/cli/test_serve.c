@@ -8,7 +8,7 @@
  * openai npm client (tests/cli/serve_openai.mjs) then drives a server of two
  * slots: echo's log-probabilities, greedy text, seeds, stops, chat streamed
  * against -m chat, two streams at once equal to each alone, a full queue's
- * 429, clients gone mid-stream freeing their slots.  tests/cli/serve_load.py
+ * 429, a client gone mid-stream freeing its slot.  tests/cli/serve_load.py
  * puts it under load and faults: 8 clients x 20 mixed requests each equal to
  * the same request alone with RSS flat, a client killed mid-stream, 1,000
  * malformed requests, slowloris connections dropped.  Here too the flags'

@@ -10,9 +10,11 @@
  * differs).  Streams: their events joined equal the whole response, stop
  * strings held back until decided.  Slots: two streams interleaved give
  * what each gives alone; a full queue is 429; a stream dropped mid-way
- * frees its slot, whose cache then serves exactly.
+ * frees its slot, whose cache then serves exactly; stopping turns a
+ * waiting request away (503) while the slot is still held.
  * The HTTP server around it: tests/cli/test_serve.c. */
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -535,6 +537,54 @@ START_TEST(test_stream_dropped) {
 }
 END_TEST
 
+typedef struct {
+    Server *s;
+    int status;
+} Waiter;
+
+static void *wait_for_slot(void *arg) {
+    Waiter *w = arg;
+    ServeResponse r;
+    const char *body = "{\"prompt\":\"Once\",\"max_tokens\":2}";
+    serve_handle(&w->s->api, "POST", "/v1/completions", body, strlen(body), &r);
+    w->status = r.status;
+    serve_response_free(&r);
+    return NULL;
+}
+
+START_TEST(test_stop_empties_the_queue) {
+    Server s;
+    if (!server_open_with(&s, 1, 0)) return;
+    s.api.cfg.max_queue = 1;
+    const char *body = "{\"prompt\":\"Tom and\",\"max_tokens\":40,\"stream\":true}";
+    ServeResponse r;
+    ServeStream *g;
+    serve_begin(&s.api, "POST", "/v1/completions", body, strlen(body), &r, &g);
+    ck_assert_ptr_nonnull(g);
+    Waiter w = {&s, 0};
+    pthread_t t;
+    pthread_create(&t, NULL, wait_for_slot, &w);
+    /* the waiter is in the queue once it has taken its ticket */
+    for (int i = 0; i < 2000; i++) {
+        pthread_mutex_lock(&s.api.lock);
+        int queued = s.api.next_ticket[0] == 2;
+        pthread_mutex_unlock(&s.api.lock);
+        if (queued) break;
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL);
+    }
+    serve_api_stop(&s.api);
+    pthread_join(t, NULL);
+    /* it gave up while the stream still held the slot */
+    ck_assert_int_eq(w.status, 503);
+    const char *data;
+    size_t n;
+    ck_assert(serve_stream_next(g, &data, &n));
+    serve_stream_free(g);
+    server_close(&s);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("serve_api");
     TCase *tc = tcase_create("api");
@@ -547,6 +597,7 @@ int main(void) {
     tcase_add_test(tc, test_streams);
     tcase_add_test(tc, test_slots);
     tcase_add_test(tc, test_stream_dropped);
+    tcase_add_test(tc, test_stop_empties_the_queue);
     suite_add_tcase(s, tc);
     return tests_run_suite(s);
 }
