@@ -316,8 +316,8 @@ static const OptionSpec options[] = {
      "the TCP port; 0: one the system picks (the listening line names it)"),
     OPTION("--slots", OPT_INT, 1, 256, MODE_SERVE, slots, "N",
      "1",
-     "requests served at once, each on its own context and KV cache (docs/server.md: the "
-     "memory per slot)"),
+     "requests served at once (per --pe variant), each on its own context and KV cache "
+     "(docs/server.md: the memory per slot)"),
     OPTION("--queue", OPT_INT, 0, 4096, MODE_SERVE, queue, "N",
      "16",
      "requests that may wait for a free slot; one more is refused with 429"),
