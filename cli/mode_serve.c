@@ -4,6 +4,7 @@
  * runs the request on it (a stream's events are pulled by libmicrohttpd on
  * that thread); the main thread waits for SIGINT or SIGTERM and then stops
  * the daemon. */
+#include <omp.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -171,6 +172,13 @@ int run_serve(const Options *o) {
     if (template) chat_format_init(&chat, template, kwargs, &s.tok);
     /* --slots contexts per positional variant, all on the one copy of the weights */
     int n_slots = o->slots * s.v.n;
+    /* without --threads the slots share the cores: OpenMP teams of every core
+     * in each busy slot would contend for them (their spinning barriers wait
+     * far longer on a core another team holds) */
+    if (!o->threads && n_slots > 1) {
+        int per_slot = omp_get_num_procs() / n_slots;
+        omp_set_num_threads(per_slot > 1 ? per_slot : 1);
+    }
     Context *ctxs = calloc_or_exit((size_t)n_slots, sizeof *ctxs, "the slots");
     for (int i = 0; i < n_slots; i++)
         build_context(&ctxs[i], o, &s.model, &s.v.params[i / o->slots], s.v.labels[i / o->slots],
@@ -207,9 +215,11 @@ int run_serve(const Options *o) {
     char variants[512] = "";
     for (int v = 0; v < s.v.n; v++)
         snprintf(variants + strlen(variants), sizeof variants - strlen(variants), "%s%s", v ? "," : "", s.v.labels[v]);
-    fprintf(stderr, "serve: %s (%s, %d cells, %d slot%s%s, queue %d) listening on http://%s%s%s:%d (Ctrl-C stops)\n",
-            cfg.model_id, variants, s.n_ctx, o->slots, o->slots == 1 ? "" : "s", s.v.n > 1 ? " each" : "", o->queue,
-            ipv6 ? "[" : "", host, ipv6 ? "]" : "", port);
+    fprintf(stderr,
+            "serve: %s (%s, %d cells, %d slot%s%s of %d thread%s, queue %d) listening on http://%s%s%s:%d "
+            "(Ctrl-C stops)\n",
+            cfg.model_id, variants, s.n_ctx, o->slots, o->slots == 1 ? "" : "s", s.v.n > 1 ? " per variant" : "",
+            api.threads, api.threads == 1 ? "" : "s", o->queue, ipv6 ? "[" : "", host, ipv6 ? "]" : "", port);
     while (!stop_requested) {
         struct timespec tick = {0, 50 * 1000 * 1000};
         nanosleep(&tick, NULL);
