@@ -257,7 +257,8 @@ int context_use_layers(Context *ctx, const LayerAttention *table, PosencError *e
                              .self_extend_window = la->self_extend_window,
                              .temperature_beta = la->temperature_beta,
                              .temperature_length = la->temperature_length,
-                             .temperature_offset = la->temperature_offset};
+                             .temperature_offset = la->temperature_offset,
+                             .sinks = la->sinks_off ? NULL : m->weights.layers[l].attn_sinks};
     }
     return 0;
 }

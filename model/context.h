@@ -62,6 +62,8 @@ typedef struct {
     int self_extend_group, self_extend_window; /* LayerAttention's; group 0: off */
     float temperature_beta;                    /* LayerAttention's; 0: off */
     int temperature_length, temperature_offset;
+    const float *sinks;    /* (n_heads) each head's learned sink logit (LayerWeights.attn_sinks);
+                              NULL: none, or left out (LayerAttention.sinks_off) */
 } ContextLayer;
 
 typedef struct {

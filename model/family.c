@@ -59,6 +59,12 @@ static const ModelFamily families[] = {
     {.name = "granitemoe", .norm = NORM_RMS, .ffn = FFN_SWIGLU, .biases = BIAS_OPTIONAL,
      .logit_scale_divides = 1, .pe = PE_ROPE, .pairing = PE_ROPE_INTERLEAVED, .experts = 1,
      .router = ROUTER_TOPK_SOFTMAX},
+    /* llama.cpp's gpt-oss: sliding layers alternate with full ones from layer 0 (its default
+     * period of 2) */
+    {.name = "gpt-oss", .norm = NORM_RMS, .ffn = FFN_SWIGLU_OAI, .biases = BIAS_ATTN_EXPERTS,
+     .ffn_norm_name = "post_attention_norm", .pe = PE_ROPE, .pairing = PE_ROPE_NEOX,
+     .swa_period = 2, .experts = 1, .router = ROUTER_TOPK_SOFTMAX, .swiglu_limit = 7.0f,
+     .attn_sinks = 1},
 };
 
 const ModelFamily *model_family_find(const char *name) {
@@ -77,12 +83,14 @@ void model_family_names(char *buf, size_t size) {
     }
 }
 
-int model_family_gated(const ModelFamily *f) { return f->ffn == FFN_SWIGLU || f->ffn == FFN_GEGLU; }
+int model_family_gated(const ModelFamily *f) {
+    return f->ffn == FFN_SWIGLU || f->ffn == FFN_GEGLU || f->ffn == FFN_SWIGLU_OAI;
+}
 
 const char *model_norm_name(NormKind k) { return k == NORM_RMS ? "rmsnorm" : "layernorm"; }
 
 const char *model_ffn_name(FfnKind k) {
-    static const char *const names[] = {"swiglu", "geglu", "gelu-tanh", "gelu-erf"};
+    static const char *const names[] = {"swiglu", "geglu", "gelu-tanh", "gelu-erf", "swiglu-oai"};
     return names[k];
 }
 

@@ -17,6 +17,8 @@ typedef enum {
     FFN_GEGLU,     /* down(gelu_tanh(gate x) * up x)          gemma */
     FFN_GELU_TANH, /* down(gelu_tanh(up x + b) + b)           gpt2, bloom, starcoder, phi2 */
     FFN_GELU_ERF,  /* down(gelu_erf(up x + b) + b)            gptneox, mpt */
+    FFN_SWIGLU_OAI, /* down((clamp(up x, -L, L) + 1) * g sigmoid(1.702 g)), g = min(gate x, L):
+                       gpt-oss's clamped SwiGLU, L = swiglu_limit (llama.cpp's swiglu_oai) */
 } FfnKind;
 
 /* Which biases a family must have; the others are taken when present. */
@@ -24,6 +26,8 @@ typedef enum {
     BIAS_OPTIONAL, /* none required (llama, mpt, gemma) */
     BIAS_QKV,      /* q, k and v (qwen2) */
     BIAS_ALL,      /* every linear layer and LayerNorm (gpt2, gptneox, bloom, ...) */
+    BIAS_ATTN_EXPERTS, /* q, k, v and the attention's output, the router and every expert's
+                          gate, up and down (gpt-oss); no norm has one */
 } BiasRule;
 
 /* Where q and k are normalized before rotation (attn_q_norm, attn_k_norm),
@@ -67,6 +71,9 @@ typedef struct {
     int parallel_shares_norm; /* with a parallel residual the feed-forward reads the attention's
                                  norm, and the file has no ffn_norm (StableLM 2) */
     NormPlacement norms;
+    const char *ffn_norm_name; /* the feed-forward's pre-norm tensor, blk.N.NAME.weight: NULL for
+                                  ffn_norm; gpt-oss's is post_attention_norm (llama.cpp's
+                                  attn_post_norm, read before the experts) */
     int logit_scale_divides; /* {arch}.logit_scale divides the logits (Granite) instead of
                                 multiplying them (Command R) */
     PeKind pe;              /* the scheme the family is trained with */
@@ -87,6 +94,11 @@ typedef struct {
     RouterKind router;      /* how the router's picks are weighed */
     int expert_weights_norm; /* ROUTER_SOFTMAX_TOPK renormalises the top k by default
                                 ({arch}.expert_weights_norm decides) */
+    float swiglu_limit;     /* FFN_SWIGLU_OAI's clamp L (gpt-oss: 7, which llama.cpp fixes in its
+                               code and writes no key for) */
+    int attn_sinks;         /* learned attention sinks: one logit per head joins every softmax
+                               row and takes its share of the mass to no value
+                               (blk.N.attn_sinks.weight, gpt-oss) */
 } ModelFamily;
 
 /* The family named `name`, or NULL. */

@@ -135,18 +135,31 @@ static void block_scores(const Context *ctx, int layer, int head, int t0, int nt
     }
 }
 
-/* Under an observer: each row's softmax over all its cells at once, which
- * the observer sees, then the weighted sum of the values. */
+/* A softmax whose row has one more logit, the head's learned sink (gpt-oss):
+ * it joins the maximum and the denominator and is then dropped, so the
+ * cells' weights sum to 1 - the sink's share. */
+static void softmax_with_sink(float *row, int n, float sink) {
+    float max = sink;
+    for (int i = 0; i < n; i++) max = row[i] > max ? row[i] : max;
+    float inv = 1.0f / (exp_sum(row, n, max) + expf(sink - max));
+    for (int i = 0; i < n; i++) row[i] *= inv;
+}
+
+/* Under an observer: each row's softmax over all its cells at once (with
+ * the layer's sink, where it has one), which the observer sees, then the
+ * weighted sum of the values. */
 static void attend_observed(const Context *ctx, int layer, int head, int t0, int nt, int first, int pos0,
                             float *rows) {
     const ModelConfig *c = &ctx->model->config;
     const KVCache *kv = &ctx->cache;
     int hs = model_head_size(c), cells = first + t0 + nt, kv_head = head / (c->n_heads / c->n_kv_heads);
     size_t q_dim = (size_t)model_q_dim(c);
+    const float *sinks = ctx->layers[layer].sinks;
     block_scores(ctx, layer, head, t0, nt, pos0, 0, cells, rows, (size_t)kv->n_ctx);
     for (int t = 0; t < nt; t++) {
         float *row = rows + (size_t)t * kv->n_ctx;
-        softmax(row, cells);
+        if (sinks) softmax_with_sink(row, cells, sinks[head]);
+        else softmax(row, cells);
         ctx->observe_attention(ctx->observer_user, layer, head, pos0 + t0 + t, row, cells);
     }
     mix_rows(ctx->state.xb + (size_t)t0 * q_dim + (size_t)head * hs, q_dim, rows, (size_t)kv->n_ctx, kv->type,
@@ -156,7 +169,8 @@ static void attend_observed(const Context *ctx, int layer, int head, int t0, int
 /* Query rows [t0, t0 + nt) of one head against the cells they may see,
  * ATT_BLOCK cells at a time with an online softmax: per row a running
  * maximum m, sum l of e^(score - m) and weighted sum of values o; a block
- * whose maximum passes m rescales l and o by e^(m_old - m_new).  Every row
+ * whose maximum passes m rescales l and o by e^(m_old - m_new), the sink's
+ * share in l with the rest.  Every row
  * is computed as it would be alone (decode), in blocks that start at cell
  * 0 whatever the tile: cells past a query's own are -inf, give e^.. = 0,
  * add exactly nothing to l or o, and a block with nothing visible leaves
@@ -169,8 +183,12 @@ static void attend_tile(const Context *ctx, int layer, int head, int t0, int nt,
     size_t q_dim = (size_t)model_q_dim(c), es = tensor_row_bytes(kv->type, 1);
     float *sc = att, *part = att + (size_t)ATT_TILE * ATT_BLOCK, *out = ctx->state.xb + (size_t)t0 * q_dim + (size_t)head * hs;
     float m[ATT_TILE], l[ATT_TILE], rescale[ATT_TILE];
+    /* a learned sink is a cell before all others that every row sees and
+     * whose value is zero: it starts the running maximum and sum at
+     * (sink, e^0) and adds nothing to o */
+    const float *sinks = ctx->layers[layer].sinks;
     for (int t = 0; t < nt; t++) {
-        m[t] = -INFINITY, l[t] = 0.0f;
+        m[t] = sinks ? sinks[head] : -INFINITY, l[t] = sinks ? 1.0f : 0.0f;
         memset(out + (size_t)t * q_dim, 0, (size_t)hs * sizeof(float));
     }
     const char *values = kv_cache_head_values(kv, layer, kv_head);
@@ -296,6 +314,35 @@ static void attention_block(Context *ctx, int l, int first, int n, int pos0) {
     if (w->attn_post_norm) norm_rows(c, s->xb2, s->xb2, w->attn_post_norm, NULL, n);
 }
 
+/* gpt-oss's clamped SwiGLU of gate h and up g, into h (HF's GptOssExperts,
+ * llama.cpp's swiglu_oai): the gate bounded above by the limit, up within
+ * +-limit and shifted by 1, the sigmoid sharpened by alpha = 1.702.  Scalar:
+ * it runs on an expert's rows only, a small part of the expert's matmuls. */
+static void swiglu_oai(float *h, const float *g, int n, float limit) {
+    for (int i = 0; i < n; i++) {
+        float x = h[i] < limit ? h[i] : limit;
+        float u = g[i] > limit ? limit : g[i] < -limit ? -limit : g[i];
+        h[i] = x / (1.0f + expf(-1.702f * x)) * (u + 1.0f);
+    }
+}
+
+/* h (n) = the family's gated activation of the gate h and the up g. */
+static void gated_activation(const ModelFamily *f, float *h, const float *g, int n) {
+    if (f->ffn == FFN_SWIGLU) {
+        swiglu(h, g, n);
+    } else if (f->ffn == FFN_SWIGLU_OAI) {
+        swiglu_oai(h, g, n, f->swiglu_limit);
+    } else {
+        gelu(h, n);
+        for (int i = 0; i < n; i++) h[i] *= g[i];
+    }
+}
+
+/* Expert e's row of a stacked bias (n_experts, width), or NULL without one. */
+static const float *expert_bias(const float *b, int e, size_t width) {
+    return b ? b + (size_t)e * width : NULL;
+}
+
 /* One token's router logits (n_experts, overwritten) into its k experts
  * and their weights, as the family's modeling code weighs them: the top k
  * of the softmax over every expert (renormalised where the config says),
@@ -325,8 +372,9 @@ static void route(const ModelConfig *c, float *logits, int *picks, float *weight
 }
 
 /* A mixture of experts over the normed chunk in s->xb, into s->xb: each
- * token's experts (route), then expert by expert the rows of the tokens
- * that picked it through its SwiGLU feed-forward, so that an expert's
+ * token's experts (route, from the router's logits plus its bias where it
+ * has one), then expert by expert the rows of the tokens that picked it
+ * through its gated feed-forward (with gpt-oss's biases), so that an expert's
  * matrices are read once per chunk (a token decoded alone reads only its
  * own experts' rows), each output added to its token's sum by weight.
  * Every token sums its experts in expert order, whatever the chunk, so
@@ -339,6 +387,7 @@ static void moe_block(Context *ctx, int l, int n) {
     size_t dim = (size_t)c->dim, hidden = (size_t)c->expert_hidden_dim;
 
     matmul(s->router, s->xb, &w->router, n, &s->mm);
+    add_bias(s->router, w->b_router, n, n_experts);
     #pragma omp parallel for schedule(static) if (n >= PARALLEL_TOKENS)
     for (int t = 0; t < n; t++)
         route(c, s->router + (size_t)t * n_experts, s->picks + (size_t)t * k,
@@ -367,9 +416,13 @@ static void moe_block(Context *ctx, int l, int n) {
         float *gate_up[] = {s->hb, s->hb2};
         const Tensor *wgu[] = {&gate, &up};
         matmul_many(gate_up, s->expert_in, wgu, 2, rows, &s->mm);
+        add_bias(s->hb, expert_bias(w->b_gate_exps, e, hidden), rows, (int)hidden);
+        add_bias(s->hb2, expert_bias(w->b_up_exps, e, hidden), rows, (int)hidden);
         #pragma omp parallel for schedule(static) if (rows >= PARALLEL_TOKENS)
-        for (int r = 0; r < rows; r++) swiglu(s->hb + (size_t)r * hidden, s->hb2 + (size_t)r * hidden, (int)hidden);
+        for (int r = 0; r < rows; r++)
+            gated_activation(&c->family, s->hb + (size_t)r * hidden, s->hb2 + (size_t)r * hidden, (int)hidden);
         matmul(s->expert_out, s->hb, &down, rows, &s->mm);
+        add_bias(s->expert_out, expert_bias(w->b_down_exps, e, dim), rows, (int)dim);
         for (int r = 0; r < rows; r++) {
             float weight = s->pick_weights[mine[r]];
             float *sum = s->expert_sum + (size_t)(mine[r] / k) * dim;
@@ -400,15 +453,9 @@ static void ffn_block(Context *ctx, int l, int n) {
         const Tensor *wgu[] = {&w->w_gate, &w->w_up};
         matmul_many(gate_up, s->xb, wgu, 2, n, &s->mm);
         #pragma omp parallel for schedule(static) if (n >= PARALLEL_TOKENS)
-        for (int t = 0; t < n; t++) {
-            float *ht = s->hb + (size_t)t * c->hidden_dim, *gt = s->hb2 + (size_t)t * c->hidden_dim;
-            if (c->family.ffn == FFN_SWIGLU) {
-                swiglu(ht, gt, c->hidden_dim);
-            } else {
-                gelu(ht, c->hidden_dim);
-                for (int i = 0; i < c->hidden_dim; i++) ht[i] *= gt[i];
-            }
-        }
+        for (int t = 0; t < n; t++)
+            gated_activation(&c->family, s->hb + (size_t)t * c->hidden_dim,
+                             s->hb2 + (size_t)t * c->hidden_dim, c->hidden_dim);
     } else {
         matmul(s->hb, s->xb, &w->w_up, n, &s->mm);
         add_bias(s->hb, w->b_up, n, c->hidden_dim);

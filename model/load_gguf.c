@@ -101,16 +101,25 @@ static int key_bool_opt(Loader *l, const char *key, int *out) {
 #define POSITION_TABLE "position_embd.weight"
 #define RELATIVE_BIAS_TABLE "blk.0.attn_rel_b.weight"
 
-/* Floats the vectors may need once converted to f32: every 1-D tensor and
- * positional table not stored as f32.  An upper bound, so that one
- * allocation holds them all and pointers into it stay valid. */
+/* The suffix of the experts' stacked biases, (n_experts, width): used as
+ * f32 like vectors. */
+#define EXPERT_BIAS "_exps.bias"
+
+static int ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+/* Floats the vectors may need once converted to f32: every 1-D tensor,
+ * positional table and expert bias not stored as f32.  An upper bound, so
+ * that one allocation holds them all and pointers into it stay valid. */
 static size_t conversion_floats(const GgufFile *g) {
     size_t n = 0;
     for (size_t i = 0; i < g->n_tensors; i++) {
         const GgufTensor *t = &g->tensors[i];
         if (t->type != TENSOR_F32 &&
             (t->n_dims == 1 || strcmp(t->name, POSITION_TABLE) == 0 ||
-             strcmp(t->name, RELATIVE_BIAS_TABLE) == 0))
+             strcmp(t->name, RELATIVE_BIAS_TABLE) == 0 || ends_with(t->name, EXPERT_BIAS)))
             n += t->nelem;   /* each fits the file: the sum cannot overflow */
     }
     return n;
@@ -221,15 +230,33 @@ static int take_experts(Loader *l, const ModelConfig *c, Tensor *out, const char
     return 0;
 }
 
+/* A stacked expert bias (n_experts, width) as f32, which the family
+ * requires (gpt-oss) or does not have. */
+static int take_expert_bias(Loader *l, const ModelConfig *c, const float **out, const char *name,
+                            int width) {
+    *out = NULL;
+    if (c->family.biases != BIAS_ATTN_EXPERTS) return 0;
+    const GgufTensor *t = get(l, name, c->n_experts, width);
+    if (!t) return -1;
+    *out = as_f32(l, t);
+    return 0;
+}
+
 /* A mixture of experts' router (ffn_gate_inp: a logit per expert) and its
- * experts' stacked SwiGLU matrices, in place of ffn_gate/up/down. */
+ * experts' stacked gated matrices, in place of ffn_gate/up/down; gpt-oss
+ * has a bias on each. */
 static int take_moe(Loader *l, const ModelConfig *c, int i, LayerWeights *w) {
     char name[GGUF_MAX_NAME_LEN + 1];
-    int d = c->dim, h = c->expert_hidden_dim;
+    int d = c->dim, h = c->expert_hidden_dim, biased = c->family.biases == BIAS_ATTN_EXPERTS;
     return take_matrix(l, &w->router, blk(name, i, "ffn_gate_inp.weight"), c->n_experts, d) ||
+           take_bias(l, &w->b_router, blk(name, i, "ffn_gate_inp.bias"), c->n_experts, biased) ||
            take_experts(l, c, &w->gate_exps, blk(name, i, "ffn_gate_exps.weight"), h, d) ||
+           take_expert_bias(l, c, &w->b_gate_exps, blk(name, i, "ffn_gate" EXPERT_BIAS), h) ||
            take_experts(l, c, &w->up_exps, blk(name, i, "ffn_up_exps.weight"), h, d) ||
-           take_experts(l, c, &w->down_exps, blk(name, i, "ffn_down_exps.weight"), d, h) ? -1 : 0;
+           take_expert_bias(l, c, &w->b_up_exps, blk(name, i, "ffn_up" EXPERT_BIAS), h) ||
+           take_experts(l, c, &w->down_exps, blk(name, i, "ffn_down_exps.weight"), d, h) ||
+           take_expert_bias(l, c, &w->b_down_exps, blk(name, i, "ffn_down" EXPERT_BIAS), d)
+               ? -1 : 0;
 }
 
 /* A norm's weight, and its bias for a LayerNorm (required when the family
@@ -269,10 +296,15 @@ static int take_layer(Loader *l, const ModelConfig *c, int i, LayerWeights *w) {
     char name[GGUF_MAX_NAME_LEN + 1], bias[GGUF_MAX_NAME_LEN + 1];
     const ModelFamily *f = &c->family;
     int d = c->dim, h = c->hidden_dim, all = f->biases == BIAS_ALL;
+    int attn_out_bias = all || f->biases == BIAS_ATTN_EXPERTS;
     int pre = f->norms != NORMS_POST, post = f->norms != NORMS_PRE;
     /* phi2's and Command R's feed-forward read the attention's norm; so does
      * a parallel StableLM's */
     int shared = f->shared_norm || (f->parallel_shares_norm && f->parallel_residual);
+    const char *ffn_norm = f->ffn_norm_name ? f->ffn_norm_name : "ffn_norm";
+    char ffn_norm_w[40], ffn_norm_b[40]; /* the family's short names, within blk()'s 64 */
+    snprintf(ffn_norm_w, sizeof ffn_norm_w, "%s.weight", ffn_norm);
+    snprintf(ffn_norm_b, sizeof ffn_norm_b, "%s.bias", ffn_norm);
     if ((pre && take_norm(l, c, &w->attn_norm, &w->attn_norm_b, blk(name, i, "attn_norm.weight"),
                           blk(bias, i, "attn_norm.bias"))) ||
         (post && take_vector(l, &w->attn_post_norm, blk(name, i, "post_attention_norm.weight"), d)) ||
@@ -282,10 +314,11 @@ static int take_layer(Loader *l, const ModelConfig *c, int i, LayerWeights *w) {
          take_qk_norms(l, c, i, w)) ||
         take_qkv(l, c, i, w, f->biases != BIAS_OPTIONAL) ||
         take_matrix(l, &w->wo, blk(name, i, "attn_output.weight"), d, model_q_dim(c)) ||
-        take_bias(l, &w->bo, blk(name, i, "attn_output.bias"), d, all) ||
+        take_bias(l, &w->bo, blk(name, i, "attn_output.bias"), d, attn_out_bias) ||
+        (f->attn_sinks && take_vector(l, &w->attn_sinks, blk(name, i, "attn_sinks.weight"), c->n_heads)) ||
         (!shared && pre &&
-         take_norm(l, c, &w->ffn_norm, &w->ffn_norm_b, blk(name, i, "ffn_norm.weight"),
-                   blk(bias, i, "ffn_norm.bias"))) ||
+         take_norm(l, c, &w->ffn_norm, &w->ffn_norm_b, blk(name, i, ffn_norm_w),
+                   blk(bias, i, ffn_norm_b))) ||
         (f->experts && take_moe(l, c, i, w)) ||
         (!f->experts &&
          (take_ffn_up(l, c, i, w) ||

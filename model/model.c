@@ -224,8 +224,10 @@ void model_layer_describe(const LayerAttention *la, char *buf, size_t size) {
         at += (size_t)snprintf(buf + at, size - at, " self-extend=%d,%d", la->self_extend_group,
                                la->self_extend_window);
     if (la->temperature_beta > 0.0f && at < size)
-        snprintf(buf + at, size - at, " temperature=%g,%d%s", (double)la->temperature_beta,
-                 la->temperature_length, la->temperature_offset ? ",llama4" : "");
+        at += (size_t)snprintf(buf + at, size - at, " temperature=%g,%d%s",
+                               (double)la->temperature_beta, la->temperature_length,
+                               la->temperature_offset ? ",llama4" : "");
+    if (la->sinks_off && at < size) snprintf(buf + at, size - at, " sinks=off");
 }
 
 int model_layers_run_end(const LayerAttention *table, int n_layers, int l) {
@@ -315,6 +317,14 @@ int model_layers_temperature(const Model *m, LayerAttention *table, float beta, 
     if (!scaled)
         return posenc_error(err, "Llama 4's attention temperature acts on the layers without "
                                  "position and every layer of this model has one");
+    return 0;
+}
+
+int model_layers_sinks_off(const Model *m, LayerAttention *table, PosencError *err) {
+    if (!m->config.family.attn_sinks)
+        return posenc_error(err, "the model has no learned attention sinks (architecture %s)",
+                            m->config.family.name);
+    for (int l = 0; l < m->config.n_layers; l++) table[l].sinks_off = 1;
     return 0;
 }
 

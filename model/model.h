@@ -59,6 +59,8 @@ typedef struct {
                                temperature_length)); 0 = off */
     int temperature_length; /* L, positions per step of the logarithm */
     int temperature_offset; /* 1: Llama 4's floor((p + 1) / L); 0: Mistral 3's floor(p / L) */
+    int sinks_off;          /* the layer's learned sinks (LayerWeights.attn_sinks) left out of its
+                               softmax (the A/B switch --sinks off); 0 where it has none */
 } LayerAttention;
 
 /* Vectors are always f32 (norms and biases are tiny); matrices may be any
@@ -87,6 +89,11 @@ typedef struct {
     Tensor router;                        /* (n_experts, dim) ffn_gate_inp */
     Tensor gate_exps, up_exps;            /* (n_experts * expert_hidden_dim, dim) */
     Tensor down_exps;                     /* (n_experts * dim, expert_hidden_dim) */
+    /* family.biases == BIAS_ATTN_EXPERTS (gpt-oss), else NULL: */
+    const float *b_router;                /* (n_experts) */
+    const float *b_gate_exps, *b_up_exps; /* (n_experts, expert_hidden_dim) */
+    const float *b_down_exps;             /* (n_experts, dim) */
+    const float *attn_sinks;              /* (n_heads) family.attn_sinks: each head's sink logit */
 } LayerWeights;
 
 /* A layer's matrices, as an initializer of an array of LAYER_MATRICES
@@ -200,6 +207,9 @@ int model_layers_self_extend(const Model *m, LayerAttention *table, int group, i
  * without position.  0, or -1 when the form names no layer. */
 int model_layers_temperature(const Model *m, LayerAttention *table, float beta, int length,
                              int llama4, PosencError *err);
+/* Every layer's learned sinks left out of its softmax (--sinks off: the
+ * model as if trained without them).  0, or -1 when the model has none. */
+int model_layers_sinks_off(const Model *m, LayerAttention *table, PosencError *err);
 /* A query's factor at pos_q under an attention temperature (beta 0: 1). */
 static inline float model_temperature_scale(float beta, int length, int offset, int pos_q) {
     if (beta <= 0.0f) return 1.0f;

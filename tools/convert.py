@@ -131,9 +131,10 @@ class Output:
         self.fallbacks = []
 
     def tensor(self, name, shape, source):
-        """1-D tensors (norms, biases) are always f32; matrices take --dtype."""
+        """1-D tensors (norms, biases) and biases of any shape (gpt-oss's
+        experts') are always f32; matrices take --dtype."""
         ttype = gguf.GGML_F32
-        if len(shape) >= 2:
+        if len(shape) >= 2 and not name.endswith(".bias"):
             ttype = self.dtype
             if ttype == gguf.GGML_Q8_0 and shape[-1] % gguf.QK8_0:
                 ttype = gguf.GGML_F16
@@ -1829,6 +1830,118 @@ def convert_hf_modern(model_dir, config, out, tokenizer, spec):
     plan.finish()
 
 
+def gpt_oss_experts(st, plan, prefix, n, width, dim):
+    """A gpt-oss layer's experts as llama.cpp's converter writes them, each a
+    callable giving the stacked values: {gate,up,down}_exps.weight ((n, width,
+    dim) twice, (n, dim, width)) and their biases ((n, width) twice, (n,
+    dim)).  The BF16/F32 release stores (in, out) matrices, gate and up
+    interleaved along the outputs (gate_up_proj[..., 2j] is gate's output j,
+    [..., 2j + 1] up's), and the biases alike.  The one place that reads
+    the experts' source tensors, so another stored form of them (the MXFP4
+    release's _blocks and _scales) is another branch here."""
+    gu = plan.take(prefix + "gate_up_proj", (n, dim, 2 * width))
+    gu_b = plan.take(prefix + "gate_up_proj_bias", (n, 2 * width))
+    dn = plan.take(prefix + "down_proj", (n, width, dim))
+    dn_b = plan.take(prefix + "down_proj_bias", (n, dim))
+
+    def gate_or_up(second):
+        def read():
+            a, out = st.read(gu), array.array("f")
+            for e in range(n):   # (dim, 2 width) -> (width, dim), every other output
+                m = transpose(a[e * dim * 2 * width:(e + 1) * dim * 2 * width], dim, 2 * width)
+                for j in range(width):
+                    row = 2 * j + second
+                    out.extend(m[row * dim:(row + 1) * dim])
+            return out
+        return read
+
+    def bias(second):
+        return lambda: st.read(gu_b)[second::2]
+
+    def down():
+        a, out = st.read(dn), array.array("f")
+        for e in range(n):
+            out.extend(transpose(a[e * width * dim:(e + 1) * width * dim], width, dim))
+        return out
+    return {"gate": (gate_or_up(0), bias(0)), "up": (gate_or_up(1), bias(1)),
+            "down": (down, lambda: st.read(dn_b))}
+
+
+def convert_hf_gpt_oss(model_dir, config, out, tokenizer):
+    """gpt-oss (GGUF gpt-oss) as llama.cpp's GptOssModel converts its BF16
+    release: q/k/v/o with biases in HF's rotate_half order (NeoX pairs),
+    each head's learned sink (attn_sinks.weight), the router with its bias
+    (ffn_gate_inp), the experts split and transposed (gpt_oss_experts), the
+    feed-forward's norm as post_attention_norm; alternating sliding and full
+    layers, YaRN with its truncate flag.  llama.cpp fixes the clamped
+    SwiGLU's limit at 7 and writes no key for it, so another limit is
+    refused."""
+    arch = "gpt-oss"
+    st = SafeTensors(model_dir)
+    dim, hidden, L, n_heads, n_kv, hd = llama_shape(config)
+    if cfg_float(config, "swiglu_limit", 7.0) != 7.0:
+        fail("config.json: swiglu_limit %g is not 7 (llama.cpp's gpt-oss fixes it at 7)"
+             % cfg_float(config, "swiglu_limit", 7.0))
+    if config.get("attention_bias") is False:
+        fail("config.json: gpt_oss without attention biases is not supported")
+    vocab = cfg_int(config, "vocab_size")
+    ctx = cfg_int(config, "max_position_embeddings")
+    eps = cfg_float(config, "rms_norm_eps", 1e-5)
+    n_experts, n_used, width = moe_shape(config, arch, hidden)
+    plan = TensorPlan(st)
+    embd = plan.take("model.embed_tokens.weight", (vocab, dim))
+    head = untied_head(st, plan, config, "lm_head.weight", tied_default=False)
+    theta, scaling = rope_parameters(config)
+    out.general(arch, model_name(config, model_dir))
+    add_shape_hparams(out, arch, ctx, dim, hidden, L, n_heads, n_kv)
+    w = out.w
+    w.add_float32(arch + ".attention.layer_norm_rms_epsilon", eps)
+    w.add_float32(arch + ".rope.freq_base", theta)
+    w.add_uint32(arch + ".rope.dimension_count", hd)
+    w.add_uint32(arch + ".attention.key_length", hd)
+    w.add_uint32(arch + ".attention.value_length", hd)
+    w.add_uint32(arch + ".expert_count", n_experts)
+    w.add_uint32(arch + ".expert_used_count", n_used)
+    w.add_uint32(arch + ".expert_feed_forward_length", width)
+    w.add_string("posenc.rope.pairing", "neox")
+    add_rope_scaling(out, scaling, arch, ctx, hd, theta)
+    add_layer_types(out, config, arch, L, ctx, hd)
+    add_model_tokenizer(out, tokenizer if tokenizer is not None else model_dir, vocab, config)
+
+    def plain(name, shape):
+        name = plan.take(name, shape)
+        return lambda: st.read(name)
+
+    out.tensor("token_embd.weight", (vocab, dim), lambda: st.read(embd))
+    for l in range(L):
+        p, b = "model.layers.%d." % l, "blk.%d." % l
+        a = p + "self_attn."
+        out.tensor(b + "attn_norm.weight", (dim,), plain(p + "input_layernorm.weight", (dim,)))
+        for n, rows in (("q", n_heads * hd), ("k", n_kv * hd), ("v", n_kv * hd)):
+            out.tensor(b + "attn_%s.weight" % n, (rows, dim), plain(a + n + "_proj.weight", (rows, dim)))
+            out.tensor(b + "attn_%s.bias" % n, (rows,), plain(a + n + "_proj.bias", (rows,)))
+        out.tensor(b + "attn_output.weight", (dim, n_heads * hd),
+                   plain(a + "o_proj.weight", (dim, n_heads * hd)))
+        out.tensor(b + "attn_output.bias", (dim,), plain(a + "o_proj.bias", (dim,)))
+        out.tensor(b + "attn_sinks.weight", (n_heads,), plain(a + "sinks", (n_heads,)))
+        out.tensor(b + "post_attention_norm.weight", (dim,),
+                   plain(p + "post_attention_layernorm.weight", (dim,)))
+        out.tensor(b + "ffn_gate_inp.weight", (n_experts, dim),
+                   plain(p + "mlp.router.weight", (n_experts, dim)))
+        out.tensor(b + "ffn_gate_inp.bias", (n_experts,), plain(p + "mlp.router.bias", (n_experts,)))
+        experts = gpt_oss_experts(st, plan, p + "mlp.experts.", n_experts, width, dim)
+        for what, shape, bias_shape in (("gate", (n_experts, width, dim), (n_experts, width)),
+                                        ("up", (n_experts, width, dim), (n_experts, width)),
+                                        ("down", (n_experts, dim, width), (n_experts, dim))):
+            weights, bias = experts[what]
+            out.tensor(b + "ffn_%s_exps.weight" % what, shape, weights)
+            out.tensor(b + "ffn_%s_exps.bias" % what, bias_shape, bias)
+    out.tensor("output_norm.weight", (dim,), plain("model.norm.weight", (dim,)))
+    if head:
+        out.tensor("output.weight", (vocab, dim), plain(head, (vocab, dim)))
+    plan.finish()
+
+
 def convert_hf(model_dir, out, tokenizer):
     cfg_path = os.path.join(model_dir, "config.json")
     if not os.path.isfile(cfg_path):
@@ -1847,6 +1960,8 @@ def convert_hf(model_dir, out, tokenizer):
         if mt == "gemma3":   # the multimodal config: its text model
             config, mt = dict(config["text_config"], model_type="gemma3_text"), "gemma3_text"
         convert_hf_modern(model_dir, config, out, tokenizer, _MODERN[mt])
+    elif mt == "gpt_oss":
+        convert_hf_gpt_oss(model_dir, config, out, tokenizer)
     elif mt == "gpt2":
         if tokenizer is not None:
             fail("--tokenizer is not used for gpt2 models (vocab.json + merges.txt are read "
@@ -1854,7 +1969,7 @@ def convert_hf(model_dir, out, tokenizer):
         convert_hf_gpt2(model_dir, config, out)
     else:
         fail("%s: unsupported model_type %r (supported: llama, mistral, smollm3, phi3, qwen3, gemma2, gemma3, olmo2, "
-             "exaone4, granite, stablelm, cohere2, qwen3_moe, olmoe, granitemoe, qwen2, gemma, gpt2, "
+             "exaone4, granite, stablelm, cohere2, qwen3_moe, olmoe, granitemoe, gpt_oss, qwen2, gemma, gpt2, "
              "gpt_neox, bloom, gpt_bigcode, phi, mpt)" % (cfg_path, mt))
 
 

@@ -51,6 +51,8 @@ against transformers' own logits (tests/fixtures/hf_golden/<case>.json).
           parallel            stablelm_parallel, cohere2: sequential residual
                               (the feed-forward reads x + attention)
           sinks               gpt_oss: no attention sinks
+          clamp               gpt_oss: the SwiGLU's clamps off (gate and up unbounded)
+          router-bias         gpt_oss: the router's bias dropped
           topk-norm           qwen3_moe, olmoe: norm_topk_prob flipped
           softmax-side        olmoe, granitemoe: the softmax on the other side of the
                               top k (qwen3_moe renormalises, where both sides agree)
@@ -384,7 +386,7 @@ class Model:
         if mt == "cohere2" or (mt == "stablelm" and cfg.get("use_parallel_residual")):
             out.append("parallel")
         if mt == "gpt_oss":
-            out.append("sinks")
+            out += ["sinks", "clamp", "router-bias"]
         if mt in ("qwen3_moe", "olmoe"):
             out.append("topk-norm")
         if mt in ("olmoe", "granitemoe"):
@@ -566,6 +568,8 @@ class Model:
                 wts = wts / wts.sum(-1, keepdims=True)
         else:                              # gpt-oss, Granite MoE: softmax over the top k logits
             logits = self.lin(h, P + ("gate" if mt in ("qwen3_moe", "olmoe") else "router"))
+            if self.broken == "router-bias":
+                logits = logits - w[P + "router.bias"]
             idx = np.argsort(-logits, -1, kind="stable")[:, :k]
             wts = softmax(np.take_along_axis(logits, idx, -1))
         gate_up, down = w[P + "experts.gate_up_proj"], w[P + "experts.down_proj"]
@@ -577,7 +581,7 @@ class Model:
                 continue
             x = h[rows]
             if mt == "gpt_oss":   # (in, out) matrices with biases; gate and up interleaved
-                limit = cfg.get("swiglu_limit", 7.0)
+                limit = np.inf if self.broken == "clamp" else cfg.get("swiglu_limit", 7.0)
                 gu = x @ gate_up[e] + w[P + "experts.gate_up_proj_bias"][e]
                 g, u = np.minimum(gu[:, 0::2], limit), np.clip(gu[:, 1::2], -limit, limit)
                 y = ((u + 1) * (g / (1 + np.exp(-1.702 * g)))) @ down[e] + w[P + "experts.down_proj_bias"][e]

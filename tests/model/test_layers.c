@@ -57,6 +57,7 @@ static const Case CASES[] = {
     {"olmo2", "olmo2"},         {"granite", "granite"},       {"stablelm", "stablelm"},
     {"stablelm_parallel", "stablelm"}, {"cohere2", "cohere2"}, {"exaone4", "exaone4"},
     {"qwen3_moe", "qwen3moe"},  {"olmoe", "olmoe"},           {"granitemoe", "granitemoe"},
+    {"gpt_oss", "gpt-oss"},
 };
 #define N_CASES ((int)(sizeof CASES / sizeof CASES[0]))
 
@@ -85,6 +86,10 @@ static const struct {
     {"olmoe", "top1"},              {"olmoe", "qk-norm"},
     {"granitemoe", "softmax-side"}, {"granitemoe", "top1"},
     {"granitemoe", "multipliers"},
+    /* gpt-oss: its learned sinks, its router's bias and its sliding layers (the clamp
+     * binds only in gpt_oss_hot: clamp_controls) */
+    {"gpt_oss", "sinks"},           {"gpt_oss", "router-bias"},
+    {"gpt_oss", "no-window"},       {"gpt_oss", "top1"},
 };
 #define N_CONTROLS ((int)(sizeof CONTROLS / sizeof CONTROLS[0]))
 
