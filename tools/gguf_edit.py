@@ -4,7 +4,8 @@ removed, for the tests that check how the loader refuses a malformed file.
 
     gguf_edit.py SRC DST DROP SETTINGS
 
-DROP: the tensor to leave out, or "".  SETTINGS: "KEY=KIND:VALUE;..." with
+DROP: the tensor to leave out, NAME:N to make a 1-D tensor N values long
+(its first N, zeros after its own: a vector of the wrong length), or "".  SETTINGS: "KEY=KIND:VALUE;..." with
 KIND f (float32), u (uint32), s (string) or b (bool, 1 or 0); "KEY=" removes
 the key; "" changes nothing."""
 import sys
@@ -33,8 +34,12 @@ def main():
         kind, _, value = typed.partition(":")
         if kind:
             WRITERS[kind](w, key, value)
+    drop, _, keep = drop.partition(":")
     for n, t in r.tensors.items():
-        if n != drop:
+        if n == drop and keep:
+            w.add_tensor(n, (int(keep),), gguf.GGML_F32,
+                         lambda n=n: (list(r.floats(n)) + [0.0] * int(keep))[:int(keep)])
+        elif n != drop:
             w.add_tensor(n, tuple(reversed(t["ne"])), gguf.GGML_F32, lambda n=n: r.floats(n))
     w.write(dst)
 

@@ -16,7 +16,9 @@ transformers itself (the fixture's "manifest").
         the cases, one a line
     hf_tiny.py make CASE DIR [--fixture F]
         writes DIR/config.json (the config transformers saved), DIR/model.safetensors
-        and a byte-level vocabulary (vocab.json, merges.txt: 256 bytes, no merges)
+        and a byte-level vocabulary (vocab.json, merges.txt: 256 bytes, no merges);
+        CASE may also be a variant (VARIANTS: a case's checkpoint with some
+        parameters scaled, which transformers did not run: no golden)
     hf_tiny.py golden CASE chunk|steps|split|offset|ids
         prints transformers' logits of that run, a line "POSITION v0 v1 ..." for each
         position the fixture holds (positions count from the run's first token);
@@ -141,6 +143,13 @@ CASES = {
 }
 
 
+# A case's checkpoint with the parameters whose names end so scaled, for a
+# feature the case's values leave idle.  gpt_oss_hot: the experts' gate_up_proj
+# x 3, so that the clamped SwiGLU's limit of 7 binds (the gpt_oss case's gate and
+# up stay within 3.7, where clamping changes nothing).
+VARIANTS = {"gpt_oss_hot": ("gpt_oss", {"experts.gate_up_proj": 3.0})}
+
+
 # ---- deterministic values -----------------------------------------------------------------------
 
 _MASK = (1 << 64) - 1
@@ -225,6 +234,7 @@ def fixture_path(case):
 
 
 def make(case, directory, fixture=None):
+    case, scales = VARIANTS.get(case, (case, {}))
     golden = json.load(open(fixture or fixture_path(case)))
     os.makedirs(directory, exist_ok=True)
     # a neutral general.name: llama.cpp applies Phi-3's vocabulary fixes to any
@@ -232,8 +242,14 @@ def make(case, directory, fixture=None):
     config = dict(golden["saved_config"], _name_or_path="hf-tiny-random")
     with open(os.path.join(directory, "config.json"), "w") as f:
         json.dump(config, f, indent=1)
+    def scaled(name, shape):
+        v = values(name, shape)
+        for suffix, factor in scales.items():
+            if name.endswith(suffix):
+                v = array.array("f", (x * factor for x in v))
+        return v
     write_safetensors(os.path.join(directory, "model.safetensors"),
-                      {name: (shape, values(name, shape)) for name, shape in golden["manifest"]})
+                      {name: (shape, scaled(name, shape)) for name, shape in golden["manifest"]})
     chars = byte_alphabet()
     with open(os.path.join(directory, "vocab.json"), "w", encoding="utf-8") as f:
         json.dump({chars[b]: b for b in range(256)}, f, ensure_ascii=False)
@@ -246,7 +262,7 @@ def main():
     sub = ap.add_subparsers(dest="cmd", required=True)
     sub.add_parser("list")
     mk = sub.add_parser("make")
-    mk.add_argument("case", choices=sorted(CASES))
+    mk.add_argument("case", choices=sorted(CASES) + sorted(VARIANTS))
     mk.add_argument("dir")
     mk.add_argument("--fixture")
     gd = sub.add_parser("golden")

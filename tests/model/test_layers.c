@@ -93,14 +93,19 @@ static const struct {
 };
 #define N_CONTROLS ((int)(sizeof CONTROLS / sizeof CONTROLS[0]))
 
+/* gpt_oss with its experts' gate_up_proj x 3 (tools/hf_tiny.py's VARIANTS): the
+ * clamped SwiGLU's limit binds there; no golden, the reference only. */
+#define HOT "gpt_oss_hot"
+
 static int ids[N_TOKENS];
-static char ggufs[N_CASES][160];
+static char ggufs[N_CASES][160], hot_gguf[160];
 static int ready = 0;
 
 static void setup(void) {
     if (!tests_python_available("per-layer positions and rope scaling")) return;
     for (int c = 0; c < N_CASES; c++)
         snprintf(ggufs[c], sizeof ggufs[c], "%s", tests_make_hf_case(CASES[c].name));
+    snprintf(hot_gguf, sizeof hot_gguf, "%s", tests_make_hf_case(HOT));
     TestsRun r = tests_run_python_ok(
         (const char *[]){"tools/hf_tiny.py", "golden", "llama3", "ids", NULL});
     char *s = r.out;
@@ -134,19 +139,24 @@ static float *parse_rows(const char *out, int n, int *positions) {
     return rows;
 }
 
-/* hf_reference.py's logits (N_TOKENS, VOCAB) of the case's checkpoint. */
-static float *reference(int c, const char *mode, int pos0, const char *broken) {
+/* hf_reference.py's logits (N_TOKENS, VOCAB) of tools/hf_tiny.py's checkpoint
+ * `name`. */
+static float *reference_of(const char *name, const char *mode, int pos0, const char *broken) {
     char list[N_TOKENS * 4 + 1] = "", p0[16], dir[160];
     for (int i = 0; i < N_TOKENS; i++)
         snprintf(list + strlen(list), sizeof list - strlen(list), "%s%d", i ? "," : "", ids[i]);
     snprintf(p0, sizeof p0, "%d", pos0);
-    snprintf(dir, sizeof dir, "build/hf/%s", CASES[c].name);
+    snprintf(dir, sizeof dir, "build/hf/%s", name);
     const char *args[] = {"tools/hf_reference.py", "logits", dir, "--ids", list, "--pos0", p0,
                           "--mode", mode, broken ? "--break" : NULL, broken, NULL};
     TestsRun r = tests_run_python_ok(args);
     float *rows = parse_rows(r.out, N_TOKENS, NULL);
     tests_run_free(&r);
     return rows;
+}
+
+static float *reference(int c, const char *mode, int pos0, const char *broken) {
+    return reference_of(CASES[c].name, mode, pos0, broken);
 }
 
 /* transformers' logits of one run of tools/hf_golden.py: *n rows at the
@@ -371,6 +381,93 @@ START_TEST(router_controls) {
 }
 END_TEST
 
+/* gpt-oss's clamped SwiGLU where its limit binds (gpt_oss_hot): the engine
+ * within the bound of the reference in a chunk and token by token; the
+ * reference without the clamp, and the engine without it (limit infinite),
+ * far from it. */
+START_TEST(clamp_binds) {
+    if (!ready) return;
+    Model m;
+    tests_load_model(&m, hot_gguf);
+    const struct {
+        const char *mode;
+        RunKind kind;
+    } runs[] = {{"chunk", RUN_CHUNK}, {"steps", RUN_STEPS}};
+    float *ref = NULL;
+    for (int k = 0; k < 2; k++) {
+        free(ref);
+        ref = reference_of(HOT, runs[k].mode, 0, NULL);
+        float *got = engine(&m, NULL, runs[k].kind, 0);
+        float d = tests_max_abs_diff(got, ref, (size_t)N_TOKENS * VOCAB);
+        float tol = tolerance(ref, (size_t)N_TOKENS * VOCAB);
+        printf("%-24s %-8s: max |logit - reference| = %.3g (bound %.3g)\n", HOT, runs[k].mode,
+               (double)d, (double)tol);
+        ck_assert_msg(d <= tol, "%s %s: %g from the reference (bound %g)", HOT, runs[k].mode,
+                      (double)d, (double)tol);
+        free(got);
+    }
+    float *unclamped = reference_of(HOT, "steps", 0, "clamp");
+    float *got = engine(&m, NULL, RUN_STEPS, 0);
+    float d_ref = tests_max_abs_diff(got, unclamped, (size_t)N_TOKENS * VOCAB);
+    free(got);
+    m.config.family.swiglu_limit = INFINITY;
+    got = engine(&m, NULL, RUN_STEPS, 0);
+    float d_engine = tests_max_abs_diff(got, ref, (size_t)N_TOKENS * VOCAB);
+    printf("control %s: the reference without the clamp %.3g, the engine without it %.3g\n", HOT,
+           (double)d_ref, (double)d_engine);
+    ck_assert_msg(d_ref > CONTROL_MIN, "the reference without the clamp is only %g from the engine",
+                  (double)d_ref);
+    ck_assert_msg(d_engine > CONTROL_MIN, "the engine without the clamp is only %g from the reference",
+                  (double)d_engine);
+    free(got);
+    free(ref);
+    free(unclamped);
+    model_free(&m);
+}
+END_TEST
+
+/* The A/B switch --sinks off (model_layers_sinks_off): gpt-oss run without
+ * its learned sinks equals the reference with them dropped, in a chunk and
+ * token by token, and is far from transformers' logits with them; a model
+ * without sinks refuses it. */
+START_TEST(sinks_off) {
+    if (!ready) return;
+    int c = case_index("gpt_oss"), positions[32], n;
+    Model m;
+    tests_load_model(&m, ggufs[c]);
+    LayerAttention *table = model_layers_for(&m, &m.pe);
+    PosencError err;
+    ck_assert_msg(model_layers_sinks_off(&m, table, &err) == 0, "%s", err.msg);
+    float *golden_rows = golden(c, "chunk", positions, &n);
+    const RunKind kinds[] = {RUN_CHUNK, RUN_STEPS};
+    for (int k = 0; k < 2; k++) {
+        Context ctx;
+        tests_build_context(&ctx, &m, &m.pe, 128);
+        ck_assert_msg(context_use_layers(&ctx, table, &err) == 0, "%s", err.msg);
+        float *got = engine_run(&ctx, kinds[k], 0);
+        float *ref = reference(c, k ? "steps" : "chunk", 0, "sinks");
+        float d = tests_max_abs_diff(got, ref, (size_t)N_TOKENS * VOCAB);
+        float far = rows_diff(got, golden_rows, positions, n);
+        printf("gpt_oss --sinks off %s: %.3g from the reference without sinks; control: %.3g from "
+               "transformers with them\n", k ? "steps" : "chunk", (double)d, (double)far);
+        ck_assert_msg(d <= LOGIT_TOL, "sinks off: %g from the reference without sinks", (double)d);
+        ck_assert_msg(far > CONTROL_MIN, "sinks off: only %g from transformers with sinks", (double)far);
+        free(got);
+        free(ref);
+        context_free(&ctx);
+    }
+    free(golden_rows);
+    free(table);
+    model_free(&m);
+    tests_load_model(&m, ggufs[case_index("qwen3_moe")]);
+    table = model_layers_for(&m, &m.pe);
+    ck_assert_int_eq(model_layers_sinks_off(&m, table, &err), -1);
+    ck_assert_msg(strstr(err.msg, "no learned attention sinks"), "%s", err.msg);
+    free(table);
+    model_free(&m);
+}
+END_TEST
+
 /* Prefill reads each expert's matrices once per chunk: an 80-token chunk
  * runs one expert feed-forward per (layer, expert) that some token picked,
  * at most layers x experts; token by token it runs layers x top k per
@@ -426,6 +523,45 @@ START_TEST(malformed_moe_file) {
             model_free(&m);
         } else {
             ck_assert_msg(rc != 0, "%s loaded despite %s", out, bad[i].set);
+            tests_expect_file_error(err.msg, out, bad[i].needle);
+        }
+        remove(out);
+    }
+}
+END_TEST
+
+/* gpt-oss files without a sink, bias or with a sink vector of the wrong
+ * length: one error line naming the file and the tensor. */
+START_TEST(malformed_gpt_oss_file) {
+    if (!ready) return;
+    const struct {
+        const char *drop, *set, *needle;
+    } bad[] = {
+        {"blk.1.attn_sinks.weight", "", "missing tensor 'blk.1.attn_sinks.weight'"},
+        {"blk.0.attn_sinks.weight:3", "", "blk.0.attn_sinks.weight"},
+        {"blk.0.attn_sinks.weight:5", "", "blk.0.attn_sinks.weight"},
+        {"blk.0.ffn_gate_inp.bias", "", "missing tensor 'blk.0.ffn_gate_inp.bias'"},
+        {"blk.1.ffn_down_exps.bias", "", "missing tensor 'blk.1.ffn_down_exps.bias'"},
+        {"blk.0.attn_output.bias", "", "missing tensor 'blk.0.attn_output.bias'"},
+        {"", "gpt-oss.expert_count=u:3", "blk.0.ffn_gate_inp.weight"},
+        {"", "gpt-oss.expert_feed_forward_length=u:16", "blk.0.ffn_gate_exps.weight"},
+        {"", "", NULL}, /* control: the copy loads */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char out[300];
+        snprintf(out, sizeof out, "build/hf/gpt_oss.edit-%zu.gguf", i);
+        const char *args[] = {"tools/gguf_edit.py", ggufs[case_index("gpt_oss")], out, bad[i].drop,
+                              bad[i].set, NULL};
+        TestsRun r = tests_run_python_ok(args);
+        tests_run_free(&r);
+        Model m;
+        PosencError err;
+        int rc = model_load(&m, out, &err);
+        if (!bad[i].needle) {
+            ck_assert_msg(rc == 0, "the unedited copy does not load: %s", err.msg);
+            model_free(&m);
+        } else {
+            ck_assert_msg(rc != 0, "%s loaded despite %s%s", out, bad[i].drop, bad[i].set);
             tests_expect_file_error(err.msg, out, bad[i].needle);
         }
         remove(out);
@@ -634,7 +770,10 @@ static Suite *suite(void) {
     tcase_add_test(tc, engine_controls);
     tcase_add_test(tc, router_controls);
     tcase_add_test(tc, experts_read_once_per_chunk);
+    tcase_add_test(tc, clamp_binds);
+    tcase_add_test(tc, sinks_off);
     tcase_add_test(tc, malformed_moe_file);
+    tcase_add_test(tc, malformed_gpt_oss_file);
     tcase_add_test(tc, nope_layer_rotated_fails);
     tcase_add_test(tc, shift_rerotates_rotating_layers_only);
     tcase_add_test(tc, shift_action_follows_the_scaling);
