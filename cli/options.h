@@ -44,6 +44,7 @@ typedef struct {
     const char *self_extend;    /* Self-Extend on the rotating layers: G,W */
     const char *self_extend_llamacpp; /* llama.cpp's group attention: G,W */
     const char *attn_temperature; /* B,L[,llama4] */
+    const char *sinks;          /* "off": the learned sinks left out */
     const char *pe_overflow;
     int ctx, pos_offset, keep;
     int windows[MAX_WINDOWS];   /* --ctx as a list (ppl): the study's windows; ctx is the first */

@@ -116,8 +116,8 @@ static void apply_temperature(const char *value, const Model *m, LayerAttention 
 
 /* The variant's per-layer table with the overrides: --window, then
  * --pe-layers, then the variant's own @ part (`label` as the user spelled
- * it), then Self-Extend on the layers that rotate and the attention
- * temperature; malloc'd. */
+ * it), then Self-Extend on the layers that rotate, the attention
+ * temperature and --sinks off; malloc'd. */
 LayerAttention *variant_layers(const Options *o, const Model *m, const PeParams *p,
                                       const char *label, int n_ctx) {
     LayerAttention *table = model_layers_for(m, p);
@@ -134,6 +134,12 @@ LayerAttention *variant_layers(const Options *o, const Model *m, const PeParams 
             cli_die("--self-extend%s%s: %s", label ? " with --pe " : "", label ? label : "", err.msg);
     }
     if (o->attn_temperature) apply_temperature(o->attn_temperature, m, table);
+    if (o->sinks) {
+        PosencError err;
+        if (strcmp(o->sinks, "off"))
+            cli_die("--sinks takes off (the checkpoint's sinks are the default), got '%s'", o->sinks);
+        if (model_layers_sinks_off(m, table, &err)) cli_die("--sinks off: %s", err.msg);
+    }
     return table;
 }
 

@@ -21,14 +21,19 @@ static void summarise(AttentionView *v) {
     int n = v->n_tokens;
     for (int lh = 0; lh < v->n_layers * v->n_heads; lh++) {
         const float *w = v->weights + (size_t)lh * n * n;
-        double *mass = v->mass + (size_t)lh * n, entropy = 0.0;
-        for (int q = 0; q < n; q++)
+        double *mass = v->mass + (size_t)lh * n, entropy = 0.0, sink = 0.0;
+        for (int q = 0; q < n; q++) {
+            double row = 0.0;
             for (int k = 0; k <= q; k++) {
                 double x = w[(size_t)q * n + k];
                 mass[q - k] += x / n;
+                row += x;
                 if (x > 0) entropy -= x * log(x);
             }
+            sink += (1.0 - row) / n;
+        }
         v->entropy[lh] = entropy / n;
+        if (v->sink) v->sink[lh] = sink;
     }
 }
 
@@ -46,6 +51,10 @@ int attention_view_build(AttentionView *v, Context *ctx, const int *ids, int n, 
     v->mass = calloc_or_exit((size_t)c->n_layers * c->n_heads * n, sizeof(double),
                           "the mass by distance");
     v->entropy = calloc_or_exit((size_t)c->n_layers * c->n_heads, sizeof(double), "the entropies");
+    int sinks = 0;
+    for (int l = 0; l < c->n_layers; l++) sinks |= ctx->layers[l].sinks != NULL;
+    if (sinks)
+        v->sink = calloc_or_exit((size_t)c->n_layers * c->n_heads, sizeof(double), "the sinks' mass");
     int rc = context_observe_attention(ctx, record_row, v, err);
     if (!rc) rc = context_check_tokens(ctx, ids, n, 0, err);
     if (!rc) rc = context_check_logits(ctx, context_prefill(ctx, ids, n, 0), 1, n - 1, err);
@@ -62,6 +71,7 @@ void attention_view_free(AttentionView *v) {
     free(v->weights);
     free(v->mass);
     free(v->entropy);
+    free(v->sink);
     memset(v, 0, sizeof *v);
 }
 
@@ -96,6 +106,10 @@ static void json_variant(FILE *f, const AttentionView *v, AttentionSelection sel
     json_write_string(f, v->label, strlen(v->label));
     fprintf(f, ",\"n_layers\":%d,\"n_heads\":%d,\"entropy\":", v->n_layers, v->n_heads);
     json_write_matrix(f, v->entropy, (size_t)v->n_layers, (size_t)v->n_heads);
+    if (v->sink) {
+        fputs(",\"sink\":", f);
+        json_write_matrix(f, v->sink, (size_t)v->n_layers, (size_t)v->n_heads);
+    }
     fputs(",\"mass\":[", f);
     for (int l = 0; l < v->n_layers; l++) {
         if (l) fputc(',', f);
@@ -148,6 +162,18 @@ void attention_view_print(FILE *f, const char *model_path, const AttentionView *
             for (int h = 0; h < v->n_heads; h++)
                 fprintf(f, "  %8.4f", v->entropy[(size_t)l * v->n_heads + h]);
             fputc('\n', f);
+        }
+        if (v->sink) {
+            fprintf(f, "## %s: mass each head gives its learned sink (mean over queries; the "
+                       "rest is the cells')\nlayer", v->label);
+            for (int h = 0; h < v->n_heads; h++) fprintf(f, "  head %-3d", h);
+            fputc('\n', f);
+            for (int l = 0; l < v->n_layers; l++) {
+                fprintf(f, "%5d", l);
+                for (int h = 0; h < v->n_heads; h++)
+                    fprintf(f, "  %8.4f", v->sink[(size_t)l * v->n_heads + h]);
+                fputc('\n', f);
+            }
         }
         double *mass = selected_mass(v, sel);
         fputs("distance  attention mass (mean over the selected heads)\n", f);

@@ -16,8 +16,12 @@ typedef struct {
     float *weights;       /* (n_layers, n_heads, n_tokens queries, n_tokens keys); masked: 0 */
     double *mass;         /* (n_layers, n_heads, n_tokens) by distance d = q - k: the weight
                              at distance d averaged over every query (0 for q < d), so each
-                             head's sums to 1 */
-    double *entropy;      /* (n_layers, n_heads) mean over queries of -sum w ln w, nats */
+                             head's sums to 1, less its sink's share */
+    double *entropy;      /* (n_layers, n_heads) mean over queries of -sum w ln w over the
+                             cells, nats */
+    double *sink;         /* (n_layers, n_heads) mean over queries of the mass the head's learned
+                             sink takes (1 - the row's sum: the sink's logit joins the softmax and
+                             has no value); NULL where no layer has sinks (or --sinks off) */
 } AttentionView;
 
 /* Which layers and heads the weights, charts and summary show; -1: all. */

@@ -128,6 +128,8 @@ static void emit_config(Emitter *e, const Model *m) {
     if (c->logit_scale != 1.0f) em_num(e, "logit_scale", c->logit_scale);
     if (c->final_softcap > 0.0f) em_num(e, "final_softcap", c->final_softcap);
     if (c->n_experts) emit_experts(e, m);
+    if (c->family.ffn == FFN_SWIGLU_OAI) em_num(e, "swiglu_limit", c->family.swiglu_limit);
+    if (c->family.attn_sinks) em_str(e, "attn_sinks", "learned, one logit per head");
     em_bool(e, "output_bias", m->weights.output_b != NULL);
     em_bool(e, "tied_output", m->weights.output.data == m->weights.token_embd.data);
     em_end(e, '}');

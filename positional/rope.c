@@ -293,6 +293,8 @@ static int rope_describe(const PeParams *p, int head_size, int trained_ctx,
         out[n++] = (PeField){.key = "rope_orig_ctx", .number = original_context(p, trained_ctx),
                              .integer = 1};
     }
+    if (p->rope_scaling == PE_ROPE_SCALING_YARN && p->yarn_no_truncate)
+        out[n++] = (PeField){.key = "rope_yarn_range", .text = "unrounded (truncate: false)"};
     float mscale = rope_mscale(p, original_context(p, trained_ctx));
     if (mscale != 1.0f) out[n++] = (PeField){.key = "rope_attn_factor", .number = mscale};
     return n;
