@@ -273,8 +273,9 @@ int tokenizer_set_parse_special(Tokenizer *t, int on) {
     return 0;
 }
 
-int tokenizer_ends_turn(const Tokenizer *t, int id) {
-    /* the newest llama.cpp's end-of-generation names (llama-vocab.cpp) */
+/* EOS, or a piece of the newest llama.cpp's end-of-generation names
+ * (llama-vocab.cpp) that is no piece of text. */
+static int listed_end(const Tokenizer *t, int id) {
     static const char *const names[] = {
         "<|eot_id|>", "<|eom_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
         "<|end_of_text|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]", "<|return|>", "<|call|>",
@@ -288,6 +289,21 @@ int tokenizer_ends_turn(const Tokenizer *t, int id) {
     for (size_t k = 0; k < sizeof names / sizeof *names; k++)
         if (strcmp(t->pieces[id], names[k]) == 0) return 1;
     return 0;
+}
+
+static int piece_ends(const Tokenizer *t, const char *piece) {
+    return listed_end(t, tokenizer_lookup(t, piece, strlen(piece)));
+}
+
+int tokenizer_ends_turn(const Tokenizer *t, int id) {
+    if (!listed_end(t, id)) return 0;
+    /* llama.cpp's exception (llama-vocab.cpp): where <|return|> and <|call|>
+     * end generation (gpt-oss's harmony format), or <|calls|> and <|flush|>
+     * (solar-open), <|end|> closes a message inside the turn, as the
+     * reasoning channel before the final one, and ends nothing, even as EOS */
+    if (strcmp(t->pieces[id], "<|end|>") != 0) return 1;
+    int call = piece_ends(t, "<|call|>") || piece_ends(t, "<|calls|>");
+    return !(call && (piece_ends(t, "<|return|>") || piece_ends(t, "<|flush|>")));
 }
 
 int tokenizer_is_eog(const Tokenizer *t, int id) {

@@ -230,7 +230,9 @@ int tokenizer_set_parse_special(Tokenizer *t, int on);
 /* Whether `id` ends a chat turn, in any vocabulary: EOS, or a control or
  * added piece spelled as one of the newest llama.cpp's end-of-generation
  * tokens (<|eot_id|>, <|im_end|>, <end_of_turn>, Gemma 4's <turn|>, ...:
- * the list in tokenizer.c). */
+ * the list in tokenizer.c); but <|end|> ends nothing where <|return|> and
+ * <|call|> do (gpt-oss's harmony), or <|calls|> and <|flush|> (llama.cpp's
+ * exception). */
 int tokenizer_ends_turn(const Tokenizer *t, int id);
 
 /* Whether generating `id` ends the text (end of generation): in byte-level

@@ -87,6 +87,11 @@ against transformers' own logits (tests/fixtures/hf_golden/<case>.json).
                               Llama 4's
           chunk-shifted       chunks starting at 1, C + 1, ...
 
+    hf_reference.py sinks DIR --ids 1,2,3
+        gpt_oss: the weight each head's learned sink takes in each query's
+        softmax, over one chunk at positions 0..n-1: a line per layer and
+        head, "LAYER HEAD w0 w1 ...".
+
     hf_reference.py check [CASE ...] [--f32-rope]
         for each case (default: all 19), writes the checkpoint with
         hf_tiny.make into a temporary folder, runs chunk, steps, split and the
@@ -348,6 +353,7 @@ class Model:
             r = Rotary(rp, self.hd, cfg, broken, f32, stateful)
             self.rotary = {SLIDING: r, FULL: r}
         self.cache = [None] * self.L            # per layer: (k, v, positions)
+        self.sink_share = [None] * self.L       # gpt_oss: the last call's sink weights
         if broken is not None and broken not in self.breaks() + list(self.LAB_BREAKS):
             raise ValueError("--break %s does not apply to %s (these do: %s)"
                              % (broken, mt, ", ".join(self.breaks()) or "none"))
@@ -481,7 +487,9 @@ class Model:
         if self.mt == "gpt_oss" and self.broken != "sinks":
             # a per-head sink logit joins each row's softmax, then is dropped
             sink = np.broadcast_to(self.w[P + "sinks"][:, None, None], s.shape[:2] + (1,))
-            prob = softmax(np.concatenate([s, sink], -1))[..., :-1]
+            full = softmax(np.concatenate([s, sink], -1))
+            self.sink_share[l] = full[..., -1]          # (heads, queries)
+            prob = full[..., :-1]
         else:
             prob = softmax(s)
         o = (prob @ vv).transpose(1, 0, 2).reshape(len(pos), -1)
@@ -785,12 +793,26 @@ def main(argv):
     lg.add_argument("--group-attention")
     lg.add_argument("--attn-temperature")
     lg.add_argument("--chunk", type=int)
+    sk = sub.add_parser("sinks")
+    sk.add_argument("dir")
+    sk.add_argument("--ids", required=True)
     ck = sub.add_parser("check")
     ck.add_argument("cases", nargs="*")
     ck.add_argument("--f32-rope", action="store_true")
     a = ap.parse_args(argv)
     if a.cmd == "check":
         return check(a.cases or list(DENSE + MOE), a.f32_rope)
+    if a.cmd == "sinks":
+        model = Model(a.dir)
+        if model.mt != "gpt_oss":
+            print("hf_reference.py: %s has no learned sinks" % model.mt, file=sys.stderr)
+            return 2
+        ids = [int(t) for t in a.ids.split(",")]
+        model.forward(ids, np.arange(len(ids)))
+        for l, share in enumerate(model.sink_share):
+            for h, row in enumerate(share):
+                print(l, h, " ".join("%.9g" % v for v in row))
+        return 0
     lab = {}
     if a.self_extend:
         lab["self_extend"] = tuple(int(v) for v in a.self_extend.split(","))

@@ -468,6 +468,91 @@ START_TEST(sinks_off) {
 }
 END_TEST
 
+/* The observer's rows (the attention views' path, a softmax over whole
+ * rows): the share of each (layer, head, query) row its sink takes. */
+typedef struct {
+    int n_heads;
+    float *share; /* (layers, heads, N_TOKENS) */
+} SinkShares;
+
+static void record_sink_share(void *user, int layer, int head, int pos_q, const float *w, int n) {
+    SinkShares *s = user;
+    double sum = 0.0;
+    for (int i = 0; i < n; i++) sum += w[i];
+    s->share[((size_t)layer * s->n_heads + head) * N_TOKENS + (size_t)pos_q] = (float)(1.0 - sum);
+}
+
+/* The engine's sink weights, 1 - each observed row's sum, (layers, heads,
+ * N_TOKENS), with the logits of that pass into *logits; sinks off where
+ * `off`. */
+static float *engine_sink_shares(const Model *m, int off, float **logits) {
+    SinkShares s = {m->config.n_heads,
+                    calloc((size_t)m->config.n_layers * m->config.n_heads * N_TOKENS, sizeof(float))};
+    LayerAttention *table = model_layers_for(m, &m->pe);
+    PosencError err;
+    ck_assert_msg(!off || model_layers_sinks_off(m, table, &err) == 0, "%s", err.msg);
+    Context ctx;
+    tests_build_context(&ctx, m, &m->pe, 128);
+    ck_assert_msg(context_use_layers(&ctx, table, &err) == 0 &&
+                  context_observe_attention(&ctx, record_sink_share, &s, &err) == 0, "%s", err.msg);
+    *logits = engine_run(&ctx, RUN_CHUNK, 0);
+    free(table);
+    context_free(&ctx);
+    return s.share;
+}
+
+/* -m attention's sinks: the weight each head's sink takes in each row,
+ * through the observed path, within SINK_TOL of the NumPy reference (the
+ * views' bound: float32 softmaxes of float32 scores, ~1e-6), and the
+ * observed pass's logits within the bound of the reference's; control: with
+ * --sinks off every share is 0, far from the reference's.  Through ./run,
+ * the JSON has the sinks' mean mass (and none with --sinks off, control). */
+#define SINK_TOL 1e-5f
+START_TEST(sink_weights) {
+    if (!ready) return;
+    int c = case_index("gpt_oss");
+    Model m;
+    tests_load_model(&m, ggufs[c]);
+    size_t rows = (size_t)m.config.n_layers * m.config.n_heads;
+    char list[N_TOKENS * 4 + 1] = "";
+    for (int i = 0; i < N_TOKENS; i++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%d", i ? "," : "", ids[i]);
+    TestsRun r = tests_run_python_ok((const char *[]){"tools/hf_reference.py", "sinks",
+                                                      "build/hf/gpt_oss", "--ids", list, NULL});
+    float *ref = malloc(sizeof(float) * rows * N_TOKENS);
+    char *p = r.out;
+    for (size_t i = 0; i < rows; i++) {
+        strtol(p, &p, 10), strtol(p, &p, 10); /* layer, head: in order */
+        for (int t = 0; t < N_TOKENS; t++) ref[i * N_TOKENS + t] = strtof(p, &p);
+    }
+    tests_run_free(&r);
+    float *logits, *off_logits;
+    float *got = engine_sink_shares(&m, 0, &logits), *off = engine_sink_shares(&m, 1, &off_logits);
+    float *ref_logits = reference(c, "chunk", 0, NULL);
+    float d = tests_max_abs_diff(got, ref, rows * N_TOKENS);
+    float d_logits = tests_max_abs_diff(logits, ref_logits, (size_t)N_TOKENS * VOCAB);
+    float control = tests_max_abs_diff(off, ref, rows * N_TOKENS);
+    printf("gpt_oss sink weights: %.3g from the reference (logits %.3g); --sinks off: %.3g\n",
+           (double)d, (double)d_logits, (double)control);
+    ck_assert_msg(d <= SINK_TOL, "sink weights %g from the reference", (double)d);
+    ck_assert_msg(d_logits <= LOGIT_TOL, "observed logits %g from the reference", (double)d_logits);
+    ck_assert_msg(control > CONTROL_MIN, "with --sinks off the shares are only %g off", (double)control);
+    free(ref), free(got), free(off), free(logits), free(off_logits), free(ref_logits);
+    model_free(&m);
+    const char *args[] = {ggufs[c], "-m", "attention", "-i", "hello", "--json", NULL};
+    TestsRun on = tests_run_engine_ok(args);
+    const char *off_args[] = {ggufs[c], "-m", "attention", "-i", "hello", "--json", "--sinks", "off", NULL};
+    TestsRun without = tests_run_engine_ok(off_args);
+    ck_assert_msg(strstr(on.out, "\"sink\":[["), "%s", on.out);
+    ck_assert_msg(!strstr(without.out, "\"sink\""), "--sinks off still shows sinks");
+    tests_run_free(&on);
+    tests_run_free(&without);
+    const char *refused[] = {ggufs[case_index("olmoe")], "-m", "attention", "-i", "hello", "--sinks",
+                             "off", NULL};
+    tests_expect_error(refused, "--sinks off: the model has no learned attention sinks");
+}
+END_TEST
+
 /* Prefill reads each expert's matrices once per chunk: an 80-token chunk
  * runs one expert feed-forward per (layer, expert) that some token picked,
  * at most layers x experts; token by token it runs layers x top k per
@@ -772,6 +857,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, experts_read_once_per_chunk);
     tcase_add_test(tc, clamp_binds);
     tcase_add_test(tc, sinks_off);
+    tcase_add_test(tc, sink_weights);
     tcase_add_test(tc, malformed_moe_file);
     tcase_add_test(tc, malformed_gpt_oss_file);
     tcase_add_test(tc, nope_layer_rotated_fails);

@@ -208,6 +208,44 @@ START_TEST(gpt2_from_arrays) {
 }
 END_TEST
 
+/* llama.cpp's exception for gpt-oss's harmony format (llama-vocab.cpp): with
+ * <|return|> and <|call|> ending generation, <|end|> (which closes each
+ * message, the analysis channel's before the final answer) does not, even
+ * as EOS; nor with solar-open's <|calls|> and <|flush|>.  Controls: without
+ * <|call|>, or with it as a piece of text, <|end|> ends the turn (Phi-3's
+ * vocabularies); <|start|> never does. */
+static int ends(const char *const *pieces, int n, int eos, const uint8_t *types, const char *piece) {
+    TokenizerSpec g = {.kind = TOKENIZER_GPT2, .n_pieces = n, .pieces = pieces, .types = types,
+                       .bos_id = -1, .eos_id = eos};
+    Tokenizer t;
+    PosencError err;
+    ck_assert_msg(tokenizer_build(&t, &g, &err) == 0, "%s", err.msg);
+    int id = tokenizer_lookup(&t, piece, strlen(piece));
+    ck_assert_int_ge(id, 0);
+    int r = tokenizer_ends_turn(&t, id) && tokenizer_is_eog(&t, id);
+    tokenizer_free(&t);
+    return r;
+}
+
+START_TEST(harmony_end_is_not_eog) {
+    static const char *harmony[] = {"a", "<|start|>", "<|end|>", "<|return|>", "<|call|>"};
+    static const char *solar[] = {"a", "<|end|>", "<|calls|>", "<|flush|>"};
+    static const uint8_t control[] = {TOKEN_NORMAL, TOKEN_CONTROL, TOKEN_CONTROL, TOKEN_CONTROL,
+                                      TOKEN_CONTROL};
+    static const uint8_t call_text[] = {TOKEN_NORMAL, TOKEN_CONTROL, TOKEN_CONTROL, TOKEN_CONTROL,
+                                        TOKEN_NORMAL};
+    ck_assert(ends(harmony, 5, 3, control, "<|return|>") && ends(harmony, 5, 3, control, "<|call|>"));
+    ck_assert(!ends(harmony, 5, 3, control, "<|end|>"));
+    ck_assert(!ends(harmony, 5, 2, control, "<|end|>"));   /* even as EOS */
+    ck_assert(!ends(harmony, 5, 3, control, "<|start|>"));
+    ck_assert(!ends(solar, 4, -1, control, "<|end|>") && ends(solar, 4, -1, control, "<|flush|>"));
+    /* controls: no <|call|>, or <|call|> a piece of text */
+    ck_assert(ends(harmony, 4, 3, control, "<|end|>"));
+    ck_assert(ends(harmony, 5, 3, call_text, "<|end|>"));
+    ck_assert(ends(solar, 3, -1, control, "<|end|>"));
+}
+END_TEST
+
 /* tokenizer_encode writes at most len + 3 ids: text the normalizer expands
  * past that is refused, tokenizer_encode_alloc takes it. */
 START_TEST(caller_buffer_bound) {
@@ -744,6 +782,7 @@ int main(void) {
     tcase_add_test(tc, build_rejects_inconsistent_vocabularies);
     tcase_add_test(tc, garbage_charsmap_is_bounded);
     tcase_add_test(tc, gpt2_from_arrays);
+    tcase_add_test(tc, harmony_end_is_not_eog);
     tcase_add_test(tc, caller_buffer_bound);
     tcase_add_test(tc, tokenize_lines);
     tcase_add_test(tc, llama2c_bin);
