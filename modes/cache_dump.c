@@ -43,6 +43,12 @@ void cache_dump(FILE *out, const Context *ctx, const Tokenizer *tok, const char 
                      "`grouped` (layer %d's key there: g-angle), the query at pos/G + %d",
                 g, ctx->layers[se].self_extend_window, se,
                 ctx->layers[se].self_extend_window - ctx->layers[se].self_extend_window / g);
+    int sinks = 0;
+    for (int l = 0; l < ctx->model->config.n_layers; l++) sinks += ctx->layers[l].sinks != NULL;
+    if (sinks) /* the trained sink is in no cell, unlike a kept one (--keep): it never shifts */
+        fprintf(out, "; learned sinks in %d of %d layers: a logit per head joins every softmax "
+                     "and is held in no cell (a kept cell, --keep, is a token a shift never drops)",
+                sinks, ctx->model->config.n_layers);
     fputc('\n', out);
     fprintf(out, "[cache] %5s %6s %6s %s%s piece\n", "cell", "pos", "token", rope ? " key-angle" : "",
             g ? " grouped    g-angle" : "");

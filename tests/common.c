@@ -178,8 +178,9 @@ int tests_load_models(TestsModel *out, const char *what) {
         tests_load_family(&out[1 + n_zoo + i].model, families[i][1]);
     }
     /* per-layer tables: Gemma 3's local and global theta, Command R7B's
-     * sliding RoPE and global NoPE layers (tools/hf_tiny.py) */
-    static const char *const per_layer[] = {"gemma3", "cohere2"};
+     * sliding RoPE and global NoPE layers, gpt-oss's sliding and full layers
+     * with learned sinks (tools/hf_tiny.py) */
+    static const char *const per_layer[] = {"gemma3", "cohere2", "gpt_oss"};
     for (int i = 0; i < TESTS_N_MODELS - 1 - n_zoo - n_families; i++) {
         out[1 + n_zoo + n_families + i].name = per_layer[i];
         tests_load_model(&out[1 + n_zoo + n_families + i].model, tests_make_hf_case(per_layer[i]));

@@ -64,8 +64,10 @@ const char *tests_make_hf_case(const char *name);
  * its head size apart from dim / heads), a llama with a sliding window
  * (mistral), and two models whose layers differ in where position lives:
  * Gemma 3 (local theta 10000 with a window of 8, one global layer at 1e6,
- * linear x8) and Command R7B (3 sliding RoPE layers, 1 global NoPE). */
-#define TESTS_N_MODELS 17
+ * linear x8) and Command R7B (3 sliding RoPE layers, 1 global NoPE), and
+ * gpt-oss (learned sinks in every softmax, a sliding and a full layer,
+ * untruncated YaRN, experts). */
+#define TESTS_N_MODELS 18
 typedef struct {
     const char *name;
     Model model;

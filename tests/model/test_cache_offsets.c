@@ -34,8 +34,9 @@ static const Case CASES[] = {
     {7, PE_ROPE}, {8, PE_ROPE}, {9, PE_ALIBI}, {10, PE_LEARNED}, {11, PE_ROPE}, {12, PE_ALIBI},
     {13, PE_ROPE}, {14, PE_ROPE}, {7, PE_ALIBI}, {9, PE_ROPE},
     /* per-layer tables: gemma3 (local/global theta, windows), cohere2
-     * (sliding RoPE, global NoPE) */
-    {15, PE_ROPE}, {16, PE_ROPE},
+     * (sliding RoPE, global NoPE), gpt-oss (learned sinks in the online
+     * softmax of prefill and decode alike) */
+    {15, PE_ROPE}, {16, PE_ROPE}, {17, PE_ROPE},
 };
 #define N_CASES ((int)(sizeof CASES / sizeof CASES[0]))
 

@@ -76,8 +76,10 @@ static const Variant VARIANTS[] = {
     {14, PE_ROPE, PE_ROPE_SCALING_NONE},
     {7, PE_ALIBI, PE_ROPE_SCALING_NONE}, {9, PE_ROPE, PE_ROPE_SCALING_NONE},
     /* per-layer tables (their first layer: a sliding RoPE layer; the NoPE
-     * layer's shift is tested alone in test_layers.c) */
+     * layer's shift is tested alone in test_layers.c); gpt-oss's with its
+     * sinks and YaRN, the cells kept as --keep keeps them */
     {15, PE_ROPE, PE_ROPE_SCALING_NONE}, {16, PE_ROPE, PE_ROPE_SCALING_NONE},
+    {17, PE_ROPE, PE_ROPE_SCALING_YARN},
 };
 #define N_VARIANTS ((int)(sizeof VARIANTS / sizeof VARIANTS[0]))
 
