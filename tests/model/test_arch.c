@@ -267,7 +267,7 @@ static const Refusal REFUSALS[] = {
     {"starcoder", "", "general.architecture=s:falcon",
      "unsupported architecture 'falcon' (supported: llama, gpt2, qwen2, gptneox, bloom, "
      "starcoder, phi2, mpt, gemma, smollm3, phi3, qwen3, gemma2, gemma3, olmo2, exaone4, "
-     "granite, stablelm, cohere2, qwen3moe, olmoe, granitemoe)"},
+     "granite, stablelm, cohere2, qwen3moe, olmoe, granitemoe, gpt-oss)"},
     /* control: the same copy with nothing changed loads */
     {"qwen2", "", "", NULL},
 };
