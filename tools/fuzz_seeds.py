@@ -353,10 +353,11 @@ def model_seeds(models, tmp, rng, corpus_gguf, corpus_l2c):
             bases.append(convert([d], d + ".gguf"))
     # today's families and per-layer tables: tools/hf_tiny.py's checkpoints
     # (Gemma 3's window pattern and local theta, Phi-3's LongRoPE tables and
-    # fused gate/up, llama3's rope_freqs, Command R7B's NoPE layers, ...)
+    # fused gate/up, llama3's rope_freqs, Command R7B's NoPE layers, gpt-oss's
+    # sinks and expert biases, ...)
     hf = {}
     for case in ("gemma3", "phi3", "llama3", "cohere2", "smollm3", "exaone4", "olmo2",
-                 "stablelm_parallel", "gemma2", "granite"):
+                 "stablelm_parallel", "gemma2", "granite", "gpt_oss"):
         d = os.path.join(tmp, "hf-" + case)
         r = subprocess.run([sys.executable, os.path.join(TOOLS, "hf_tiny.py"), "make", case, d],
                            capture_output=True, text=True)

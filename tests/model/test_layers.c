@@ -506,7 +506,8 @@ static float *engine_sink_shares(const Model *m, int off, float **logits) {
  * views' bound: float32 softmaxes of float32 scores, ~1e-6), and the
  * observed pass's logits within the bound of the reference's; control: with
  * --sinks off every share is 0, far from the reference's.  Through ./run,
- * the JSON has the sinks' mean mass (and none with --sinks off, control). */
+ * the JSON has the sinks' mean mass (and none with --sinks off, control);
+ * --sinks misused is one error line. */
 #define SINK_TOL 1e-5f
 START_TEST(sink_weights) {
     if (!ready) return;
@@ -550,6 +551,10 @@ START_TEST(sink_weights) {
     const char *refused[] = {ggufs[case_index("olmoe")], "-m", "attention", "-i", "hello", "--sinks",
                              "off", NULL};
     tests_expect_error(refused, "--sinks off: the model has no learned attention sinks");
+    const char *on[] = {ggufs[c], "-m", "attention", "-i", "hello", "--sinks", "on", NULL};
+    tests_expect_error(on, "--sinks takes off");
+    const char *bench[] = {ggufs[c], "-m", "bench", "--sinks", "off", NULL};
+    tests_expect_error(bench, "--sinks is not used by -m bench");
 }
 END_TEST
 

@@ -40,6 +40,11 @@
  *    (src/models/gemma2.cpp), Hugging Face query_pre_attn_scalar^-1/2 (24 in
  *    the tiny checkpoint, 32 the head size): the gemma2 case is compared with
  *    posenc's scale set to llama.cpp's; with the file's, they must differ.
+ *  - gpt-oss's YaRN.  llama.cpp always rounds the correction range to whole
+ *    dimensions (ggml_rope_yarn_corr_dims), Hugging Face's truncate: false
+ *    does not: the gpt_oss case is compared with posenc rounding it; as
+ *    the file says, they must differ.  Its learned sinks, biases, router
+ *    and clamped SwiGLU are llama.cpp's own (src/models/openai-moe.cpp).
  *
  * Negative control, every case: llama.cpp given the prompt with its first
  * token changed disagrees with posenc's log-probabilities of the prompt. */
@@ -106,6 +111,7 @@ static const Case CASES[] = {
     {"exaone4", "exaone4", 0, LOGP_TOL, 1},
     {"gemma2-noffn", "gemma2", 1, LOGP_TOL, 1},
     {"gemma3-noffn", "gemma3", 1, LOGP_TOL, 1},
+    {"gpt_oss", "gpt_oss", 0, LOGP_TOL, 1}, /* posenc's YaRN range rounded */
 };
 #define N_CASES ((int)(sizeof CASES / sizeof CASES[0]))
 
@@ -338,7 +344,8 @@ START_TEST(matches_llamacpp) {
     int no_window = c->family && (!strcmp(c->family, "mistral") || !strcmp(c->family, "phi3") ||
                                   exaone4);
     int gemma2 = c->family && !strcmp(c->family, "gemma2");
-    if (no_window || gemma2) { /* what llama.cpp computes otherwise (above) */
+    int gpt_oss = c->family && !strcmp(c->family, "gpt_oss");
+    if (no_window || gemma2 || gpt_oss) { /* what llama.cpp computes otherwise (above) */
         int window = m.layers[0].window;
         if (no_window) {
             ck_assert_int_gt(window, 0);
@@ -348,7 +355,7 @@ START_TEST(matches_llamacpp) {
         double as_file = compare(lw, V, d, &top_d);
         printf("%-16s posenc as the file says (%s): max |log p - llama.cpp| = %.3g\n", c->name,
                exaone4 ? "sliding RoPE, global NoPE" : no_window ? "its sliding window"
-                                                           : "query_pre_attn_scalar", as_file);
+               : gpt_oss ? "YaRN's range unrounded" : "query_pre_attn_scalar", as_file);
         ck_assert_msg(as_file > CONTROL_MIN, "%s: the difference changes nothing (%g)", c->name,
                       as_file);
         free(lw);
@@ -356,7 +363,9 @@ START_TEST(matches_llamacpp) {
             if (no_window) m.layers[l].window = 0;
             if (exaone4) m.layers[l].pe = m.pe;
             if (gemma2) m.layers[l].score_div = sqrtf((float)model_head_size(&m.config));
+            if (gpt_oss) m.layers[l].pe.yarn_no_truncate = 0;
         }
+        if (gpt_oss) m.pe.yarn_no_truncate = 0;
     }
     double *lp = posenc_logp(&m, d->ids, d->n);
     double diff = compare(lp, V, d, &top_d);
