@@ -169,8 +169,8 @@ static void attend_observed(const Context *ctx, int layer, int head, int t0, int
 /* Query rows [t0, t0 + nt) of one head against the cells they may see,
  * ATT_BLOCK cells at a time with an online softmax: per row a running
  * maximum m, sum l of e^(score - m) and weighted sum of values o; a block
- * whose maximum passes m rescales l and o by e^(m_old - m_new), the sink's
- * share in l with the rest.  Every row
+ * whose maximum passes m rescales l and o by e^(m_old - m_new), a learned
+ * sink's share of l with the rest.  Every row
  * is computed as it would be alone (decode), in blocks that start at cell
  * 0 whatever the tile: cells past a query's own are -inf, give e^.. = 0,
  * add exactly nothing to l or o, and a block with nothing visible leaves

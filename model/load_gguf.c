@@ -315,7 +315,8 @@ static int take_layer(Loader *l, const ModelConfig *c, int i, LayerWeights *w) {
         take_qkv(l, c, i, w, f->biases != BIAS_OPTIONAL) ||
         take_matrix(l, &w->wo, blk(name, i, "attn_output.weight"), d, model_q_dim(c)) ||
         take_bias(l, &w->bo, blk(name, i, "attn_output.bias"), d, attn_out_bias) ||
-        (f->attn_sinks && take_vector(l, &w->attn_sinks, blk(name, i, "attn_sinks.weight"), c->n_heads)) ||
+        (f->attn_sinks &&
+         take_vector(l, &w->attn_sinks, blk(name, i, "attn_sinks.weight"), c->n_heads)) ||
         (!shared && pre &&
          take_norm(l, c, &w->ffn_norm, &w->ffn_norm_b, blk(name, i, ffn_norm_w),
                    blk(bias, i, ffn_norm_b))) ||
