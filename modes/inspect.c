@@ -85,13 +85,15 @@ static void em_end(Emitter *e, char close) {
 
 /* A mixture of experts: how many, how a token picks them, and the
  * parameters of the file against those one token uses (all but the
- * experts it does not pick). */
+ * experts it does not pick, with their biases where the family has them:
+ * gate's and up's of expert_hidden each, down's of dim). */
 static void emit_experts(Emitter *e, const Model *m) {
     const ModelConfig *c = &m->config;
     long long total = 0;
     for (size_t i = 0; i < m->gguf->n_tensors; i++) total += (long long)m->gguf->tensors[i].nelem;
-    long long unpicked = (long long)c->n_layers * (c->n_experts - c->n_experts_used) * 3 *
-                         c->dim * c->expert_hidden_dim;
+    long long per_expert = 3LL * c->dim * c->expert_hidden_dim;
+    if (c->family.biases == BIAS_ATTN_EXPERTS) per_expert += 2LL * c->expert_hidden_dim + c->dim;
+    long long unpicked = (long long)c->n_layers * (c->n_experts - c->n_experts_used) * per_expert;
     em_int(e, "experts", c->n_experts);
     em_int(e, "experts_used", c->n_experts_used);
     em_int(e, "expert_hidden", c->expert_hidden_dim);

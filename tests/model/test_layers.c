@@ -551,8 +551,8 @@ START_TEST(sink_weights) {
     const char *refused[] = {ggufs[case_index("olmoe")], "-m", "attention", "-i", "hello", "--sinks",
                              "off", NULL};
     tests_expect_error(refused, "--sinks off: the model has no learned attention sinks");
-    const char *on[] = {ggufs[c], "-m", "attention", "-i", "hello", "--sinks", "on", NULL};
-    tests_expect_error(on, "--sinks takes off");
+    const char *sinks_on[] = {ggufs[c], "-m", "attention", "-i", "hello", "--sinks", "on", NULL};
+    tests_expect_error(sinks_on, "--sinks takes off");
     const char *bench[] = {ggufs[c], "-m", "bench", "--sinks", "off", NULL};
     tests_expect_error(bench, "--sinks is not used by -m bench");
 }
@@ -655,6 +655,79 @@ START_TEST(malformed_gpt_oss_file) {
             tests_expect_file_error(err.msg, out, bad[i].needle);
         }
         remove(out);
+    }
+}
+END_TEST
+
+/* -m inspect shows gpt-oss's specials: the clamp, the sinks, YaRN's
+ * unrounded range, the alternating sliding and full layers, and the active
+ * parameters: the file's 108752 less, in 2 layers, 2 unpicked experts of 3
+ * matrices of 64 x 32 and biases of 32, 32 and 64 (25088).  Control: OLMoE
+ * shows no sinks nor clamp. */
+START_TEST(inspect_gpt_oss) {
+    if (!ready) return;
+    TestsRun r = tests_run_engine_ok((const char *[]){ggufs[case_index("gpt_oss")], "-m", "inspect", NULL});
+    const char *want[] = {"  swiglu_limit     7\n", "  attn_sinks       learned, one logit per head\n",
+                          "  rope_yarn_range  unrounded (truncate: false)\n",
+                          "  params_total     108752\n", "  params_active    83664\n",
+                          "  0                rope theta=150000 yarn x4 window=8\n"
+                          "  1                rope theta=150000 yarn x4 full\n"};
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++)
+        ck_assert_msg(strstr(r.out, want[i]), "no '%s' in:\n%s", want[i], r.out);
+    tests_run_free(&r);
+    r = tests_run_engine_ok((const char *[]){ggufs[case_index("olmoe")], "-m", "inspect", NULL});
+    ck_assert_msg(!strstr(r.out, "attn_sinks") && !strstr(r.out, "swiglu_limit"), "%s", r.out);
+    tests_run_free(&r);
+}
+END_TEST
+
+/* convert.py refuses what llama.cpp's gpt-oss cannot hold: a clamp other
+ * than its fixed 7, and (for now) the MXFP4 release's expert blocks; the
+ * checkpoint as written converts (control). */
+static const char EDIT_GPT_OSS[] =
+    "import json, struct, sys\n"
+    "sys.path.insert(0, 'tools')\n"
+    "import hf_tiny\n"
+    "d, what = sys.argv[1], sys.argv[2]\n"
+    "hf_tiny.make('gpt_oss', d)\n"
+    "if what == 'limit':\n"
+    "    c = json.load(open(d + '/config.json'))\n"
+    "    c['swiglu_limit'] = 5.0\n"
+    "    json.dump(c, open(d + '/config.json', 'w'))\n"
+    "elif what == 'mxfp4':\n"
+    "    p = d + '/model.safetensors'\n"
+    "    b = open(p, 'rb').read()\n"
+    "    n = struct.unpack('<Q', b[:8])[0]\n"
+    "    h = json.loads(b[8:8 + n])\n"
+    "    h['model.layers.0.mlp.experts.gate_up_proj_blocks'] = "
+    "h.pop('model.layers.0.mlp.experts.gate_up_proj')\n"
+    "    hb = json.dumps(h).encode()\n"
+    "    hb += b' ' * (-len(hb) % 8)\n"
+    "    open(p, 'wb').write(struct.pack('<Q', len(hb)) + hb + b[8 + n:])\n";
+
+START_TEST(convert_gpt_oss_refusals) {
+    if (!ready) return;
+    const struct {
+        const char *what, *needle;
+    } cases[] = {
+        {"limit", "swiglu_limit 5 is not 7"},
+        {"mxfp4", "model.layers.0.mlp.experts.gate_up_proj_blocks: MXFP4 experts are not supported"},
+        {"none", NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        const char *dir = tests_temp_dir();
+        char out[600];
+        snprintf(out, sizeof out, "%s/out.gguf", dir);
+        TestsRun r = tests_run_python_ok((const char *[]){"-c", EDIT_GPT_OSS, dir, cases[i].what, NULL});
+        tests_run_free(&r);
+        const char *args[] = {dir, out, NULL};
+        if (cases[i].needle) {
+            tests_expect_convert_error(args, cases[i].needle);
+        } else {
+            r = tests_run_python_ok((const char *[]){"tools/convert.py", dir, out, NULL});
+            tests_run_free(&r);
+        }
+        tests_remove_dir(dir);
     }
 }
 END_TEST
@@ -865,6 +938,8 @@ static Suite *suite(void) {
     tcase_add_test(tc, sink_weights);
     tcase_add_test(tc, malformed_moe_file);
     tcase_add_test(tc, malformed_gpt_oss_file);
+    tcase_add_test(tc, convert_gpt_oss_refusals);
+    tcase_add_test(tc, inspect_gpt_oss);
     tcase_add_test(tc, nope_layer_rotated_fails);
     tcase_add_test(tc, shift_rerotates_rotating_layers_only);
     tcase_add_test(tc, shift_action_follows_the_scaling);
