@@ -161,6 +161,10 @@ DENSE = ("llama3", "llama_yarn", "llama_yarn_untruncated", "llama_dynamic", "phi
          "cohere2", "exaone4")
 MOE = ("gpt_oss", "qwen3_moe", "olmoe", "granitemoe")
 TOLERANCE = 1e-4
+# Breaks of a feature the case's weights leave idle, which `check` skips: the
+# tiny gpt_oss's gate and up stay within 3.7 of the clamp's 7 (hf_tiny.py's
+# gpt_oss_hot scales them until it binds).
+IDLE_BREAKS = {"gpt_oss": ("clamp",)}
 
 
 # ---- rotary frequencies ---------------------------------------------------------------------------
@@ -762,6 +766,8 @@ def check(cases, f32=False):
             diffs = {k: float(np.abs(a - np.asarray(b)).max()) for k, (a, b) in ref.items()}
             effects = []
             for br in Model(d).breaks():
+                if br in IDLE_BREAKS.get(case, ()):
+                    continue
                 alt = golden_runs(d, g, br, f32)
                 eff = max(float(np.abs(alt[k][0] - ref[k][0]).max()) for k in ref)
                 effects.append("%s %.3g" % (br, eff))
