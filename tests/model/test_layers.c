@@ -8,7 +8,9 @@
  * post-norms and whole-projection QK-norm, Granite's multipliers, StableLM
  * 2's partial rotary, LayerNorm, qkv bias and per-head q/k LayerNorm in a
  * parallel block, Command R7B's parallel block with 3 sliding RoPE layers
- * to a global NoPE one, EXAONE 4's hybrid with llama3 scaling), converted with tools/convert.py and
+ * to a global NoPE one, EXAONE 4's hybrid with llama3 scaling; the
+ * mixtures of experts, gpt-oss's learned sinks, biases, clamped SwiGLU and
+ * sliding/full layers among them), converted with tools/convert.py and
  * run by the engine over 80 tokens (past the original context of 32) in one
  * chunk, token by token, in two chunks and at an offset, against
  *   - tools/hf_reference.py, a float64 NumPy forward written from the
