@@ -58,6 +58,8 @@ START_TEST(flags_the_mode_does_not_use) {
     tests_expect_error(bias_rope, "--alibi-max-bias applies to alibi");
     const char *overflow[] = {model, "-z", tok, "--pe-overflow", "clamp", NULL};
     tests_expect_error(overflow, "--pe-overflow applies to learned");
+    const char *sinks[] = {model, "-z", tok, "--sinks", "off", NULL};
+    tests_expect_error(sinks, "--sinks off: the model has no learned attention sinks (architecture llama)");
     /* control: the same flags where they apply are accepted */
     const char *ok[] = {model, "-z", tok, "-m", "ppl", "-f", text, "--stream", "--keep", "4",
                         "--ctx", "64", "--pe", "rope,alibi", "--alibi-max-bias", "4", NULL};
