@@ -560,6 +560,35 @@ START_TEST(sink_weights) {
 }
 END_TEST
 
+/* gpt-oss misconfigured in the engine against transformers' chunk: the
+ * router without its bias, the experts without theirs, the sliding layer
+ * full; each must be far from it. */
+START_TEST(gpt_oss_engine_controls) {
+    if (!ready) return;
+    int c = case_index("gpt_oss"), positions[32], n;
+    float *rows = golden(c, "chunk", positions, &n);
+    for (int k = 0; k < 3; k++) {
+        static const char *const what[] = {"the router's bias dropped", "the experts' biases dropped",
+                                           "the sliding layer full"};
+        Model m;
+        tests_load_model(&m, ggufs[c]);
+        for (int l = 0; l < m.config.n_layers; l++) {
+            LayerWeights *w = &m.weights.layers[l];
+            if (k == 0) w->b_router = NULL;
+            if (k == 1) w->b_gate_exps = w->b_up_exps = w->b_down_exps = NULL;
+            if (k == 2) m.layers[l].window = 0;
+        }
+        float *got = engine(&m, NULL, RUN_CHUNK, 0);
+        float d = rows_diff(got, rows, positions, n);
+        printf("control %-24s %-40s: %.3g\n", "gpt_oss", what[k], (double)d);
+        ck_assert_msg(d > CONTROL_MIN, "gpt_oss with %s: only %g from transformers", what[k], (double)d);
+        free(got);
+        model_free(&m);
+    }
+    free(rows);
+}
+END_TEST
+
 /* Prefill reads each expert's matrices once per chunk: an 80-token chunk
  * runs one expert feed-forward per (layer, expert) that some token picked,
  * at most layers x experts; token by token it runs layers x top k per
@@ -936,6 +965,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, router_controls);
     tcase_add_test(tc, experts_read_once_per_chunk);
     tcase_add_test(tc, clamp_binds);
+    tcase_add_test(tc, gpt_oss_engine_controls);
     tcase_add_test(tc, sinks_off);
     tcase_add_test(tc, sink_weights);
     tcase_add_test(tc, malformed_moe_file);
