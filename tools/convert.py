@@ -1921,7 +1921,8 @@ def convert_hf_gpt_oss(model_dir, config, out, tokenizer):
         a = p + "self_attn."
         out.tensor(b + "attn_norm.weight", (dim,), plain(p + "input_layernorm.weight", (dim,)))
         for n, rows in (("q", n_heads * hd), ("k", n_kv * hd), ("v", n_kv * hd)):
-            out.tensor(b + "attn_%s.weight" % n, (rows, dim), plain(a + n + "_proj.weight", (rows, dim)))
+            out.tensor(b + "attn_%s.weight" % n, (rows, dim),
+                       plain(a + n + "_proj.weight", (rows, dim)))
             out.tensor(b + "attn_%s.bias" % n, (rows,), plain(a + n + "_proj.bias", (rows,)))
         out.tensor(b + "attn_output.weight", (dim, n_heads * hd),
                    plain(a + "o_proj.weight", (dim, n_heads * hd)))
@@ -1931,7 +1932,8 @@ def convert_hf_gpt_oss(model_dir, config, out, tokenizer):
                    plain(p + "post_attention_layernorm.weight", (dim,)))
         out.tensor(b + "ffn_gate_inp.weight", (n_experts, dim),
                    plain(p + "mlp.router.weight", (n_experts, dim)))
-        out.tensor(b + "ffn_gate_inp.bias", (n_experts,), plain(p + "mlp.router.bias", (n_experts,)))
+        out.tensor(b + "ffn_gate_inp.bias", (n_experts,),
+                   plain(p + "mlp.router.bias", (n_experts,)))
         experts = gpt_oss_experts(st, plan, p + "mlp.experts.", n_experts, width, dim)
         for what, shape, bias_shape in (("gate", (n_experts, width, dim), (n_experts, width)),
                                         ("up", (n_experts, width, dim), (n_experts, width)),
