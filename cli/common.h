@@ -55,6 +55,19 @@ LayerAttention *variant_layers(const Options *o, const Model *m, const PeParams 
                                const char *label, int n_ctx);
 void check_positions(const Model *m, const PeParams *p, const char *label, int last_pos);
 
+/* One setting of attention sinks a --sinks list compares (-m ppl): the
+ * learned sinks kept or left out, and StreamingLLM's kept cells. */
+typedef struct {
+    char label[32];       /* as the user spelled it: learned, off, keep:N, learned+keep:N */
+    int learned;          /* the checkpoint's learned sinks stay in the softmax */
+    int keep;             /* cells a context shift never discards */
+} SinkSetting;
+
+/* --sinks as a list (anything but a lone "off"), or 0 when it is none. */
+int sinks_is_list(const Options *o);
+/* The settings of a --sinks list, checked against the model; returns their count. */
+int parse_sink_settings(const Options *o, const Model *m, SinkSetting *out);
+
 /* ---- the start the drivers share ---- */
 
 /* The model, its tokenizer when the mode reads text, and the --pe variants

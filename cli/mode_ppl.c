@@ -62,9 +62,39 @@ void check_text_length(const Options *o, int n_ids, int window) {
                 ppl_text_name(o), n_ids, window);
 }
 
+/* The settings of a --sinks list as the variants, on the one --pe variant. */
+static void resolve_sink_settings(const Options *o, const Model *model, PplVariants *pv) {
+    if (o->n_models > 1 || o->n_windows > 1)
+        cli_die("--sinks %s: a list is compared in one -m ppl run, not in a study (several models "
+                "or --ctx values)", o->sinks);
+    if (pv->listed.n > 1)
+        cli_die("--sinks %s: a list compares settings of one --pe variant; --pe lists %d", o->sinks,
+                pv->listed.n);
+    int n = parse_sink_settings(o, model, pv->sink_settings), baseline = o->baseline ? -1 : 0;
+    for (int v = 0; v < n; v++) {
+        pv->all_params[v] = pv->listed.params[0];
+        pv->all_labels[v] = pv->sink_settings[v].label;
+        if (o->baseline && !strcmp(o->baseline, pv->all_labels[v])) baseline = v;
+    }
+    if (baseline < 0)
+        cli_die("--baseline: '%s' is not one of the --sinks settings (%s)", o->baseline, o->sinks);
+    pv->labels = pv->all_labels;
+    pv->params = pv->all_params;
+    pv->n = n;
+    pv->baseline = baseline;
+    pv->added = 0;
+    pv->sinks = pv->sink_settings;
+    pv->sinks_pe_label = pv->listed.labels[0];
+}
+
 void resolve_ppl_variants(const Options *o, const Model *model, const Variants *listed,
                           PplVariants *pv) {
     pv->listed = *listed;
+    pv->sinks = NULL;
+    if (sinks_is_list(o)) {
+        resolve_sink_settings(o, model, pv);
+        return;
+    }
     pv->all_params[0] = variant_params(model, o, NULL);
     pv->all_labels[0] = o->baseline ? o->baseline : pe_kind_name(pv->all_params[0].kind);
     int baseline = -1;
@@ -99,24 +129,53 @@ int *encode_ppl_text(const Options *o, const Tokenizer *tok, int *n_ids) {
     return ids;
 }
 
-int score_variants(const Options *o, const Model *model, const char *const *labels,
-                   const PeParams *params, int n, int baseline, const int *ids, int n_ids,
-                   int window, const char *progress_label, LogprobWriter *logprobs,
-                   volatile sig_atomic_t *interrupted, PplResult *res) {
-    PplOptions popt = {.window = window, .stride = o->stride, .max_chunks = o->chunks,
-                       .stream = o->stream, .keep = o->keep, .shift = shift_mode(o),
-                       .pos_offset = o->pos_offset, .interrupted = interrupted};
-    Context ctxs[MAX_VARIANTS + 1];
-    for (int v = 0; v < n; v++)
-        build_context(&ctxs[v], o, model, &params[v], labels[v], context_size_ppl(window, kv_type(o)));
+/* ctxs (built) in lockstep; popt's keep or keeps set. */
+static int score_contexts(const Options *o, Context *ctxs, const char *const *labels, int n,
+                          int baseline, const int *ids, int n_ids, const PplOptions *popt,
+                          const char *progress_label, LogprobWriter *logprobs, PplResult *res) {
     PplReport report = {progress_label, labels, logprobs, o->stream, {0}};
     progress_begin(&report.progress);
     PplHooks hooks = {show_progress, logprobs && logprobs->out ? log_prediction : NULL, &report};
     PosencError err;
-    int rc = ppl_evaluate_variants(ctxs, n, baseline, ids, n_ids, &popt, res, &hooks, &err);
+    int rc = ppl_evaluate_variants(ctxs, n, baseline, ids, n_ids, popt, res, &hooks, &err);
     if (rc < 0) cli_die("%s", err.msg);
     for (int v = 0; v < n; v++) context_free(&ctxs[v]);
     return rc;
+}
+
+static PplOptions ppl_options(const Options *o, int window, volatile sig_atomic_t *interrupted) {
+    return (PplOptions){.window = window, .stride = o->stride, .max_chunks = o->chunks,
+                        .stream = o->stream, .keep = o->keep, .shift = shift_mode(o),
+                        .pos_offset = o->pos_offset, .interrupted = interrupted};
+}
+
+int score_variants(const Options *o, const Model *model, const char *const *labels,
+                   const PeParams *params, int n, int baseline, const int *ids, int n_ids,
+                   int window, const char *progress_label, LogprobWriter *logprobs,
+                   volatile sig_atomic_t *interrupted, PplResult *res) {
+    PplOptions popt = ppl_options(o, window, interrupted);
+    Context ctxs[MAX_VARIANTS + 1];
+    for (int v = 0; v < n; v++)
+        build_context(&ctxs[v], o, model, &params[v], labels[v], context_size_ppl(window, kv_type(o)));
+    return score_contexts(o, ctxs, labels, n, baseline, ids, n_ids, &popt, progress_label, logprobs, res);
+}
+
+int score_sink_settings(const Options *o, const Model *model, const PplVariants *pv,
+                        const int *ids, int n_ids, int window, const char *progress_label,
+                        LogprobWriter *logprobs, volatile sig_atomic_t *interrupted, PplResult *res) {
+    PplOptions popt = ppl_options(o, window, interrupted);
+    int keeps[MAX_VARIANTS];
+    Context ctxs[MAX_VARIANTS];
+    for (int v = 0; v < pv->n; v++) {
+        Options with = *o; /* the learned sinks as the setting says, on a model that has them */
+        with.sinks = !pv->sinks[v].learned && model->config.family.attn_sinks ? "off" : NULL;
+        build_context(&ctxs[v], &with, model, &pv->params[v], pv->sinks_pe_label,
+                      context_size_ppl(window, kv_type(o)));
+        keeps[v] = pv->sinks[v].keep;
+    }
+    popt.keeps = keeps;
+    return score_contexts(o, ctxs, pv->labels, pv->n, pv->baseline, ids, n_ids, &popt,
+                          progress_label, logprobs, res);
 }
 
 /* One run's page: the A/B table, the NLL-by-position chart and the data. */
@@ -170,7 +229,7 @@ int run_ppl(const Options *o) {
              ppl_text_title(o), n_ids, o->stream ? "stream through a cache" : "windows", window,
              o->stride ? " (sliding)" : "", pv.labels[pv.baseline],
              pv.added ? "the checkpoint's scheme, not in --pe, so run too"
-             : o->baseline ? "--baseline" : "the checkpoint's scheme");
+             : o->baseline ? "--baseline" : pv.sinks ? "the first --sinks setting" : "the checkpoint's scheme");
     snprintf(legend, sizeof legend, "se: standard error over the scored tokens; vs the baseline on "
              "the same tokens: dnll = NLL(variant) - NLL(baseline), kl = KL(baseline || variant) in "
              "nats, top1 = argmax agreement");
@@ -184,8 +243,10 @@ int run_ppl(const Options *o) {
     else snprintf(progress_label, sizeof progress_label, "%d variants", pv.n);
     PplResult res[MAX_VARIANTS + 1];
     catch_interrupts(); /* Ctrl-C: the table of what was scored */
-    int stopped = score_variants(o, model, pv.labels, pv.params, pv.n, pv.baseline, ids, n_ids,
-                                 window, progress_label, &logprobs, &cli_interrupted, res);
+    int stopped = pv.sinks ? score_sink_settings(o, model, &pv, ids, n_ids, window, progress_label,
+                                                 &logprobs, &cli_interrupted, res)
+                           : score_variants(o, model, pv.labels, pv.params, pv.n, pv.baseline, ids,
+                                            n_ids, window, progress_label, &logprobs, &cli_interrupted, res);
     if (stopped)
         fprintf(stderr, "note: interrupted: the table holds the %ld %s scored\n", res[0].n_chunks,
                 o->stream ? "chunks" : "windows");

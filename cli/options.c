@@ -206,10 +206,12 @@ static const OptionSpec options[] = {
      "the checkpoint's (attention.temperature_scale), else none",
      "queries times 1 + B ln(1 + floor(p/L)) on every layer (Mistral 3), or with llama4 "
      "1 + B ln(1 + floor((p+1)/L)) on the layers without position (Llama 4)"),
-    OPTION("--sinks", OPT_TEXT, 0, 0, M_SCHEME & ~MODE_BENCH, sinks, "off",
+    OPTION("--sinks", OPT_TEXT, 0, 0, M_SCHEME & ~MODE_BENCH, sinks, "off|LIST",
      "the checkpoint's (gpt-oss's learned sinks)",
      "off: run a model with learned attention sinks without them (each head's sink logit "
-     "left out of its softmax); compare --keep N, StreamingLLM's kept cells"),
+     "left out of its softmax); compare --keep N, StreamingLLM's kept cells. ppl: a comma "
+     "list of settings compared in one run, a row each: learned, off, keep:N (kept cells, "
+     "with --stream), learned+keep:N"),
     OPTION("--alibi-max-bias", OPT_FLOAT, 1e-6, 1e6, M_SCHEME, alibi_max_bias, "F",
      "the checkpoint's, else 8",
      "ALiBi maximum bias, from which the head slopes follow"),

@@ -16,6 +16,11 @@ typedef struct {
     const char **labels;  /* (n) into all_labels */
     PeParams *params;     /* (n) into all_params */
     int n, baseline, added;
+    /* A --sinks list: the variants are its settings (labels), all on the one
+     * --pe variant sinks_pe_label; NULL: --sinks and --keep hold for every variant. */
+    SinkSetting sink_settings[MAX_VARIANTS];
+    const SinkSetting *sinks;
+    const char *sinks_pe_label;
 } PplVariants;
 
 /* The listed variants (Setup's) with the baseline among them, the
@@ -35,5 +40,9 @@ int score_variants(const Options *o, const Model *model, const char *const *labe
                    const PeParams *params, int n, int baseline, const int *ids, int n_ids, int window,
                    const char *progress_label, LogprobWriter *logprobs,
                    volatile sig_atomic_t *interrupted, PplResult *res);
+/* The same for the settings of a --sinks list (pv->sinks). */
+int score_sink_settings(const Options *o, const Model *model, const PplVariants *pv,
+                        const int *ids, int n_ids, int window, const char *progress_label,
+                        LogprobWriter *logprobs, volatile sig_atomic_t *interrupted, PplResult *res);
 
 #endif

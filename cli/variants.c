@@ -134,13 +134,63 @@ LayerAttention *variant_layers(const Options *o, const Model *m, const PeParams 
             cli_die("--self-extend%s%s: %s", label ? " with --pe " : "", label ? label : "", err.msg);
     }
     if (o->attn_temperature) apply_temperature(o->attn_temperature, m, table);
-    if (o->sinks) {
+    if (o->sinks && !sinks_is_list(o)) {
         PosencError err;
-        if (strcmp(o->sinks, "off"))
-            cli_die("--sinks takes off (the checkpoint's sinks are the default), got '%s'", o->sinks);
         if (model_layers_sinks_off(m, table, &err)) cli_die("--sinks off: %s", err.msg);
+    } else if (o->sinks && !(cli_mode_bit(o->mode) & MODE_PPL)) {
+        cli_die("--sinks %s: a list of settings (learned, off, keep:N, learned+keep:N) is compared by "
+                "-m ppl; here --sinks takes off", o->sinks);
     }
     return table;
+}
+
+int sinks_is_list(const Options *o) { return o->sinks && strcmp(o->sinks, "off"); }
+
+/* "learned", "off", "keep:N" or "learned+keep:N". */
+static SinkSetting parse_sink_setting(const char *item, const Model *m, int n_ctx) {
+    SinkSetting s = {.learned = !strncmp(item, "learned", 7), .keep = 0};
+    const char *rest = s.learned ? item + 7 : !strcmp(item, "off") ? "" : item;
+    if (s.learned && *rest == '+') rest++;
+    else if (s.learned && *rest) rest = item; /* "learnedX": refused below */
+    if (*rest) {
+        char *end;
+        long keep = strncmp(rest, "keep:", 5) ? -1 : strtol(rest + 5, &end, 10);
+        if (keep < 0 || end == rest + 5 || *end)
+            cli_die("--sinks: '%s' is not a setting (learned, off, keep:N, learned+keep:N)", item);
+        if (keep > n_ctx - 2)
+            cli_die("--sinks %s: keeping %ld of %d cells leaves fewer than the 2 a context shift "
+                    "needs (at most --ctx - 2)", item, keep, n_ctx);
+        s.keep = (int)keep;
+    }
+    if (s.learned && !m->config.family.attn_sinks)
+        cli_die("--sinks %s: the model has no learned attention sinks (architecture %s)", item,
+                m->config.family.name);
+    if (strlen(item) >= sizeof s.label) cli_die("--sinks: '%s' is too long", item);
+    snprintf(s.label, sizeof s.label, "%s", item);
+    return s;
+}
+
+int parse_sink_settings(const Options *o, const Model *m, SinkSetting *out) {
+    char buf[512];
+    if (strlen(o->sinks) >= sizeof buf) cli_die("--sinks: list too long");
+    snprintf(buf, sizeof buf, "%s", o->sinks);
+    int n = 0, keeps = 0, n_ctx = o->ctx ? o->ctx : m->config.seq_len;
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (n == MAX_VARIANTS) cli_die("--sinks: at most %d settings", MAX_VARIANTS);
+        out[n] = parse_sink_setting(t, m, n_ctx);
+        keeps |= out[n].keep > 0;
+        for (int u = 0; u < n; u++)
+            if (out[u].learned == out[n].learned && out[u].keep == out[n].keep)
+                cli_die("--sinks: '%s' and '%s' are the same setting", out[u].label, t);
+        n++;
+    }
+    if (n == 0) cli_die("--sinks: empty list");
+    if (keeps && !o->stream)
+        cli_die("--sinks: kept cells (keep:N) matter only where a context shift discards cells: "
+                "add --stream");
+    if (keeps && cli_given(o, "--keep"))
+        cli_die("--keep and --sinks keep:N both set the kept cells: give them in --sinks");
+    return n;
 }
 
 /* A scaling the user asked for (spec: the --pe variant that names it, else

@@ -151,10 +151,15 @@ static int eval_stream(Lockstep *ls, const int *tokens, int n_tokens, const PplO
         if (kv->n_used == kv->n_ctx) {
             if (o->shift == CONTEXT_SHIFT_OFF)
                 return posenc_error(err, "stream: the context is full and --no-shift is set");
+            /* one discard for all (that of the most kept cells), so the caches stay in step */
+            int most_kept = o->keep;
+            for (int v = 0; o->keeps && v < ls->n_variants; v++)
+                if (v == 0 || o->keeps[v] > most_kept) most_kept = o->keeps[v];
+            int discard = context_shift_discard(&ls->ctxs[0], most_kept);
             for (int v = 0; v < ls->n_variants; v++) {
                 Context *ctx = &ls->ctxs[v];
                 double t0 = time_now_s();
-                if (context_shift(ctx, o->keep, context_shift_discard(ctx, o->keep), o->shift, err))
+                if (context_shift(ctx, o->keeps ? o->keeps[v] : o->keep, discard, o->shift, err))
                     return -1;
                 ls->res[v].seconds += time_now_s() - t0;
             }
@@ -186,9 +191,9 @@ static int check_contexts(const Context *ctxs, int n_variants, int baseline, con
     }
     if (opt->stride < 0 || opt->stride > opt->window)
         return posenc_error(err, "--stride %d must be in 1..%d (the window)", opt->stride, opt->window);
-    if (opt->stream && opt->shift != CONTEXT_SHIFT_OFF &&
-        context_shift_check_keep(ctxs[0].cache.n_ctx, opt->keep, err))
-        return -1;
+    for (int v = 0; opt->stream && opt->shift != CONTEXT_SHIFT_OFF && v < n_variants; v++)
+        if (context_shift_check_keep(ctxs[0].cache.n_ctx, opt->keeps ? opt->keeps[v] : opt->keep, err))
+            return -1;
     return 0;
 }
 

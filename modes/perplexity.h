@@ -25,6 +25,8 @@ typedef struct {
     int max_chunks;     /* windows to score at most; 0: all */
     int stream;
     int keep;           /* stream: cells kept by every shift */
+    const int *keeps;   /* stream: (n_variants) each variant's kept cells instead of keep
+                           (StreamingLLM's sinks compared); NULL: keep for every variant */
     ContextShiftMode shift;
     int pos_offset;     /* position of each window's (or the stream's) first token */
     volatile sig_atomic_t *interrupted; /* set (by a SIGINT handler) to stop after the window
