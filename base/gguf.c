@@ -280,7 +280,7 @@ static int read_tensor_info(Reader *r, size_t i, GgufTensor *t) {
     if (!tensor_type_supported(type))
         return posenc_error(r->err, "%s: %s: unsupported tensor type %u (%s); supported: f32, "
                             "f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, "
-                            "q6_k", r->path, r->ctx, type, tensor_type_name(type));
+                            "q6_k, mxfp4", r->path, r->ctx, type, tensor_type_name(type));
     t->type = (TensorType)type;
     if ((size_t)t->ne[0] % tensor_block_size(t->type) != 0)
         return posenc_error(r->err, "%s: %s: row length %lld is not a multiple of the %s block "

@@ -5,7 +5,7 @@
 #include "base/util.h"
 
 _Static_assert(sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20 && sizeof(BlockQ5_0) == 22 &&
-               sizeof(BlockQ5_1) == 24, "ggml's block sizes");
+               sizeof(BlockQ5_1) == 24 && sizeof(BlockMXFP4) == 17, "ggml's block sizes");
 _Static_assert(sizeof(BlockQ2_K) == 84 && sizeof(BlockQ3_K) == 110 && sizeof(BlockQ4_K) == 144 &&
                sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210, "ggml's super-block sizes");
 
@@ -39,6 +39,10 @@ DEQUANTIZE_32(q4_0, BlockQ4_0, 0)
 DEQUANTIZE_32(q4_1, BlockQ4_1, 1)
 DEQUANTIZE_32(q5_0, BlockQ5_0, 0)
 DEQUANTIZE_32(q5_1, BlockQ5_1, 1)
+/* MXFP4 too is q * d, d its half scale: exact (q has two significant bits
+ * and d is a power of two no less than 2^-128) unless it overflows to
+ * infinity at large e, as ggml's does. */
+DEQUANTIZE_32(mxfp4, BlockMXFP4, 0)
 
 #define DEQUANTIZE_K(type, BLOCK)                                                                 \
     void dequantize_row_##type(const void *src, float *dst, size_t n) {                          \

@@ -18,7 +18,12 @@
  *   Q3_K  16 x 16, 3-bit q - 4, 6-bit scale - 32:  x = d*sc*q
  *   Q4_K   8 x 32, 4-bit q, 6-bit scale and min:  x = d*sc*q - dmin*mn
  *   Q5_K   8 x 32, 5-bit q, 6-bit scale and min:  x = d*sc*q - dmin*mn
- *   Q6_K  16 x 16, 6-bit q - 32, int8 scale:      x = d*sc*q */
+ *   Q6_K  16 x 16, 6-bit q - 32, int8 scale:      x = d*sc*q
+ * MXFP4 (OCP microscaling): blocks of 32 E2M1 values (4-bit floats: sign,
+ * 2 exponent bits, 1 mantissa bit) sharing one E8M0 scale (a bare
+ * exponent).  ggml keeps the E2M1 values doubled, as the integers
+ * q = 0, ±1, ±2, ±3, ±4, ±6, ±8, ±12, and halves the scale instead:
+ * x = q * 2^(e - 128). */
 #ifndef POSENC_QUANT_H
 #define POSENC_QUANT_H
 #include <stddef.h>
@@ -49,6 +54,11 @@ typedef struct {
     uint8_t qh[4];
     uint8_t qs[QK / 2];
 } BlockQ5_1;
+
+typedef struct {
+    uint8_t e;          /* E8M0: the block's scale is 2^(e - 127) */
+    uint8_t qs[QK / 2]; /* E2M1 codes, nibbles as Q4_0's */
+} BlockMXFP4;
 
 /* In the K-quants, q bits are spread over the super-block in groups of 32
  * bytes: byte l of a group holds bits of weights l, l + 32, l + 64, ...
@@ -103,6 +113,19 @@ static inline void quant_scale_min_k4(const uint8_t *scales, int j, uint8_t *sc,
 /* Q3_K's 16 six-bit scales (still biased by 32) from its 12 packed bytes:
  * the low 4 bits in the nibbles of bytes 0-7, the high 2 bits in 8-11. */
 void quant_scales_q3_k(const uint8_t *packed, int8_t out[16]);
+
+/* The doubled E2M1 values by code: bit 3 the sign, bits 1-2 the exponent,
+ * bit 0 the mantissa (code 8, -0, is 0 as ggml's table has it). */
+static const int8_t quant_e2m1[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+/* Half the E8M0 scale, 2^(e - 128), which multiplies the doubled values:
+ * e = 0 and 1 are f32 subnormals (2^-128, 2^-127), e = 255 is 2^127
+ * (ggml gives no NaN for 255, and neither does this). */
+static inline float quant_e8m0_half(uint8_t e) {
+    uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
 
 /* A block of 32 as integers: x[j] = q[j] * d (+ m for the _1 types). */
 typedef struct {
@@ -169,6 +192,16 @@ static inline void quant_unpack_q5_1(const void *blk, QuantBlock *u) {
     const BlockQ5_1 *b = blk;
     quant_unpack_32(b->qs, b->qh, 0, u);
     u->d = quant_half(b->d), u->m = quant_half(b->m);
+}
+
+/* MXFP4: each nibble (laid out as Q4_0's) looked up in quant_e2m1. */
+static inline void quant_unpack_mxfp4(const void *blk, QuantBlock *u) {
+    const BlockMXFP4 *b = blk;
+    for (int j = 0; j < QK / 2; j++) {
+        u->q[j] = quant_e2m1[b->qs[j] & 0xF];
+        u->q[j + QK / 2] = quant_e2m1[b->qs[j] >> 4];
+    }
+    u->d = quant_e8m0_half(b->e), u->m = 0.0f;
 }
 
 /* Q2_K, Q3_K, Q6_K: weight 128 h + 32 g + l (half h, group g, lane l)
@@ -250,4 +283,5 @@ void dequantize_row_q3_k(const void *src, float *dst, size_t n);
 void dequantize_row_q4_k(const void *src, float *dst, size_t n);
 void dequantize_row_q5_k(const void *src, float *dst, size_t n);
 void dequantize_row_q6_k(const void *src, float *dst, size_t n);
+void dequantize_row_mxfp4(const void *src, float *dst, size_t n);
 #endif

@@ -11,7 +11,7 @@ const char *tensor_type_name(uint32_t type) {
         [13] = "q5_k", [14] = "q6_k", [15] = "q8_k", [16] = "iq2_xxs", [17] = "iq2_xs",
         [18] = "iq3_xxs", [19] = "iq1_s", [20] = "iq4_nl", [21] = "iq3_s", [22] = "iq2_s",
         [23] = "iq4_xs", [24] = "i8", [25] = "i16", [26] = "i32", [27] = "i64",
-        [28] = "f64", [29] = "iq1_m", [30] = "bf16", [34] = "tq1_0", [35] = "tq2_0",
+        [28] = "f64", [29] = "iq1_m", [30] = "bf16", [34] = "tq1_0", [35] = "tq2_0", [39] = "mxfp4",
     };
     if (type < sizeof names / sizeof names[0] && names[type]) return names[type];
     return "unknown";
@@ -22,6 +22,7 @@ int tensor_type_supported(uint32_t type) {
     case TENSOR_F32: case TENSOR_F16: case TENSOR_BF16: case TENSOR_Q8_0:
     case TENSOR_Q4_0: case TENSOR_Q4_1: case TENSOR_Q5_0: case TENSOR_Q5_1:
     case TENSOR_Q2_K: case TENSOR_Q3_K: case TENSOR_Q4_K: case TENSOR_Q5_K: case TENSOR_Q6_K:
+    case TENSOR_MXFP4:
         return 1;
     }
     return 0;
@@ -60,6 +61,7 @@ void tensor_dequantize(TensorType type, const void *src, float *dst, size_t n) {
     case TENSOR_Q4_K: dequantize_row_q4_k(src, dst, n); return;
     case TENSOR_Q5_K: dequantize_row_q5_k(src, dst, n); return;
     case TENSOR_Q6_K: dequantize_row_q6_k(src, dst, n); return;
+    case TENSOR_MXFP4: dequantize_row_mxfp4(src, dst, n); return;
     }
 }
 

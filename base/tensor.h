@@ -25,9 +25,10 @@ typedef enum {
     TENSOR_Q5_K = 13,
     TENSOR_Q6_K = 14,
     TENSOR_BF16 = 30,
+    TENSOR_MXFP4 = 39, /* blocks of 32: E8M0 scale, 32 x E2M1 (quant.h) */
 } TensorType;
 /* One past the largest id above: the size of tables indexed by type. */
-#define TENSOR_TYPE_COUNT 31
+#define TENSOR_TYPE_COUNT 40
 
 typedef struct {
     TensorType type;
@@ -48,6 +49,7 @@ static inline size_t tensor_block_size(TensorType t) { /* elements per block */
     switch (t) {
     case TENSOR_F32: case TENSOR_F16: case TENSOR_BF16: return 1;
     case TENSOR_Q4_0: case TENSOR_Q4_1: case TENSOR_Q5_0: case TENSOR_Q5_1: case TENSOR_Q8_0:
+    case TENSOR_MXFP4:
         return QK;
     case TENSOR_Q2_K: case TENSOR_Q3_K: case TENSOR_Q4_K: case TENSOR_Q5_K: case TENSOR_Q6_K:
         return QK_K;
@@ -69,6 +71,7 @@ static inline size_t tensor_block_bytes(TensorType t) { /* bytes per block */
     case TENSOR_Q4_K: return sizeof(BlockQ4_K);
     case TENSOR_Q5_K: return sizeof(BlockQ5_K);
     case TENSOR_Q6_K: return sizeof(BlockQ6_K);
+    case TENSOR_MXFP4: return sizeof(BlockMXFP4);
     }
     return 0;
 }

@@ -146,6 +146,30 @@ def deq_q5_k(b):
     return _q45_k(b, 48, 16)
 
 
+def _e2m1(c):
+    """E2M1 code c (OCP MX spec): sign bit 3, exponent bits 1-2 (bias 1),
+    mantissa bit 0; exponent 0 is subnormal (0 or 0.5).  -0 is 0."""
+    e, m = c >> 1 & 3, c & 1
+    v = 0.5 * m if e == 0 else 2.0 ** (e - 1) * (1 + 0.5 * m)
+    return -v if c & 8 and v else v
+
+
+# ggml keeps the values doubled (kvalues_mxfp4: 0 1 2 3 4 6 8 12 and
+# negatives), all integers, and halves the scale instead.
+E2M1_DOUBLED = np.array([2 * _e2m1(c) for c in range(16)], np.float64)
+
+
+def deq_mxfp4(b):
+    """An E8M0 byte e, then 16 bytes of E2M1 nibbles (as Q4_0's): x = (2q) *
+    2^(e - 128), ggml's doubled value times its half scale, computed in
+    float64 (exact) and rounded once to float32 -- the same bits as ggml's
+    float product, which is exact too unless it overflows to infinity."""
+    d = np.ldexp(1.0, b[:, 0].astype(np.int64) - 128)
+    y = E2M1_DOUBLED[_nibbles(b[:, 1:17])] * d[:, None]
+    with np.errstate(over="ignore"):  # e near 255: ggml's infinities
+        return y.astype(np.float32)
+
+
 def deq_q6_k(b):
     h, g, l = _k_index()
     ql, qh = b[:, 0:128].astype(np.int32), b[:, 128:192].astype(np.int32)
@@ -161,7 +185,7 @@ TYPES = {
     6: ("q5_0", QK, 22, deq_q5_0), 7: ("q5_1", QK, 24, deq_q5_1),
     10: ("q2_k", QK_K, 84, deq_q2_k), 11: ("q3_k", QK_K, 110, deq_q3_k),
     12: ("q4_k", QK_K, 144, deq_q4_k), 13: ("q5_k", QK_K, 176, deq_q5_k),
-    14: ("q6_k", QK_K, 210, deq_q6_k),
+    14: ("q6_k", QK_K, 210, deq_q6_k), 39: ("mxfp4", QK, 17, deq_mxfp4),
 }
 
 

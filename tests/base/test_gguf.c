@@ -661,6 +661,26 @@ START_TEST(test_bad_tensor_infos) {
     patch_u32(&b, L.type_at[0], 12);
     patch_u64(&b, L.ne_at[0], 32);
     expect_fail(&b, "'t.f32': row length 32 is not a multiple of the q4_k block size 256");
+    /* MXFP4 (39): blocks of 32 weights in 17 bytes.  Its rows split into
+     * blocks as the others' do, and a 32 x 1 tensor takes one block where
+     * the f32 one took 24 bytes (17 bytes per 32 cannot overflow: the
+     * element count is at most 2^63). */
+    patch_u32(&b, L.type_at[0], 39);
+    patch_u64(&b, L.ne_at[0], 3);
+    expect_fail(&b, "'t.f32': row length 3 is not a multiple of the mxfp4 block size 32");
+    patch_u64(&b, L.ne_at[0], 32);
+    patch_u64(&b, L.ne_at[0] + 8, 1);
+    {
+        GgufFile g;
+        open_ok(&g, &b);
+        const GgufTensor *t = gguf_find_tensor(&g, "t.f32");
+        ck_assert_int_eq(t->type, TENSOR_MXFP4);
+        ck_assert_uint_eq(t->nbytes, 17);
+        gguf_close(&g);
+    }
+    patch_u64(&b, L.ne_at[0], 1ull << 30);   /* 2^25 blocks of 17 bytes: past the end */
+    expect_fail(&b, "past the end");
+    patch_u64(&b, L.ne_at[0] + 8, 2);
     patch_u64(&b, L.ne_at[0], 3);
     patch_u32(&b, L.type_at[0], 12345);
     expect_fail(&b, "unsupported tensor type 12345 (unknown)");

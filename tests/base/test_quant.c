@@ -2,7 +2,10 @@
  * ggml's, bit for bit, on the fixture blocks of tests/fixtures/quant_ref.h
  * (tools/make_quant_fixtures.py: extreme f16 scales including infinities,
  * NaNs and subnormals, zero blocks, every sub-block scale and min at every
- * position of the K-quants).  There is no tolerance: the same operations in
+ * position of the K-quants), and MXFP4's against the float64 NumPy
+ * dequantizer written from ggml's definition (tools/quant_reference.py) on
+ * quant_ref_mxfp4.h (every E8M0 scale, subnormal and infinite results
+ * included; every E2M1 code at every position).  There is no tolerance: the same operations in
  * the same order give the same bits, NaN payloads included.
  *
  * Controls: a flipped bit in any byte of a block's layout must change the
@@ -15,8 +18,13 @@
 #include "base/tensor.h"
 #include "tests/common.h"
 #include "tests/fixtures/quant_ref.h"
+#include "tests/fixtures/quant_ref_mxfp4.h"
 
-#define N_REF (sizeof quant_ref / sizeof quant_ref[0])
+static const QuantRef *const refs[] = {&quant_ref[0], &quant_ref[1], &quant_ref[2], &quant_ref[3],
+                                       &quant_ref[4], &quant_ref[5], &quant_ref[6], &quant_ref[7],
+                                       &quant_ref[8], &quant_ref_mxfp4[0]};
+#define N_REF (sizeof refs / sizeof refs[0])
+_Static_assert(sizeof quant_ref / sizeof quant_ref[0] == 9, "refs lists every fixture type");
 
 static uint64_t fnv1a64(const float *x, size_t n) {
     uint64_t h = 0xCBF29CE484222325ull;
@@ -74,7 +82,7 @@ static size_t first_block_mismatch(const float *got, const uint32_t *first, size
 
 START_TEST(test_dequantize_bit_identical) {
     for (size_t t = 0; t < N_REF; t++) {
-        const QuantRef *r = &quant_ref[t];
+        const QuantRef *r = refs[t];
         Blocks b = load_blocks(r);
         float out[QK_K];
         for (int i = 0; i < r->n_blocks; i++) {
@@ -110,7 +118,7 @@ END_TEST
  * the exactness test above would already fail for it. */
 START_TEST(test_every_bit_matters) {
     for (size_t t = 0; t < N_REF; t++) {
-        const QuantRef *r = &quant_ref[t];
+        const QuantRef *r = refs[t];
         Blocks b = load_blocks(r);
         float out[QK_K];
         uint8_t block[256];
@@ -132,7 +140,7 @@ END_TEST
 /* The comparison of the first block's floats notices one flipped bit. */
 START_TEST(test_control_expected_bit) {
     for (size_t t = 0; t < N_REF; t++) {
-        const QuantRef *r = &quant_ref[t];
+        const QuantRef *r = refs[t];
         Blocks b = load_blocks(r);
         float out[QK_K];
         block_hash(&b, b.blocks, out);
@@ -152,7 +160,7 @@ START_TEST(test_block_sizes) {
         {TENSOR_Q4_0, 32, 18},  {TENSOR_Q4_1, 32, 20},   {TENSOR_Q5_0, 32, 22},
         {TENSOR_Q5_1, 32, 24},  {TENSOR_Q8_0, 32, 34},   {TENSOR_Q2_K, 256, 84},
         {TENSOR_Q3_K, 256, 110}, {TENSOR_Q4_K, 256, 144}, {TENSOR_Q5_K, 256, 176},
-        {TENSOR_Q6_K, 256, 210},
+        {TENSOR_Q6_K, 256, 210}, {TENSOR_MXFP4, 32, 17},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         ck_assert_uint_eq(tensor_block_size(want[i].t), want[i].qk);
@@ -163,7 +171,7 @@ START_TEST(test_block_sizes) {
     /* every fixture type is one of them */
     for (size_t t = 0; t < N_REF; t++) {
         int found = 0;
-        for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) found |= want[i].t == quant_ref[t].type;
+        for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) found |= want[i].t == refs[t]->type;
         ck_assert(found);
     }
 }
