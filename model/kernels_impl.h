@@ -68,7 +68,7 @@ typedef struct {
 #define UNIT_ROWS 32
 typedef struct QuantUnit {
     int nb;          /* blocks of 32 along k */
-    int off;         /* the type's centre: Q8_0 128, Q4_0 8, Q5_0 16, Q3_K 4, Q6_K 32, else 0 */
+    int off;         /* the type's centre: Q8_0 128, Q4_0 8, Q5_0 16, Q3_K 4, Q6_K 32, MXFP4 12, else 0 */
     int has_min;     /* m may be non-zero: the _1 types, Q2_K, Q4_K, Q5_K */
     int split;       /* the halves' scales may differ: sub-blocks of 16 (Q2_K, Q3_K, Q6_K) */
     int centred;     /* q holds int8 u - off instead of u (quant_unit_centre) */
@@ -191,7 +191,7 @@ typedef struct {
                     int t1);
     /* The same on AMX tiles (kernels_amx.c), NULL where the path has none:
      * units of the centred types with one scale per block (Q8_0, Q4_0,
-     * Q5_0: neither split nor has_min), their quants centred
+     * Q5_0, MXFP4: neither split nor has_min), their quants centred
      * (quant_unit_centre), and x's rows readable up to
      * t0 + 16.  The integer sums are exact and scaled in gemm_q8's order,
      * so the outputs are gemm_q8's bits. */
@@ -296,6 +296,7 @@ void quant_q3_k_to_f32(float *dst, const void *src, size_t n);
 void quant_q4_k_to_f32(float *dst, const void *src, size_t n);
 void quant_q5_k_to_f32(float *dst, const void *src, size_t n);
 void quant_q6_k_to_f32(float *dst, const void *src, size_t n);
+void quant_mxfp4_to_f32(float *dst, const void *src, size_t n);
 
 /* Decode reads each weight row once, rows one after another.  For the
  * block-quantized rows the hardware prefetcher does not stay far enough

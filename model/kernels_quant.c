@@ -35,13 +35,15 @@ TO_F32(q3_k)
 TO_F32(q4_k)
 TO_F32(q5_k)
 TO_F32(q6_k)
+TO_F32(mxfp4)
 
 /* ---- prefill's units (kernels_impl.h) ------------------------------------------------ */
 
 void quant_unit_kind(QuantUnit *u, TensorType t, int k) {
     u->nb = k / QK;
+    /* MXFP4's doubled E2M1 values, -12..12, are u - 12 */
     u->off = t == TENSOR_Q8_0 ? 128 : t == TENSOR_Q4_0 ? 8 : t == TENSOR_Q5_0 ? 16
-           : t == TENSOR_Q3_K ? 4 : t == TENSOR_Q6_K ? 32 : 0;
+           : t == TENSOR_Q3_K ? 4 : t == TENSOR_Q6_K ? 32 : t == TENSOR_MXFP4 ? 12 : 0;
     u->has_min = t == TENSOR_Q4_1 || t == TENSOR_Q5_1 || t == TENSOR_Q2_K || t == TENSOR_Q4_K ||
                  t == TENSOR_Q5_K;
     u->split = t == TENSOR_Q2_K || t == TENSOR_Q3_K || t == TENSOR_Q6_K;
@@ -83,6 +85,7 @@ static void unit_row(QuantUnit *u, TensorType t, const uint8_t *row, int r, int 
             case TENSOR_Q4_0: quant_unpack_q4_0(row, &qb); break;
             case TENSOR_Q4_1: quant_unpack_q4_1(row, &qb); break;
             case TENSOR_Q5_0: quant_unpack_q5_0(row, &qb); break;
+            case TENSOR_MXFP4: quant_unpack_mxfp4(row, &qb); break;
             default: quant_unpack_q5_1(row, &qb); break;
             }
             float dd[2] = {qb.d, qb.d}, mm[2] = {qb.m, qb.m};

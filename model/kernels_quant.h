@@ -12,10 +12,11 @@
  *
  * whose int32 lane i is the sum of q . x over bytes 4i..4i+3, from which
  * quant_idot below is made, and the kernels that unpack Q4_0, Q4_1, Q5_0,
- * Q5_1, Q4_K, Q5_K and Q6_K in registers (a path may also bring its own
- * Q4_0, QUANT_DOT_Q4_0).
+ * Q5_1, MXFP4, Q4_K, Q5_K and Q6_K in registers (a path may also bring its
+ * own Q4_0 and MXFP4, QUANT_DOT_Q4_0 and QUANT_DOT_MXFP4).
  *
- * The 32-weight block types run against Q8 blocks of 32 activations (the
+ * The 32-weight block types (MXFP4 too: q its doubled E2M1 values, d its
+ * E8M0 half scale) run against Q8 blocks of 32 activations (the
  * path's quantize_q8), the K-quants against Q8_K super-blocks
  * (quantize_q8k: 256 int8 with one f32 scale and int16 sums of each 16).
  * A row's result is the sum over blocks of d_w * d_x * (integer dot)
@@ -134,12 +135,37 @@ QUANT_DOT_Q8_AVX(q4_0, BlockQ4_0, NULL, (const uint8_t *)NULL, 8)
 QUANT_DOT_Q8_AVX(q4_1, BlockQ4_1, NULL, blk->m, 0)
 QUANT_DOT_Q8_AVX(q5_0, BlockQ5_0, blk->qh, (const uint8_t *)NULL, 16)
 QUANT_DOT_Q8_AVX(q5_1, BlockQ5_1, blk->qh, blk->m, 0)
+/* MXFP4: the nibbles (Q4_0's layout) looked up in quant_e2m1 with a byte
+ * shuffle, then as Q4_0 with the E8M0 half scale for d (a path may bring
+ * its own, QUANT_DOT_MXFP4). */
+#ifndef QUANT_DOT_MXFP4
+static void dot_mxfp4(float *out, const int8_t *xq, const float *xd, const void *w, size_t row_bytes, int m,
+                      int k) {
+    const __m128i lut = _mm_loadu_si128((const __m128i *)quant_e2m1), low = _mm_set1_epi8(0xF);
+    for (int r = 0; r < m; r++) {
+        const BlockMXFP4 *blk = (const BlockMXFP4 *)((const uint8_t *)w + (size_t)r * row_bytes);
+        stream_prefetch(blk, row_bytes);
+        __m256 acc = _mm256_setzero_ps();
+        for (int b = 0; b < k / QK; b++, blk++) {
+            __m128i raw = _mm_loadu_si128((const __m128i *)blk->qs);
+            __m256i q = _mm256_set_m128i(_mm_shuffle_epi8(lut, _mm_and_si128(_mm_srli_epi16(raw, 4), low)),
+                                         _mm_shuffle_epi8(lut, _mm_and_si128(raw, low)));
+            __m256i p = quant_dot4(q, _mm256_loadu_si256((const __m256i *)(xq + QK * b)));
+            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(quant_e8m0_half(blk->e) * xd[b]), acc);
+        }
+        out[r] = quant_hsum_ps(acc);
+    }
+}
+#define QUANT_DOT_MXFP4 dot_mxfp4
+#endif
 #else
 QUANT_DOT_Q8(q4_0, BlockQ4_0, 0)
 #define QUANT_DOT_Q4_0 dot_q4_0
 QUANT_DOT_Q8(q4_1, BlockQ4_1, 1)
 QUANT_DOT_Q8(q5_0, BlockQ5_0, 0)
 QUANT_DOT_Q8(q5_1, BlockQ5_1, 1)
+QUANT_DOT_Q8(mxfp4, BlockMXFP4, 0)
+#define QUANT_DOT_MXFP4 dot_mxfp4
 #endif
 
 /* One super-block: d * xd * sum_s sc_s (q_s . x_s) - dmin * xd * sum_s mn_s (sum x_s);
@@ -279,5 +305,6 @@ QUANT_DOT_Q8K(q6_k, BlockQ6_K)
                      .to_f32 = quant_q4_k_to_f32},                                               \
     [TENSOR_Q5_K] = {.dot_q8k = dot_q5_k, .to_f32 = quant_q5_k_to_f32},                          \
     [TENSOR_Q6_K] = {.dot_q8k = dot_q6_k, .dot_packed = QUANT_PACKED_Q6_K,                       \
-                     .to_f32 = quant_q6_k_to_f32}
+                     .to_f32 = quant_q6_k_to_f32},                                               \
+    [TENSOR_MXFP4] = {.dot_q8 = QUANT_DOT_MXFP4, .to_f32 = quant_mxfp4_to_f32}
 #endif

@@ -105,7 +105,8 @@ static void scale_offsets(TensorType type, int *d, int *m) {
 /* Random bytes for the quants and sub-block scales of n blocks, with f16
  * scales chosen so that weights stay within a few units (q * sc * d; the
  * K-quants' integer scales reach 63 or 128) and the mins of the _1 and K
- * types are of the size of the weights: cancellation is then exercised. */
+ * types are of the size of the weights: cancellation is then exercised.
+ * MXFP4's E8M0 scale: 2^-6 to 2^-3 halved, weights up to 12 times that. */
 static void random_blocks(TensorType type, uint8_t *data, size_t n) {
     size_t bytes = tensor_block_bytes(type);
     int off_d, off_m;
@@ -116,6 +117,10 @@ static void random_blocks(TensorType type, uint8_t *data, size_t n) {
         for (size_t i = 0; i < bytes; i++) {
             frand();
             blk[i] = (uint8_t)(rng >> 32);
+        }
+        if (type == TENSOR_MXFP4) {
+            blk[0] = (uint8_t)(122 + (rng >> 32 & 3));
+            continue;
         }
         uint16_t d = fp32_to_fp16(dmax * (0.5f + 0.25f * frand()));
         memcpy(blk + off_d, &d, 2);
@@ -160,8 +165,9 @@ static void min_terms(TensorType type, const uint8_t *data, float *out, size_t n
 }
 
 /* Per weight, what its quant one higher adds to it (d, or for the K-quants
- * d times its sub-block's scale): a quant unpacked one step off, as a
- * wrong centre makes every quant of a block, moves the weight that much. */
+ * d times its sub-block's scale, for MXFP4 its half scale: one step of the
+ * doubled values): a quant unpacked one step off, as a wrong centre makes
+ * every quant of a block, moves the weight that much. */
 static void quant_steps(TensorType type, const uint8_t *data, float *out, size_t n) {
     size_t qk = tensor_block_size(type), bytes = tensor_block_bytes(type);
     int off_d, off_m;
@@ -171,7 +177,8 @@ static void quant_steps(TensorType type, const uint8_t *data, float *out, size_t
         QuantSuperBlock u;
         if (qk == QK_K) superblock_unpack(type)(blk, &u);
         for (size_t i = 0; i < qk; i++)
-            out[b * qk + i] = qk == QK_K ? u.d * (float)u.sc[i / (size_t)u.sub] : quant_half(blk + off_d);
+            out[b * qk + i] = qk == QK_K ? u.d * (float)u.sc[i / (size_t)u.sub]
+                            : type == TENSOR_MXFP4 ? quant_e8m0_half(blk[0]) : quant_half(blk + off_d);
     }
 }
 
@@ -408,7 +415,7 @@ static double row_bound(const float *x, const float *wr, const float *mt, int co
 START_TEST(matmul_paths_threads_and_chunks) {
     static const TensorType TYPES[] = {TENSOR_F32,  TENSOR_F16,  TENSOR_BF16, TENSOR_Q8_0, TENSOR_Q4_0,
                                        TENSOR_Q4_1, TENSOR_Q5_0, TENSOR_Q5_1, TENSOR_Q2_K, TENSOR_Q3_K,
-                                       TENSOR_Q4_K, TENSOR_Q5_K, TENSOR_Q6_K};
+                                       TENSOR_Q4_K, TENSOR_Q5_K, TENSOR_Q6_K, TENSOR_MXFP4};
     int rows = 300, max_cols = 4096 + 256;
     double *want_p = malloc(4 * rows * sizeof(double)), *bound_p = want_p + rows, *want_d = bound_p + rows,
            *bound_d = want_d + rows;
@@ -632,7 +639,8 @@ END_TEST
  * sum_i x_i step_i, the row with every quant one step higher. */
 START_TEST(quant_decode_matches_portable) {
     static const TensorType TYPES[] = {TENSOR_Q8_0, TENSOR_Q4_0, TENSOR_Q4_1, TENSOR_Q5_0, TENSOR_Q5_1,
-                                       TENSOR_Q2_K, TENSOR_Q3_K, TENSOR_Q4_K, TENSOR_Q5_K, TENSOR_Q6_K};
+                                       TENSOR_Q2_K, TENSOR_Q3_K, TENSOR_Q4_K, TENSOR_Q5_K, TENSOR_Q6_K,
+                                       TENSOR_MXFP4};
     int rows = 45;
     float *x = random_floats(256 * 3);
     x[5] = 0.0f;
@@ -837,7 +845,8 @@ END_TEST
  * prefill, and around its decode. */
 START_TEST(quant_prefill_matches_portable) {
     static const TensorType TYPES[] = {TENSOR_Q8_0, TENSOR_Q4_0, TENSOR_Q4_1, TENSOR_Q5_0, TENSOR_Q5_1,
-                                       TENSOR_Q2_K, TENSOR_Q3_K, TENSOR_Q4_K, TENSOR_Q5_K, TENSOR_Q6_K};
+                                       TENSOR_Q2_K, TENSOR_Q3_K, TENSOR_Q4_K, TENSOR_Q5_K, TENSOR_Q6_K,
+                                       TENSOR_MXFP4};
     int rows = 45, n = 7, cols = 256 * 3, long_n = 600, split = 517;
     float *x = random_floats((size_t)long_n * cols);
     for (int i = 64; i < 96; i++) x[cols + i] = 0.0f; /* an all-zero block: scale 0 */
@@ -912,13 +921,14 @@ END_TEST
  * so the comparison can fail.  It runs where the CPU has AMX-INT8. */
 START_TEST(amx_int8_prefill_equals_vnni) {
     static const TensorType TYPES[] = {TENSOR_Q8_0, TENSOR_Q4_0, TENSOR_Q4_1, TENSOR_Q5_0, TENSOR_Q5_1,
-                                       TENSOR_Q2_K, TENSOR_Q3_K, TENSOR_Q4_K, TENSOR_Q5_K, TENSOR_Q6_K};
+                                       TENSOR_Q2_K, TENSOR_Q3_K, TENSOR_Q4_K, TENSOR_Q5_K, TENSOR_Q6_K,
+                                       TENSOR_MXFP4};
     static const int TOKENS[] = {7, 20, 600};
     int rows = 45, cols = 256 * 3, differ = 0, outputs = 0;
     float *x = random_floats((size_t)600 * cols);
     for (size_t ty = 0; ty < sizeof TYPES / sizeof TYPES[0]; ty++) {
         TensorType type = TYPES[ty];
-        int on_amx = type == TENSOR_Q8_0 || type == TENSOR_Q4_0 || type == TENSOR_Q5_0;
+        int on_amx = type == TENSOR_Q8_0 || type == TENSOR_Q4_0 || type == TENSOR_Q5_0 || type == TENSOR_MXFP4;
         float *wref;
         Tensor w = random_tensor(type, rows, cols, &wref);
         for (size_t i = 0; i < sizeof TOKENS / sizeof TOKENS[0]; i++) {
@@ -1284,7 +1294,7 @@ START_TEST(dispatch_covers_every_loaded_type) {
         caches++;
         ck_assert_msg(kernels_check_type((TensorType)id, KERNEL_USE_KV_CACHE, &err) == 0, "%s", err.msg);
     }
-    ck_assert_int_eq(weights, 13); /* f32, f16, bf16, q8_0, q4_0 ... q6_k: the loop saw them */
+    ck_assert_int_eq(weights, 14); /* f32, f16, bf16, q8_0, q4_0 ... q6_k, mxfp4: the loop saw them */
     ck_assert_int_eq(caches, 2);  /* f32, f16 */
 
     ck_assert_int_eq(kernels_check_type((TensorType)9, KERNEL_USE_WEIGHTS, &err), -1);
