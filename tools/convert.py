@@ -667,7 +667,7 @@ def write_llama_hparams(out, ctx, dim, hidden, n_layers, n_heads, n_kv, head_dim
 
 # ---- Hugging Face safetensors ---------------------------------------------------------------
 
-_ST_DTYPES = {"F32": 4, "F16": 2, "BF16": 2}
+_ST_DTYPES = {"F32": 4, "F16": 2, "BF16": 2, "U8": 1}
 
 
 def load_json(path):
@@ -738,9 +738,18 @@ class SafeTensors:
     def shape(self, name):
         return tuple(self.entries[name][2])
 
+    def read_u8(self, name):
+        """The raw bytes of a U8 tensor (MXFP4 blocks and scales)."""
+        path, dtype, shape, start, end = self.entries[name]
+        if dtype != "U8":
+            fail("%s: tensor %r has dtype %s, expected U8" % (path, name, dtype))
+        with open(path, "rb") as f:
+            f.seek(start)
+            return f.read(end - start)
+
     def read(self, name):
         path, dtype, shape, start, end = self.entries[name]
-        if dtype not in _ST_DTYPES:
+        if dtype not in _ST_DTYPES or dtype == "U8":
             fail("%s: tensor %r has dtype %s (supported: F32, F16, BF16)" % (path, name, dtype))
         with open(path, "rb") as f:
             f.seek(start)
@@ -1677,6 +1686,72 @@ def expert_sources(st, plan, prefix, n, width, dim):
         return read
     return (stacked("gate_proj", (width, dim)), stacked("up_proj", (width, dim)),
             stacked("down_proj", (dim, width)))
+
+
+# gpt-oss's release stores its experts in MXFP4 as two U8 tensors per matrix:
+# NAME_blocks (experts, rows, cols / 32, 16), byte i of a block holding
+# weights 2i (low nibble) and 2i + 1 (high), and NAME_scales (experts, rows,
+# cols / 32), the E8M0 exponents.  The codes are ggml's E2M1 codes and the
+# exponents its E8M0 bytes (the weight is E2M1(code) * 2^(e - 127), ggml's
+# doubled value times its half scale), so a block becomes ggml's by moving
+# nibbles only: weight j in the low nibble of byte j and j + 16 in the high
+# one, after the scale byte.
+
+# Byte tables: a byte's low or high nibble, as a low or as a high nibble.
+_LO = bytes(b & 0xF for b in range(256))
+_HI = bytes(b >> 4 for b in range(256))
+_LO_UP = bytes((b & 0xF) << 4 for b in range(256))
+_HI_UP = bytes(b & 0xF0 for b in range(256))
+
+
+def mxfp4_repack(blocks, scales):
+    """A checkpoint's MXFP4 rows (blocks: 16 bytes per block of 32, weights
+    2i and 2i + 1 in byte i; scales: one byte per block, in the same order)
+    as ggml's block_mxfp4 bytes.  Weight j < 16 of ggml's byte j comes from
+    byte j // 2 of the checkpoint's, weight j + 16 from byte 8 + j // 2,
+    each the low nibble for even j and the high one for odd j.  Whole
+    tensors at a time: byte j of every block is one strided slice, and two
+    slices of disjoint nibbles join as integers (no per-byte loop)."""
+    nb = len(scales)
+    if len(blocks) != 16 * nb:
+        fail("MXFP4 blocks of %d bytes do not match %d scales" % (len(blocks), nb))
+    out = bytearray(17 * nb)
+    out[0::17] = scales
+    for j in range(16):
+        low = blocks[j // 2::16].translate(_HI if j % 2 else _LO)
+        high = blocks[8 + j // 2::16].translate(_HI_UP if j % 2 else _LO_UP)
+        out[1 + j::17] = (int.from_bytes(low, "little") | int.from_bytes(high, "little")).to_bytes(nb, "little")
+    return bytes(out)
+
+
+def mxfp4_expert_sources(st, plan, prefix, n, width, dim):
+    """A gpt-oss layer's experts as llama.cpp's converter (GptOssModel)
+    writes them from the MXFP4 release: three callables giving the MXFP4
+    bytes of the stacked (n, width, dim) gate and up and (n, dim, width)
+    down, to be written as gguf.GGML_MXFP4 tensors ffn_gate_exps,
+    ffn_up_exps, ffn_down_exps.  The fused mlp.experts.gate_up_proj
+    interleaves gate and up by row (gate the even rows, up the odd ones, as
+    its biases do)."""
+    if dim % 32 or width % 32:
+        fail("%s: MXFP4 experts need widths that are multiples of 32 (%d, %d)" % (prefix, dim, width))
+    gu_b = plan.take(prefix + "experts.gate_up_proj_blocks", (n, 2 * width, dim // 32, 16))
+    gu_s = plan.take(prefix + "experts.gate_up_proj_scales", (n, 2 * width, dim // 32))
+    dn_b = plan.take(prefix + "experts.down_proj_blocks", (n, dim, width // 32, 16))
+    dn_s = plan.take(prefix + "experts.down_proj_scales", (n, dim, width // 32))
+
+    def rows(data, row_bytes, first):
+        """Every other row of `data` from row `first`."""
+        out = bytearray()
+        for r in range(first, len(data) // row_bytes, 2):
+            out += data[r * row_bytes:(r + 1) * row_bytes]
+        return bytes(out)
+
+    def half(first):
+        def read():
+            nb = dim // 32
+            return mxfp4_repack(rows(st.read_u8(gu_b), 16 * nb, first), rows(st.read_u8(gu_s), nb, first))
+        return read
+    return half(0), half(1), lambda: mxfp4_repack(st.read_u8(dn_b), st.read_u8(dn_s))
 
 
 def convert_hf_modern(model_dir, config, out, tokenizer, spec):

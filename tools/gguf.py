@@ -47,10 +47,12 @@ QK8_0 = 32
 _BLOCK = {GGML_F32: (1, 4), GGML_F16: (1, 2), GGML_BF16: (1, 2), GGML_Q8_0: (QK8_0, 2 + QK8_0)}
 # The other block-quantized types posenc reads (Reader maps them; their
 # values are tools/quant_reference.py's, which needs NumPy).
+GGML_MXFP4 = 39
 _BLOCK.update({2: (32, 18), 3: (32, 20), 6: (32, 22), 7: (32, 24), 10: (256, 84),
-               11: (256, 110), 12: (256, 144), 13: (256, 176), 14: (256, 210)})
+               11: (256, 110), 12: (256, 144), 13: (256, 176), 14: (256, 210),
+               GGML_MXFP4: (32, 17)})
 GGML_TYPE_NAMES.update({2: "q4_0", 3: "q4_1", 6: "q5_0", 7: "q5_1", 10: "q2_k", 11: "q3_k",
-                        12: "q4_k", 13: "q5_k", 14: "q6_k"})
+                        12: "q4_k", 13: "q5_k", 14: "q6_k", GGML_MXFP4: "mxfp4"})
 
 # llama.cpp's general.file_type (LLAMA_FTYPE_*) for a model whose matrices
 # have the given type.

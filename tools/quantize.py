@@ -4,8 +4,8 @@ layouts are base/quant.h's).
 
     quantize.py INPUT.gguf OUTPUT.gguf TYPE
 
-TYPE: q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k, or the mixes q4_k_m
-and q5_k_m.  Every key is copied; 1-D tensors stay as they are, matrices become
+TYPE: q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k mxfp4, or the mixes
+q4_k_m and q5_k_m.  Every key is copied; 1-D tensors stay as they are, matrices become
 TYPE.  The mixes are llama.cpp's (llama_tensor_get_type): q4_k (q5_k), but
 q6_k for the output matrix (the token embedding when it is tied) and for
 attn_v and ffn_down in the layers use_more_bits picks (the first and last
@@ -25,6 +25,12 @@ against the super-block's f16 scales, and the weights rounded against the
 scales as stored.  Unlike llama-quantize it weighs every weight alike and
 takes no importance matrix; its RMSE per tensor is within 1.05x of
 llama-quantize's (tests/fixtures/quant_rmse_llamacpp.json).
+
+mxfp4 is ggml's quantize_row_mxfp4_ref, operation for operation in float32,
+so its bytes are llama-quantize's: the E8M0 exponent is e = floor(log2
+amax) - 2 + 127 for the block's absolute maximum amax (0 for an all-zero
+block), and each weight takes the E2M1 code whose value times the half
+scale 2^(e - 128) is nearest, the lowest code on a tie.
 """
 import argparse
 import os
@@ -273,12 +279,45 @@ def block_size(name):
     return QK if name == "q8_0" else qr.TYPES[IDS[name]][1]
 
 
+def _e8m0(amax):
+    """ggml's (uint8_t)(floorf(log2f(amax)) - 2 + 127), 0 where amax is 0.
+    floorf(log2f(a)) is taken as floor of log2 in float64 rounded to float32:
+    the two agree for every positive finite float32 (checked exhaustively
+    against glibc's log2f), including those just below a power of two whose
+    log2f rounds up to it.  Below 2^-125 the value is negative and ggml's
+    cast to uint8_t keeps its low byte on x86-64 (as here; no weight is
+    that small in practice)."""
+    with np.errstate(divide="ignore"):
+        fl = np.floor(np.log2(amax.astype(np.float64)).astype(np.float32))
+    e = np.where(amax > 0, fl, -125).astype(np.int64) - 2 + 127
+    return (e & 0xFF).astype(np.uint8)
+
+
+def q_mxfp4(x):
+    """Blocks of 32, (nb, 32) float32 -> (nb, 17): ggml's quantize_row_mxfp4_ref.
+    The candidates' values k * d are exact (k of 2 bits, d a power of two),
+    so |k d - x| rounds once in float32 as ggml's does; the first least
+    error wins, as its strict comparison keeps."""
+    e = _e8m0(np.abs(x).max(axis=1))
+    d = np.ldexp(1.0, e.astype(np.int64) - 128).astype(np.float32)
+    values = qr.E2M1_DOUBLED.astype(np.float32)
+    q = np.empty(x.shape, np.int64)
+    for b0 in range(0, len(x), 1 << 16):  # (blocks, 32, 16) float32 at a time
+        sl = slice(b0, b0 + (1 << 16))
+        with np.errstate(over="ignore"):  # the huge d of a wrapped e, as ggml's: errors of inf
+            err = np.abs(values[None, None, :] * d[sl, None, None] - x[sl, :, None])
+        q[sl] = err.argmin(axis=2)
+    return np.concatenate([e[:, None], _pack_nibbles(q)], axis=1)
+
+
 def quantize(values, name):
     """Row-major float32 values (a multiple of the block) -> encoded bytes."""
     qk = block_size(name)
-    if name == "q8_0":
-        return q8_0(np.asarray(values, np.float32).reshape(-1, qk)).tobytes()
     x = np.asarray(values, np.float32).reshape(-1, qk)
+    if name == "q8_0":
+        return q8_0(x).tobytes()
+    if name == "mxfp4":
+        return q_mxfp4(x).tobytes()
     return (q_32 if qk == QK else q_k)(x, name).tobytes()
 
 

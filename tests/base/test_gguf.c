@@ -1119,6 +1119,58 @@ START_TEST(test_convert_errors) {
 }
 END_TEST
 
+/* gpt-oss's MXFP4 experts (U8 _blocks and _scales, weights 2i and 2i + 1
+ * in byte i) through convert.py's mxfp4_expert_sources into MXFP4 tensors
+ * (tests/base/mxfp4_checkpoint.py writes a synthetic checkpoint, the GGUF
+ * and the values transformers decodes from the checkpoint): the engine's
+ * dequantizer gives those values bit for bit (both are exact), gate the
+ * even rows of gate_up and up the odd ones.  Control: gate and up split
+ * as gate_up's halves instead differ. */
+START_TEST(test_convert_mxfp4_experts) {
+    if (!tests_python_available("convert.py MXFP4 experts")) return;
+    const char *dir = tests_temp_dir();
+    const char *args[] = {"tests/base/mxfp4_checkpoint.py", dir, NULL};
+    TestsRun r = tests_run_python_ok(args);
+    size_t n = (size_t)tests_json_number(r.out, "floats");
+    tests_run_free(&r);
+    char path[256];
+    size_t len;
+    snprintf(path, sizeof path, "%s/expected.f32", dir);
+    char *expected = tests_read_file(path, &len);
+    ck_assert_uint_eq(len, n * sizeof(float));
+    snprintf(path, sizeof path, "%s/control.f32", dir);
+    char *control = tests_read_file(path, &len);
+    snprintf(path, sizeof path, "%s/experts.gguf", dir);
+    GgufFile g;
+    PosencError err;
+    ck_assert_msg(gguf_open(&g, path, &err) == 0, "%s", err.msg);
+    static const struct { const char *name; int64_t ne0, ne1; } want[] = {
+        {"blk.0.ffn_gate_exps.weight", 96, 64}, {"blk.0.ffn_up_exps.weight", 96, 64},
+        {"blk.0.ffn_down_exps.weight", 64, 96}};
+    float *got = malloc(n * sizeof(float));
+    size_t at = 0;
+    for (size_t i = 0; i < 3; i++) {
+        const GgufTensor *t = gguf_find_tensor(&g, want[i].name);
+        ck_assert_msg(t, "%s missing", want[i].name);
+        ck_assert_int_eq(t->type, TENSOR_MXFP4);
+        ck_assert_int_eq(t->n_dims, 3);
+        ck_assert_int_eq(t->ne[0], want[i].ne0);
+        ck_assert_int_eq(t->ne[1], want[i].ne1);
+        ck_assert_int_eq(t->ne[2], 3);
+        ck_assert_uint_le(at + t->nelem, n);
+        tensor_dequantize(t->type, t->data, got + at, t->nelem);
+        at += t->nelem;
+    }
+    ck_assert_uint_eq(at, n);
+    ck_assert_msg(memcmp(got, expected, n * sizeof(float)) == 0, "the MXFP4 tensors differ from the checkpoint's values");
+    ck_assert_msg(memcmp(got, control, n * sizeof(float)) != 0, "control: gate and up as halves agree too");
+    gguf_close(&g);
+    free(got);
+    free(expected);
+    free(control);
+}
+END_TEST
+
 /* Byte-identical tensors (names, types, shapes, data) in two files. */
 static int same_tensors(const GgufFile *a, const GgufFile *b) {
     if (a->n_tensors != b->n_tensors) return 0;
@@ -1219,6 +1271,7 @@ static Suite *gguf_suite(void) {
     tcase_add_test(tc, test_convert_llama_bin_equals_hf);
     tcase_add_test(tc, test_convert_dtypes);
     tcase_add_test(tc, test_convert_errors);
+    tcase_add_test(tc, test_convert_mxfp4_experts);
     tcase_add_test(tc, test_convert_gguf_input);
     suite_add_tcase(s, tc);
     return s;

@@ -29,17 +29,21 @@
  * at most 1.05 x llama-quantize's on the same tensor in the same type
  * (tests/fixtures/quant_rmse_llamacpp.json, measured on this very model:
  * random_model.py is deterministic for a seed); the mixes q4_k_m and
- * q5_k_m run too.  Control: q4_k against q5_k's errors is far past it. */
+ * q5_k_m run too.  Control: q4_k against q5_k's errors is far past it.
+ * MXFP4 (measured: ppl 3.0e-4 and 0.011, decode 1.8e-3 and 0.011) is
+ * ggml's own quantizer, byte for byte: its RMSE is llama.cpp's to the
+ * fixture's 6 digits. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "base/gguf.h"
 #include "tests/common.h"
 
 static const char *const TYPES[] = {"q4_0", "q4_1", "q5_0", "q5_1", "q2_k",   "q3_k",
-                                    "q4_k", "q5_k", "q6_k", "q4_k_m", "q5_k_m"};
+                                    "q4_k", "q5_k", "q6_k", "mxfp4", "q4_k_m", "q5_k_m"};
 #define N_TYPES (sizeof TYPES / sizeof TYPES[0])
 
 #define PPL_NLL_TOL 2e-3
@@ -125,6 +129,10 @@ START_TEST(test_numpy_dequantizers_match_ggml) {
     TestsRun r = tests_run_python_ok(args);
     ck_assert_msg(strstr(r.out, "q6_k: 56 blocks checked"), "%s", r.out);
     tests_run_free(&r);
+    const char *mx[] = {"tools/quant_reference.py", "--check-fixture", "tests/fixtures/quant_ref_mxfp4.h", NULL};
+    r = tests_run_python_ok(mx);
+    ck_assert_msg(strstr(r.out, "mxfp4: 274 blocks checked"), "%s", r.out);
+    tests_run_free(&r);
 }
 END_TEST
 
@@ -194,7 +202,13 @@ END_TEST
  * quantization follows bits per weight, class by class, over the first 64
  * windows of 128 characters of its text: q8_0 (8.5 bits) within 1e-3 of
  * f32 and closer than every 5-bit type (q5_0 5.5, q5_1 6.0), each of which
- * is closer than every 4-bit one (q4_0 4.5, q4_1 5.0).  Within a class the
+ * is closer than every 4-bit one (q4_0 4.5, q4_1 5.0, mxfp4 4.25).
+ * MXFP4 has the fewest levels of them (15 values on a power-of-two scale,
+ * which near a block's maximum lie 2 to 4 of Q4_0's steps apart) and loses
+ * the most (measured 0.028, q4_0 0.009, q4_1 0.012): it is held within
+ * MXFP4_LOSS_MAX = 0.06 of f32, twice that, as q8_0 is to 1e-3.  Control:
+ * the same file with every block's E8M0 scale one step up (the weights
+ * doubled, as a scale read off by one would make them) is far outside it.  Within a class the
  * order is not a property (measured: q4_1 loses 0.0119 here and q4_0
  * 0.0090, while on the held-out tenth q4_0 loses more), across classes it
  * held on both texts with margins of at least 3e-3.  Control: q4_0 is not
@@ -209,8 +223,29 @@ static double zoo_nll(const char *gguf, const char *text) {
     return nll;
 }
 
+#define MXFP4_LOSS_MAX 0.06
+
+/* A copy of an MXFP4 file at `out` with every block's E8M0 byte one higher. */
+static void mxfp4_scales_up(const char *in, const char *out) {
+    GgufFile g;
+    PosencError err;
+    ck_assert_msg(gguf_open(&g, in, &err) == 0, "%s", err.msg);
+    size_t n, blocks = 0;
+    char *bytes = tests_read_file(in, &n);
+    for (size_t i = 0; i < g.n_tensors; i++) {
+        const GgufTensor *t = &g.tensors[i];
+        if (t->type != TENSOR_MXFP4) continue;
+        for (size_t b = 0; b < t->nbytes / sizeof(BlockMXFP4); b++, blocks++)
+            bytes[g.data_offset + t->offset + b * sizeof(BlockMXFP4)]++;
+    }
+    ck_assert_uint_gt(blocks, 0);
+    tests_write_file(out, bytes, n);
+    free(bytes);
+    gguf_close(&g);
+}
+
 START_TEST(test_nll_follows_bits_per_weight) {
-    static const char *const FOUR[] = {"q4_0", "q4_1"}, *const FIVE[] = {"q5_0", "q5_1"};
+    static const char *const FOUR[] = {"q4_0", "q4_1", "mxfp4"}, *const FIVE[] = {"q5_0", "q5_1"};
     const char *models = tests_models_dir("NLL against bits per weight");
     if (!models || !tests_python_available("NLL against bits per weight")) return;
     const char *f32 = tests_convert(models, "zoo/rope", NULL);
@@ -219,9 +254,9 @@ START_TEST(test_nll_follows_bits_per_weight) {
     const char *text = tests_text_path(models, "tiny-shakespeare.txt");
     dir = tests_temp_dir();
     double nll_f32 = zoo_nll(f32, text), loss_q8 = fabs(zoo_nll(q8, text) - nll_f32);
-    double loss[2][2]; /* [4 or 5 bits][type] */
+    double loss[2][3]; /* [4 or 5 bits][type] */
     for (int c = 0; c < 2; c++)
-        for (int i = 0; i < 2; i++) {
+        for (int i = 0; i < (c ? 2 : 3); i++) {
             const char *type = c ? FIVE[i] : FOUR[i];
             Path q = path_in(type, ".gguf");
             const char *quant[] = {"tools/quantize.py", f32, q.s, type, NULL};
@@ -232,12 +267,18 @@ START_TEST(test_nll_follows_bits_per_weight) {
         }
     /* zoo_nll failed on a NaN, so fmax and fmin have none to drop */
     double worst5 = fmax(loss[1][0], loss[1][1]), best5 = fmin(loss[1][0], loss[1][1]);
-    double best4 = fmin(loss[0][0], loss[0][1]);
+    double best4 = fmin(fmin(loss[0][0], loss[0][1]), loss[0][2]);
     ck_assert_msg(loss_q8 <= 1e-3, "q8_0 is %g from f32", loss_q8);
     ck_assert_msg(loss_q8 < best5, "q8_0 (%g) is not closer to f32 than every 5-bit type (%g)", loss_q8, best5);
     ck_assert_msg(worst5 < best4, "a 5-bit type (%g) is not closer to f32 than every 4-bit one (%g)", worst5,
                   best4);
     ck_assert_msg(loss[0][0] > 1e-3, "control: q4_0 is within 1e-3 of f32");
+    ck_assert_msg(loss[0][2] <= MXFP4_LOSS_MAX, "mxfp4 is %g from f32", loss[0][2]);
+    Path up = path_in("mxfp4-scales-up", ".gguf");
+    mxfp4_scales_up(path_in("mxfp4", ".gguf").s, up.s);
+    double loss_up = fabs(zoo_nll(up.s, text) - nll_f32);
+    printf("zoo rope mxfp4 with its scales one step up: NLL %.5f from f32\n", loss_up);
+    ck_assert_msg(loss_up > MXFP4_LOSS_MAX, "control: mxfp4 with doubled weights is %g from f32", loss_up);
 }
 END_TEST
 
