@@ -568,12 +568,47 @@ static void dot_q4_0_pairs(float *out, const int8_t *xq, const float *xd, const 
     }
 }
 
+/* MXFP4 as dot_q4_0_pairs: the codes through a byte shuffle to u = 12 +
+ * the doubled E2M1 value (0..24, unsigned like Q4_0's nibbles), less 12
+ * times the activations' sum; the scales are E8M0 half scales. */
+static void dot_mxfp4_pairs(float *out, const int8_t *xq, const float *xd, const void *w, size_t row_bytes,
+                            int m, int k) {
+    const __m256i low = _mm256_set1_epi8(0xF);
+    const __m512i lut = _mm512_broadcast_i32x4(_mm_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0));
+    const __m512i twelve = _mm512_set1_epi8(12);
+    int nb = k / 32;
+    for (int r = 0; r < m; r++) {
+        const BlockMXFP4 *blk = (const BlockMXFP4 *)((const uint8_t *)w + (size_t)r * row_bytes);
+        stream_prefetch(blk, row_bytes);
+        __m512 acc = _mm512_setzero_ps();
+        for (int b = 0; b < nb; b += 2) {
+            int pair = b + 1 < nb; /* else the row ends after this block: do not read past it */
+            __m128i raw0 = _mm_loadu_si128((const __m128i *)blk[b].qs);
+            __m256i raw = pair ? _mm256_inserti128_si256(_mm256_castsi128_si256(raw0),
+                                                         _mm_loadu_si128((const __m128i *)blk[b + 1].qs), 1)
+                               : _mm256_zextsi128_si256(raw0);
+            __m256i lo = _mm256_and_si256(raw, low), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low);
+            /* [lo0 lo1 hi0 hi1] -> [lo0 hi0 lo1 hi1], then the codes to u */
+            __m512i codes = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+            __m512i q = _mm512_shuffle_epi8(lut, _mm512_shuffle_i64x2(codes, codes, _MM_SHUFFLE(3, 1, 2, 0)));
+            __m512i x = pair ? _mm512_loadu_si512(xq + 32 * b)
+                             : _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i *)(xq + 32 * b)));
+            __m512i p = _mm512_sub_epi32(dot4_u8(q, x), dot4_u8(twelve, x));
+            __m512 ws = _mm512_insertf32x8(_mm512_set1_ps(quant_e8m0_half(blk[b].e) * xd[b]),
+                                           _mm256_set1_ps(pair ? quant_e8m0_half(blk[b + 1].e) * xd[b + 1] : 0.0f), 1);
+            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), ws, acc);
+        }
+        out[r] = _mm512_reduce_add_ps(acc);
+    }
+}
+
 #define QUANT_PACKED_Q4_0 avx512_packed_q4_0 /* kernels_avx512_packed.c */
 #define QUANT_PACKED_Q4_K avx512_packed_q4_k
 #define QUANT_PACKED_Q6_K avx512_packed_q6_k
 
 #define QUANT_AVX256 /* kernels_quant.h's 256-bit kernels, on quant_dot4 */
 #define QUANT_DOT_Q4_0 dot_q4_0_pairs
+#define QUANT_DOT_MXFP4 dot_mxfp4_pairs
 #include "model/kernels_quant.h"
 
 /* ---- the FMA peak (KernelPath.fma_peak) ------------------------------------ */

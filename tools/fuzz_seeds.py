@@ -203,7 +203,7 @@ def convert(args, out):
 
 # The block-quantized types tools/quantize.py writes; it needs NumPy, and
 # without it those seeds are left out (with a note).
-QUANT_TYPES = ("q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k")
+QUANT_TYPES = ("q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "mxfp4")
 
 
 def quantize(src, out, qtype):
