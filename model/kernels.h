@@ -48,7 +48,7 @@ void matmul_scratch_free(MatmulScratch *s);
 
 /* out (n, w->rows) = x (n, w->cols) . w^T, parallel over output rows (and,
  * for n > 1, over blocks of tokens).  n = 1 streams the weights once with
- * a matrix-vector kernel; block-quantized weights (Q8_0, Q4_0 ... Q6_K)
+ * a matrix-vector kernel; block-quantized weights (Q8_0, Q4_0 ... Q6_K, MXFP4)
  * then quantize x to int8 blocks (Q8_K super-blocks for the K-quants) and
  * use integer dot products.  n > 1 runs a cache-blocked matrix-matrix
  * kernel: on the packed copy of f32 weights where the path packs them

@@ -82,7 +82,7 @@ INLINE void gemm_q8_tile(float *out, size_t ldo, const QuantUnit *w, int rows, c
         case 1: gemm_q8_tile(out, ldo, w, rows, x, t, 1, OFF, MIN, SPLIT); break;                 \
         }                                                                                         \
     }
-GEMM_Q8_KIND(gemm_q8_centred, 1, 0, 0)       /* Q8_0, Q4_0, Q5_0 */
+GEMM_Q8_KIND(gemm_q8_centred, 1, 0, 0)       /* Q8_0, Q4_0, Q5_0, MXFP4 */
 GEMM_Q8_KIND(gemm_q8_min, 0, 1, 0)           /* Q4_1, Q5_1, Q4_K, Q5_K */
 GEMM_Q8_KIND(gemm_q8_split_min, 0, 1, 1)     /* Q2_K */
 GEMM_Q8_KIND(gemm_q8_split_centred, 1, 0, 1) /* Q3_K, Q6_K */
