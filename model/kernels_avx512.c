@@ -569,12 +569,13 @@ static void dot_q4_0_pairs(float *out, const int8_t *xq, const float *xd, const 
 }
 
 /* MXFP4 as dot_q4_0_pairs: the codes through a byte shuffle to u = 12 +
- * the doubled E2M1 value (0..24, unsigned like Q4_0's nibbles), less 12
- * times the activations' sum; the scales are E8M0 half scales. */
+ * the doubled E2M1 value (quant_mxfp4_u: 0..24, unsigned like Q4_0's
+ * nibbles), less 12 times the activations' sum; the scales are E8M0 half
+ * scales. */
 static void dot_mxfp4_pairs(float *out, const int8_t *xq, const float *xd, const void *w, size_t row_bytes,
                             int m, int k) {
     const __m256i low = _mm256_set1_epi8(0xF);
-    const __m512i lut = _mm512_broadcast_i32x4(_mm_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0));
+    const __m512i lut = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)quant_mxfp4_u));
     const __m512i twelve = _mm512_set1_epi8(12);
     int nb = k / 32;
     for (int r = 0; r < m; r++) {

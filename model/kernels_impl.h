@@ -76,6 +76,10 @@ typedef struct QuantUnit {
     float *d, *m;    /* (nb, 2 row groups, 2 halves, 16 rows) */
 } QuantUnit;
 
+/* MXFP4's unit bytes by E2M1 code: u = the doubled value (quant_e2m1) +
+ * off, 12 (also the AVX-512 decode's unsigned quants). */
+static const uint8_t quant_mxfp4_u[16] = {12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0};
+
 /* Activations of a chunk quantized once for every matrix that reads
  * them: per token, Q8 blocks of 32 (the path's quantize_q8) and the sums
  * of each 16 quants, which turn a block's sum of u * x into one of
