@@ -1912,15 +1912,19 @@ def gpt_oss_experts(st, plan, prefix, n, width, dim):
     dim)).  The BF16/F32 release stores (in, out) matrices, gate and up
     interleaved along the outputs (gate_up_proj[..., 2j] is gate's output j,
     [..., 2j + 1] up's), and the biases alike.  The one place that reads
-    the experts' source tensors, so another stored form of them (the MXFP4
-    release's _blocks and _scales) is another branch here."""
-    if prefix + "gate_up_proj_blocks" in st:
-        fail("%sgate_up_proj_blocks: MXFP4 experts are not supported yet (convert a BF16 "
-             "release)" % prefix)
-    gu = plan.take(prefix + "gate_up_proj", (n, dim, 2 * width))
+    the experts' source tensors: the MXFP4 release's _blocks and _scales
+    give MXFP4 bytes (mxfp4_expert_sources; "mxfp4" is then True)."""
     gu_b = plan.take(prefix + "gate_up_proj_bias", (n, 2 * width))
-    dn = plan.take(prefix + "down_proj", (n, width, dim))
     dn_b = plan.take(prefix + "down_proj_bias", (n, dim))
+
+    def bias(second):
+        return lambda: st.read(gu_b)[second::2]
+    if prefix + "gate_up_proj_blocks" in st:
+        gate, up, down = mxfp4_expert_sources(st, plan, prefix[:-len("experts.")], n, width, dim)
+        return {"gate": (gate, bias(0)), "up": (up, bias(1)), "down": (down, lambda: st.read(dn_b)),
+                "mxfp4": True}
+    gu = plan.take(prefix + "gate_up_proj", (n, dim, 2 * width))
+    dn = plan.take(prefix + "down_proj", (n, width, dim))
 
     def gate_or_up(second):
         def read():
@@ -1933,16 +1937,13 @@ def gpt_oss_experts(st, plan, prefix, n, width, dim):
             return out
         return read
 
-    def bias(second):
-        return lambda: st.read(gu_b)[second::2]
-
     def down():
         a, out = st.read(dn), array.array("f")
         for e in range(n):
             out.extend(transpose(a[e * width * dim:(e + 1) * width * dim], width, dim))
         return out
     return {"gate": (gate_or_up(0), bias(0)), "up": (gate_or_up(1), bias(1)),
-            "down": (down, lambda: st.read(dn_b))}
+            "down": (down, lambda: st.read(dn_b)), "mxfp4": False}
 
 
 def convert_hf_gpt_oss(model_dir, config, out, tokenizer):
@@ -2014,7 +2015,10 @@ def convert_hf_gpt_oss(model_dir, config, out, tokenizer):
                                         ("up", (n_experts, width, dim), (n_experts, width)),
                                         ("down", (n_experts, dim, width), (n_experts, dim))):
             weights, bias = experts[what]
-            out.tensor(b + "ffn_%s_exps.weight" % what, shape, weights)
+            if experts["mxfp4"]:   # kept as the release stores them, whatever --dtype says
+                out.w.add_tensor(b + "ffn_%s_exps.weight" % what, shape, gguf.GGML_MXFP4, weights)
+            else:
+                out.tensor(b + "ffn_%s_exps.weight" % what, shape, weights)
             out.tensor(b + "ffn_%s_exps.bias" % what, bias_shape, bias)
     out.tensor("output_norm.weight", (dim,), plain("model.norm.weight", (dim,)))
     if head:

@@ -1171,6 +1171,51 @@ START_TEST(test_convert_mxfp4_experts) {
 }
 END_TEST
 
+/* A whole gpt-oss checkpoint in the MXFP4 release's form (hf_tiny's
+ * gpt_oss with its experts as _blocks and _scales; tests/base/
+ * gpt_oss_mxfp4.py) converts to MXFP4 expert tensors that dequantize, bit
+ * for bit, to the float experts the checkpoint means, as its float twin
+ * converts them; every other tensor is the twin's.  Control: one layer's
+ * gate against the twin's up differs. */
+START_TEST(test_convert_gpt_oss_mxfp4_release) {
+    if (!tests_python_available("convert.py gpt-oss's MXFP4 release")) return;
+    const char *dir = tests_temp_dir();
+    TestsRun r = tests_run_python_ok((const char *[]){"tests/base/gpt_oss_mxfp4.py", dir, NULL});
+    tests_run_free(&r);
+    char path[256];
+    GgufFile mx, fl;
+    PosencError err;
+    snprintf(path, sizeof path, "%s/mxfp4.gguf", dir);
+    ck_assert_msg(gguf_open(&mx, path, &err) == 0, "%s", err.msg);
+    snprintf(path, sizeof path, "%s/float.gguf", dir);
+    ck_assert_msg(gguf_open(&fl, path, &err) == 0, "%s", err.msg);
+    ck_assert_uint_eq(mx.n_tensors, fl.n_tensors);
+    int n_mxfp4 = 0;
+    for (size_t i = 0; i < mx.n_tensors; i++) {
+        const GgufTensor *a = &mx.tensors[i], *b = gguf_find_tensor(&fl, a->name);
+        ck_assert_msg(b && a->nelem == b->nelem, "%s", a->name);
+        float *x = malloc(a->nelem * sizeof(float)), *y = malloc(b->nelem * sizeof(float));
+        tensor_dequantize(a->type, a->data, x, a->nelem);
+        tensor_dequantize(b->type, b->data, y, b->nelem);
+        ck_assert_msg(memcmp(x, y, a->nelem * sizeof(float)) == 0, "%s differs", a->name);
+        n_mxfp4 += a->type == TENSOR_MXFP4;
+        free(x);
+        free(y);
+    }
+    ck_assert_int_eq(n_mxfp4, 6); /* gate, up and down of both layers */
+    const GgufTensor *gate = gguf_find_tensor(&mx, "blk.0.ffn_gate_exps.weight"),
+                     *up = gguf_find_tensor(&fl, "blk.0.ffn_up_exps.weight");
+    float *x = malloc(gate->nelem * sizeof(float)), *y = malloc(up->nelem * sizeof(float));
+    tensor_dequantize(gate->type, gate->data, x, gate->nelem);
+    tensor_dequantize(up->type, up->data, y, up->nelem);
+    ck_assert_msg(memcmp(x, y, gate->nelem * sizeof(float)) != 0, "control: gate equals up");
+    free(x);
+    free(y);
+    gguf_close(&mx);
+    gguf_close(&fl);
+}
+END_TEST
+
 /* Byte-identical tensors (names, types, shapes, data) in two files. */
 static int same_tensors(const GgufFile *a, const GgufFile *b) {
     if (a->n_tensors != b->n_tensors) return 0;
@@ -1272,6 +1317,7 @@ static Suite *gguf_suite(void) {
     tcase_add_test(tc, test_convert_dtypes);
     tcase_add_test(tc, test_convert_errors);
     tcase_add_test(tc, test_convert_mxfp4_experts);
+    tcase_add_test(tc, test_convert_gpt_oss_mxfp4_release);
     tcase_add_test(tc, test_convert_gguf_input);
     suite_add_tcase(s, tc);
     return s;
