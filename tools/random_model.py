@@ -211,15 +211,20 @@ def family_main(args, formats):
     if not os.path.exists(os.path.join(hf, "model.safetensors")):
         write_hf(hf, FAMILY_SHAPES[args.shape], args.seed)
         print(hf)
+    write_ggufs(args.outdir, args.shape, formats, lambda out: convert.convert_hf(hf, out, None))
+    return 0
+
+
+def write_ggufs(outdir, name, formats, convert_into):
+    """OUTDIR/NAME-TYPE.gguf for each GGUF type of formats not written yet."""
     for f in formats:
-        path = os.path.join(args.outdir, "%s-%s.gguf" % (args.shape, f))
-        if os.path.exists(path):
+        path = os.path.join(outdir, "%s-%s.gguf" % (name, f))
+        if f == "bin" or os.path.exists(path):
             continue
         out = convert.Output(f)
-        convert.convert_hf(hf, out, None)
+        convert_into(out)
         out.write(path)
         print(path)
-    return 0
 
 
 def parse_args(argv):
@@ -277,16 +282,7 @@ def main(argv):
     if not os.path.exists(binpath):
         write_bin(binpath, dims, args.seed)
         print(binpath)
-    for f in formats:
-        if f == "bin":
-            continue
-        path = os.path.join(args.outdir, "%s-%s.gguf" % (name, f))
-        if os.path.exists(path):
-            continue
-        out = convert.Output(f)
-        convert.convert_llama2c(binpath, out, tok)
-        out.write(path)
-        print(path)
+    write_ggufs(args.outdir, name, formats, lambda out: convert.convert_llama2c(binpath, out, tok))
     return 0
 
 
