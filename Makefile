@@ -147,7 +147,7 @@ demo: run
 # ---- benchmarks ---------------------------------------------------------------
 # make bench [LLAMA2C=/path/to/llama2.c/run] [LLAMACPP_BENCH="/path/to/llama-bench ..."]
 #            [LLAMACPP_PPL=/path/to/llama-perplexity] [LLAMACPP_BATCHED=/path/to/llama-batched-bench]
-#            [BENCH_THREADS=2] [BENCH_REPS=3]
+#            [LLAMA_SERVER=/path/to/llama-server] [BENCH_THREADS=2] [BENCH_REPS=3]
 # Random-weight models at real shapes go to build/bench (made once).
 BENCH_THREADS ?= 2
 BENCH_REPS ?= 3
@@ -164,8 +164,11 @@ bench: run
 	  $(if $(LLAMACPP_BATCHED),--llamacpp-batched $(LLAMACPP_BATCHED))
 	@if [ -f tools/bench_tokenizer.sh ]; then echo; sh tools/bench_tokenizer.sh $(MODELS_DIR); fi
 	@echo; echo "-m serve, stories260K: generated tokens/s by slots and concurrent clients (tools/serve_bench.py)"
-	@$(PYTHON) tools/serve_bench.py ./run $(MODELS_DIR)/stories260K/stories260K.bin \
-	  $(MODELS_DIR)/stories260K/tok512.bin --slots 1,2 --clients 1,4,8 --requests 10 --max-tokens 200
+	@$(if $(LLAMA_SERVER),$(PYTHON) tools/convert.py $(MODELS_DIR)/stories260K/stories260K.bin \
+	  build/bench/stories260K.gguf --tokenizer $(MODELS_DIR)/stories260K/tok512.bin &&) \
+	$(PYTHON) tools/serve_bench.py ./run $(MODELS_DIR)/stories260K/stories260K.bin \
+	  $(MODELS_DIR)/stories260K/tok512.bin --slots 1,2 --clients 1,4,8 --requests 10 --max-tokens 200 \
+	  $(if $(LLAMA_SERVER),--llama-server $(LLAMA_SERVER) --gguf build/bench/stories260K.gguf)
 
 # ---- fuzzing ----------------------------------------------------------------
 # One libFuzzer target per kind of input (fuzz/fuzz_*.c), built with clang
