@@ -224,10 +224,10 @@ int run_passkey(const Options *o) {
         size_t len;
         char *text = chat_format_render(&chat, &(ChatMessage){"user", ""}, 1, 1, &len, &err);
         int *ids = NULL, n_ids;
-        if (!text || chat_format_encode(&chat, text, len, &ids, &n_ids, &err))
-            cli_die("%s: %s", template_flag(o), err.msg);
+        int failed = !text || chat_format_encode(&chat, text, len, &ids, &n_ids, &err);
         free(ids);
-        free(text);
+        free(text); /* before a die: LeakSanitizer sees no pointer to it left */
+        if (failed) cli_die("%s: %s", template_flag(o), err.msg);
     }
     Plan plan = {0};
     if (o->haystacks) plan_from_file(o, &enc, &plan);
