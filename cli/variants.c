@@ -157,9 +157,9 @@ static SinkSetting parse_sink_setting(const char *item, const Model *m, int n_ct
         long keep = strncmp(rest, "keep:", 5) ? -1 : strtol(rest + 5, &end, 10);
         if (keep < 0 || end == rest + 5 || *end)
             cli_die("--sinks: '%s' is not a setting (learned, off, keep:N, learned+keep:N)", item);
-        if (keep > n_ctx - 2)
-            cli_die("--sinks %s: keeping %ld of %d cells leaves fewer than the 2 a context shift "
-                    "needs (at most --ctx - 2)", item, keep, n_ctx);
+        PosencError err;
+        if (keep > INT_MAX || context_shift_check_keep(n_ctx, (int)keep, &err))
+            cli_die("--sinks %s: %s", item, keep > INT_MAX ? "too many kept cells" : err.msg);
         s.keep = (int)keep;
     }
     if (s.learned && !m->config.family.attn_sinks)
