@@ -147,9 +147,11 @@ demo: run
 # ---- benchmarks ---------------------------------------------------------------
 # make bench [LLAMA2C=/path/to/llama2.c/run] [LLAMACPP_BENCH="/path/to/llama-bench ..."]
 #            [LLAMACPP_PPL=/path/to/llama-perplexity] [LLAMACPP_BATCHED=/path/to/llama-batched-bench]
-#            [LLAMA_SERVER=/path/to/llama-server] [BENCH_THREADS=2] [BENCH_REPS=3]
+#            [LLAMA_SERVER=/path/to/llama-server] [BENCH_THREADS=1,2,...] [BENCH_REPS=3]
 # Random-weight models at real shapes go to build/bench (made once).
-BENCH_THREADS ?= 2
+# 1, 2 and all cores (each once), as the tables compare them
+NPROC := $(shell nproc 2>/dev/null || echo 2)
+BENCH_THREADS ?= $(shell echo 1 2 $(NPROC) | tr ' ' '\n' | sort -un | paste -sd, -)
 BENCH_REPS ?= 3
 # (several llama-bench builds, e.g. c392e50's and today's: one column each;
 # llama-perplexity and llama-batched-bench are taken beside the first)

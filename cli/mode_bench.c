@@ -21,6 +21,8 @@ int run_bench(const Options *o) {
     if (o->depth_list && bench_parse_depths(b.depth, &b.n_depth, o->depth_list, &err))
         cli_die("--depth: %s", err.msg);
     if (o->reps) b.reps = o->reps;
+    for (int i = 0; i < o->n_thread_counts; i++) b.threads[i] = o->thread_counts[i];
+    b.n_threads = o->n_thread_counts;
     b.kv_type = kv_type(o);
     b.json = o->json;
     if (bench_run(&s.model, &b, stdout, &err)) cli_die("%s", err.msg);

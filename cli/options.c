@@ -63,6 +63,7 @@ static const ModeSpec modes[] = {
 
 static void parse_windows(Options *o, const OptionSpec *spec, const char *v);
 static void parse_stop(Options *o, const OptionSpec *spec, const char *v);
+static void parse_threads(Options *o, const OptionSpec *spec, const char *v);
 
 #define SECTION(title) {.section = title}
 #define OPTION(name, kind, lo, hi, modes, field, metavar, fallback, help) \
@@ -91,9 +92,10 @@ static const OptionSpec options[] = {
      "llama.cpp's -f); ppl: the text to score; tokenize: text to encode line by "
      "line; pe, attention: as -i; passkey: the filler text; a file or a pipe (-f "
      "/dev/stdin), not a directory"),
-    OPTION("--threads", OPT_INT, 1, 1024, M_FORWARD | MODE_INSPECT | MODE_PE, threads, "N",
+    OPTION_PARSED("--threads", OPT_CUSTOM, 1, 1024, M_FORWARD | MODE_INSPECT | MODE_PE, threads, "N",
      "all cores",
-     "OpenMP threads"),
+     "OpenMP threads; bench: a list 1,2,4 runs every test at each count, as llama-bench's -t",
+     parse_threads),
     OPTION("--kv-type", OPT_TEXT, 0, 0, MODE_GENERATE | MODE_PPL | MODE_BENCH | MODE_CHAT | MODE_INSPECT | MODE_PASSKEY | MODE_SERVE, kv_type, "T",
      "f32",
      "KV cache element type: f32 or f16 (half the cache memory and attention "
@@ -539,6 +541,27 @@ static void parse_windows(Options *o, const OptionSpec *spec, const char *v) {
     o->ctx = o->windows[0];
 }
 
+/* --threads N, or in bench a list N,N,...; o->threads is the largest,
+ * with which the engine is set up. */
+static void parse_threads(Options *o, const OptionSpec *spec, const char *v) {
+    const char *flag = spec->name;
+    char buf[256];
+    if (strlen(v) >= sizeof buf) cli_die("%s: list too long", flag);
+    if (!v[0] || v[0] == ',' || v[strlen(v) - 1] == ',' || strstr(v, ",,"))
+        cli_die("%s: an empty count in '%s'", flag, v);
+    snprintf(buf, sizeof buf, "%s", v);
+    o->n_thread_counts = 0;
+    o->threads = 0;
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (o->n_thread_counts == MAX_THREAD_COUNTS) cli_die("%s: at most %d counts", flag, MAX_THREAD_COUNTS);
+        int n = (int)cli_parse_long(flag, t, (long)spec->lo, (long)spec->hi);
+        for (int i = 0; i < o->n_thread_counts; i++)
+            if (o->thread_counts[i] == n) cli_die("%s: %d is in the list twice", flag, n);
+        o->thread_counts[o->n_thread_counts++] = n;
+        if (n > o->threads) o->threads = n;
+    }
+}
+
 /* --stop, the one flag that repeats. */
 static void parse_stop(Options *o, const OptionSpec *spec, const char *v) {
     if (o->n_stops == MAX_STOPS) cli_die("%s: at most %d stop strings", spec->name, MAX_STOPS);
@@ -627,6 +650,8 @@ static void check_flags_apply(const Options *o) {
         cli_die("unexpected argument '%s' (one model: only -m ppl compares several models)",
                 o->model_paths[1]);
     if (o->n_windows > 1 && mode != MODE_PPL) cli_die("--ctx: a list of windows needs -m ppl");
+    if (o->n_thread_counts > 1 && mode != MODE_BENCH)
+        cli_die("--threads: a list of counts is for -m bench; give one count");
     if ((o->n_models > 1 || o->n_windows > 1) && o->logits_out)
         cli_die("--logits-out writes one run's tokens: give one model and one --ctx window");
     TensorType kv;

@@ -13,6 +13,7 @@
 #define MAX_STOPS 16
 #define MAX_MODELS 16
 #define MAX_WINDOWS 16
+#define MAX_THREAD_COUNTS 8
 #define MAX_GIVEN 64
 #define POSENC_VERSION "0.12"
 
@@ -23,7 +24,8 @@ typedef struct {
     int n_models;
     const char *model_path, *tokenizer_path, *mode, *prompt, *text_file;
     float temperature, topp, min_p;
-    int topk, steps, threads;
+    int topk, steps, threads;   /* threads: the largest of --threads' counts, 0 for all cores */
+    int thread_counts[MAX_THREAD_COUNTS], n_thread_counts; /* --threads as given (bench: a list) */
     SamplerPenalties penalties;
     /* chat */
     const char *system_prompt, *chat_template, *chat_template_kwargs;

@@ -51,6 +51,13 @@ typedef struct {
 typedef void (*AttentionObserver)(void *user, int layer, int head, int pos_q,
                                   const float *weights, int n_cells);
 
+/* Where the forward passes' time went besides the matmuls (state.mm's
+ * stats), summed until the caller resets it (-m bench shows it). */
+typedef struct {
+    double attention_seconds; /* scores, softmax and values over the cached cells */
+    long attention_regions;   /* the parallel regions of that */
+} ForwardStats;
+
 /* One layer's attention as this context runs it: the model's table entry
  * (LayerAttention) with the context's scheme (model_layer_scheme) and the
  * overrides of context_set_layer. */
@@ -76,6 +83,7 @@ typedef struct {
     AttentionObserver observe_attention; /* NULL (the default): never called */
     void *observer_user;
     float *observer_rows; /* (threads, ATT_TILE, n_ctx): whole softmax rows for the observer */
+    ForwardStats stats;
     size_t expert_passes; /* expert feed-forwards run so far: each reads one expert's matrices
                              once, for all the tokens of a chunk that picked it (tests count) */
 } Context;

@@ -298,8 +298,10 @@ static void attention_block(Context *ctx, int l, int first, int n, int pos0) {
 
     /* Later tiles see more cells: dynamic scheduling evens the load. */
     int tiles = (n + ATT_TILE - 1) / ATT_TILE, n_cells = first + n, hs = model_head_size(c);
-    #pragma omp parallel for schedule(dynamic, 1) \
-        if ((size_t)n * q_dim * n_cells >= PARALLEL_MIN_MACS)
+    int parallel = (size_t)n * q_dim * n_cells >= PARALLEL_MIN_MACS;
+    double started = time_now_s();
+    ctx->stats.attention_regions += parallel && omp_get_max_threads() > 1;
+    #pragma omp parallel for schedule(dynamic, 1) if (parallel)
     for (int it = 0; it < tiles * c->n_heads; it++) {
         int h = it % c->n_heads, t0 = it / c->n_heads * ATT_TILE, nt = n - t0 < ATT_TILE ? n - t0 : ATT_TILE;
         int th = omp_get_thread_num();
@@ -309,6 +311,7 @@ static void attention_block(Context *ctx, int l, int first, int n, int pos0) {
         else
             attend_tile(ctx, l, h, t0, nt, first, pos0, s->att + (size_t)th * ATT_TILE * (ATT_BLOCK + hs));
     }
+    ctx->stats.attention_seconds += time_now_s() - started;
     matmul(s->xb2, s->xb, &w->wo, n, &s->mm);
     add_bias(s->xb2, w->bo, n, c->dim);
     if (w->attn_post_norm) norm_rows(c, s->xb2, s->xb2, w->attn_post_norm, NULL, n);

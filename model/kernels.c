@@ -119,6 +119,10 @@ int kernels_check_type(TensorType t, KernelUse use, PosencError *err) {
  * in steps that keep the 16-row tiles whole. */
 #define GEMV_ROW_STEP 16
 
+/* thread_done's doubles per thread: a cache line each, so the threads'
+ * stamps share none. */
+#define THREAD_DONE_STRIDE 8
+
 static size_t panel_floats(int max_cols) {
     size_t pad = (size_t)PAIRS_BF16_ROWS * max_cols / 2;
     if (pad < (size_t)16 * max_cols) pad = (size_t)16 * max_cols;
@@ -173,7 +177,8 @@ int matmul_scratch_build(MatmulScratch *s, int max_cols, PosencError *err) {
     s->xbf = malloc_lines(xbf_bytes(max_cols));
     s->units = calloc((size_t)s->n_threads, sizeof *s->units);
     s->units_data = malloc_lines(unit_bytes(max_cols) * (size_t)s->n_threads);
-    if (!s->panel || !s->xq || !s->xd || !s->xsum || !s->kq || !s->kd || !s->ksum || !s->acts || !s->acts_data || !s->xbf || !s->units ||
+    s->thread_done = malloc_lines((size_t)s->n_threads * THREAD_DONE_STRIDE * sizeof(double));
+    if (!s->thread_done || !s->panel || !s->xq || !s->xd || !s->xsum || !s->kq || !s->kd || !s->ksum || !s->acts || !s->acts_data || !s->xbf || !s->units ||
         !s->units_data) {
         matmul_scratch_free(s);
         return posenc_error_oom(err, s->panel_floats * (size_t)s->n_threads, sizeof(float),
@@ -206,6 +211,7 @@ void matmul_scratch_free(MatmulScratch *s) {
     free(s->xbf);
     free(s->units);
     free(s->units_data);
+    free(s->thread_done);
     memset(s, 0, sizeof *s);
 }
 
@@ -258,11 +264,13 @@ static void gemv(float *const *outs, const float *x, const Tensor *const *ws, in
     }
     if (q8) active_path()->quantize_q8(s->xq, s->xd, x, ws[0]->cols);
     if (q8_packed) quant_sums(s->xsum, s->xq, ws[0]->cols, QK); /* the packed Q4_0 kernel's centre term */
-    if (q8k) quantize_q8k(s->kq, s->kd, s->ksum, x, ws[0]->cols);
-    int nt = n_threads_for(s, (size_t)total * GEMV_ROW_STEP * ws[0]->cols);
+    if (q8k) active_path()->quantize_q8k(s->kq, s->kd, s->ksum, x, ws[0]->cols);
+    int nt = n_threads_for(s, (size_t)total * GEMV_ROW_STEP * ws[0]->cols), team = 1;
+    double t0 = time_now_s();
     #pragma omp parallel num_threads(nt)
     {
         int t = omp_get_thread_num(), n = omp_get_num_threads();
+        if (t == 0) team = n;
         int s0 = (int)((long)total * t / n), s1 = (int)((long)total * (t + 1) / n);
         for (int i = 0, base = 0; i < count && base < s1; i++) {
             int steps = (ws[i]->rows + GEMV_ROW_STEP - 1) / GEMV_ROW_STEP;
@@ -271,6 +279,12 @@ static void gemv(float *const *outs, const float *x, const Tensor *const *ws, in
             if (r0 < r1) gemv_rows(outs[i], x, ws[i], r0, r1, s);
             base += steps;
         }
+        s->thread_done[t * THREAD_DONE_STRIDE] = time_now_s() - t0;
+    }
+    if (team > 1) {
+        double wall = time_now_s() - t0;
+        s->stats.regions++;
+        for (int t = 0; t < team; t++) s->stats.idle_seconds += wall - s->thread_done[t * THREAD_DONE_STRIDE];
     }
 }
 
@@ -290,6 +304,7 @@ static void gemm(float *out, const float *x, const Tensor *w, int n, MatmulScrat
     int n_tp = (n + nc - 1) / nc;
     int items = n_rp * n_tp;
     int nt = n_threads_for(s, (size_t)rows * k * n);
+    s->stats.regions += nt > 1;
     #pragma omp parallel num_threads(nt)
     {
         float *panel = s->panel + (size_t)omp_get_thread_num() * s->panel_floats;
@@ -325,7 +340,9 @@ static void gemm_packed(float *out, const float *x, const Tensor *w, int n, Matm
     int n_rp = (rows + PACKED_PANEL_ROWS - 1) / PACKED_PANEL_ROWS;
     int n_tp = (n + PACKED_PANEL_TOKENS - 1) / PACKED_PANEL_TOKENS, items = n_rp * n_tp;
     const TypeKernels *tk = &active_path()->type[w->type];
-    #pragma omp parallel for schedule(dynamic, 1) num_threads(n_threads_for(s, (size_t)rows * k * n))
+    int threads = n_threads_for(s, (size_t)rows * k * n);
+    s->stats.regions += threads > 1;
+    #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
     for (int it = 0; it < items; it++) {
         int r0 = it / n_tp * PACKED_PANEL_ROWS, t0 = it % n_tp * PACKED_PANEL_TOKENS;
         int m = rows - r0 < PACKED_PANEL_ROWS ? rows - r0 : PACKED_PANEL_ROWS;
@@ -352,6 +369,7 @@ static void gemm_bf16(float *const *outs, const float *x, const Tensor *const *w
     for (int t0 = 0; t0 < n; t0 += QUANT_TOKENS) {
         int tokens = n - t0 < QUANT_TOKENS ? n - t0 : QUANT_TOKENS;
         int nt = n_threads_for(s, rows_all * k * tokens);
+        s->stats.regions += nt > 1;
         #pragma omp parallel num_threads(nt)
         {
             int th = omp_get_thread_num(), ths = omp_get_num_threads();
@@ -388,6 +406,7 @@ static void gemm_quant(float *const *outs, const float *x, const Tensor *const *
         QuantActs *a = s->acts;
         a->k = k;
         int amx = amx_int8();
+        s->stats.regions += nt > 1;
         #pragma omp parallel num_threads(nt)
         {
             /* AMX's tile reads 16 tokens: under 16, zeros (not stale values) in
@@ -464,8 +483,8 @@ void matmul(float *out, const float *x, const Tensor *w, int n, MatmulScratch *s
     matmul_many(&out, x, &w, 1, n, s);
 }
 
-void matmul_many(float *const *outs, const float *x, const Tensor *const *ws, int count, int n,
-                 MatmulScratch *s) {
+static void matmul_chunk(float *const *outs, const float *x, const Tensor *const *ws, int count, int n,
+                         MatmulScratch *s) {
     if (n == 1) {
         gemv(outs, x, ws, count, s);
         return;
@@ -487,6 +506,13 @@ void matmul_many(float *const *outs, const float *x, const Tensor *const *ws, in
         }
     if (nq) gemm_quant(q_outs, x, q_ws, nq, n, s);
     if (nb) gemm_bf16(b_outs, x, b_ws, nb, n, bf16_prefill(), s);
+}
+
+void matmul_many(float *const *outs, const float *x, const Tensor *const *ws, int count, int n,
+                 MatmulScratch *s) {
+    double t0 = time_now_s();
+    matmul_chunk(outs, x, ws, count, n, s);
+    s->stats.seconds += time_now_s() - t0;
 }
 
 void dot_rows(float *out, size_t ldo, const float *x, size_t ldx, TensorType wt, const void *w,
@@ -530,6 +556,10 @@ void layernorm(float *out, const float *x, const float *w, const float *b, int d
     var /= dim;
     float inv = (float)(1.0 / sqrt(var + eps));
     for (int i = 0; i < dim; i++) out[i] = ((float)(x[i] - mean) * inv) * w[i] + (b ? b[i] : 0.0f);
+}
+
+void quantize_q8k(int8_t *q, float *d, int16_t *sum, const float *x, int k) {
+    active_path()->quantize_q8k(q, d, sum, x, k);
 }
 
 void softmax(float *x, int n) { active_path()->softmax(x, n); }

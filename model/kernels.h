@@ -23,6 +23,15 @@
 
 /* Working memory of matmul, sized once per context so that no kernel
  * allocates per token. */
+/* Where the matmuls' time went, summed over calls until the caller resets
+ * it (-m bench shows it per test). */
+typedef struct {
+    long regions;           /* parallel regions started (teams of more than one thread) */
+    double seconds;         /* wall time inside matmul_many */
+    double idle_seconds;    /* thread-seconds in the matrix-vector regions between a thread's
+                               last row and the region's end: load imbalance and the join */
+} MatmulStats;
+
 typedef struct {
     int n_threads;
     int max_cols;        /* widest input a matmul may see */
@@ -39,6 +48,9 @@ typedef struct {
     struct QuantUnit *units;  /* (n_threads) a unit of weight rows per thread */
     char *acts_data, *units_data; /* the memory behind them */
     uint16_t *xbf;       /* (512, max_cols) activations rounded to BF16 (BF16 prefill, Bf16Prefill) */
+    double *thread_done; /* (n_threads, 8) when each thread left the last matrix-vector region, one
+                            cache line each */
+    MatmulStats stats;
 } MatmulScratch;
 
 int matmul_scratch_build(MatmulScratch *s, int max_cols, PosencError *err);
@@ -88,6 +100,11 @@ void mix_rows(float *out, size_t ldo, const float *p, size_t ldp, TensorType vt,
 /* f32 <-> f16 (round to nearest even) for the f16 KV cache. */
 void convert_to_f16(uint16_t *dst, const float *src, size_t n);
 void convert_to_f32(float *dst, const void *src, TensorType t, size_t n);
+/* One token's activations as Q8_K super-blocks, as the K-quants' decode
+ * reads them (k a multiple of 256): q (k) = round(x / d), d (k / 256) =
+ * max|x| / 127 per 256, sum (k / 16) the sums of each 16 q.  The same bits
+ * on every path. */
+void quantize_q8k(int8_t *q, float *d, int16_t *sum, const float *x, int k);
 
 /* y (n, width) += b (width) broadcast over rows; no-op when b is NULL. */
 void add_bias(float *y, const float *b, int n, int width);

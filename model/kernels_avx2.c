@@ -231,6 +231,35 @@ static void quantize_q8(int8_t *q, float *d, const float *x, int k) {
     }
 }
 
+/* Q8_K: one maximum per 256, two vectors of 8 per sum of 16; the products
+ * and nearest-even conversions are the portable path's lrintf, so the bits
+ * are its own. */
+static void quantize_q8k(int8_t *q, float *d, int16_t *sum, const float *x, int k) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (int b = 0; b < k / QK_K; b++, x += QK_K, q += QK_K) {
+        __m256 amax = _mm256_setzero_ps();
+        for (int j = 0; j < QK_K / 8; j++) amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign, _mm256_loadu_ps(x + 8 * j)));
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        float m = _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
+        d[b] = m / 127.0f;
+        __m256 vid = _mm256_set1_ps(m > 0.0f ? 127.0f / m : 0.0f);
+        for (int j = 0; j < QK_K / 16; j++) {
+            __m256i lo = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 16 * j), vid));
+            __m256i hi = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 16 * j + 8), vid));
+            /* 16 int32 to int8, in order: the packs interleave the 128-bit lanes */
+            __m256i w = _mm256_permute4x64_epi64(_mm256_packs_epi32(lo, hi), 0xd8);
+            __m128i p8 = _mm_packs_epi16(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));
+            _mm_storeu_si128((__m128i *)(q + 16 * j), p8);
+            __m256i s8 = _mm256_add_epi32(lo, hi);
+            __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
+            s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
+            s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
+            sum[b * (QK_K / 16) + j] = (int16_t)_mm_cvtsi128_si32(s4);
+        }
+    }
+}
+
 INLINE __m256 dot32_i8(__m256i x, __m256i w) {
     __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(x, x), _mm256_sign_epi8(w, x));
     return _mm256_cvtepi32_ps(_mm256_madd_epi16(p, _mm256_set1_epi16(1)));
@@ -450,7 +479,7 @@ static const KernelPath path = {
         [TENSOR_Q8_0] = {.dot_q8 = dot_q8_0, .to_f32 = q8_0_to_f32},
         KERNEL_QUANT_TYPES,
     },
-    .quantize_q8 = quantize_q8, .to_f16 = to_f16, .softmax = softmax, .sum_exp = sum_exp, .exp_sum = exp_sum, .max_of = max_of,
+    .quantize_q8 = quantize_q8, .quantize_q8k = quantize_q8k, .to_f16 = to_f16, .softmax = softmax, .sum_exp = sum_exp, .exp_sum = exp_sum, .max_of = max_of,
     .swiglu = swiglu, .gelu = gelu, .fma_peak = fma_peak,
 };
 const KernelPath *const kernels_avx2 = &path;

@@ -280,6 +280,25 @@ static void quantize_q8(int8_t *q, float *d, const float *x, int k) {
     }
 }
 
+/* Q8_K: one maximum per 256, each vector of 16 one sum's quants; the
+ * products and nearest-even conversions are the portable path's lrintf, so
+ * the bits are its own. */
+static void quantize_q8k(int8_t *q, float *d, int16_t *sum, const float *x, int k) {
+    const __m512 sign = _mm512_set1_ps(-0.0f);
+    for (int b = 0; b < k / QK_K; b++, x += QK_K, q += QK_K) {
+        __m512 amax = _mm512_setzero_ps();
+        for (int j = 0; j < QK_K / 16; j++) amax = _mm512_max_ps(amax, _mm512_andnot_ps(sign, _mm512_loadu_ps(x + 16 * j)));
+        float m = _mm512_reduce_max_ps(amax);
+        d[b] = m / 127.0f;
+        __m512 vid = _mm512_set1_ps(m > 0.0f ? 127.0f / m : 0.0f);
+        for (int j = 0; j < QK_K / 16; j++) {
+            __m512i i = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + 16 * j), vid));
+            _mm_storeu_si128((__m128i *)(q + 16 * j), _mm512_cvtepi32_epi8(i));
+            sum[b * (QK_K / 16) + j] = (int16_t)_mm512_reduce_add_epi32(i);
+        }
+    }
+}
+
 /* Two blocks' quants (32 + 32 int8, 34 bytes apart) in one register. */
 INLINE __m512i load_q8_pair(const uint8_t *blk) {
     __m256i a = _mm256_loadu_si256((const __m256i *)(blk + 2));
@@ -654,7 +673,7 @@ static const KernelPath path = {
     .gemm_q8 = avx512_gemm_q8, .unit_fill_q8_0 = avx512_unit_fill_q8_0,
     .unit_fill_packed_q8_0 = avx512_unit_fill_packed_q8_0,
 #endif
-    .quantize_q8 = quantize_q8, .to_f16 = to_f16,
+    .quantize_q8 = quantize_q8, .quantize_q8k = quantize_q8k, .to_f16 = to_f16,
     .softmax = softmax,
     .sum_exp = sum_exp, .exp_sum = exp_sum, .max_of = max_of, .swiglu = swiglu, .gelu = gelu, .fma_peak = fma_peak,
 };

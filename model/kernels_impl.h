@@ -210,6 +210,11 @@ typedef struct {
     /* Activations to Q8 blocks of 32 (k a multiple of 32): q = round(x / d),
      * d = max|x| / 127 per block, kept as f32. */
     void (*quantize_q8)(int8_t *q, float *d, const float *x, int k);
+    /* Activations to Q8_K super-blocks (k a multiple of 256): q = round(x / d),
+     * d = max|x| / 127 per 256, and the sums of each 16 q; the same bits on
+     * every path (one token's, serial in decode: vectorized, it is not a
+     * part of the token that stays while the threads' shares shrink). */
+    void (*quantize_q8k)(int8_t *q, float *d, int16_t *sum, const float *x, int k);
     /* f32 to f16 (round to nearest even), for the f16 KV cache. */
     void (*to_f16)(uint16_t *dst, const float *src, size_t n);
     /* Prefill of BF16 weights on AMX tiles (kernels_amx.c) and on
@@ -268,9 +273,9 @@ extern const KernelPath *const kernels_avx512;
 /* f32 "converted" to f32: a copy, the same on every path. */
 void kernel_copy_f32(float *dst, const void *src, size_t n);
 
-/* Activations to Q8_K super-blocks (k a multiple of 256): q = round(x / d),
- * d = max|x| / 127 per 256, and the sums of each 16 q (kernels_quant.c). */
-void quantize_q8k(int8_t *q, float *d, int16_t *sum, const float *x, int k);
+/* The portable quantize_q8k (kernels_quant.c), the bits every path's
+ * must give. */
+void quant_quantize_q8k(int8_t *q, float *d, int16_t *sum, const float *x, int k);
 /* Rows [0, n_rows) of a block-quantized matrix (rows row_bytes apart, k
  * wide), n_rows <= UNIT_ROWS, into u (padded with zero rows; u's arrays
  * hold k / 32 blocks) (kernels_quant.c). */

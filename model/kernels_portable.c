@@ -222,6 +222,6 @@ const KernelPath kernels_portable = {
         [TENSOR_Q8_0] = {.dot_q8 = dot_q8_0, .dot_packed = pack_dot_q8_0, .to_f32 = q8_0_to_f32},
         KERNEL_QUANT_TYPES,
     },
-    .gemm_q8 = gemm_q8, .quantize_q8 = quantize_q8, .to_f16 = to_f16, .softmax = softmax,
+    .gemm_q8 = gemm_q8, .quantize_q8 = quantize_q8, .quantize_q8k = quant_quantize_q8k, .to_f16 = to_f16, .softmax = softmax,
     .sum_exp = sum_exp, .exp_sum = exp_sum, .max_of = max_of, .swiglu = swiglu, .gelu = gelu, .fma_peak = fma_peak,
 };

@@ -7,7 +7,7 @@
 
 #include "model/kernels_impl.h"
 
-void quantize_q8k(int8_t *q, float *d, int16_t *sum, const float *x, int k) {
+void quant_quantize_q8k(int8_t *q, float *d, int16_t *sum, const float *x, int k) {
     for (int b = 0; b < k / QK_K; b++, x += QK_K, q += QK_K) {
         float m = 0.0f;
         for (int i = 0; i < QK_K; i++) m = fmaxf(m, fabsf(x[i]));

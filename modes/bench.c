@@ -165,6 +165,11 @@ typedef struct {
     double gflops;      /* prefill only: mean achieved GFLOP/s (prefill_flops); 0 otherwise */
     double peak_gflops; /* prefill only: mean of the FMA probes beside each repetition */
     double flops_fraction; /* prefill only: mean of achieved / probed per repetition */
+    int threads;
+    double regions_per_token; /* parallel regions the matmuls and attention started, per token */
+    double matmul_share;      /* of the measured wall time, inside the matmuls */
+    double idle_share;        /* decode only: of the threads' time, idle at the end of a matmul */
+    double attention_share;   /* of the wall time, in attention over the cache */
 } BenchResult;
 
 /* The measured tokens after the `depth` cells filled before the first run
@@ -186,9 +191,10 @@ static void test_name(char *buf, size_t size, int n_prompt, int n_gen, int depth
 /* Prefill chunks of the depth: as large as the test's own, at least 512. */
 #define DEPTH_CHUNK 512
 
-static int run_test(const Model *m, const BenchOptions *o, int n_prompt, int n_gen, int depth,
+static int run_test(const Model *m, const BenchOptions *o, int threads, int n_prompt, int n_gen, int depth,
                     const BandwidthProbe *probe, BenchResult *r, PosencError *err) {
     const ModelConfig *c = &m->config;
+    omp_set_num_threads(threads); /* before the context: its scratch is per thread */
     int n = depth + (n_prompt > n_gen ? n_prompt : n_gen);
     int chunk = n_prompt > DEPTH_CHUNK ? n_prompt : DEPTH_CHUNK;
     int *tokens = malloc_or_exit((size_t)n * sizeof(int), "the benchmark's tokens");
@@ -214,12 +220,16 @@ static int run_test(const Model *m, const BenchOptions *o, int n_prompt, int n_g
 
     if (depth > 0) context_prefill(&ctx, tokens, depth, 0); /* not measured */
     run_once(&ctx, tokens, depth, n_prompt, n_gen); /* warm-up: page in the weights, spin up threads */
+    memset(&ctx.stats, 0, sizeof ctx.stats);
+    memset(&ctx.state.mm.stats, 0, sizeof ctx.state.mm.stats);
+    double measured = 0.0;
     double flops = n_prompt ? prefill_flops(m, n_prompt, depth) : 0.0;
     double sum = 0.0, sum2 = 0.0, bw_sum = 0.0, frac_sum = 0.0, gf_sum = 0.0, peak_sum = 0.0, ff_sum = 0.0;
     for (int rep = 0; rep < o->reps; rep++) {
         double bw = n_gen ? bandwidth_probe_measure(probe) : 0.0;
         double peak = n_prompt ? kernels_fma_peak_gflops() : 0.0;
         double secs = run_once(&ctx, tokens, depth, n_prompt, n_gen), ts = (n_prompt + n_gen) / secs;
+        measured += secs;
         sum += ts;
         sum2 += ts * ts;
         if (bw > 0.0) {
@@ -232,6 +242,12 @@ static int run_test(const Model *m, const BenchOptions *o, int n_prompt, int n_g
             ff_sum += flops / secs / 1e9 / peak;
         }
     }
+    const MatmulStats *ms = &ctx.state.mm.stats;
+    r->threads = threads;
+    r->regions_per_token = (double)(ms->regions + ctx.stats.attention_regions) / ((double)(n_prompt + n_gen) * o->reps);
+    r->matmul_share = ms->seconds / measured;
+    r->idle_share = n_gen ? ms->idle_seconds / (measured * threads) : 0.0;
+    r->attention_share = ctx.stats.attention_seconds / measured;
     context_free(&ctx);
     free(tokens);
 
@@ -263,27 +279,38 @@ static const char *model_name(const Model *m) {
 int bench_run(const Model *m, const BenchOptions *o, FILE *out, PosencError *err) {
     if (o->reps < 1) return posenc_error(err, "-r must be at least 1 (got %d)", o->reps);
     if (o->n_pp + o->n_tg == 0) return posenc_error(err, "--pp 0 and --tg 0 leave nothing to measure");
-    int threads = omp_get_max_threads();
+    int all = omp_get_max_threads(), one[1] = {all};
+    const int *counts = o->n_threads ? o->threads : one;
+    int n_counts = o->n_threads ? o->n_threads : 1, most = 0;
+    char thread_list[BENCH_MAX_TESTS * 8] = "";
+    for (int i = 0; i < n_counts; i++) {
+        if (counts[i] > most) most = counts[i];
+        size_t at = strlen(thread_list);
+        snprintf(thread_list + at, sizeof thread_list - at, "%s%d", i ? "," : "", counts[i]);
+    }
     double params, size = model_bytes(m, &params);
     BandwidthProbe probe = {0};
     if (o->n_tg > 0) bandwidth_probe_build(&probe);
     const char *kv = o->kv_type == TENSOR_F16 ? "f16" : "f32";
     if (!o->json) {
         fprintf(out, "# %s: %s, %.1f MB, %.1f M params, weights %s, positions %s, KV cache %s, "
-                     "%d thread%s, kernels %s, AMX %s\n", model_name(m), m->config.family.name,
-                size / 1e6, params / 1e6, weight_type(m), o->pe_label, kv, threads,
-                threads == 1 ? "" : "s", kernels_path_name(), kernels_amx_name());
-        fprintf(out, "| %-14s | %21s | %10s | %9s | %7s | %7s | %7s |\n", "test", "tok/s", "MB/token",
-                "read GB/s", "of bw", "GFLOP/s", "of peak");
-        fprintf(out, "| %-14s | %21s | %10s | %9s | %7s | %7s | %7s |\n", "--------------",
+                     "threads %s, kernels %s, AMX %s\n", model_name(m), m->config.family.name,
+                size / 1e6, params / 1e6, weight_type(m), o->pe_label, kv, thread_list,
+                kernels_path_name(), kernels_amx_name());
+        fprintf(out, "| %-14s | %7s | %21s | %10s | %9s | %7s | %7s | %7s |\n", "test", "threads", "tok/s",
+                "MB/token", "read GB/s", "of bw", "GFLOP/s", "of peak");
+        fprintf(out, "| %-14s | %7s | %21s | %10s | %9s | %7s | %7s | %7s |\n", "--------------", "------:",
                 "--------------------:", "---------:", "--------:", "------:", "------:", "------:");
     }
-    int failed = 0, n_tests = o->n_pp + o->n_tg;
-    for (int i = 0; i < n_tests * o->n_depth && !failed; i++) {
-        int t = i / o->n_depth, depth = o->depth[i % o->n_depth];
+    int failed = 0, n_tests = o->n_pp + o->n_tg, n_runs = n_tests * o->n_depth * n_counts;
+    BenchResult *results = calloc((size_t)n_runs, sizeof *results);
+    if (!results) failed = posenc_error(err, "out of memory for %d benchmark results", n_runs);
+    for (int i = 0; i < n_runs && !failed; i++) {
+        int per_count = n_tests * o->n_depth, threads = counts[i / per_count], j = i % per_count;
+        int t = j / o->n_depth, depth = o->depth[j % o->n_depth];
         int pp = t < o->n_pp ? o->pp[t] : 0, tg = t < o->n_pp ? 0 : o->tg[t - o->n_pp];
-        BenchResult r;
-        if ((failed = run_test(m, o, pp, tg, depth, &probe, &r, err))) break;
+        BenchResult *r = &results[i];
+        if ((failed = run_test(m, o, threads, pp, tg, depth, &probe, r, err))) break;
         if (o->json) {
             fprintf(out, "{\"model\": \"%s\", \"arch\": \"%s\", \"size_bytes\": %.0f, \"params\": %.0f, "
                          "\"weight_type\": \"%s\", \"pe\": \"%s\", \"kv_type\": \"%s\", "
@@ -291,39 +318,62 @@ int bench_run(const Model *m, const BenchOptions *o, FILE *out, PosencError *err
                          "\"threads\": %d, \"test\": \"%s\", \"n_prompt\": %d, \"n_gen\": %d, \"n_depth\": %d, "
                          "\"reps\": %d, \"tok_s\": %.3f, \"tok_s_sd\": %.3f, "
                          "\"bytes_per_token\": %.0f, \"read_bw_gbs\": %.2f, \"bw_fraction\": %.4f, "
-                         "\"gflops\": %.6g, \"fma_peak_gflops\": %.6g, \"flops_fraction\": %.6g}\n",
+                         "\"gflops\": %.6g, \"fma_peak_gflops\": %.6g, \"flops_fraction\": %.6g, "
+                         "\"regions_per_token\": %.3f, \"matmul_share\": %.4f, \"matmul_idle_share\": %.4f, "
+                         "\"attention_share\": %.4f}\n",
                     model_name(m), m->config.family.name, size, params, weight_type(m),
-                    o->pe_label, kv, kernels_path_name(), kernels_amx_name(), threads, r.name, r.n_prompt, r.n_gen,
-                    r.depth, o->reps, r.mean, r.sd,
-                    r.bytes_per_token, r.bw_gbs, r.bw_fraction, r.gflops, r.peak_gflops,
-                    r.flops_fraction);
+                    o->pe_label, kv, kernels_path_name(), kernels_amx_name(), r->threads, r->name, r->n_prompt,
+                    r->n_gen, r->depth, o->reps, r->mean, r->sd,
+                    r->bytes_per_token, r->bw_gbs, r->bw_fraction, r->gflops, r->peak_gflops,
+                    r->flops_fraction, r->regions_per_token, r->matmul_share, r->idle_share,
+                    r->attention_share);
         } else {
             char ts[32], bw[16] = "", frac[16] = "", gf[16] = "", gfrac[16] = "";
-            snprintf(ts, sizeof ts, "%.2f ± %.2f", r.mean, r.sd);
-            if (r.bw_gbs > 0.0) {
-                snprintf(bw, sizeof bw, "%.1f", r.bw_gbs);
-                snprintf(frac, sizeof frac, "%.1f%%", 100.0 * r.bw_fraction);
+            snprintf(ts, sizeof ts, "%.2f ± %.2f", r->mean, r->sd);
+            if (r->bw_gbs > 0.0) {
+                snprintf(bw, sizeof bw, "%.1f", r->bw_gbs);
+                snprintf(frac, sizeof frac, "%.1f%%", 100.0 * r->bw_fraction);
             }
-            if (r.peak_gflops > 0.0) {
-                snprintf(gf, sizeof gf, "%.0f", r.gflops);
-                snprintf(gfrac, sizeof gfrac, "%.1f%%", 100.0 * r.flops_fraction);
+            if (r->peak_gflops > 0.0) {
+                snprintf(gf, sizeof gf, "%.0f", r->gflops);
+                snprintf(gfrac, sizeof gfrac, "%.1f%%", 100.0 * r->flops_fraction);
             }
             /* '±' is two bytes and one column: one more byte of padding keeps the bars aligned */
-            fprintf(out, "| %-14s | %22s | %10.2f | %9s | %7s | %7s | %7s |\n", r.name, ts,
-                    r.bytes_per_token / 1e6, bw, frac, gf, gfrac);
+            fprintf(out, "| %-14s | %7d | %22s | %10.2f | %9s | %7s | %7s | %7s |\n", r->name, r->threads, ts,
+                    r->bytes_per_token / 1e6, bw, frac, gf, gfrac);
         }
         fflush(out);
     }
     bandwidth_probe_free(&probe);
+    omp_set_num_threads(all);
     if (!o->json && !failed) {
         fputs("\ntok/s: the mean of -r runs ± their standard deviation.  MB/token: the weights and\n"
               "KV cache a token reads.  of bw: decode's MB/token x tok/s against the read bandwidth\n"
               "measured beside it (read GB/s); above 100%, the weights are served from the CPU's\n"
               "caches, not from memory.  of peak: prefill's FLOP/s against these threads' probed\n"
               "FMA peak.\n", out);
-        if (threads > 1 && size < SMALL_MODEL_BYTES)
+        fprintf(out, "\n| %-19s | %7s | %13s | %7s | %10s | %9s | %8s |\n", "where the time went", "threads",
+                "regions/token", "matmuls", "their idle", "attention", "the rest");
+        fprintf(out, "| %-19s | %7s | %13s | %7s | %10s | %9s | %8s |\n", "-------------------", "------:",
+                "------------:", "------:", "---------:", "--------:", "-------:");
+        for (int i = 0; i < n_runs; i++) {
+            const BenchResult *r = &results[i];
+            char idle[16] = "";
+            if (r->n_gen) snprintf(idle, sizeof idle, "%.1f%%", 100.0 * r->idle_share);
+            fprintf(out, "| %-19s | %7d | %13.1f | %6.1f%% | %10s | %8.1f%% | %7.1f%% |\n", r->name, r->threads,
+                    r->regions_per_token, 100.0 * r->matmul_share, idle, 100.0 * r->attention_share,
+                    100.0 * (1.0 - r->matmul_share - r->attention_share));
+        }
+        fputs("\nWhere the time went, as shares of each test's measured time: regions/token, the\n"
+              "parallel regions (teams of threads started and joined) of the matmuls and attention;\n"
+              "matmuls and attention, the wall time in each; their idle, decode's thread-time spent\n"
+              "waiting at the end of a matrix-vector product (load imbalance and the join); the rest,\n"
+              "one thread's work between them (norms, quantizing the activations, rotation, the\n"
+              "activation functions), whose share grows with the threads.\n", out);
+        if (most > 1 && size < SMALL_MODEL_BYTES)
             fprintf(out, "A model of %.1f MB spends more in starting %d threads than in its "
-                         "matmuls: --threads 1 may be faster.\n", size / 1e6, threads);
+                         "matmuls: --threads 1 may be faster.\n", size / 1e6, most);
     }
+    free(results);
     return failed ? -1 : 0;
 }

@@ -6,7 +6,10 @@
  * deviation of tokens per second.  Decode is also put against the
  * machine's read bandwidth, measured in the same run with the same
  * threads: the bytes a token reads (every weight matrix once, plus the
- * cached keys and values it attends to) times tok/s over GB/s. */
+ * cached keys and values it attends to) times tok/s over GB/s.  Where the
+ * time went is shown per test: parallel regions per token, and the shares
+ * of the matmuls (with their threads' idle time), of attention and of the
+ * rest, the serial part whose share grows with the thread count. */
 #ifndef POSENC_BENCH_H
 #define POSENC_BENCH_H
 #include <stdio.h>
@@ -19,6 +22,8 @@ typedef struct {
     int pp[BENCH_MAX_TESTS], n_pp; /* prefill sizes */
     int tg[BENCH_MAX_TESTS], n_tg; /* decode lengths */
     int depth[BENCH_MAX_TESTS], n_depth; /* cells filled before each test (llama-bench's -d) */
+    int threads[BENCH_MAX_TESTS], n_threads; /* thread counts, every test at each (llama-bench's
+                                                -t); none: omp_get_max_threads() */
     int reps;                      /* measured repetitions (>= 1) */
     TensorType kv_type;            /* TENSOR_F32 or TENSOR_F16 */
     PeParams pe;                   /* the scheme the tests run with */

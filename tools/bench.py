@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The benchmark matrix of `make bench` (stdlib only).
 
-    bench.py [--run ./run] [--models DIR] [--threads 2] [--reps 3]
+    bench.py [--run ./run] [--baseline-run PATH] [--models DIR] [--threads 2] [--reps 3]
              [--shapes stories15M,stories110M] [--types f32,f16,bf16,q8_0,q4_0,q4_k_m]
              [--family-shapes qwen3-0.6b,gemma3-1b,llama3.2-1b] [--family-types q8_0,q4_k_m]
              [--llama2c PATH] [--llamacpp-bench PATH ...] [--llamacpp-ppl PATH]
@@ -29,7 +29,10 @@ and today's, each its own column named by its build commit, a file it
 cannot load shown as "-"; the depth table takes the first) and llama-perplexity (-m ppl against it on the first shape's
 f32 GGUF, same context and chunks).  One table; ratios are posenc / peer,
 so > 1 means posenc is faster.  Peers are optional: the table says which
-were compared.
+were compared.  --baseline-run adds another posenc build (the commit before
+a change) as one more engine in the same rounds.  --threads may be a list
+(1,2,4): the main table then has a row per count; the others run at the
+last.
 
 The machines this runs on are shared and their speed drifts by 2-3x over
 minutes, so the engines take turns: each of --reps rounds runs every
@@ -57,11 +60,11 @@ def run(cmd, **kw):
     return p
 
 
-def posenc_bench(a, model, depths=None, tg=128):
+def posenc_bench(a, model, depths=None, tg=128, threads=None, run_path=None):
     """{test: (tok/s, fraction of the bandwidth (tg) or FMA peak (pp) probed beside it)};
     tg=0: prefill alone."""
-    cmd = [a.run, model, "-m", "bench", "--pp", "512", "--tg", str(tg), "-r", "1",
-           "--threads", str(a.threads), "--json"]
+    cmd = [run_path or a.run, model, "-m", "bench", "--pp", "512", "--tg", str(tg), "-r", "1",
+           "--threads", str(threads or a.threads), "--json"]
     if depths:
         cmd += ["--depth", ",".join(map(str, [0] + depths)), "--kv-type", "f16"]
     p = run(cmd)
@@ -74,10 +77,10 @@ def llamacpp_has_depth(a):
     return "--n-depth" in p.stdout
 
 
-def llamacpp_bench(a, model, depths=None, path=None):
+def llamacpp_bench(a, model, depths=None, path=None, threads=None):
     """{test: tok/s}; None when this llama-bench cannot load the model (an
     architecture newer than its build)."""
-    cmd = [path or a.llamacpp_bench[0], "-m", model, "-p", "512", "-n", "128", "-t", str(a.threads),
+    cmd = [path or a.llamacpp_bench[0], "-m", model, "-p", "512", "-n", "128", "-t", str(threads or a.threads),
            "-r", "1", "-o", "jsonl"]
     if depths:
         cmd += ["-d", ",".join(map(str, [0] + depths)), "-ctk", "f16", "-ctv", "f16"]
@@ -137,9 +140,9 @@ def make_models(a, shapes, types, family):
                 os.replace(out + ".part", out)
 
 
-def llama2c_decode(a, binpath, tok):
+def llama2c_decode(a, binpath, tok, threads):
     """llama2.c prints "achieved tok/s" over the steps after the first."""
-    env = dict(os.environ, OMP_NUM_THREADS=str(a.threads))
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
     p = run([a.llama2c, binpath, "-z", tok, "-n", "129", "-t", "0", "-i", ""], env=env)
     m = re.search(r"achieved tok/s: ([0-9.]+)", p.stdout + p.stderr)
     if not m:
@@ -180,8 +183,9 @@ def ratio(ours, peer):
 def main(argv):
     ap = argparse.ArgumentParser(prog="bench.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--run", default="./run")
+    ap.add_argument("--baseline-run", help="another posenc build, compared in the same rounds")
     ap.add_argument("--models", default="build/bench")
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--threads", default="2", help="a count, or a list 1,2,4 (the main table)")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--shapes", default="stories15M,stories110M")
     ap.add_argument("--types", default="f32,f16,bf16,q8_0,q4_0,q4_k_m")
@@ -199,6 +203,11 @@ def main(argv):
     ap.add_argument("--depth-shape", default="stories110M")
     ap.add_argument("--llamacpp-batched", help="llama-batched-bench, for decode at depth without llama-bench -d")
     a = ap.parse_args(argv)
+    try:
+        thread_counts = [int(t) for t in a.threads.split(",")]
+    except ValueError:
+        sys.exit("bench.py: --threads expects a count or a list 1,2,4, got '%s'" % a.threads)
+    a.threads = thread_counts[-1]
     shapes, types = a.shapes.split(","), a.types.split(",")
     family_shapes = [s for s in a.family_shapes.split(",") if s]
     family_types = a.family_types.split(",")
@@ -209,30 +218,37 @@ def main(argv):
     lcpp_names = ["llama.cpp %s" % llamacpp_commit(a, p, first) for p in a.llamacpp_bench]
     peers = ["llama2.c (%s)" % a.llama2c] if a.llama2c else []
     peers += ["%s (%s)" % (n, p) for n, p in zip(lcpp_names, a.llamacpp_bench)]
-    print("# posenc %s, %d threads, %d rounds (engines take turns; ratio = median of per-round ratios); compared with: %s" %
-          (a.run, a.threads, a.reps, ", ".join(peers) if peers else "no peers (set LLAMA2C, LLAMACPP_BENCH)"))
-    print("| model | weights | test | posenc tok/s | of bw / peak | llama2.c tok/s | ratio |" +
+    print("# posenc %s, threads %s, %d rounds (engines take turns; ratio = median of per-round ratios); compared with: %s" %
+          (a.run, ",".join(map(str, thread_counts)), a.reps, ", ".join(peers) if peers else "no peers (set LLAMA2C, LLAMACPP_BENCH)"))
+    base_cols = " posenc %s tok/s | ratio |" % a.baseline_run if a.baseline_run else ""
+    print("| model | weights | threads | test | posenc tok/s | of bw / peak |%s llama2.c tok/s | ratio |" % base_cols +
           "".join(" %s tok/s | ratio |" % n for n in lcpp_names))
-    print("|---|---|---|---:|---:|---:|---:|" + "---:|---:|" * len(lcpp_names))
-    for shape, t in [(s, t) for s in shapes for t in types] + [(s, t) for s in family_shapes for t in family_types]:
+    print("|---|---|---:|---|---:|---:|" + "---:|---:|" * (len(lcpp_names) + 1 + bool(a.baseline_run)))
+    for shape, t, th in [(s, t, th) for s in shapes for t in types for th in thread_counts] + \
+            [(s, t, th) for s in family_shapes for t in family_types for th in thread_counts]:
         gguf = os.path.join(a.models, "%s-%s.gguf" % (shape, t))
-        engines = {"posenc": lambda: posenc_bench(a, gguf)}
+        engines = {"posenc": lambda: posenc_bench(a, gguf, threads=th)}
+        if a.baseline_run:
+            engines["baseline"] = lambda: posenc_bench(a, gguf, threads=th, run_path=a.baseline_run)
         for n, p in zip(lcpp_names, a.llamacpp_bench):
-            engines[n] = lambda p=p: llamacpp_bench(a, gguf, path=p)
+            engines[n] = lambda p=p: llamacpp_bench(a, gguf, path=p, threads=th)
         if a.llama2c and t == "f32" and shape in shapes:
             binpath = os.path.join(a.models, shape + ".bin")
-            engines["llama2.c"] = lambda: llama2c_decode(a, binpath, tok)
+            engines["llama2.c"] = lambda: llama2c_decode(a, binpath, tok, th)
         res = rounds(a, engines)
         for test in ("pp512", "tg128"):
             mine = [r[test][0] for r in res["posenc"]]
             bw = "%.0f%%" % (100 * statistics.mean(r[test][1] for r in res["posenc"]))
             l2c = [r[test] for r in res.get("llama2.c", []) if test in r]
             cells = ""
+            if a.baseline_run:
+                base = [r[test][0] for r in res["baseline"]]
+                cells += " %s | %s |" % (fmt(base), ratio(mine, base))
+            cells += " %s | %s |" % (fmt(l2c), ratio(mine, l2c))
             for n in lcpp_names:
                 lcpp = [r[test] for r in res[n] if r is not None]
                 cells += " %s | %s |" % (fmt(lcpp) if lcpp else "does not load", ratio(mine, lcpp))
-            print("| %s | %s | %s | %s | %s | %s | %s |%s" %
-                  (shape, t, test, fmt(mine), bw, fmt(l2c), ratio(mine, l2c), cells))
+            print("| %s | %s | %d | %s | %s | %s |%s" % (shape, t, th, test, fmt(mine), bw, cells))
         sys.stdout.flush()
     if a.depth_shape in shapes and "f32" in types and len(types) > 1:
         models = {t: os.path.join(a.models, "%s-%s.gguf" % (a.depth_shape, t)) for t in types}

@@ -209,6 +209,12 @@ START_TEST(bad_position_flags) {
     tests_expect_error(reps, "-r expects");
     const char *depth[] = {model_path, "-m", "bench", "--depth", "0,-5", NULL};
     tests_expect_error(depth, "--depth: expected a comma list of token counts, got '0,-5'");
+    const char *twice[] = {model_path, "-m", "bench", "--threads", "2,1,2", NULL};
+    tests_expect_error(twice, "--threads: 2 is in the list twice");
+    const char *bad_count[] = {model_path, "-m", "bench", "--threads", "1,x", NULL};
+    tests_expect_error(bad_count, "--threads expects an integer in 1..1024, got 'x'");
+    const char *list_elsewhere[] = {model_path, "-z", tok_path, "--threads", "1,2", NULL};
+    tests_expect_error(list_elsewhere, "--threads: a list of counts is for -m bench; give one count");
 }
 END_TEST
 
@@ -338,6 +344,43 @@ START_TEST(bench_at_depth) {
 }
 END_TEST
 
+/* --threads 1,2 runs every test at each count, in that order, and says
+ * where the time went.  stories260K's only matrix of at least
+ * PARALLEL_MIN_MACS (32,768 multiply-adds) is its head (512 x 64), and
+ * attention over 8 cells stays on one thread, so a decoded token starts
+ * exactly one parallel region with two threads and none with one (the
+ * control: the counter tells them apart).  One thread never waits for
+ * another; the shares are parts of one wall time. */
+START_TEST(bench_thread_list_and_profile) {
+    if (!models) return;
+    const char *json[] = {model_path, "-m", "bench", "--pp", "0", "--tg", "8", "-r", "2", "--threads", "1,2",
+                          "--json", NULL};
+    TestsRun r = tests_run_engine_ok(json);
+    const char *second = strchr(r.out, '\n');
+    ck_assert_msg(second && strstr(second + 1, "\"test\": \"tg8\""), "%s", r.out);
+    second++;
+    ck_assert_double_eq(tests_json_number(r.out, "threads"), 1.0);
+    ck_assert_double_eq(tests_json_number(second, "threads"), 2.0);
+    ck_assert_double_eq(tests_json_number(r.out, "regions_per_token"), 0.0);
+    ck_assert_double_eq(tests_json_number(second, "regions_per_token"), 1.0);
+    ck_assert_double_eq(tests_json_number(r.out, "matmul_idle_share"), 0.0);
+    const char *objs[] = {r.out, second};
+    for (int i = 0; i < 2; i++) {
+        double mm = tests_json_number(objs[i], "matmul_share"), att = tests_json_number(objs[i], "attention_share");
+        double idle = tests_json_number(objs[i], "matmul_idle_share");
+        ck_assert_msg(mm > 0.0 && att > 0.0 && mm + att <= 1.0, "%s", objs[i]);
+        ck_assert_msg(idle >= 0.0 && idle < 1.0, "%s", objs[i]);
+    }
+    tests_run_free(&r);
+    const char *table[] = {model_path, "-m", "bench", "--pp", "16", "--tg", "4", "-r", "1", "--threads", "2,1", NULL};
+    r = tests_run_engine_ok(table);
+    ck_assert_msg(strstr(r.out, "threads 2,1, kernels") && strstr(r.out, "| where the time went |"), "%s", r.out);
+    const char *two = strstr(r.out, "| pp16           |       2 |"), *one = strstr(r.out, "| pp16           |       1 |");
+    ck_assert_msg(two && one && two < one, "%s", r.out);
+    tests_run_free(&r);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("cli");
     TCase *tc = tcase_create("bad_input");
@@ -355,6 +398,7 @@ int main(void) {
     tcase_add_test(tc, extrapolation_warns);
     tcase_add_test(tc, bench_reports_every_test);
     tcase_add_test(tc, bench_at_depth);
+    tcase_add_test(tc, bench_thread_list_and_profile);
     suite_add_tcase(s, tc);
     return tests_run_suite(s);
 }

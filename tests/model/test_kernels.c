@@ -1069,6 +1069,43 @@ START_TEST(conversions_exact) {
 }
 END_TEST
 
+/* Q8_K activations (the K-quants' decode): every path gives the portable
+ * path's bits, since the maximum is exact in any order and each quant is
+ * one product rounded to nearest even.  The input has an all-zero
+ * super-block (scale 0), one whose largest |x| is 127 (scale 1: its x.5
+ * values are ties, which go to the even integer) and one of large values.
+ * Control: the same input with one element moved up a quantization step
+ * gives other bytes (a quant off by one step fails). */
+START_TEST(q8k_activations_match_portable) {
+    enum { K = 256 * 4 };
+    float *x = random_floats(K);
+    for (int i = 0; i < 256; i++) x[256 + i] = 0.0f;
+    for (int i = 0; i < 256; i++) x[512 + i] = (float)(i % 64) * 0.5f - 16.0f;
+    x[512 + 7] = 127.0f;
+    for (int i = 0; i < 256; i++) x[768 + i] *= 3e4f;
+    int8_t want_q[K], got_q[K], moved_q[K];
+    float want_d[K / 256], got_d[K / 256], moved_d[K / 256];
+    int16_t want_s[K / 16], got_s[K / 16], moved_s[K / 16];
+    kernels_use("portable");
+    quantize_q8k(want_q, want_d, want_s, x, K);
+    float step = want_d[0];
+    x[3] += step;
+    quantize_q8k(moved_q, moved_d, moved_s, x, K);
+    x[3] -= step;
+    ck_assert_msg(memcmp(moved_q, want_q, K) != 0 || memcmp(moved_s, want_s, sizeof want_s) != 0,
+                  "control: an element one step up gives the same quants");
+    for (int p = 1; p < n_paths; p++) { /* paths[0] is the portable one */
+        kernels_use(paths[p]);
+        quantize_q8k(got_q, got_d, got_s, x, K);
+        ck_assert_msg(memcmp(got_q, want_q, K) == 0, "%s Q8_K quants differ from the portable path's", paths[p]);
+        ck_assert_msg(memcmp(got_d, want_d, sizeof want_d) == 0, "%s Q8_K scales differ", paths[p]);
+        ck_assert_msg(memcmp(got_s, want_s, sizeof want_s) == 0, "%s Q8_K sums differ", paths[p]);
+    }
+    kernels_use("portable");
+    free(x);
+}
+END_TEST
+
 /* Activations: SIMD exp is within a few ulp of libm's, so the results are
  * within a small relative bound of the portable path's.  Softmax runs on
  * the whole row, whose logits of 95 and -100 take exp to its range's ends
@@ -1552,6 +1589,7 @@ int main(void) {
     add_test_needing(tc, amx_int8_prefill_equals_vnni, 1u << HAS_AMX_INT8, not_run, sizeof not_run);
     tcase_add_test(tc, mix_rows_within_bound);
     tcase_add_test(tc, conversions_exact);
+    tcase_add_test(tc, q8k_activations_match_portable);
     add_test_needing(tc, activations_match_portable, 1u << HAS_AVX2 | 1u << HAS_AVX512, not_run, sizeof not_run);
     tcase_add_test(tc, softmax_masked_cells_exact);
     tcase_add_test(tc, sum_exp_within_bound);
