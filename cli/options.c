@@ -520,45 +520,43 @@ float cli_parse_float(const char *flag, const char *s, float lo, float hi) {
     return v;
 }
 
-/* --ctx N, or in ppl a list of increasing windows N,N,... */
-static void parse_windows(Options *o, const OptionSpec *spec, const char *v) {
+/* A flag's comma list of integers in the spec's range into out (at most
+ * max of them, `what` naming them in the errors); their count. */
+static int parse_int_list(const OptionSpec *spec, const char *v, int *out, int max, const char *what) {
     const char *flag = spec->name;
     char buf[256];
     if (strlen(v) >= sizeof buf) cli_die("%s: list too long", flag);
-    if (v[0] == ',' || (v[0] && v[strlen(v) - 1] == ',') || strstr(v, ",,"))
-        cli_die("%s: an empty window in '%s'", flag, v);
+    if (!v[0] || v[0] == ',' || v[strlen(v) - 1] == ',' || strstr(v, ",,"))
+        cli_die("%s: an empty %s in '%s'", flag, what, v);
     snprintf(buf, sizeof buf, "%s", v);
-    o->n_windows = 0;
+    int n = 0;
     for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        if (o->n_windows == MAX_WINDOWS) cli_die("%s: at most %d windows", flag, MAX_WINDOWS);
-        int w = (int)cli_parse_long(flag, t, (long)spec->lo, (long)spec->hi);
-        if (o->n_windows && w <= o->windows[o->n_windows - 1])
-            cli_die("%s: the windows must increase, got %d after %d", flag, w,
-                    o->windows[o->n_windows - 1]);
-        o->windows[o->n_windows++] = w;
+        if (n == max) cli_die("%s: at most %d %ss", flag, max, what);
+        out[n++] = (int)cli_parse_long(flag, t, (long)spec->lo, (long)spec->hi);
     }
-    if (o->n_windows == 0) cli_die("%s expects an integer or a list, got '%s'", flag, v);
+    return n;
+}
+
+/* --ctx N, or in ppl a list of increasing windows N,N,... */
+static void parse_windows(Options *o, const OptionSpec *spec, const char *v) {
+    o->n_windows = parse_int_list(spec, v, o->windows, MAX_WINDOWS, "window");
+    for (int i = 1; i < o->n_windows; i++)
+        if (o->windows[i] <= o->windows[i - 1])
+            cli_die("%s: the windows must increase, got %d after %d", spec->name, o->windows[i],
+                    o->windows[i - 1]);
     o->ctx = o->windows[0];
 }
 
 /* --threads N, or in bench a list N,N,...; o->threads is the largest,
  * with which the engine is set up. */
 static void parse_threads(Options *o, const OptionSpec *spec, const char *v) {
-    const char *flag = spec->name;
-    char buf[256];
-    if (strlen(v) >= sizeof buf) cli_die("%s: list too long", flag);
-    if (!v[0] || v[0] == ',' || v[strlen(v) - 1] == ',' || strstr(v, ",,"))
-        cli_die("%s: an empty count in '%s'", flag, v);
-    snprintf(buf, sizeof buf, "%s", v);
-    o->n_thread_counts = 0;
+    o->n_thread_counts = parse_int_list(spec, v, o->thread_counts, MAX_THREAD_COUNTS, "count");
     o->threads = 0;
-    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        if (o->n_thread_counts == MAX_THREAD_COUNTS) cli_die("%s: at most %d counts", flag, MAX_THREAD_COUNTS);
-        int n = (int)cli_parse_long(flag, t, (long)spec->lo, (long)spec->hi);
-        for (int i = 0; i < o->n_thread_counts; i++)
-            if (o->thread_counts[i] == n) cli_die("%s: %d is in the list twice", flag, n);
-        o->thread_counts[o->n_thread_counts++] = n;
-        if (n > o->threads) o->threads = n;
+    for (int i = 0; i < o->n_thread_counts; i++) {
+        for (int j = 0; j < i; j++)
+            if (o->thread_counts[j] == o->thread_counts[i])
+                cli_die("%s: %d is in the list twice", spec->name, o->thread_counts[i]);
+        if (o->thread_counts[i] > o->threads) o->threads = o->thread_counts[i];
     }
 }
 
