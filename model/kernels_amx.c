@@ -20,6 +20,7 @@
 
 #ifdef KERNELS_AMX
 #include <immintrin.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -27,10 +28,18 @@
 #define ARCH_REQ_XCOMP_PERM 0x1023
 #define XFEATURE_XTILEDATA 18
 
+/* Asked once per process, from whichever thread first needs the tiles
+ * (the server's slots run on their own threads): the request is
+ * idempotent, so two threads that both find the answer unknown may both
+ * ask, and store the same answer. */
 int kernels_amx_ready(void) {
-    static int state; /* 0 unknown, 1 yes, -1 no */
-    if (!state) state = syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0 ? 1 : -1;
-    return state == 1;
+    static atomic_int state; /* 0 unknown, 1 yes, -1 no */
+    int s = atomic_load_explicit(&state, memory_order_relaxed);
+    if (!s) {
+        s = syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0 ? 1 : -1;
+        atomic_store_explicit(&state, s, memory_order_relaxed);
+    }
+    return s == 1;
 }
 
 /* Tile (g, c): tokens 16g.. by weights 32c..; TILE elements each. */
