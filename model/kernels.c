@@ -250,12 +250,21 @@ static void gemv_rows(float *out, const float *x, const Tensor *w, int r0, int r
 }
 
 /* Several matrices over the same x in one parallel region: their rows are
- * laid end to end and split evenly, so both threads stream from the first
- * row to the last without a barrier between matrices. */
+ * laid end to end in steps of GEMV_ROW_STEP and split by bytes, so the
+ * threads stream from the first row to the last without a barrier between
+ * matrices, each reading as many bytes (in Q4_K_M, the q and k of Q4_K
+ * beside a v of Q6_K, half again as wide: an even split by rows left one
+ * thread a third more to read). */
 static void gemv(float *const *outs, const float *x, const Tensor *const *ws, int count,
                  MatmulScratch *s) {
-    int total = 0;
-    for (int i = 0; i < count; i++) total += (ws[i]->rows + GEMV_ROW_STEP - 1) / GEMV_ROW_STEP;
+    int total = 0, steps[MATMUL_MANY_MAX];
+    size_t step_bytes[MATMUL_MANY_MAX], all_bytes = 0;
+    for (int i = 0; i < count; i++) {
+        steps[i] = (ws[i]->rows + GEMV_ROW_STEP - 1) / GEMV_ROW_STEP;
+        step_bytes[i] = GEMV_ROW_STEP * tensor_row_bytes(ws[i]->type, (size_t)ws[i]->cols);
+        total += steps[i];
+        all_bytes += (size_t)steps[i] * step_bytes[i];
+    }
     int q8 = 0, q8k = 0, q8_packed = 0;
     for (int i = 0; i < count; i++) {
         q8 |= active_path()->type[ws[i]->type].dot_q8 != NULL;
@@ -271,13 +280,16 @@ static void gemv(float *const *outs, const float *x, const Tensor *const *ws, in
     {
         int t = omp_get_thread_num(), n = omp_get_num_threads();
         if (t == 0) team = n;
-        int s0 = (int)((long)total * t / n), s1 = (int)((long)total * (t + 1) / n);
-        for (int i = 0, base = 0; i < count && base < s1; i++) {
-            int steps = (ws[i]->rows + GEMV_ROW_STEP - 1) / GEMV_ROW_STEP;
-            int a = s0 > base ? s0 - base : 0, b = s1 - base < steps ? s1 - base : steps;
-            int r0 = a * GEMV_ROW_STEP, r1 = b * GEMV_ROW_STEP < ws[i]->rows ? b * GEMV_ROW_STEP : ws[i]->rows;
+        /* this thread's steps: those that start in its share of the bytes */
+        size_t lo = all_bytes * (size_t)t / (size_t)n, hi = all_bytes * (size_t)(t + 1) / (size_t)n, base = 0;
+        for (int i = 0; i < count && base < hi; i++) {
+            size_t a = lo > base ? (lo - base + step_bytes[i] - 1) / step_bytes[i] : 0;
+            size_t b = (hi - base + step_bytes[i] - 1) / step_bytes[i];
+            if (a > (size_t)steps[i]) a = (size_t)steps[i];
+            if (b > (size_t)steps[i]) b = (size_t)steps[i];
+            int r0 = (int)a * GEMV_ROW_STEP, r1 = (int)b * GEMV_ROW_STEP < ws[i]->rows ? (int)b * GEMV_ROW_STEP : ws[i]->rows;
             if (r0 < r1) gemv_rows(outs[i], x, ws[i], r0, r1, s);
-            base += steps;
+            base += (size_t)steps[i] * step_bytes[i];
         }
         s->thread_done[t * THREAD_DONE_STRIDE] = time_now_s() - t0;
     }

@@ -507,34 +507,47 @@ END_TEST
 /* matmul_many does several matrices of one width in one parallel region
  * (block-quantized and BF16 prefill; decode): each output is the bits of
  * that matrix alone, on every path, for decode and prefill (40 tokens),
- * with row counts that leave partial units, blocks and groups.  An output
- * put in another matrix's rows, or rows skipped, fails the comparison.
+ * at 2 and 3 threads, with row counts that leave partial units, blocks and
+ * groups.  The last case mixes types, as Q4_K_M's q, k and v do, which
+ * decode splits among the threads by bytes, not rows.  An output put in
+ * another matrix's rows, or rows skipped, fails the comparison.
  * Control: for every token, each matrix's outputs differ from the next
  * matrix's in the rows both have (an output of the wrong matrix fails). */
 START_TEST(matmul_many_equals_one_by_one) {
-    static const TensorType TYPES[] = {TENSOR_F32, TENSOR_F16, TENSOR_BF16, TENSOR_Q8_0, TENSOR_Q4_K};
+    static const TensorType CASES[][3] = {{TENSOR_F32, TENSOR_F32, TENSOR_F32},
+                                          {TENSOR_F16, TENSOR_F16, TENSOR_F16},
+                                          {TENSOR_BF16, TENSOR_BF16, TENSOR_BF16},
+                                          {TENSOR_Q8_0, TENSOR_Q8_0, TENSOR_Q8_0},
+                                          {TENSOR_Q4_K, TENSOR_Q4_K, TENSOR_Q4_K},
+                                          {TENSOR_Q4_K, TENSOR_Q8_0, TENSOR_Q6_K}};
     static const int ROWS[3] = {45, 109, 64};
-    int cols = 256, n = 40;
+    int cols = 256, n = 40, threads_before = omp_get_max_threads();
     float *x = random_floats((size_t)n * cols);
-    for (size_t ty = 0; ty < sizeof TYPES / sizeof TYPES[0]; ty++) {
-        const char *tn = tensor_type_name(TYPES[ty]);
+    for (size_t c = 0; c < sizeof CASES / sizeof CASES[0]; c++) {
+        char tn[64];
+        snprintf(tn, sizeof tn, "%s+%s+%s", tensor_type_name(CASES[c][0]), tensor_type_name(CASES[c][1]),
+                 tensor_type_name(CASES[c][2]));
         Tensor w[3];
         float *ref[3];
-        for (int i = 0; i < 3; i++) w[i] = random_tensor(TYPES[ty], ROWS[i], cols, &ref[i]);
+        for (int i = 0; i < 3; i++) w[i] = random_tensor(CASES[c][i], ROWS[i], cols, &ref[i]);
         for (int p = 0; p < n_paths; p++) {
             kernels_use(paths[p]);
+            for (int threads = 2; threads <= 3; threads++)
             for (int tokens = 1; tokens <= n; tokens += n - 1) {
                 MatmulScratch s;
                 PosencError err;
+                omp_set_num_threads(threads);
                 ck_assert_msg(matmul_scratch_build(&s, cols, &err) == 0, "%s", err.msg);
                 float *outs[3];
                 const Tensor *ws[3] = {&w[0], &w[1], &w[2]};
                 for (int i = 0; i < 3; i++) outs[i] = malloc((size_t)tokens * ROWS[i] * sizeof(float));
                 matmul_many(outs, x, ws, 3, tokens, &s);
+                omp_set_num_threads(threads_before);
                 for (int i = 0; i < 3; i++) {
                     float *one = run_matmul(&w[i], x, tokens, 2);
                     ck_assert_msg(memcmp(one, outs[i], (size_t)tokens * ROWS[i] * sizeof(float)) == 0,
-                                  "%s %s, %d tokens: matrix %d differs", paths[p], tn, tokens, i);
+                                  "%s %s, %d tokens, %d threads: matrix %d differs", paths[p], tn, tokens,
+                                  threads, i);
                     int next = (i + 1) % 3, both = ROWS[i] < ROWS[next] ? ROWS[i] : ROWS[next];
                     for (int t = 0; t < tokens; t++)
                         ck_assert_msg(memcmp(one + (size_t)t * ROWS[i], outs[next] + (size_t)t * ROWS[next],
