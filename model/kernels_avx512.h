@@ -34,6 +34,7 @@ INLINE __m512i dot4_u8(__m512i u, __m512i x) {
 /* Decode on packed rows (KernelPath.dot_packed) and F32/F16 prefill on
  * them (gemm_packed): kernels_avx512_packed.c. */
 void avx512_packed_q4_0(float *out, const DecodeActs *x, const void *w, int m, int k);
+void avx512_packed_mxfp4(float *out, const DecodeActs *x, const void *w, int m, int k);
 void avx512_packed_q8_0(float *out, const DecodeActs *x, const void *w, int m, int k);
 void avx512_packed_q4_k(float *out, const DecodeActs *x, const void *w, int m, int k);
 void avx512_packed_q6_k(float *out, const DecodeActs *x, const void *w, int m, int k);

@@ -1,6 +1,6 @@
 /* The AVX-512 path's kernels on packed rows (kernels_impl.h, written by
- * kernels_pack.c at load time): decode of Q4_0, Q8_0, Q4_K, Q6_K, F32 and
- * F16 (KernelPath.dot_packed), each group of 16 rows' sums one vector, and
+ * kernels_pack.c at load time): decode of Q4_0, Q8_0, MXFP4, Q4_K, Q6_K,
+ * F32 and F16 (KernelPath.dot_packed), each group of 16 rows' sums one vector, and
  * prefill of F32 and F16 (gemm_packed), whose every output is decode's
  * chain of multiply-adds. */
 #include "model/kernels_avx512.h"
@@ -35,9 +35,10 @@ INLINE __m512i broadcast4(const int8_t *x) {
 }
 /* The 16 rows' sums of u * x over each half of a block of 32: the low
  * nibbles (weights 0-15) in *lo, the high ones in *hi; a Q6_K block ORs
- * its top two bits in (qh, else NULL). */
+ * its top two bits in (qh, else NULL); MXFP4's nibbles are codes, u the
+ * table's byte for each (lut, else NULL). */
 INLINE void packed_block(__m512i *lo, __m512i *hi, const uint8_t qs[4][64], const uint8_t qh[2][64],
-                         const int8_t *x) {
+                         const __m512i *lut, const int8_t *x) {
     const __m512i low = _mm512_set1_epi8(0xF), top = _mm512_set1_epi8(0x30);
     __m512i a = _mm512_setzero_si512(), b = _mm512_setzero_si512(), h0, h1;
     if (qh) h0 = _mm512_loadu_si512(qh[0]), h1 = _mm512_loadu_si512(qh[1]);
@@ -45,6 +46,7 @@ INLINE void packed_block(__m512i *lo, __m512i *hi, const uint8_t qs[4][64], cons
     for (int s = 0; s < 4; s++) {
         __m512i v = _mm512_loadu_si512(qs[s]);
         __m512i u0 = _mm512_and_si512(v, low), u1 = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
+        if (lut) u0 = _mm512_shuffle_epi8(*lut, u0), u1 = _mm512_shuffle_epi8(*lut, u1);
         if (qh) { /* bits 2s, 2s + 1 of each byte to bits 4, 5 (16-bit shifts: the mask drops what crosses) */
             __m512i t0 = s < 3 ? _mm512_slli_epi16(h0, 4 - 2 * s) : _mm512_srli_epi16(h0, 2);
             __m512i t1 = s < 3 ? _mm512_slli_epi16(h1, 4 - 2 * s) : _mm512_srli_epi16(h1, 2);
@@ -75,10 +77,36 @@ void avx512_packed_q4_0(float *out, const DecodeActs *x, const void *w, int m, i
         for (int b = 0; b < nb; b++) {
             __m512i lo, hi;
             stream_prefetch(p + b, sizeof *p);
-            packed_block(&lo, &hi, p[b].qs, NULL, x->q + QK * b);
+            packed_block(&lo, &hi, p[b].qs, NULL, NULL, x->q + QK * b);
             __m512i dot = _mm512_sub_epi32(_mm512_add_epi32(lo, hi), _mm512_set1_epi32(8 * x->sum[b]));
             acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot),
                                   _mm512_mul_ps(packed_half16(p[b].d), _mm512_set1_ps(x->d[b])), acc);
+        }
+        packed_store(out + g, acc, m - g);
+    }
+}
+
+/* MXFP4 as Q4_0: the codes through a byte shuffle to u = 12 + the doubled
+ * E2M1 value (quant_mxfp4_u), less 12 times the activations' sum; each
+ * row's E8M0 half scale (quant_e8m0_half: 2^(e - 128), e < 2 subnormal)
+ * made in the vector. */
+void avx512_packed_mxfp4(float *out, const DecodeActs *x, const void *w, int m, int k) {
+    const PackMXFP4 *p = w;
+    const __m512i lut = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)quant_mxfp4_u));
+    const __m512i one = _mm512_set1_epi32(1), two = _mm512_set1_epi32(2), sub = _mm512_set1_epi32(0x00200000);
+    int nb = k / QK;
+    for (int g = 0; g < m; g += PACK_ROWS, p += nb) {
+        __m512 acc = _mm512_setzero_ps();
+        for (int b = 0; b < nb; b++) {
+            __m512i lo, hi;
+            stream_prefetch(p + b, sizeof *p);
+            packed_block(&lo, &hi, p[b].qs, NULL, &lut, x->q + QK * b);
+            __m512i dot = _mm512_sub_epi32(_mm512_add_epi32(lo, hi), _mm512_set1_epi32(12 * x->sum[b]));
+            __m512i e = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p[b].e));
+            __m512i bits = _mm512_mask_sllv_epi32(_mm512_slli_epi32(_mm512_sub_epi32(e, one), 23),
+                                                  _mm512_cmplt_epu32_mask(e, two), sub, e);
+            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot),
+                                  _mm512_mul_ps(_mm512_castsi512_ps(bits), _mm512_set1_ps(x->d[b])), acc);
         }
         packed_store(out + g, acc, m - g);
     }
@@ -223,7 +251,7 @@ INLINE __m512 packed_superblock(const void *blk, int six, const int8_t *xq, cons
     for (int j = 0; j < QK_K / 32; j++) {
         __m512i lo, hi;
         stream_prefetch((const char *)blk + j * eighth, eighth);
-        packed_block(&lo, &hi, six ? q6->ql[j] : q4->qs[j], six ? q6->qh[j] : NULL, xq + 32 * j);
+        packed_block(&lo, &hi, six ? q6->ql[j] : q4->qs[j], six ? q6->qh[j] : NULL, NULL, xq + 32 * j);
         if (six) {
             lo = _mm512_sub_epi32(lo, _mm512_set1_epi32(32 * ks[2 * j]));
             hi = _mm512_sub_epi32(hi, _mm512_set1_epi32(32 * ks[2 * j + 1]));

@@ -105,7 +105,8 @@ typedef struct QuantActs {
  *
  * Quants are unsigned (Q4_0 0..15 centred on 8, Q4_K 0..15, Q6_K 0..63
  * centred on 32, Q8_0 0..255 centred on 128: its vectors are whole bytes,
- * laid out as a unit's, so prefill copies them).  In vector s (< 4) of a block of 32 weights, byte
+ * laid out as a unit's, so prefill copies them; MXFP4 keeps its E2M1
+ * codes, which a byte shuffle turns into u = 12 + the doubled value).  In vector s (< 4) of a block of 32 weights, byte
  * 4r + i holds weight 4s + i of row r in its low nibble and weight
  * 16 + 4s + i in its high nibble; Q6_K's top two bits are in qh, vector
  * [j][h] holding in byte 4r + i, bits 2s and 2s + 1, those of weight
@@ -129,6 +130,10 @@ typedef struct {
     uint8_t d[PACK_ROWS][2];          /* f16 scale of each row */
     uint8_t qs[8][64];                /* byte 4r + i of vector s: q + 128 of weight 4s + i of row r */
 } PackQ8_0;                           /* 16 rows by one block of 32: a unit's group as it is */
+typedef struct {
+    uint8_t e[PACK_ROWS];             /* E8M0 scale of each row */
+    uint8_t qs[4][64];                /* the E2M1 codes as Q4_0's nibbles (u by quant_mxfp4_u) */
+} PackMXFP4;                          /* 16 rows by one block of 32 */
 typedef struct {
     uint8_t d[PACK_ROWS][2], dmin[PACK_ROWS][2];
     uint8_t sc[QK_K / 32][PACK_ROWS]; /* 6-bit scale and min of each sub-block of 32 */
@@ -164,6 +169,7 @@ struct DecodeActs {
  * ones are tested against. */
 void pack_dot_q4_0(float *out, const DecodeActs *x, const void *w, int m, int k);
 void pack_dot_q8_0(float *out, const DecodeActs *x, const void *w, int m, int k);
+void pack_dot_mxfp4(float *out, const DecodeActs *x, const void *w, int m, int k);
 void pack_dot_q4_k(float *out, const DecodeActs *x, const void *w, int m, int k);
 void pack_dot_q6_k(float *out, const DecodeActs *x, const void *w, int m, int k);
 

@@ -10,6 +10,7 @@ size_t pack_group_bytes(TensorType t, int cols) {
     switch (t) {
     case TENSOR_Q4_0: return (size_t)(cols / QK) * sizeof(PackQ4_0);
     case TENSOR_Q8_0: return (size_t)(cols / QK) * sizeof(PackQ8_0);
+    case TENSOR_MXFP4: return (size_t)(cols / QK) * sizeof(PackMXFP4);
     case TENSOR_Q4_K: return (size_t)(cols / QK_K) * sizeof(PackQ4_K);
     case TENSOR_Q6_K: return (size_t)(cols / QK_K) * sizeof(PackQ6_K);
     case TENSOR_F32: return (size_t)cols * PACK_ROWS * sizeof(float);
@@ -38,6 +39,16 @@ static void pack_row(TensorType t, void *dst, const uint8_t *row, int r, int col
                 four ^= 0x80808080u;
                 memcpy(&p[b].qs[s][4 * r], &four, 4);
             }
+        }
+        return;
+    }
+    if (t == TENSOR_MXFP4) { /* the codes as they are: the file's byte j holds weights j and 16 + j */
+        PackMXFP4 *p = dst;
+        for (int b = 0; b < cols / QK; b++, row += sizeof(BlockMXFP4)) {
+            const BlockMXFP4 *blk = (const BlockMXFP4 *)row;
+            for (int j = 0; j < QK / 2; j++) u[j] = blk->qs[j] & 0xF, u[QK / 2 + j] = blk->qs[j] >> 4;
+            p[b].e[r] = blk->e;
+            put_nibbles(p[b].qs, r, u);
         }
         return;
     }
@@ -125,6 +136,12 @@ static void unit_block(QuantUnit *u, TensorType t, const void *p, int b, int g) 
         for (int s = 0; s < 4; s++) unit_vectors(dst, q->qs[s], NULL, s);
         for (int r = 0; r < PACK_ROWS; r++)
             d[r] = d[16 + r] = quant_half(q->d[r]), m[r] = m[16 + r] = 0.0f;
+    } else if (t == TENSOR_MXFP4) {
+        const PackMXFP4 *q = (const PackMXFP4 *)p + b;
+        for (int s = 0; s < 4; s++) unit_vectors(dst, q->qs[s], NULL, s);
+        for (int i = 0; i < 8 * 64; i++) dst[i] = quant_mxfp4_u[dst[i]];
+        for (int r = 0; r < PACK_ROWS; r++)
+            d[r] = d[16 + r] = quant_e8m0_half(q->e[r]), m[r] = m[16 + r] = 0.0f;
     } else if (t == TENSOR_Q4_K) {
         const PackQ4_K *q = (const PackQ4_K *)p + b / 8;
         int j = b % 8;
@@ -168,10 +185,11 @@ static int nibble(const uint8_t qs[4][64], int r, int i) {
     return i < 16 ? byte & 0xF : byte >> 4;
 }
 
-/* sum over the block of u * x for row r. */
-static int32_t block_dot(const uint8_t qs[4][64], int r, const int8_t *x) {
+/* sum over the block of u * x for row r, u the nibble or, with a table,
+ * the table's byte for it. */
+static int32_t block_dot(const uint8_t qs[4][64], int r, const int8_t *x, const uint8_t *table) {
     int32_t s = 0;
-    for (int i = 0; i < QK; i++) s += nibble(qs, r, i) * x[i];
+    for (int i = 0; i < QK; i++) s += (table ? table[nibble(qs, r, i)] : nibble(qs, r, i)) * x[i];
     return s;
 }
 
@@ -183,8 +201,23 @@ void pack_dot_q4_0(float *out, const DecodeActs *x, const void *w, int m, int k)
         for (int r = 0; r < rows_in(m, g); r++) {
             float acc = 0.0f;
             for (int b = 0; b < k / QK; b++) {
-                int32_t dot = block_dot(p[b].qs, r, x->q + QK * b) - 8 * x->sum[b];
+                int32_t dot = block_dot(p[b].qs, r, x->q + QK * b, NULL) - 8 * x->sum[b];
                 acc += (float)dot * (quant_half(p[b].d[r]) * x->d[b]);
+            }
+            out[g + r] = acc;
+        }
+}
+
+/* MXFP4 as Q4_0, its codes through quant_mxfp4_u (centred on 12), its
+ * scales E8M0 halves. */
+void pack_dot_mxfp4(float *out, const DecodeActs *x, const void *w, int m, int k) {
+    const PackMXFP4 *p = w;
+    for (int g = 0; g < m; g += PACK_ROWS, p += k / QK)
+        for (int r = 0; r < rows_in(m, g); r++) {
+            float acc = 0.0f;
+            for (int b = 0; b < k / QK; b++) {
+                int32_t dot = block_dot(p[b].qs, r, x->q + QK * b, quant_mxfp4_u) - 12 * x->sum[b];
+                acc += (float)dot * (quant_e8m0_half(p[b].e[r]) * x->d[b]);
             }
             out[g + r] = acc;
         }
@@ -222,7 +255,7 @@ static float superblock_q4_k(const void *blk, int r, const int8_t *xq, const int
     const PackQ4_K *p = blk;
     int32_t dot = 0, mins = 0;
     for (int j = 0; j < QK_K / 32; j++) {
-        dot += p->sc[j][r] * block_dot(p->qs[j], r, xq + 32 * j);
+        dot += p->sc[j][r] * block_dot(p->qs[j], r, xq + 32 * j, NULL);
         mins += p->mn[j][r] * (ks[2 * j] + ks[2 * j + 1]);
     }
     return quant_half(p->d[r]) * kd * (float)dot - quant_half(p->dmin[r]) * kd * (float)mins;

@@ -282,10 +282,13 @@ QUANT_DOT_Q8K(q6_k, BlockQ6_K)
 
 /* Their entries in the path's table (a path may bring its own Q4_0,
  * QUANT_DOT_Q4_0, and kernels on packed rows, QUANT_PACKED_Q4_0,
- * QUANT_PACKED_Q4_K, QUANT_PACKED_Q6_K (kernels_impl.h), defined before it
+ * QUANT_PACKED_MXFP4, QUANT_PACKED_Q4_K, QUANT_PACKED_Q6_K (kernels_impl.h), defined before it
  * includes this file; a path without them reads the rows as the file has them). */
 #ifndef QUANT_PACKED_Q4_0
 #define QUANT_PACKED_Q4_0 NULL
+#endif
+#ifndef QUANT_PACKED_MXFP4
+#define QUANT_PACKED_MXFP4 NULL
 #endif
 #ifndef QUANT_PACKED_Q4_K
 #define QUANT_PACKED_Q4_K NULL
@@ -306,5 +309,6 @@ QUANT_DOT_Q8K(q6_k, BlockQ6_K)
     [TENSOR_Q5_K] = {.dot_q8k = dot_q5_k, .to_f32 = quant_q5_k_to_f32},                          \
     [TENSOR_Q6_K] = {.dot_q8k = dot_q6_k, .dot_packed = QUANT_PACKED_Q6_K,                       \
                      .to_f32 = quant_q6_k_to_f32},                                               \
-    [TENSOR_MXFP4] = {.dot_q8 = QUANT_DOT_MXFP4, .to_f32 = quant_mxfp4_to_f32}
+    [TENSOR_MXFP4] = {.dot_q8 = QUANT_DOT_MXFP4, .dot_packed = QUANT_PACKED_MXFP4,                \
+                      .to_f32 = quant_mxfp4_to_f32}
 #endif

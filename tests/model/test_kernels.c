@@ -106,7 +106,9 @@ static void scale_offsets(TensorType type, int *d, int *m) {
  * scales chosen so that weights stay within a few units (q * sc * d; the
  * K-quants' integer scales reach 63 or 128) and the mins of the _1 and K
  * types are of the size of the weights: cancellation is then exercised.
- * MXFP4's E8M0 scale: 2^-6 to 2^-3 halved, weights up to 12 times that. */
+ * MXFP4's E8M0 scale: 2^-6 to 2^-3 halved, weights up to 12 times that,
+ * or in one block of 16 2^-128 or 2^-127, the subnormal ones (a scale made
+ * from the wrong bits there is infinite or far off). */
 static void random_blocks(TensorType type, uint8_t *data, size_t n) {
     size_t bytes = tensor_block_bytes(type);
     int off_d, off_m;
@@ -118,8 +120,9 @@ static void random_blocks(TensorType type, uint8_t *data, size_t n) {
             frand();
             blk[i] = (uint8_t)(rng >> 32);
         }
-        if (type == TENSOR_MXFP4) {
-            blk[0] = (uint8_t)(122 + (rng >> 32 & 3));
+        if (type == TENSOR_MXFP4) { /* one block in 16 at e = 0 or 1, the scales that are subnormal */
+            unsigned bits = (unsigned)(rng >> 32);
+            blk[0] = (uint8_t)((bits & 0xF0) == 0 ? bits & 1 : 122 + (bits & 3));
             continue;
         }
         uint16_t d = fp32_to_fp16(dmax * (0.5f + 0.25f * frand()));
@@ -695,7 +698,7 @@ START_TEST(quant_decode_matches_portable) {
 }
 END_TEST
 
-/* Decode on packed rows (kernels_impl.h: Q4_0, Q4_K, Q6_K copied into
+/* Decode on packed rows (kernels_impl.h: Q8_0, Q4_0, MXFP4, Q4_K, Q6_K copied into
  * groups of 16 interleaved rows at load time): on every path that packs
  * the type, the same integer sums as the portable path on the rows as the
  * file has them, so within the float-rounding bound of
@@ -706,7 +709,7 @@ END_TEST
  * Control: each row's result is outside the bound around the next row's
  * (a quant or scale packed into the wrong row or lane fails). */
 START_TEST(packed_decode_matches_rows) {
-    static const TensorType TYPES[] = {TENSOR_Q8_0, TENSOR_Q4_0, TENSOR_Q4_K, TENSOR_Q6_K};
+    static const TensorType TYPES[] = {TENSOR_Q8_0, TENSOR_Q4_0, TENSOR_MXFP4, TENSOR_Q4_K, TENSOR_Q6_K};
     int rows = 45;
     float *x = random_floats(256 * 3), *x3 = random_floats(256 * 3 * 3);
     for (int i = 64; i < 96; i++) x[i] = 0.0f; /* an all-zero block: scale 0 */
