@@ -476,6 +476,14 @@ size_t kernels_packed_bytes(const Tensor *w) {
     return groups > SIZE_MAX / group ? SIZE_MAX : groups * group;
 }
 
+_Static_assert(PACK_ROWS == KERNELS_PACK_ROWS, "kernels.h's count of packed rows is kernels_impl.h's");
+
+Tensor kernels_rows(const Tensor *w, int first, int n) {
+    Tensor view = tensor_rows(w, first, n);
+    if (w->packed && first % PACK_ROWS == 0) view.packed = packed_group(w, first);
+    return view;
+}
+
 void kernels_pack(void *dst, const Tensor *w) {
     size_t group = pack_group_bytes(w->type, w->cols), row_bytes = tensor_row_bytes(w->type, (size_t)w->cols);
     int groups = (w->rows + PACK_ROWS - 1) / PACK_ROWS;

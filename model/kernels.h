@@ -82,12 +82,18 @@ void matmul(float *out, const float *x, const Tensor *w, int n, MatmulScratch *s
 void matmul_many(float *const *outs, const float *x, const Tensor *const *ws, int count, int n,
                  MatmulScratch *s);
 
-/* The packed copy of a Q4_0/Q4_K/Q6_K, F32 or F16 matrix (kernels_impl.h): the
- * bytes it takes (SIZE_MAX if they overflow), 0 when the kernel path in
- * use has no packed kernel for w's type; kernels_pack writes it into dst
- * (64-byte aligned), which matmul then reads through w->packed. */
+/* The packed copy of a Q4_0/Q8_0/MXFP4/Q4_K/Q6_K, F32 or F16 matrix
+ * (kernels_impl.h): the bytes it takes (SIZE_MAX if they overflow), 0 when
+ * the kernel path in use has no packed kernel for w's type; kernels_pack
+ * writes it into dst (64-byte aligned), which matmul then reads through
+ * w->packed.  The copy interleaves KERNELS_PACK_ROWS rows at a time. */
+#define KERNELS_PACK_ROWS 16
 size_t kernels_packed_bytes(const Tensor *w);
 void kernels_pack(void *dst, const Tensor *w);
+/* Rows [first, first + n) of w as a matrix of their own (an expert in a
+ * mixture's stacked tensor), reading w's packed copy where w has one and
+ * `first` starts one of its groups, else the file's rows. */
+Tensor kernels_rows(const Tensor *w, int first, int n);
 
 /* Single-threaded pieces of attention, for callers that parallelize over
  * heads themselves.  w and v are f32 or f16 (the KV cache's types).

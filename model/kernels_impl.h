@@ -121,7 +121,7 @@ typedef struct QuantActs {
  * output is one lane's chain of multiply-adds over columns 0..k-1 (F16
  * converted exactly), in decode and in prefill alike, so the two give the
  * same bits. */
-#define PACK_ROWS 16
+#define PACK_ROWS 16 /* kernels.h's KERNELS_PACK_ROWS */
 typedef struct {
     uint8_t d[PACK_ROWS][2];          /* f16 scale of each row */
     uint8_t qs[4][64];

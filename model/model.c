@@ -53,8 +53,11 @@ int model_config_validate(const ModelConfig *c, const char *path, PosencError *e
     return 0;
 }
 
-/* Every matrix decode multiplies with, for model_pack. */
-static int matrices(Model *m, Tensor **out) {
+/* Every matrix decode multiplies with, for model_pack: the layers' own and
+ * the head, then (from *n_dense on) a mixture's stacked experts whose
+ * every expert starts a packed group (model_expert_matrix's views then
+ * read the copy). */
+static int matrices(Model *m, Tensor **out, int *n_dense) {
     int n = 0;
     for (int l = 0; l < m->config.n_layers; l++) {
         Tensor *all[LAYER_MATRICES] = LAYER_MATRIX_LIST(&m->weights.layers[l]);
@@ -62,6 +65,14 @@ static int matrices(Model *m, Tensor **out) {
             if (all[i]->data) out[n++] = all[i];
     }
     out[n++] = &m->weights.output;
+    *n_dense = n;
+    for (int l = 0; l < m->config.n_layers && m->config.n_experts; l++) {
+        LayerWeights *lw = &m->weights.layers[l];
+        Tensor *stacked[] = {&lw->gate_exps, &lw->up_exps, &lw->down_exps};
+        for (int i = 0; i < 3; i++)
+            if (stacked[i]->data && stacked[i]->rows / m->config.n_experts % KERNELS_PACK_ROWS == 0)
+                out[n++] = stacked[i];
+    }
     return n;
 }
 
@@ -93,17 +104,29 @@ static void release_pages(const Model *m, const Tensor *t) {
  * never packed, and a tied output's rows stay readable). */
 #define PACK_SLAB_ROWS 4096 /* a multiple of every packed group's rows */
 static int model_pack(Model *m, const char *path, PosencError *err) {
-    size_t count = (size_t)m->config.n_layers * LAYER_MATRICES + 1;
+    size_t count = (size_t)m->config.n_layers * (LAYER_MATRICES + 3) + 1;
     Tensor **list = malloc(count * sizeof *list);
     if (!list) return posenc_error_oom(err, count, sizeof *list, "the matrix list");
-    int n = matrices(m, list);
-    size_t total = 0;
+    int n_dense, n = matrices(m, list, &n_dense);
+    size_t total = 0, dense = 0;
     for (int i = 0; i < n; i++) {
         size_t slot = packed_slot(list[i]);
         if (slot == SIZE_MAX || !size_add(&total, total, slot)) {
             free(list);
             return posenc_error(err, "%s: the packed copies of its matrices overflow size_t", path);
         }
+        if (i + 1 == n_dense) dense = total;
+    }
+    /* A mixture's experts are packed when the whole copy fits in three
+     * quarters of the memory; else they stay in the file's pages, which a
+     * token reads as the router picks them and the system may drop and
+     * read again, so a model larger than the memory still runs. */
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    double memory = pages > 0 && page > 0 ? (double)pages * (double)page : 0.0;
+    m->experts_packed = total > dense && (double)total <= 0.75 * memory;
+    if (!m->experts_packed) {
+        n = n_dense;
+        total = dense;
     }
     if (total) {
         /* in 2 MB pages where the system gives them: decode streams the

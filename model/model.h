@@ -6,6 +6,7 @@
 
 #include "base/gguf.h"
 #include "base/tensor.h"
+#include "model/kernels.h"
 #include "base/util.h"
 #include "model/family.h"
 #include "positional/pe.h"
@@ -127,6 +128,7 @@ typedef struct {
     size_t owned_bytes;
     void *packed;           /* decode's packed copies of the matrices (kernels_pack) */
     size_t packed_bytes;
+    int experts_packed;     /* a mixture's experts are in the copy (else read from the file's pages) */
     char path[512];
 } Model;
 
@@ -141,7 +143,7 @@ void model_free(Model *m);
  * up_exps or down_exps): a view of its rows in the mapping. */
 static inline Tensor model_expert_matrix(const Tensor *stacked, int n_experts, int e) {
     int rows = stacked->rows / n_experts;
-    return tensor_rows(stacked, e * rows, rows);
+    return kernels_rows(stacked, e * rows, rows);
 }
 
 int model_kv_dim(const ModelConfig *c);

@@ -766,6 +766,60 @@ START_TEST(packed_decode_matches_rows) {
 }
 END_TEST
 
+/* A mixture's expert is a view of its rows in the stacked tensor
+ * (kernels_rows): from a row that starts a packed group it reads the
+ * packed copy, and gives the bits of the whole matrix's rows there, in
+ * decode and in prefill (3 tokens), on every path that packs the type.
+ * From a row inside a group it reads the file's rows.  Control: expert e's
+ * view differs from expert e + 1's rows (a view at the wrong group fails). */
+START_TEST(packed_rows_views) {
+    static const TensorType TYPES[] = {TENSOR_F32, TENSOR_Q4_K, TENSOR_MXFP4};
+    int rows = 3 * KERNELS_PACK_ROWS, cols = 256;
+    float *x = random_floats((size_t)3 * cols);
+    for (size_t ty = 0; ty < sizeof TYPES / sizeof TYPES[0]; ty++) {
+        const char *tn = tensor_type_name(TYPES[ty]);
+        float *wref;
+        Tensor w = random_tensor(TYPES[ty], rows, cols, &wref);
+        for (int p = 0; p < n_paths; p++) {
+            kernels_use(paths[p]);
+            size_t bytes = kernels_packed_bytes(&w);
+            if (!bytes) continue;
+            void *packed = aligned_alloc(64, (bytes + 63) / 64 * 64);
+            kernels_pack(packed, &w);
+            Tensor wp = w;
+            wp.packed = packed;
+            for (int tokens = 1; tokens <= 3; tokens += 2) {
+                float *whole = run_matmul(&wp, x, tokens, 2);
+                for (int e = 0; e < 3; e++) {
+                    Tensor view = kernels_rows(&wp, e * KERNELS_PACK_ROWS, KERNELS_PACK_ROWS);
+                    ck_assert_ptr_nonnull(view.packed);
+                    float *got = run_matmul(&view, x, tokens, 2);
+                    for (int t = 0; t < tokens; t++) {
+                        const float *want = whole + (size_t)t * rows + e * KERNELS_PACK_ROWS;
+                        ck_assert_msg(memcmp(got + t * KERNELS_PACK_ROWS, want, KERNELS_PACK_ROWS * sizeof(float)) == 0,
+                                      "%s %s, %d tokens: expert %d's view differs from its rows", paths[p], tn,
+                                      tokens, e);
+                        if (e < 2)
+                            ck_assert_msg(memcmp(got + t * KERNELS_PACK_ROWS, want + KERNELS_PACK_ROWS,
+                                                 KERNELS_PACK_ROWS * sizeof(float)) != 0,
+                                          "control, %s %s: expert %d's view gives expert %d's bits", paths[p], tn,
+                                          e, e + 1);
+                    }
+                    free(got);
+                }
+                free(whole);
+            }
+            ck_assert_ptr_null(kernels_rows(&wp, KERNELS_PACK_ROWS / 2, KERNELS_PACK_ROWS).packed);
+            free(packed);
+        }
+        kernels_use("portable");
+        free(wref);
+        free((void *)w.data);
+    }
+    free(x);
+}
+END_TEST
+
 /* Packed F32 and F16 rows (kernels_impl.h: groups of 16 rows, a column
  * of the 16 per vector): on every path that packs them, each output is one
  * chain of multiply-adds in column order (F16 converted exactly), so
@@ -1598,6 +1652,7 @@ int main(void) {
     tcase_add_test(tc, matmul_paths_threads_and_chunks);
     add_test_needing(tc, quant_decode_matches_portable, 1u << HAS_AVX2 | 1u << HAS_AVX512, not_run, sizeof not_run);
     tcase_add_test(tc, packed_decode_matches_rows);
+    tcase_add_test(tc, packed_rows_views);
     add_test_needing(tc, packed_float_decode_equals_prefill, 1u << HAS_AVX512, not_run, sizeof not_run);
     add_test_needing(tc, bf16_prefill_chunks, 1u << HAS_BF16_PAIRS | 1u << HAS_AMX_BF16, not_run, sizeof not_run);
     tcase_add_test(tc, matmul_many_equals_one_by_one);

@@ -592,12 +592,20 @@ END_TEST
 /* Prefill reads each expert's matrices once per chunk: an 80-token chunk
  * runs one expert feed-forward per (layer, expert) that some token picked,
  * at most layers x experts; token by token it runs layers x top k per
- * token (control: the grouping's count is far below that). */
+ * token (control: the grouping's count is far below that).  Where the
+ * kernel path packs the experts' type, they are packed with the other
+ * matrices (this model is far smaller than the memory), and each expert's
+ * view reads the copy. */
 START_TEST(experts_read_once_per_chunk) {
     if (!ready) return;
     Model m;
     tests_load_model(&m, ggufs[case_index("qwen3_moe")]);
     const ModelConfig *c = &m.config;
+    const Tensor *gate = &m.weights.layers[0].gate_exps;
+    if (kernels_packed_bytes(gate)) {
+        ck_assert_int_eq(m.experts_packed, 1);
+        ck_assert_ptr_nonnull(model_expert_matrix(gate, c->n_experts, c->n_experts - 1).packed);
+    }
     Context ctx;
     tests_build_context(&ctx, &m, &m.pe, 128);
     free(engine_run(&ctx, RUN_CHUNK, 0));
