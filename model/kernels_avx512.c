@@ -625,6 +625,7 @@ static void dot_mxfp4_pairs(float *out, const int8_t *xq, const float *xd, const
 #define QUANT_PACKED_Q4_0 avx512_packed_q4_0 /* kernels_avx512_packed.c */
 #define QUANT_PACKED_MXFP4 avx512_packed_mxfp4
 #define QUANT_PACKED_Q4_K avx512_packed_q4_k
+#define QUANT_PACKED_Q5_K avx512_packed_q5_k
 #define QUANT_PACKED_Q6_K avx512_packed_q6_k
 
 #define QUANT_AVX256 /* kernels_quant.h's 256-bit kernels, on quant_dot4 */

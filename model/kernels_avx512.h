@@ -37,6 +37,7 @@ void avx512_packed_q4_0(float *out, const DecodeActs *x, const void *w, int m, i
 void avx512_packed_mxfp4(float *out, const DecodeActs *x, const void *w, int m, int k);
 void avx512_packed_q8_0(float *out, const DecodeActs *x, const void *w, int m, int k);
 void avx512_packed_q4_k(float *out, const DecodeActs *x, const void *w, int m, int k);
+void avx512_packed_q5_k(float *out, const DecodeActs *x, const void *w, int m, int k);
 void avx512_packed_q6_k(float *out, const DecodeActs *x, const void *w, int m, int k);
 void avx512_packed_f32(float *out, const DecodeActs *x, const void *w, int m, int k);
 void avx512_packed_f16(float *out, const DecodeActs *x, const void *w, int m, int k);

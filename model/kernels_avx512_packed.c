@@ -1,6 +1,6 @@
 /* The AVX-512 path's kernels on packed rows (kernels_impl.h, written by
- * kernels_pack.c at load time): decode of Q4_0, Q8_0, MXFP4, Q4_K, Q6_K,
- * F32 and F16 (KernelPath.dot_packed), each group of 16 rows' sums one vector, and
+ * kernels_pack.c at load time): decode of Q4_0, Q8_0, MXFP4, Q4_K, Q5_K,
+ * Q6_K, F32 and F16 (KernelPath.dot_packed), each group of 16 rows' sums one vector, and
  * prefill of F32 and F16 (gemm_packed), whose every output is decode's
  * chain of multiply-adds. */
 #include "model/kernels_avx512.h"
@@ -35,13 +35,15 @@ INLINE __m512i broadcast4(const int8_t *x) {
 }
 /* The 16 rows' sums of u * x over each half of a block of 32: the low
  * nibbles (weights 0-15) in *lo, the high ones in *hi; a Q6_K block ORs
- * its top two bits in (qh, else NULL); MXFP4's nibbles are codes, u the
- * table's byte for each (lut, else NULL). */
+ * its top two bits in (qh, else NULL), a Q5_K block its fifth bit (q5h,
+ * else NULL); MXFP4's nibbles are codes, u the table's byte for each
+ * (lut, else NULL). */
 INLINE void packed_block(__m512i *lo, __m512i *hi, const uint8_t qs[4][64], const uint8_t qh[2][64],
-                         const __m512i *lut, const int8_t *x) {
-    const __m512i low = _mm512_set1_epi8(0xF), top = _mm512_set1_epi8(0x30);
-    __m512i a = _mm512_setzero_si512(), b = _mm512_setzero_si512(), h0, h1;
+                         const uint8_t *q5h, const __m512i *lut, const int8_t *x) {
+    const __m512i low = _mm512_set1_epi8(0xF), top = _mm512_set1_epi8(0x30), fifth = _mm512_set1_epi8(0x10);
+    __m512i a = _mm512_setzero_si512(), b = _mm512_setzero_si512(), h0, h1, h5;
     if (qh) h0 = _mm512_loadu_si512(qh[0]), h1 = _mm512_loadu_si512(qh[1]);
+    if (q5h) h5 = _mm512_loadu_si512(q5h);
 #pragma GCC unroll 4
     for (int s = 0; s < 4; s++) {
         __m512i v = _mm512_loadu_si512(qs[s]);
@@ -52,6 +54,11 @@ INLINE void packed_block(__m512i *lo, __m512i *hi, const uint8_t qs[4][64], cons
             __m512i t1 = s < 3 ? _mm512_slli_epi16(h1, 4 - 2 * s) : _mm512_srli_epi16(h1, 2);
             u0 = _mm512_or_si512(u0, _mm512_and_si512(t0, top));
             u1 = _mm512_or_si512(u1, _mm512_and_si512(t1, top));
+        }
+        if (q5h) { /* bit s to bit 4, and bit 4 + s to bit 4 (16-bit shifts: the mask drops what crosses) */
+            __m512i t0 = _mm512_slli_epi16(h5, 4 - s), t1 = s ? _mm512_srli_epi16(h5, s) : h5;
+            u0 = _mm512_or_si512(u0, _mm512_and_si512(t0, fifth));
+            u1 = _mm512_or_si512(u1, _mm512_and_si512(t1, fifth));
         }
         a = dpbusd_acc(a, u0, broadcast4(x + 4 * s));
         b = dpbusd_acc(b, u1, broadcast4(x + 16 + 4 * s));
@@ -77,7 +84,7 @@ void avx512_packed_q4_0(float *out, const DecodeActs *x, const void *w, int m, i
         for (int b = 0; b < nb; b++) {
             __m512i lo, hi;
             stream_prefetch(p + b, sizeof *p);
-            packed_block(&lo, &hi, p[b].qs, NULL, NULL, x->q + QK * b);
+            packed_block(&lo, &hi, p[b].qs, NULL, NULL, NULL, x->q + QK * b);
             __m512i dot = _mm512_sub_epi32(_mm512_add_epi32(lo, hi), _mm512_set1_epi32(8 * x->sum[b]));
             acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot),
                                   _mm512_mul_ps(packed_half16(p[b].d), _mm512_set1_ps(x->d[b])), acc);
@@ -100,7 +107,7 @@ void avx512_packed_mxfp4(float *out, const DecodeActs *x, const void *w, int m, 
         for (int b = 0; b < nb; b++) {
             __m512i lo, hi;
             stream_prefetch(p + b, sizeof *p);
-            packed_block(&lo, &hi, p[b].qs, NULL, &lut, x->q + QK * b);
+            packed_block(&lo, &hi, p[b].qs, NULL, NULL, &lut, x->q + QK * b);
             __m512i dot = _mm512_sub_epi32(_mm512_add_epi32(lo, hi), _mm512_set1_epi32(12 * x->sum[b]));
             __m512i e = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p[b].e));
             __m512i bits = _mm512_mask_sllv_epi32(_mm512_slli_epi32(_mm512_sub_epi32(e, one), 23),
@@ -241,46 +248,53 @@ void avx512_gemm_packed_f16(float *out, size_t ldo, const float *x, size_t ldx, 
 }
 
 /* One super-block of 16 packed K-quant rows against Q8_K activations
- * (xq, their sums of 16 ks, scale kd): Q4_K's scales and mins per 32
- * weights, or Q6_K's (six) scales per 16 around the centre 32. */
-INLINE __m512 packed_superblock(const void *blk, int six, const int8_t *xq, const int16_t *ks, float kd) {
+ * (xq, their sums of 16 ks, scale kd): Q4_K's (bits 4) and Q5_K's (5)
+ * scales and mins per 32 weights, or Q6_K's (6) scales per 16 around the
+ * centre 32. */
+INLINE __m512 packed_superblock(const void *blk, int bits, const int8_t *xq, const int16_t *ks, float kd) {
     __m512i dot = _mm512_setzero_si512(), mins = _mm512_setzero_si512();
     const PackQ4_K *q4 = blk;
+    const PackQ5_K *q5 = blk;
     const PackQ6_K *q6 = blk;
-    size_t eighth = (six ? sizeof *q6 : sizeof *q4) / 8;
+    size_t eighth = (bits == 6 ? sizeof *q6 : bits == 5 ? sizeof *q5 : sizeof *q4) / 8;
     for (int j = 0; j < QK_K / 32; j++) {
         __m512i lo, hi;
         stream_prefetch((const char *)blk + j * eighth, eighth);
-        packed_block(&lo, &hi, six ? q6->ql[j] : q4->qs[j], six ? q6->qh[j] : NULL, NULL, xq + 32 * j);
-        if (six) {
+        packed_block(&lo, &hi, bits == 6 ? q6->ql[j] : bits == 5 ? q5->qs[j] : q4->qs[j], bits == 6 ? q6->qh[j] : NULL,
+                     bits == 5 ? q5->qh[j] : NULL, NULL, xq + 32 * j);
+        if (bits == 6) {
             lo = _mm512_sub_epi32(lo, _mm512_set1_epi32(32 * ks[2 * j]));
             hi = _mm512_sub_epi32(hi, _mm512_set1_epi32(32 * ks[2 * j + 1]));
             dot = _mm512_add_epi32(dot, _mm512_mullo_epi32(lo, _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)q6->sc[2 * j]))));
             dot = _mm512_add_epi32(dot, _mm512_mullo_epi32(hi, _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)q6->sc[2 * j + 1]))));
         } else {
-            __m512i sc = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)q4->sc[j]));
-            __m512i mn = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)q4->mn[j]));
+            const uint8_t *scj = bits == 5 ? q5->sc[j] : q4->sc[j], *mnj = bits == 5 ? q5->mn[j] : q4->mn[j];
+            __m512i sc = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)scj));
+            __m512i mn = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)mnj));
             dot = _mm512_add_epi32(dot, _mm512_mullo_epi32(_mm512_add_epi32(lo, hi), sc));
             mins = _mm512_add_epi32(mins, _mm512_mullo_epi32(mn, _mm512_set1_epi32(ks[2 * j] + ks[2 * j + 1])));
         }
     }
     __m512 xd = _mm512_set1_ps(kd);
-    __m512 r = _mm512_mul_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(packed_half16(six ? q6->d : q4->d), xd));
-    return six ? r : _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mins), _mm512_mul_ps(packed_half16(q4->dmin), xd), r);
+    __m512 r = _mm512_mul_ps(_mm512_cvtepi32_ps(dot),
+                             _mm512_mul_ps(packed_half16(bits == 6 ? q6->d : bits == 5 ? q5->d : q4->d), xd));
+    if (bits == 6) return r;
+    return _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mins), _mm512_mul_ps(packed_half16(bits == 5 ? q5->dmin : q4->dmin), xd), r);
 }
 
-INLINE void packed_k(float *out, const DecodeActs *x, const void *w, int m, int k, int six) {
-    size_t bytes = six ? sizeof(PackQ6_K) : sizeof(PackQ4_K);
+INLINE void packed_k(float *out, const DecodeActs *x, const void *w, int m, int k, int bits) {
+    size_t bytes = bits == 6 ? sizeof(PackQ6_K) : bits == 5 ? sizeof(PackQ5_K) : sizeof(PackQ4_K);
     int nb = k / QK_K;
     const char *p = w;
     for (int g = 0; g < m; g += PACK_ROWS, p += (size_t)nb * bytes) {
         __m512 acc = _mm512_setzero_ps();
         for (int b = 0; b < nb; b++)
-            acc = _mm512_add_ps(acc, packed_superblock(p + (size_t)b * bytes, six, x->kq + QK_K * b,
+            acc = _mm512_add_ps(acc, packed_superblock(p + (size_t)b * bytes, bits, x->kq + QK_K * b,
                                                        x->ksum + QK_K / 16 * b, x->kd[b]));
         packed_store(out + g, acc, m - g);
     }
 }
-void avx512_packed_q4_k(float *out, const DecodeActs *x, const void *w, int m, int k) { packed_k(out, x, w, m, k, 0); }
-void avx512_packed_q6_k(float *out, const DecodeActs *x, const void *w, int m, int k) { packed_k(out, x, w, m, k, 1); }
+void avx512_packed_q4_k(float *out, const DecodeActs *x, const void *w, int m, int k) { packed_k(out, x, w, m, k, 4); }
+void avx512_packed_q5_k(float *out, const DecodeActs *x, const void *w, int m, int k) { packed_k(out, x, w, m, k, 5); }
+void avx512_packed_q6_k(float *out, const DecodeActs *x, const void *w, int m, int k) { packed_k(out, x, w, m, k, 6); }
 #endif

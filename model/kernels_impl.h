@@ -103,12 +103,13 @@ typedef struct QuantActs {
  * sums come out as one vector.  The quants stay in their bits, so the
  * copy is the file's size (Q4_K's scales, unpacked to bytes, add 3%).
  *
- * Quants are unsigned (Q4_0 0..15 centred on 8, Q4_K 0..15, Q6_K 0..63
+ * Quants are unsigned (Q4_0 0..15 centred on 8, Q4_K 0..15, Q5_K 0..31, Q6_K 0..63
  * centred on 32, Q8_0 0..255 centred on 128: its vectors are whole bytes,
  * laid out as a unit's, so prefill copies them; MXFP4 keeps its E2M1
  * codes, which a byte shuffle turns into u = 12 + the doubled value).  In vector s (< 4) of a block of 32 weights, byte
  * 4r + i holds weight 4s + i of row r in its low nibble and weight
- * 16 + 4s + i in its high nibble; Q6_K's top two bits are in qh, vector
+ * 16 + 4s + i in its high nibble; Q5_K's fifth bits are in qh (PackQ5_K);
+ * Q6_K's top two bits are in qh, vector
  * [j][h] holding in byte 4r + i, bits 2s and 2s + 1, those of weight
  * 32j + 16h + 4s + i.  Rows past the matrix's end are zero.
  *
@@ -141,6 +142,14 @@ typedef struct {
     uint8_t qs[QK_K / 32][4][64];
 } PackQ4_K;                           /* 16 rows by one super-block */
 typedef struct {
+    uint8_t d[PACK_ROWS][2], dmin[PACK_ROWS][2];
+    uint8_t sc[QK_K / 32][PACK_ROWS]; /* as Q4_K's */
+    uint8_t mn[QK_K / 32][PACK_ROWS];
+    uint8_t qs[QK_K / 32][4][64];     /* the low 4 bits, as Q4_K's qs */
+    uint8_t qh[QK_K / 32][64];        /* byte 4r + i, bit s: the fifth bit of weight 4s + i, bit 4 + s:
+                                         of weight 16 + 4s + i (of sub-block j, row r) */
+} PackQ5_K;
+typedef struct {
     uint8_t d[PACK_ROWS][2];
     int8_t sc[QK_K / 16][PACK_ROWS];  /* scale of each sub-block of 16 */
     uint8_t ql[QK_K / 32][4][64];     /* the low 4 bits, as Q4_K's qs */
@@ -171,6 +180,7 @@ void pack_dot_q4_0(float *out, const DecodeActs *x, const void *w, int m, int k)
 void pack_dot_q8_0(float *out, const DecodeActs *x, const void *w, int m, int k);
 void pack_dot_mxfp4(float *out, const DecodeActs *x, const void *w, int m, int k);
 void pack_dot_q4_k(float *out, const DecodeActs *x, const void *w, int m, int k);
+void pack_dot_q5_k(float *out, const DecodeActs *x, const void *w, int m, int k);
 void pack_dot_q6_k(float *out, const DecodeActs *x, const void *w, int m, int k);
 
 /* Prefill of BF16 weights with the activations rounded to BF16 (round

@@ -12,6 +12,7 @@ size_t pack_group_bytes(TensorType t, int cols) {
     case TENSOR_Q8_0: return (size_t)(cols / QK) * sizeof(PackQ8_0);
     case TENSOR_MXFP4: return (size_t)(cols / QK) * sizeof(PackMXFP4);
     case TENSOR_Q4_K: return (size_t)(cols / QK_K) * sizeof(PackQ4_K);
+    case TENSOR_Q5_K: return (size_t)(cols / QK_K) * sizeof(PackQ5_K);
     case TENSOR_Q6_K: return (size_t)(cols / QK_K) * sizeof(PackQ6_K);
     case TENSOR_F32: return (size_t)cols * PACK_ROWS * sizeof(float);
     case TENSOR_F16: return (size_t)cols * PACK_ROWS * sizeof(uint16_t);
@@ -75,6 +76,23 @@ static void pack_row(TensorType t, void *dst, const uint8_t *row, int r, int col
                 p->mn[j][r] = (uint8_t)sb.mn[j];
                 for (int l = 0; l < 32; l++) u[l] = (uint8_t)sb.q[32 * j + l];
                 put_nibbles(p->qs[j], r, u);
+            }
+        } else if (t == TENSOR_Q5_K) {
+            PackQ5_K *p = (PackQ5_K *)dst + b;
+            quant_unpack_q5_k(row, &sb);
+            memcpy(p->d[r], ((const BlockQ5_K *)row)->d, 2);
+            memcpy(p->dmin[r], ((const BlockQ5_K *)row)->dmin, 2);
+            for (int j = 0; j < QK_K / 32; j++) {
+                p->sc[j][r] = (uint8_t)sb.sc[j];
+                p->mn[j][r] = (uint8_t)sb.mn[j];
+                for (int l = 0; l < 32; l++) u[l] = (uint8_t)sb.q[32 * j + l];
+                put_nibbles(p->qs[j], r, u);
+                for (int i = 0; i < 4; i++) {
+                    uint8_t bits = 0;
+                    for (int s = 0; s < 4; s++)
+                        bits |= (uint8_t)((u[4 * s + i] >> 4 & 1) << s | (u[16 + 4 * s + i] >> 4 & 1) << (4 + s));
+                    p->qh[j][4 * r + i] = bits;
+                }
             }
         } else { /* Q6_K */
             PackQ6_K *p = (PackQ6_K *)dst + b;
@@ -146,6 +164,20 @@ static void unit_block(QuantUnit *u, TensorType t, const void *p, int b, int g) 
         const PackQ4_K *q = (const PackQ4_K *)p + b / 8;
         int j = b % 8;
         for (int s = 0; s < 4; s++) unit_vectors(dst, q->qs[j][s], NULL, s);
+        for (int r = 0; r < PACK_ROWS; r++) {
+            d[r] = d[16 + r] = quant_half(q->d[r]) * (float)q->sc[j][r];
+            m[r] = m[16 + r] = -(quant_half(q->dmin[r]) * (float)q->mn[j][r]);
+        }
+    } else if (t == TENSOR_Q5_K) {
+        const PackQ5_K *q = (const PackQ5_K *)p + b / 8;
+        int j = b % 8;
+        for (int s = 0; s < 4; s++) {
+            unit_vectors(dst, q->qs[j][s], NULL, s);
+            for (int i = 0; i < 64; i++) {
+                dst[64 * s + i] |= (uint8_t)((q->qh[j][i] >> s & 1) << 4);
+                dst[64 * (s + 4) + i] |= (uint8_t)((q->qh[j][i] >> (4 + s) & 1) << 4);
+            }
+        }
         for (int r = 0; r < PACK_ROWS; r++) {
             d[r] = d[16 + r] = quant_half(q->d[r]) * (float)q->sc[j][r];
             m[r] = m[16 + r] = -(quant_half(q->dmin[r]) * (float)q->mn[j][r]);
@@ -261,6 +293,21 @@ static float superblock_q4_k(const void *blk, int r, const int8_t *xq, const int
     return quant_half(p->d[r]) * kd * (float)dot - quant_half(p->dmin[r]) * kd * (float)mins;
 }
 
+static float superblock_q5_k(const void *blk, int r, const int8_t *xq, const int16_t *ks, float kd) {
+    const PackQ5_K *p = blk;
+    int32_t dot = 0, mins = 0;
+    for (int j = 0; j < QK_K / 32; j++) {
+        int32_t s = 0;
+        for (int i = 0; i < QK; i++) {
+            int bit = p->qh[j][4 * r + i % 4] >> ((i % 16) / 4 + (i < 16 ? 0 : 4)) & 1;
+            s += (nibble(p->qs[j], r, i) | bit << 4) * xq[32 * j + i];
+        }
+        dot += p->sc[j][r] * s;
+        mins += p->mn[j][r] * (ks[2 * j] + ks[2 * j + 1]);
+    }
+    return quant_half(p->d[r]) * kd * (float)dot - quant_half(p->dmin[r]) * kd * (float)mins;
+}
+
 static float superblock_q6_k(const void *blk, int r, const int8_t *xq, const int16_t *ks, float kd) {
     const PackQ6_K *p = blk;
     int32_t dot = 0;
@@ -278,6 +325,10 @@ static float superblock_q6_k(const void *blk, int r, const int8_t *xq, const int
 
 void pack_dot_q4_k(float *out, const DecodeActs *x, const void *w, int m, int k) {
     pack_dot_k(out, x, w, sizeof(PackQ4_K), m, k, superblock_q4_k);
+}
+
+void pack_dot_q5_k(float *out, const DecodeActs *x, const void *w, int m, int k) {
+    pack_dot_k(out, x, w, sizeof(PackQ5_K), m, k, superblock_q5_k);
 }
 
 void pack_dot_q6_k(float *out, const DecodeActs *x, const void *w, int m, int k) {

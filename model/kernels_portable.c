@@ -106,6 +106,7 @@ static inline int32_t quant_idot(const int8_t *q, const int8_t *x, const int32_t
 #define QUANT_PACKED_Q4_0 pack_dot_q4_0 /* the reference kernels (kernels_pack.c) */
 #define QUANT_PACKED_MXFP4 pack_dot_mxfp4
 #define QUANT_PACKED_Q4_K pack_dot_q4_k
+#define QUANT_PACKED_Q5_K pack_dot_q5_k
 #define QUANT_PACKED_Q6_K pack_dot_q6_k
 #include "model/kernels_quant.h"
 

@@ -282,8 +282,9 @@ QUANT_DOT_Q8K(q6_k, BlockQ6_K)
 
 /* Their entries in the path's table (a path may bring its own Q4_0,
  * QUANT_DOT_Q4_0, and kernels on packed rows, QUANT_PACKED_Q4_0,
- * QUANT_PACKED_MXFP4, QUANT_PACKED_Q4_K, QUANT_PACKED_Q6_K (kernels_impl.h), defined before it
- * includes this file; a path without them reads the rows as the file has them). */
+ * QUANT_PACKED_MXFP4, QUANT_PACKED_Q4_K, QUANT_PACKED_Q5_K and
+ * QUANT_PACKED_Q6_K (kernels_impl.h), defined before it includes this
+ * file; a path without them reads the rows as the file has them). */
 #ifndef QUANT_PACKED_Q4_0
 #define QUANT_PACKED_Q4_0 NULL
 #endif
@@ -292,6 +293,9 @@ QUANT_DOT_Q8K(q6_k, BlockQ6_K)
 #endif
 #ifndef QUANT_PACKED_Q4_K
 #define QUANT_PACKED_Q4_K NULL
+#endif
+#ifndef QUANT_PACKED_Q5_K
+#define QUANT_PACKED_Q5_K NULL
 #endif
 #ifndef QUANT_PACKED_Q6_K
 #define QUANT_PACKED_Q6_K NULL
@@ -306,7 +310,8 @@ QUANT_DOT_Q8K(q6_k, BlockQ6_K)
     [TENSOR_Q3_K] = {.dot_q8k = dot_q3_k, .to_f32 = quant_q3_k_to_f32},                          \
     [TENSOR_Q4_K] = {.dot_q8k = dot_q4_k, .dot_packed = QUANT_PACKED_Q4_K,                       \
                      .to_f32 = quant_q4_k_to_f32},                                               \
-    [TENSOR_Q5_K] = {.dot_q8k = dot_q5_k, .to_f32 = quant_q5_k_to_f32},                          \
+    [TENSOR_Q5_K] = {.dot_q8k = dot_q5_k, .dot_packed = QUANT_PACKED_Q5_K,                       \
+                     .to_f32 = quant_q5_k_to_f32},                                               \
     [TENSOR_Q6_K] = {.dot_q8k = dot_q6_k, .dot_packed = QUANT_PACKED_Q6_K,                       \
                      .to_f32 = quant_q6_k_to_f32},                                               \
     [TENSOR_MXFP4] = {.dot_q8 = QUANT_DOT_MXFP4, .dot_packed = QUANT_PACKED_MXFP4,                \

@@ -698,7 +698,7 @@ START_TEST(quant_decode_matches_portable) {
 }
 END_TEST
 
-/* Decode on packed rows (kernels_impl.h: Q8_0, Q4_0, MXFP4, Q4_K, Q6_K copied into
+/* Decode on packed rows (kernels_impl.h: Q8_0, Q4_0, MXFP4, Q4_K, Q5_K, Q6_K copied into
  * groups of 16 interleaved rows at load time): on every path that packs
  * the type, the same integer sums as the portable path on the rows as the
  * file has them, so within the float-rounding bound of
@@ -709,7 +709,8 @@ END_TEST
  * Control: each row's result is outside the bound around the next row's
  * (a quant or scale packed into the wrong row or lane fails). */
 START_TEST(packed_decode_matches_rows) {
-    static const TensorType TYPES[] = {TENSOR_Q8_0, TENSOR_Q4_0, TENSOR_MXFP4, TENSOR_Q4_K, TENSOR_Q6_K};
+    static const TensorType TYPES[] = {TENSOR_Q8_0, TENSOR_Q4_0, TENSOR_MXFP4, TENSOR_Q4_K, TENSOR_Q5_K,
+                                       TENSOR_Q6_K};
     int rows = 45;
     float *x = random_floats(256 * 3), *x3 = random_floats(256 * 3 * 3);
     for (int i = 64; i < 96; i++) x[i] = 0.0f; /* an all-zero block: scale 0 */
@@ -728,7 +729,7 @@ START_TEST(packed_decode_matches_rows) {
             packs++;
             size_t bytes = kernels_packed_bytes(&w);
             ck_assert_uint_eq(bytes, (size_t)(rows + 15) / 16 * 16 * tensor_row_bytes(type, (size_t)cols) +
-                                         (type == TENSOR_Q4_K ? (size_t)3 * (cols / 256) * 64 : 0));
+                                         (type == TENSOR_Q4_K || type == TENSOR_Q5_K ? (size_t)3 * (cols / 256) * 64 : 0));
             void *packed = aligned_alloc(64, (bytes + 63) / 64 * 64);
             kernels_pack(packed, &w);
             Tensor wp = w;
