@@ -279,7 +279,12 @@ INLINE __m512 packed_superblock(const void *blk, int bits, const int8_t *xq, con
     __m512 r = _mm512_mul_ps(_mm512_cvtepi32_ps(dot),
                              _mm512_mul_ps(packed_half16(bits == 6 ? q6->d : bits == 5 ? q5->d : q4->d), xd));
     if (bits == 6) return r;
-    return _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mins), _mm512_mul_ps(packed_half16(bits == 5 ? q5->dmin : q4->dmin), xd), r);
+    __m512 dmin = _mm512_mul_ps(packed_half16(bits == 5 ? q5->dmin : q4->dmin), xd);
+    /* Q5_K takes its min term off unfused, as the row-wise kernels do, so
+     * that its packed rows give their bits; Q4_K's fused form is older,
+     * and kept so that its bits stay as they were */
+    if (bits == 5) return _mm512_sub_ps(r, _mm512_mul_ps(_mm512_cvtepi32_ps(mins), dmin));
+    return _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mins), dmin, r);
 }
 
 INLINE void packed_k(float *out, const DecodeActs *x, const void *w, int m, int k, int bits) {
