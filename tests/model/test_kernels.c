@@ -706,8 +706,11 @@ END_TEST
  * threads split at group boundaries); 45 rows leave a partial group.
  * Prefill, whose units are then filled from the packed copy, gives the
  * same bits as from the file's rows.
+ * On AVX-512, packed Q5_K and Q6_K give the row-wise kernels' bits, so
+ * their packing moved no file's logits.
  * Control: each row's result is outside the bound around the next row's
- * (a quant or scale packed into the wrong row or lane fails). */
+ * (a quant or scale packed into the wrong row or lane fails); Q4_K's
+ * packed rows, whose min term is fused, differ from its row-wise bits. */
 START_TEST(packed_decode_matches_rows) {
     static const TensorType TYPES[] = {TENSOR_Q8_0, TENSOR_Q4_0, TENSOR_MXFP4, TENSOR_Q4_K, TENSOR_Q5_K,
                                        TENSOR_Q6_K};
@@ -737,6 +740,15 @@ START_TEST(packed_decode_matches_rows) {
             float *got = run_matmul(&wp, x, 1, 1), *got2 = run_matmul(&wp, x, 1, 2);
             ck_assert_msg(memcmp(got, got2, (size_t)rows * sizeof(float)) == 0, "%s %s: 1 vs 2 threads", paths[p],
                           tensor_type_name(type));
+            /* on AVX-512, packed Q5_K and Q6_K take the row-wise kernels' float
+             * steps: their bits (control: Q4_K's fused min term differs) */
+            if (!strcmp(paths[p], "avx512") && (type == TENSOR_Q4_K || type == TENSOR_Q5_K || type == TENSOR_Q6_K)) {
+                float *rowwise = run_matmul(&w, x, 1, 1);
+                int same = memcmp(got, rowwise, (size_t)rows * sizeof(float)) == 0;
+                ck_assert_msg(same == (type != TENSOR_Q4_K), "avx512 %s: packed and row-wise decode %s",
+                              tensor_type_name(type), same ? "agree in every bit (control)" : "differ in their bits");
+                free(rowwise);
+            }
             for (int r = 0; r < rows; r++) {
                 double mag = quant_mag(x, wref, mt, r, cols), mag_next = r + 1 < rows ? quant_mag(x, wref, mt, r + 1, cols) : 0.0;
                 ck_assert_msg(fabs(got[r] - want[r]) <= 4 * cols * U * mag * 1.02, "%s %s row %d: %.9g vs %.9g",
