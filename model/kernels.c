@@ -293,8 +293,9 @@ static void gemv(float *const *outs, const float *x, const Tensor *const *ws, in
         }
         s->thread_done[t * THREAD_DONE_STRIDE] = time_now_s() - t0;
     }
+    double wall = time_now_s() - t0;
+    s->stats.seconds += wall;
     if (team > 1) {
-        double wall = time_now_s() - t0;
         s->stats.regions++;
         for (int t = 0; t < team; t++) s->stats.idle_seconds += wall - s->thread_done[t * THREAD_DONE_STRIDE];
     }
@@ -503,12 +504,9 @@ void matmul(float *out, const float *x, const Tensor *w, int n, MatmulScratch *s
     matmul_many(&out, x, &w, 1, n, s);
 }
 
+/* A chunk of n > 1 tokens. */
 static void matmul_chunk(float *const *outs, const float *x, const Tensor *const *ws, int count, int n,
                          MatmulScratch *s) {
-    if (n == 1) {
-        gemv(outs, x, ws, count, s);
-        return;
-    }
     float *q_outs[MATMUL_MANY_MAX], *b_outs[MATMUL_MANY_MAX];
     const Tensor *q_ws[MATMUL_MANY_MAX], *b_ws[MATMUL_MANY_MAX];
     int nq = 0, nb = 0;
@@ -530,6 +528,10 @@ static void matmul_chunk(float *const *outs, const float *x, const Tensor *const
 
 void matmul_many(float *const *outs, const float *x, const Tensor *const *ws, int count, int n,
                  MatmulScratch *s) {
+    if (n == 1) { /* its stats count the region alone: the activations are quantized before it, serially */
+        gemv(outs, x, ws, count, s);
+        return;
+    }
     double t0 = time_now_s();
     matmul_chunk(outs, x, ws, count, n, s);
     s->stats.seconds += time_now_s() - t0;

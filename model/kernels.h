@@ -27,7 +27,9 @@
  * it (-m bench shows it per test). */
 typedef struct {
     long regions;           /* parallel regions started (teams of more than one thread) */
-    double seconds;         /* wall time inside matmul_many */
+    double seconds;         /* wall time in the matmuls' work: a chunk's whole call, a single
+                               token's parallel region (its activations are quantized before
+                               it, one thread's work) */
     double idle_seconds;    /* thread-seconds in the matrix-vector regions between a thread's
                                last row and the region's end: load imbalance and the join */
 } MatmulStats;
