@@ -76,47 +76,44 @@ INLINE void packed_store(float *out, __m512 v, int rows) {
  * (or eighth of a super-block's) bytes are asked for STREAM_AHEAD further
  * on as it is read: the hardware prefetcher alone falls behind, and
  * asking for a group's rows all at its start does worse still. */
-void avx512_packed_q4_0(float *out, const DecodeActs *x, const void *w, int m, int k) {
-    const PackQ4_0 *p = w;
-    int nb = k / QK;
-    for (int g = 0; g < m; g += PACK_ROWS, p += nb) {
+/* MXFP4's E8M0 half scales of 16 rows, as quant_e8m0_half makes them:
+ * 2^(e - 128), e < 2 subnormal. */
+INLINE __m512 packed_e8m0_half16(const uint8_t e8[PACK_ROWS]) {
+    __m512i e = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)e8));
+    __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
+    return _mm512_castsi512_ps(_mm512_mask_sllv_epi32(normal, _mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2)),
+                                                      _mm512_set1_epi32(0x00200000), e));
+}
+
+/* Q4_0 and MXFP4, blocks of 32 nibbles: per block the 16 rows' sums less
+ * the centre times the activations' sum (Q4_0's 8; MXFP4's 12, its codes
+ * through a byte shuffle to u = 12 + the doubled E2M1 value,
+ * quant_mxfp4_u), scaled by each row's f16 scale or E8M0 half scale. */
+INLINE void packed_nibbles(float *out, const DecodeActs *x, const void *w, int m, int k, int mxfp4) {
+    const __m512i lut = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)quant_mxfp4_u));
+    size_t bytes = mxfp4 ? sizeof(PackMXFP4) : sizeof(PackQ4_0);
+    int nb = k / QK, centre = mxfp4 ? 12 : 8;
+    const char *p = w;
+    for (int g = 0; g < m; g += PACK_ROWS, p += (size_t)nb * bytes) {
         __m512 acc = _mm512_setzero_ps();
         for (int b = 0; b < nb; b++) {
+            const PackQ4_0 *q4 = (const void *)(p + (size_t)b * bytes);
+            const PackMXFP4 *fp4 = (const void *)(p + (size_t)b * bytes);
             __m512i lo, hi;
-            stream_prefetch(p + b, sizeof *p);
-            packed_block(&lo, &hi, p[b].qs, NULL, NULL, NULL, x->q + QK * b);
-            __m512i dot = _mm512_sub_epi32(_mm512_add_epi32(lo, hi), _mm512_set1_epi32(8 * x->sum[b]));
-            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot),
-                                  _mm512_mul_ps(packed_half16(p[b].d), _mm512_set1_ps(x->d[b])), acc);
+            stream_prefetch(p + (size_t)b * bytes, bytes);
+            packed_block(&lo, &hi, mxfp4 ? fp4->qs : q4->qs, NULL, NULL, mxfp4 ? &lut : NULL, x->q + QK * b);
+            __m512i dot = _mm512_sub_epi32(_mm512_add_epi32(lo, hi), _mm512_set1_epi32(centre * x->sum[b]));
+            __m512 scale = mxfp4 ? packed_e8m0_half16(fp4->e) : packed_half16(q4->d);
+            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(scale, _mm512_set1_ps(x->d[b])), acc);
         }
         packed_store(out + g, acc, m - g);
     }
 }
-
-/* MXFP4 as Q4_0: the codes through a byte shuffle to u = 12 + the doubled
- * E2M1 value (quant_mxfp4_u), less 12 times the activations' sum; each
- * row's E8M0 half scale (quant_e8m0_half: 2^(e - 128), e < 2 subnormal)
- * made in the vector. */
+void avx512_packed_q4_0(float *out, const DecodeActs *x, const void *w, int m, int k) {
+    packed_nibbles(out, x, w, m, k, 0);
+}
 void avx512_packed_mxfp4(float *out, const DecodeActs *x, const void *w, int m, int k) {
-    const PackMXFP4 *p = w;
-    const __m512i lut = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)quant_mxfp4_u));
-    const __m512i one = _mm512_set1_epi32(1), two = _mm512_set1_epi32(2), sub = _mm512_set1_epi32(0x00200000);
-    int nb = k / QK;
-    for (int g = 0; g < m; g += PACK_ROWS, p += nb) {
-        __m512 acc = _mm512_setzero_ps();
-        for (int b = 0; b < nb; b++) {
-            __m512i lo, hi;
-            stream_prefetch(p + b, sizeof *p);
-            packed_block(&lo, &hi, p[b].qs, NULL, NULL, &lut, x->q + QK * b);
-            __m512i dot = _mm512_sub_epi32(_mm512_add_epi32(lo, hi), _mm512_set1_epi32(12 * x->sum[b]));
-            __m512i e = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p[b].e));
-            __m512i bits = _mm512_mask_sllv_epi32(_mm512_slli_epi32(_mm512_sub_epi32(e, one), 23),
-                                                  _mm512_cmplt_epu32_mask(e, two), sub, e);
-            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot),
-                                  _mm512_mul_ps(_mm512_castsi512_ps(bits), _mm512_set1_ps(x->d[b])), acc);
-        }
-        packed_store(out + g, acc, m - g);
-    }
+    packed_nibbles(out, x, w, m, k, 1);
 }
 
 /* Q8_0's bytes need no unpacking: per block, 8 products of the 16 rows'

@@ -227,32 +227,31 @@ static int32_t block_dot(const uint8_t qs[4][64], int r, const int8_t *x, const 
 
 static int rows_in(int m, int g) { return m - g < PACK_ROWS ? m - g : PACK_ROWS; }
 
-void pack_dot_q4_0(float *out, const DecodeActs *x, const void *w, int m, int k) {
-    const PackQ4_0 *p = w;
-    for (int g = 0; g < m; g += PACK_ROWS, p += k / QK)
+/* Q4_0 and MXFP4 (its codes through quant_mxfp4_u, centred on 12, its
+ * scales E8M0 halves). */
+static void pack_dot_nibbles(float *out, const DecodeActs *x, const void *w, int m, int k, int mxfp4) {
+    size_t bytes = mxfp4 ? sizeof(PackMXFP4) : sizeof(PackQ4_0);
+    const char *p = w;
+    for (int g = 0; g < m; g += PACK_ROWS, p += (size_t)(k / QK) * bytes)
         for (int r = 0; r < rows_in(m, g); r++) {
             float acc = 0.0f;
             for (int b = 0; b < k / QK; b++) {
-                int32_t dot = block_dot(p[b].qs, r, x->q + QK * b, NULL) - 8 * x->sum[b];
-                acc += (float)dot * (quant_half(p[b].d[r]) * x->d[b]);
+                const PackQ4_0 *q4 = (const void *)(p + (size_t)b * bytes);
+                const PackMXFP4 *fp4 = (const void *)(p + (size_t)b * bytes);
+                int32_t dot = mxfp4 ? block_dot(fp4->qs, r, x->q + QK * b, quant_mxfp4_u) - 12 * x->sum[b]
+                                    : block_dot(q4->qs, r, x->q + QK * b, NULL) - 8 * x->sum[b];
+                acc += (float)dot * ((mxfp4 ? quant_e8m0_half(fp4->e[r]) : quant_half(q4->d[r])) * x->d[b]);
             }
             out[g + r] = acc;
         }
 }
 
-/* MXFP4 as Q4_0, its codes through quant_mxfp4_u (centred on 12), its
- * scales E8M0 halves. */
+void pack_dot_q4_0(float *out, const DecodeActs *x, const void *w, int m, int k) {
+    pack_dot_nibbles(out, x, w, m, k, 0);
+}
+
 void pack_dot_mxfp4(float *out, const DecodeActs *x, const void *w, int m, int k) {
-    const PackMXFP4 *p = w;
-    for (int g = 0; g < m; g += PACK_ROWS, p += k / QK)
-        for (int r = 0; r < rows_in(m, g); r++) {
-            float acc = 0.0f;
-            for (int b = 0; b < k / QK; b++) {
-                int32_t dot = block_dot(p[b].qs, r, x->q + QK * b, quant_mxfp4_u) - 12 * x->sum[b];
-                acc += (float)dot * (quant_e8m0_half(p[b].e[r]) * x->d[b]);
-            }
-            out[g + r] = acc;
-        }
+    pack_dot_nibbles(out, x, w, m, k, 1);
 }
 
 void pack_dot_q8_0(float *out, const DecodeActs *x, const void *w, int m, int k) {
