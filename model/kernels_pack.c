@@ -28,6 +28,29 @@ static void put_nibbles(uint8_t qs[4][64], int r, const uint8_t *u) {
             qs[s][4 * r + i] = (uint8_t)((u[4 * s + i] & 0xF) | (u[16 + 4 * s + i] & 0xF) << 4);
 }
 
+/* Row r of a Q4_K or Q5_K super-block (its file block, which starts with
+ * d and dmin, and its unpacking sb) into a packed group's fields; Q5_K's
+ * fifth bits into qh (NULL for Q4_K). */
+static void pack_k4(uint8_t d[PACK_ROWS][2], uint8_t dmin[PACK_ROWS][2], uint8_t sc[][PACK_ROWS],
+                    uint8_t mn[][PACK_ROWS], uint8_t qs[][4][64], uint8_t qh[][64], const uint8_t *block,
+                    const QuantSuperBlock *sb, int r) {
+    uint8_t u[32];
+    memcpy(d[r], block, 2);
+    memcpy(dmin[r], block + 2, 2);
+    for (int j = 0; j < QK_K / 32; j++) {
+        sc[j][r] = (uint8_t)sb->sc[j];
+        mn[j][r] = (uint8_t)sb->mn[j];
+        for (int l = 0; l < 32; l++) u[l] = (uint8_t)sb->q[32 * j + l];
+        put_nibbles(qs[j], r, u);
+        for (int i = 0; i < 4 && qh; i++) {
+            uint8_t bits = 0;
+            for (int s = 0; s < 4; s++)
+                bits |= (uint8_t)((u[4 * s + i] >> 4 & 1) << s | (u[16 + 4 * s + i] >> 4 & 1) << (4 + s));
+            qh[j][4 * r + i] = bits;
+        }
+    }
+}
+
 static void pack_row(TensorType t, void *dst, const uint8_t *row, int r, int cols) {
     uint8_t u[QK_K];
     if (t == TENSOR_Q8_0) {
@@ -69,31 +92,11 @@ static void pack_row(TensorType t, void *dst, const uint8_t *row, int r, int col
         if (t == TENSOR_Q4_K) {
             PackQ4_K *p = (PackQ4_K *)dst + b;
             quant_unpack_q4_k(row, &sb);
-            memcpy(p->d[r], ((const BlockQ4_K *)row)->d, 2);
-            memcpy(p->dmin[r], ((const BlockQ4_K *)row)->dmin, 2);
-            for (int j = 0; j < QK_K / 32; j++) {
-                p->sc[j][r] = (uint8_t)sb.sc[j];
-                p->mn[j][r] = (uint8_t)sb.mn[j];
-                for (int l = 0; l < 32; l++) u[l] = (uint8_t)sb.q[32 * j + l];
-                put_nibbles(p->qs[j], r, u);
-            }
+            pack_k4(p->d, p->dmin, p->sc, p->mn, p->qs, NULL, row, &sb, r);
         } else if (t == TENSOR_Q5_K) {
             PackQ5_K *p = (PackQ5_K *)dst + b;
             quant_unpack_q5_k(row, &sb);
-            memcpy(p->d[r], ((const BlockQ5_K *)row)->d, 2);
-            memcpy(p->dmin[r], ((const BlockQ5_K *)row)->dmin, 2);
-            for (int j = 0; j < QK_K / 32; j++) {
-                p->sc[j][r] = (uint8_t)sb.sc[j];
-                p->mn[j][r] = (uint8_t)sb.mn[j];
-                for (int l = 0; l < 32; l++) u[l] = (uint8_t)sb.q[32 * j + l];
-                put_nibbles(p->qs[j], r, u);
-                for (int i = 0; i < 4; i++) {
-                    uint8_t bits = 0;
-                    for (int s = 0; s < 4; s++)
-                        bits |= (uint8_t)((u[4 * s + i] >> 4 & 1) << s | (u[16 + 4 * s + i] >> 4 & 1) << (4 + s));
-                    p->qh[j][4 * r + i] = bits;
-                }
-            }
+            pack_k4(p->d, p->dmin, p->sc, p->mn, p->qs, p->qh, row, &sb, r);
         } else { /* Q6_K */
             PackQ6_K *p = (PackQ6_K *)dst + b;
             quant_unpack_q6_k(row, &sb);
