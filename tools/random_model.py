@@ -23,7 +23,7 @@ reproducible.
 
 Today's families at their real shapes (needs NumPy):
 
-    random_model.py qwen3-0.6b|gemma3-1b|llama3.2-1b OUTDIR [--formats f32] [--seed N]
+    random_model.py qwen3-0.6b|gemma3-1b|llama3.2-1b|qwen3-30b-a3b-2l OUTDIR [--formats f32] [--seed N]
 
 writes a Hugging Face directory OUTDIR/SHAPE-hf (the model's own config.json
 with every dimension, window and RoPE setting of the release; random F32
@@ -54,7 +54,9 @@ SHAPES = {
     "stories110M": (768, 2048, 12, 12, 12, 32000, 1024),
 }
 # The releases' config.json: Qwen/Qwen3-0.6B, google/gemma-3-1b-it (its
-# transformers 5.x form) and meta-llama/Llama-3.2-1B (4.x form, as it ships).
+# transformers 5.x form), meta-llama/Llama-3.2-1B (4.x form, as it ships) and
+# Qwen/Qwen3-30B-A3B with 2 of its 48 layers (a mixture of experts whose
+# layer is the release's, about 1.2 GB in q4_k_m: it fits this machine).
 FAMILY_SHAPES = {
     "qwen3-0.6b": {
         "model_type": "qwen3", "vocab_size": 151936, "hidden_size": 1024,
@@ -83,6 +85,16 @@ FAMILY_SHAPES = {
         "rope_scaling": {"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0,
                          "high_freq_factor": 4.0, "original_max_position_embeddings": 8192},
         "tie_word_embeddings": True},
+    "qwen3-30b-a3b-2l": {
+        "model_type": "qwen3_moe", "vocab_size": 151936, "hidden_size": 2048,
+        "intermediate_size": 6144, "moe_intermediate_size": 768, "num_hidden_layers": 2,
+        "num_attention_heads": 32, "num_key_value_heads": 4, "head_dim": 128,
+        "num_experts": 128, "num_experts_per_tok": 8, "norm_topk_prob": True,
+        "decoder_sparse_step": 1, "mlp_only_layers": [], "max_position_embeddings": 40960,
+        "rms_norm_eps": 1e-6, "hidden_act": "silu", "attention_bias": False,
+        "use_sliding_window": False, "sliding_window": None,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0},
+        "tie_word_embeddings": False},
 }
 DIMS = ("dim", "hidden", "layers", "heads", "kv_heads", "vocab", "seq")
 GGUF_TYPES = tuple(sorted(convert.DTYPES))
@@ -146,7 +158,7 @@ def write_tokenizer(path, vocab):
 def hf_parameters(config):
     """[(name, shape, neutral norm value or None for a random matrix)] in HF's names."""
     gemma = config["model_type"].startswith("gemma")
-    qk_norm = config["model_type"] in ("qwen3", "gemma3_text")
+    qk_norm = config["model_type"] in ("qwen3", "gemma3_text", "qwen3_moe")
     d, ff, hd = config["hidden_size"], config["intermediate_size"], config["head_dim"]
     q, kv = config["num_attention_heads"] * hd, config["num_key_value_heads"] * hd
     one = 0.0 if gemma else 1.0
@@ -154,6 +166,8 @@ def hf_parameters(config):
     if gemma:
         norms += ["pre_feedforward_layernorm", "post_feedforward_layernorm"]
     params = [("model.embed_tokens.weight", (config["vocab_size"], d), None)]
+    if not config["tie_word_embeddings"]:
+        params.append(("lm_head.weight", (config["vocab_size"], d), None))
     for i in range(config["num_hidden_layers"]):
         p = "model.layers.%d." % i
         params += [(p + "self_attn.q_proj.weight", (q, d), None),
@@ -163,9 +177,15 @@ def hf_parameters(config):
         if qk_norm:
             params += [(p + "self_attn.q_norm.weight", (hd,), one),
                        (p + "self_attn.k_norm.weight", (hd,), one)]
-        params += [(p + "mlp.gate_proj.weight", (ff, d), None),
-                   (p + "mlp.up_proj.weight", (ff, d), None),
-                   (p + "mlp.down_proj.weight", (d, ff), None)]
+        if "num_experts" in config:  # the router, then transformers 5's fused experts
+            n, w = config["num_experts"], config["moe_intermediate_size"]
+            params += [(p + "mlp.gate.weight", (n, d), None),
+                       (p + "mlp.experts.gate_up_proj", (n, 2 * w, d), None),
+                       (p + "mlp.experts.down_proj", (n, d, w), None)]
+        else:
+            params += [(p + "mlp.gate_proj.weight", (ff, d), None),
+                       (p + "mlp.up_proj.weight", (ff, d), None),
+                       (p + "mlp.down_proj.weight", (d, ff), None)]
         params += [(p + n + ".weight", (d,), one) for n in norms]
     return params + [("model.norm.weight", (d,), one)]
 
