@@ -5,13 +5,18 @@ layouts are base/quant.h's).
     quantize.py INPUT.gguf OUTPUT.gguf TYPE
 
 TYPE: q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k mxfp4, or the mixes
-q4_k_m and q5_k_m.  Every key is copied; 1-D tensors stay as they are, matrices become
-TYPE.  The mixes are llama.cpp's (llama_tensor_get_type): q4_k (q5_k), but
-q6_k for the output matrix (the token embedding when it is tied) and for
-attn_v and ffn_down in the layers use_more_bits picks (the first and last
-eighth, and every third between).  A K-quant needs rows that are a multiple
-of 256: other matrices fall back as llama.cpp's do (FALLBACK; q4_0 stands in
-for llama.cpp's iq4_nl, which posenc does not read).
+q4_k_m, q5_k_m and mxfp4_moe.  Every key is copied but general.file_type,
+which names TYPE as llama.cpp numbers its file types (FILE_TYPE); 1-D
+tensors and the experts' router (ffn_gate_inp, which llama.cpp never
+quantizes) stay as they are, matrices become TYPE.  The mixes are
+llama.cpp's (llama_tensor_get_type): q4_k (q5_k), but q6_k for the output
+matrix (the token embedding when it is tied) and for attn_v and ffn_down
+(ffn_down_exps in a mixture of experts) in the layers use_more_bits picks
+(the first and last eighth, and every third between); mxfp4_moe is mxfp4
+for the stacked experts (3-D tensors) and q8_0 for every other matrix.  A
+K-quant needs rows that are a multiple of 256: other matrices fall back as
+llama.cpp's do (FALLBACK; q4_0 stands in for llama.cpp's iq4_nl, which
+posenc does not read).
 
 How it quantizes: q8_0 exactly as tools/convert.py (ggml's reference:
 d = max|x| / 127, x / d rounded half away from zero), byte for byte, in
@@ -45,19 +50,31 @@ import quant_reference as qr  # noqa: E402
 QK, QK_K = qr.QK, qr.QK_K
 IDS = dict({v[0]: k for k, v in qr.TYPES.items()}, q8_0=gguf.GGML_Q8_0)
 FALLBACK = {"q2_k": "q4_0", "q3_k": "q4_0", "q4_k": "q5_0", "q5_k": "q5_1", "q6_k": "q8_0"}
-MIXES = {"q4_k_m": "q4_k", "q5_k_m": "q5_k"}
+MIXES = {"q4_k_m": "q4_k", "q5_k_m": "q5_k", "mxfp4_moe": "mxfp4"}
+# general.file_type: llama.cpp's LLAMA_FTYPE_MOSTLY_* (include/llama.h).  A
+# single type is the file type whose default tensor type it is
+# (llama_ftype_get_default_type), as llama-quantize --pure writes it: q3_k
+# Q3_K_S, q4_k Q4_K_S, q5_k Q5_K_S; mxfp4 everywhere is MXFP4_MOE's, the one
+# file type of MXFP4.
+FILE_TYPE = {"q4_0": 2, "q4_1": 3, "q8_0": 7, "q5_0": 8, "q5_1": 9, "q2_k": 10, "q3_k": 11,
+             "q4_k": 14, "q4_k_m": 15, "q5_k": 16, "q5_k_m": 17, "q6_k": 18, "mxfp4": 38,
+             "mxfp4_moe": 38}
 
 
 def use_more_bits(i, n):
     return i < n // 8 or i >= 7 * n // 8 or (i - n // 8) % 3 == 2
 
 
-def mix_type(mix, name, n_layers, tied):
-    """The type a q4_k_m / q5_k_m file stores matrix `name` in."""
+def mix_type(mix, name, shape, n_layers, tied):
+    """The type a q4_k_m / q5_k_m / mxfp4_moe file stores matrix `name` of
+    `shape` in."""
+    if mix == "mxfp4_moe":
+        return "mxfp4" if len(shape) == 3 else "q8_0"
     if name == "output.weight" or (tied and name == "token_embd.weight"):
         return "q6_k"
     parts = name.split(".")
-    if len(parts) == 4 and parts[0] == "blk" and parts[2] in ("attn_v", "ffn_down") and \
+    if len(parts) == 4 and parts[0] == "blk" and \
+            parts[2] in ("attn_v", "ffn_down", "ffn_down_exps") and \
             use_more_bits(int(parts[1]), n_layers):
         return "q6_k"
     return MIXES[mix]
@@ -330,23 +347,24 @@ def main(argv=None):
     r = gguf.Reader(a.input)
     w = gguf.Writer()
     for key, (vtype, value) in r.kv.items():
-        if key == "general.alignment":
+        if key in ("general.alignment", "general.file_type"):
             continue
         if vtype == gguf.ARRAY:
             w.add_array(key, value[0], value[1])
         else:
             w.add(key, vtype, value)
     w.add_uint32("general.alignment", gguf.DEFAULT_ALIGNMENT)
+    w.add_uint32("general.file_type", FILE_TYPE[a.type])
     arch = r.kv["general.architecture"][1].decode()
     n_layers = r.kv.get(arch + ".block_count", (None, 0))[1]
     tied = "output.weight" not in r.tensors
     for name, t in r.tensors.items():
         shape = tuple(reversed(t["ne"]))
         values = qr.dequantize(t["type"], bytes(t["data"]))
-        if len(shape) < 2:
+        if len(shape) < 2 or name.endswith(".ffn_gate_inp.weight"):
             w.add_tensor(name, shape, gguf.GGML_F32, values.tolist())
             continue
-        ttype = mix_type(a.type, name, n_layers, tied) if a.type in MIXES else a.type
+        ttype = mix_type(a.type, name, shape, n_layers, tied) if a.type in MIXES else a.type
         while ttype != "f16" and t["ne"][0] % block_size(ttype):
             ttype = FALLBACK.get(ttype, "f16")   # f16: as convert.py stores rows no block fits
         if ttype == "f16":

@@ -1231,7 +1231,10 @@ static int same_tensors(const GgufFile *a, const GgufFile *b) {
 /* A GGUF input is retyped: f32 GGUF -> q8_0 equals converting the checkpoint
  * to q8_0 directly, tensor for tensor and byte for byte, and every key comes
  * along; the output's directory is created.  tools/quantize.py's q8_0 (NumPy)
- * gives the same bytes. */
+ * gives the same bytes, and its general.file_type names the type it wrote
+ * as llama.cpp numbers them (include/llama.h: LLAMA_FTYPE_MOSTLY_Q8_0 7,
+ * _Q4_K_M 15, _MXFP4_MOE 38), not the f32 input's 0 (ALL_F32), which
+ * llama-bench would print. */
 START_TEST(test_convert_gguf_input) {
     const char *models = convert_models("convert.py GGUF -> GGUF");
     if (!models) return;
@@ -1258,15 +1261,23 @@ START_TEST(test_convert_gguf_input) {
     ck_assert(same_tensors(&retyped, &direct));
     ck_assert(!same_tensors(&retyped, &f16)); /* control: another type is told apart */
     if (tests_python_available("quantize.py q8_0")) { /* NumPy's q8_0: the same bytes */
-        char q8np[256];
-        snprintf(q8np, sizeof q8np, "%s/q8np.gguf", dir);
-        const char *quantize[] = {"tools/quantize.py", f32, q8np, "q8_0", NULL};
-        r = tests_run_python_ok(quantize);
-        tests_run_free(&r);
-        GgufFile numpy_q8;
-        ck_assert_msg(gguf_open(&numpy_q8, q8np, &err) == 0, "%s", err.msg);
-        ck_assert(same_tensors(&numpy_q8, &direct));
-        gguf_close(&numpy_q8);
+        static const struct { const char *type; uint32_t file_type; } Q[] = {
+            {"q8_0", 7}, {"q4_k_m", 15}, {"mxfp4_moe", 38}};
+        ck_assert_uint_eq(get_u32(&src, "general.file_type"), 0); /* what a copy would keep */
+        for (size_t i = 0; i < sizeof Q / sizeof Q[0]; i++) {
+            char out[256];
+            snprintf(out, sizeof out, "%s/%s.gguf", dir, Q[i].type);
+            const char *quantize[] = {"tools/quantize.py", f32, out, Q[i].type, NULL};
+            r = tests_run_python_ok(quantize);
+            tests_run_free(&r);
+            GgufFile numpy_q;
+            ck_assert_msg(gguf_open(&numpy_q, out, &err) == 0, "%s", err.msg);
+            if (i == 0) ck_assert(same_tensors(&numpy_q, &direct));
+            ck_assert_msg(get_u32(&numpy_q, "general.file_type") == Q[i].file_type,
+                          "quantize.py %s: general.file_type %u", Q[i].type,
+                          get_u32(&numpy_q, "general.file_type"));
+            gguf_close(&numpy_q);
+        }
     }
     ck_assert_uint_eq(get_u32(&retyped, "general.file_type"), 7);
     ck_assert_uint_eq(retyped.n_kv, src.n_kv);
