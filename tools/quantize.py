@@ -7,8 +7,9 @@ layouts are base/quant.h's).
 TYPE: q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k mxfp4, or the mixes
 q4_k_m, q5_k_m and mxfp4_moe.  Every key is copied but general.file_type,
 which names TYPE as llama.cpp numbers its file types (FILE_TYPE); 1-D
-tensors and the experts' router (ffn_gate_inp, which llama.cpp never
-quantizes) stay as they are, matrices become TYPE.  The mixes are
+tensors, biases (gpt-oss's experts' are 2-D) and the experts' router
+(ffn_gate_inp) stay f32, as llama-quantize leaves them; matrices become
+TYPE.  The mixes are
 llama.cpp's (llama_tensor_get_type): q4_k (q5_k), but q6_k for the output
 matrix (the token embedding when it is tied) and for attn_v and ffn_down
 (ffn_down_exps in a mixture of experts) in the layers use_more_bits picks
@@ -361,7 +362,7 @@ def main(argv=None):
     for name, t in r.tensors.items():
         shape = tuple(reversed(t["ne"]))
         values = qr.dequantize(t["type"], bytes(t["data"]))
-        if len(shape) < 2 or name.endswith(".ffn_gate_inp.weight"):
+        if len(shape) < 2 or not name.endswith("weight") or name.endswith(".ffn_gate_inp.weight"):
             w.add_tensor(name, shape, gguf.GGML_F32, values.tolist())
             continue
         ttype = mix_type(a.type, name, shape, n_layers, tied) if a.type in MIXES else a.type
