@@ -701,14 +701,17 @@ END_TEST
 /* -m inspect shows gpt-oss's specials: the clamp, the sinks, YaRN's
  * unrounded range, the alternating sliding and full layers, and the active
  * parameters: the file's 108752 less, in 2 layers, 2 unpicked experts of 3
- * matrices of 64 x 32 and biases of 32, 32 and 64 (25088).  Control: OLMoE
- * shows no sinks nor clamp. */
+ * matrices of 64 x 32 and biases of 32, 32 and 64 (25088); and the bytes a
+ * decoded token reads: the file's 435008 (all f32) less those parameters'
+ * 100352 bytes and 255 of the untied embedding's 256 rows of 64 (65280).
+ * Control: OLMoE shows no sinks nor clamp. */
 START_TEST(inspect_gpt_oss) {
     if (!ready) return;
     TestsRun r = tests_run_engine_ok((const char *[]){ggufs[case_index("gpt_oss")], "-m", "inspect", NULL});
     const char *want[] = {"  swiglu_limit     7\n", "  attn_sinks       learned, one logit per head\n",
                           "  rope_yarn_range  unrounded (truncate: false)\n",
                           "  params_total     108752\n", "  params_active    83664\n",
+                          "  bytes_active     269376\n",
                           "  0                rope theta=150000 yarn x4 window=8\n"
                           "  1                rope theta=150000 yarn x4 full\n"};
     for (size_t i = 0; i < sizeof want / sizeof *want; i++)
