@@ -73,6 +73,11 @@ int utf8_encode(uint32_t cp, char out[4]) {
     return n;
 }
 
+int posenc_ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
 EscapedString posenc_escape(const char *s) {
     EscapedString e;
     size_t at = 0, room = sizeof e.s - 4; /* "..." and the NUL always fit */

@@ -55,6 +55,9 @@ int utf8_encode(uint32_t cp, char out[4]);
 typedef struct { char s[300]; } EscapedString;
 EscapedString posenc_escape(const char *s);
 
+/* 1 if s ends with suffix. */
+int posenc_ends_with(const char *s, const char *suffix);
+
 /* Opens a regular file for reading: a descriptor, or -1 with "PATH: cannot
  * open: ..." or "PATH: not a regular file".  The open never blocks, so a
  * FIFO named as a model or tokenizer is refused instead of waiting

@@ -105,11 +105,6 @@ static int key_bool_opt(Loader *l, const char *key, int *out) {
  * f32 like vectors. */
 #define EXPERT_BIAS "_exps.bias"
 
-static int ends_with(const char *s, const char *suffix) {
-    size_t n = strlen(s), k = strlen(suffix);
-    return n >= k && strcmp(s + n - k, suffix) == 0;
-}
-
 /* Floats the vectors may need once converted to f32: every 1-D tensor,
  * positional table and expert bias not stored as f32.  An upper bound, so
  * that one allocation holds them all and pointers into it stay valid. */
@@ -119,7 +114,7 @@ static size_t conversion_floats(const GgufFile *g) {
         const GgufTensor *t = &g->tensors[i];
         if (t->type != TENSOR_F32 &&
             (t->n_dims == 1 || strcmp(t->name, POSITION_TABLE) == 0 ||
-             strcmp(t->name, RELATIVE_BIAS_TABLE) == 0 || ends_with(t->name, EXPERT_BIAS)))
+             strcmp(t->name, RELATIVE_BIAS_TABLE) == 0 || posenc_ends_with(t->name, EXPERT_BIAS)))
             n += t->nelem;   /* each fits the file: the sum cannot overflow */
     }
     return n;

@@ -21,6 +21,24 @@ int model_kv_dim(const ModelConfig *c) { return c->head_size * c->n_kv_heads; }
 int model_q_dim(const ModelConfig *c) { return c->head_size * c->n_heads; }
 int model_head_size(const ModelConfig *c) { return c->head_size; }
 
+double model_bytes_active(const Model *m) {
+    const ModelConfig *c = &m->config;
+    const GgufFile *g = m->gguf;
+    double b = 0;
+    int untied = 0;
+    for (size_t i = 0; i < g->n_tensors; i++) untied |= !strcmp(g->tensors[i].name, "output.weight");
+    for (size_t i = 0; i < g->n_tensors; i++) {
+        const GgufTensor *t = &g->tensors[i];
+        double read = (double)t->nbytes;
+        if (posenc_ends_with(t->name, "_exps.weight") || posenc_ends_with(t->name, "_exps.bias"))
+            read *= (double)c->n_experts_used / c->n_experts;
+        else if (untied && !strcmp(t->name, "token_embd.weight"))
+            read *= (double)t->ne[0] / (double)t->nelem;
+        b += read;
+    }
+    return b;
+}
+
 static int check_range(const char *path, const char *what, long v, long max, PosencError *err) {
     if (v <= 0 || v > max)
         return posenc_error(err, "%s: %s = %ld is out of range (1..%ld)", path, what, v, max);

@@ -149,6 +149,11 @@ static inline Tensor model_expert_matrix(const Tensor *stacked, int n_experts, i
 int model_kv_dim(const ModelConfig *c);
 int model_q_dim(const ModelConfig *c);   /* n_heads * head_size */
 int model_head_size(const ModelConfig *c);
+/* The bytes of a GGUF model's file a decoded token reads: every tensor's,
+ * less the share of the stacked expert tensors (and their biases) of the
+ * experts it does not pick and, unless the head is the embedding, all but
+ * one row of the embedding. */
+double model_bytes_active(const Model *m);
 /* The first position a query at pos_q sees through a window of W (pos_q -
  * W + 1, at least 0); 0 without one (W = 0). */
 static inline int model_window_first(int window, int pos_q) {

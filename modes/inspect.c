@@ -83,33 +83,6 @@ static void em_end(Emitter *e, char close) {
 
 /* ---- sections ---------------------------------------------------------------- */
 
-static int ends_with(const char *s, const char *suffix) {
-    size_t n = strlen(s), k = strlen(suffix);
-    return n >= k && strcmp(s + n - k, suffix) == 0;
-}
-
-/* The bytes of the file a decoded token reads: every tensor's, less the
- * share of the stacked expert tensors (and their biases) of the experts it
- * does not pick and, unless the head is the embedding, all but one row of
- * the embedding. */
-static long long active_bytes(const Model *m) {
-    const ModelConfig *c = &m->config;
-    const GgufFile *g = m->gguf;
-    double b = 0;
-    int untied = 0;
-    for (size_t i = 0; i < g->n_tensors; i++) untied |= !strcmp(g->tensors[i].name, "output.weight");
-    for (size_t i = 0; i < g->n_tensors; i++) {
-        const GgufTensor *t = &g->tensors[i];
-        double read = (double)t->nbytes;
-        if (ends_with(t->name, "_exps.weight") || ends_with(t->name, "_exps.bias"))
-            read *= (double)c->n_experts_used / c->n_experts;
-        else if (untied && !strcmp(t->name, "token_embd.weight"))
-            read *= (double)t->ne[0] / (double)t->nelem;
-        b += read;
-    }
-    return (long long)(b + 0.5);
-}
-
 /* A mixture of experts: how many, how a token picks them, and the
  * parameters of the file against those one token uses (all but the
  * experts it does not pick, with their biases where the family has them:
@@ -129,7 +102,7 @@ static void emit_experts(Emitter *e, const Model *m) {
     if (c->family.router == ROUTER_SOFTMAX_TOPK) em_bool(e, "router_renorm", c->expert_weights_norm);
     em_int(e, "params_total", total);
     em_int(e, "params_active", total - unpicked);
-    em_int(e, "bytes_active", active_bytes(m));
+    em_int(e, "bytes_active", (long long)(model_bytes_active(m) + 0.5));
 }
 
 static void emit_config(Emitter *e, const Model *m) {

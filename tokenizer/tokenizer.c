@@ -199,11 +199,6 @@ void tokenizer_free(Tokenizer *t) {
     memset(t, 0, sizeof *t);
 }
 
-static int ends_with(const char *s, const char *suffix) {
-    size_t n = strlen(s), k = strlen(suffix);
-    return n >= k && strcmp(s + n - k, suffix) == 0;
-}
-
 typedef int (*TokenizerReadFn)(Tokenizer *t, const char *path, PosencError *err);
 
 /* By name first; otherwise a JSON object is a GPT-2 vocab, a protobuf
@@ -219,9 +214,9 @@ static TokenizerReadFn guess_reader(const char *path, PosencError *err) {
         posenc_error(err, "%s: not a regular file", path);
         return NULL;
     }
-    if (S_ISDIR(st.st_mode) || ends_with(path, ".json")) return gpt2_read;
-    if (ends_with(path, ".model")) return spm_read;
-    if (ends_with(path, ".bin")) return llama2c_read;
+    if (S_ISDIR(st.st_mode) || posenc_ends_with(path, ".json")) return gpt2_read;
+    if (posenc_ends_with(path, ".model")) return spm_read;
+    if (posenc_ends_with(path, ".bin")) return llama2c_read;
     FILE *f = fopen(path, "rb");
     int first = f ? fgetc(f) : EOF, c = first;
     while (c == ' ' || c == '\n' || c == '\r' || c == '\t') c = fgetc(f);
@@ -233,7 +228,7 @@ static TokenizerReadFn guess_reader(const char *path, PosencError *err) {
 static int is_hf_json(const char *path) {
     char file[4096];
     struct stat st;
-    if (ends_with(path, "/tokenizer.json") || strcmp(path, "tokenizer.json") == 0) return 1;
+    if (posenc_ends_with(path, "/tokenizer.json") || strcmp(path, "tokenizer.json") == 0) return 1;
     snprintf(file, sizeof file, "%s/tokenizer.json", path);
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode) && stat(file, &st) == 0;
 }
