@@ -190,7 +190,8 @@ def main(argv):
     ap.add_argument("--shapes", default="stories15M,stories110M")
     ap.add_argument("--types", default="f32,f16,bf16,q8_0,q4_0,q4_k_m")
     ap.add_argument("--family-shapes", default="qwen3-0.6b,gemma3-1b,llama3.2-1b",
-                    help="today's families at their releases' shapes ('': none)")
+                    help="today's families at their releases' shapes ('': none; also "
+                         "qwen3-30b-a3b-2l, a mixture of experts)")
     ap.add_argument("--family-types", default="q8_0,q4_k_m")
     ap.add_argument("--tokenizer", help="llama2.c tokenizer.bin for the 32000-token shapes")
     ap.add_argument("--llama2c")
