@@ -328,15 +328,23 @@ def q_mxfp4(x):
     return np.concatenate([e[:, None], _pack_nibbles(q)], axis=1)
 
 
+# Blocks quantized at a time: each is quantized alone, and the searches'
+# float64 temporaries of a whole tensor would take gigabytes (an expert
+# tensor of Qwen3-30B-A3B holds 200 million weights).
+CHUNK_BLOCKS = 1 << 16
+
+
 def quantize(values, name):
     """Row-major float32 values (a multiple of the block) -> encoded bytes."""
     qk = block_size(name)
     x = np.asarray(values, np.float32).reshape(-1, qk)
     if name == "q8_0":
-        return q8_0(x).tobytes()
-    if name == "mxfp4":
-        return q_mxfp4(x).tobytes()
-    return (q_32 if qk == QK else q_k)(x, name).tobytes()
+        fn = q8_0
+    elif name == "mxfp4":
+        fn = q_mxfp4
+    else:
+        fn = lambda b: (q_32 if qk == QK else q_k)(b, name)  # noqa: E731
+    return b"".join(fn(x[i:i + CHUNK_BLOCKS]).tobytes() for i in range(0, len(x), CHUNK_BLOCKS))
 
 
 def main(argv=None):
