@@ -107,10 +107,15 @@ static int layer_matrices(const LayerWeights *lw, const Tensor *ts[LAYER_MATRICE
 
 double bench_weight_bytes_per_token(const Model *m) {
     const ModelWeights *w = &m->weights;
+    const ModelConfig *c = &m->config;
     double b = tensor_bytes(&w->output) + tensor_bytes(&w->token_embd) / w->token_embd.rows;
-    for (int l = 0; l < m->config.n_layers; l++) {
+    for (int l = 0; l < c->n_layers; l++) {
+        const LayerWeights *lw = &w->layers[l];
         const Tensor *ts[LAYER_MATRICES];
-        for (int i = 0, n = layer_matrices(&w->layers[l], ts); i < n; i++) b += tensor_bytes(ts[i]);
+        for (int i = 0, n = layer_matrices(lw, ts); i < n; i++) b += tensor_bytes(ts[i]);
+        if (c->n_experts) /* the router, and the picked experts' share of the stacked ones */
+            b += tensor_bytes(&lw->router) + (tensor_bytes(&lw->gate_exps) + tensor_bytes(&lw->up_exps) +
+                                              tensor_bytes(&lw->down_exps)) * c->n_experts_used / c->n_experts;
     }
     return b;
 }

@@ -43,7 +43,8 @@ int bench_parse_depths(int *depths, int *count, const char *list, PosencError *e
 /* Runs every test and writes one row (or JSON line) per test to out. */
 int bench_run(const Model *m, const BenchOptions *o, FILE *out, PosencError *err);
 
-/* Bytes one decoded token reads from the weights (every matrix once; one
- * row of the embedding). */
+/* Bytes one decoded token reads from the weights' matrices (every matrix
+ * once, a mixture's router and its picked experts' share of the stacked
+ * ones; one row of the embedding). */
 double bench_weight_bytes_per_token(const Model *m);
 #endif

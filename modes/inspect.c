@@ -103,6 +103,7 @@ static void emit_experts(Emitter *e, const Model *m) {
     em_int(e, "params_total", total);
     em_int(e, "params_active", total - unpicked);
     em_int(e, "bytes_active", (long long)(model_bytes_active(m) + 0.5));
+    em_bool(e, "experts_packed", m->experts_packed);
 }
 
 static void emit_config(Emitter *e, const Model *m) {

@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "model/shift.h"
+#include "modes/bench.h"
 #include "tests/common.h"
 
 /* float32 engine vs float64: logits |l| <= 32 after two to six layers
@@ -716,10 +717,43 @@ START_TEST(inspect_gpt_oss) {
                           "  1                rope theta=150000 yarn x4 full\n"};
     for (size_t i = 0; i < sizeof want / sizeof *want; i++)
         ck_assert_msg(strstr(r.out, want[i]), "no '%s' in:\n%s", want[i], r.out);
+    Model m; /* whether its experts are packed, as this process's kernel path packs them */
+    tests_load_model(&m, ggufs[case_index("gpt_oss")]);
+    char packed[64];
+    snprintf(packed, sizeof packed, "  experts_packed   %s\n", m.experts_packed ? "true" : "false");
+    ck_assert_msg(strstr(r.out, packed), "no '%s' in:\n%s", packed, r.out);
+    model_free(&m);
     tests_run_free(&r);
     r = tests_run_engine_ok((const char *[]){ggufs[case_index("olmoe")], "-m", "inspect", NULL});
     ck_assert_msg(!strstr(r.out, "attn_sinks") && !strstr(r.out, "swiglu_limit"), "%s", r.out);
     tests_run_free(&r);
+}
+END_TEST
+
+/* -m bench's bytes a decoded token reads, counted from the model's
+ * matrices (the router and the picked experts' share of the stacked ones
+ * among them), are inspect's bytes_active, counted from the file's tensor
+ * table, less what is no matrix: the norms and sinks (1-D) and the picked
+ * share of the experts' biases.  Control: without the experts' share the
+ * count is short by more than the bound. */
+START_TEST(bench_counts_the_picked_experts) {
+    if (!ready) return;
+    Model m;
+    tests_load_model(&m, ggufs[case_index("gpt_oss")]);
+    const ModelConfig *c = &m.config;
+    double no_matrix = 0.0, experts = 0.0;
+    for (size_t i = 0; i < m.gguf->n_tensors; i++) {
+        const GgufTensor *t = &m.gguf->tensors[i];
+        if (strstr(t->name, "_exps.bias")) no_matrix += (double)t->nbytes * c->n_experts_used / c->n_experts;
+        else if (t->n_dims == 1) no_matrix += (double)t->nbytes;
+        if (strstr(t->name, "_exps.weight")) experts += (double)t->nbytes * c->n_experts_used / c->n_experts;
+    }
+    double bench = bench_weight_bytes_per_token(&m), active = model_bytes_active(&m);
+    printf("gpt_oss bytes a token reads: bench %.0f + %.0f outside the matrices = %.0f, bytes_active %.0f\n", bench,
+           no_matrix, bench + no_matrix, active);
+    ck_assert_msg(fabs(bench + no_matrix - active) < 0.5, "%.1f vs %.1f", bench + no_matrix, active);
+    ck_assert_msg(fabs(bench - experts + no_matrix - active) > 0.5, "control: the experts' share is %.0f", experts);
+    model_free(&m);
 }
 END_TEST
 
@@ -976,6 +1010,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, engine_controls);
     tcase_add_test(tc, router_controls);
     tcase_add_test(tc, experts_read_once_per_chunk);
+    tcase_add_test(tc, bench_counts_the_picked_experts);
     tcase_add_test(tc, clamp_binds);
     tcase_add_test(tc, gpt_oss_engine_controls);
     tcase_add_test(tc, sinks_off);
