@@ -3,7 +3,7 @@
 
     bench.py [--run ./run] [--baseline-run PATH] [--models DIR] [--threads 2] [--reps 3]
              [--shapes stories15M,stories110M] [--types f32,f16,bf16,q8_0,q4_0,q4_k_m]
-             [--family-shapes qwen3-0.6b,gemma3-1b,llama3.2-1b] [--family-types q8_0,q4_k_m]
+             [--family-shapes qwen3-0.6b,gemma3-1b,llama3.2-1b,qwen3-30b-a3b-2l] [--family-types q8_0,q4_k_m]
              [--llama2c PATH] [--llamacpp-bench PATH ...] [--llamacpp-ppl PATH]
              [--ppl-text FILE] [--ppl-chunks N] [--tokenizer PATH]
              [--depths 1024,4096] [--depth-shape stories110M] [--llamacpp-batched PATH]
@@ -189,9 +189,9 @@ def main(argv):
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--shapes", default="stories15M,stories110M")
     ap.add_argument("--types", default="f32,f16,bf16,q8_0,q4_0,q4_k_m")
-    ap.add_argument("--family-shapes", default="qwen3-0.6b,gemma3-1b,llama3.2-1b",
-                    help="today's families at their releases' shapes ('': none; also "
-                         "qwen3-30b-a3b-2l, a mixture of experts)")
+    ap.add_argument("--family-shapes", default="qwen3-0.6b,gemma3-1b,llama3.2-1b,qwen3-30b-a3b-2l",
+                    help="today's families at their releases' shapes, a mixture of experts "
+                         "among them ('': none)")
     ap.add_argument("--family-types", default="q8_0,q4_k_m")
     ap.add_argument("--tokenizer", help="llama2.c tokenizer.bin for the 32000-token shapes")
     ap.add_argument("--llama2c")
