@@ -6,6 +6,8 @@
 #include "cli/modes.h"
 #include "modes/bench.h"
 
+_Static_assert(MAX_THREAD_COUNTS <= BENCH_MAX_TESTS, "every --threads count fits BenchOptions.threads");
+
 int run_bench(const Options *o) {
     Setup s;
     setup_open(&s, o, SETUP_VARIANTS);

@@ -20,9 +20,6 @@
  * can hold a barrier for a whole time slice). */
 #define PARALLEL_MIN_MACS (1 << 15)
 
-
-/* Working memory of matmul, sized once per context so that no kernel
- * allocates per token. */
 /* Where the matmuls' time went, summed over calls until the caller resets
  * it (-m bench shows it per test). */
 typedef struct {
@@ -34,6 +31,8 @@ typedef struct {
                                last row and the region's end: load imbalance and the join */
 } MatmulStats;
 
+/* Working memory of matmul, sized once per context so that no kernel
+ * allocates per token. */
 typedef struct {
     int n_threads;
     int max_cols;        /* widest input a matmul may see */
@@ -84,7 +83,7 @@ void matmul(float *out, const float *x, const Tensor *w, int n, MatmulScratch *s
 void matmul_many(float *const *outs, const float *x, const Tensor *const *ws, int count, int n,
                  MatmulScratch *s);
 
-/* The packed copy of a Q4_0/Q8_0/MXFP4/Q4_K/Q6_K, F32 or F16 matrix
+/* The packed copy of a Q4_0/Q8_0/MXFP4/Q4_K/Q5_K/Q6_K, F32 or F16 matrix
  * (kernels_impl.h): the bytes it takes (SIZE_MAX if they overflow), 0 when
  * the kernel path in use has no packed kernel for w's type; kernels_pack
  * writes it into dst (64-byte aligned), which matmul then reads through

@@ -250,14 +250,14 @@ void avx512_gemm_packed_f16(float *out, size_t ldo, const float *x, size_t ldx, 
  * centre 32. */
 INLINE __m512 packed_superblock(const void *blk, int bits, const int8_t *xq, const int16_t *ks, float kd) {
     __m512i dot = _mm512_setzero_si512(), mins = _mm512_setzero_si512();
-    const PackQ4_K *q4 = blk;
     const PackQ5_K *q5 = blk;
+    const PackQ4_K *q4 = bits == 5 ? &q5->k4 : blk; /* Q5_K's scales and low bits are Q4_K's */
     const PackQ6_K *q6 = blk;
     size_t eighth = (bits == 6 ? sizeof *q6 : bits == 5 ? sizeof *q5 : sizeof *q4) / 8;
     for (int j = 0; j < QK_K / 32; j++) {
         __m512i lo, hi;
         stream_prefetch((const char *)blk + j * eighth, eighth);
-        packed_block(&lo, &hi, bits == 6 ? q6->ql[j] : bits == 5 ? q5->qs[j] : q4->qs[j], bits == 6 ? q6->qh[j] : NULL,
+        packed_block(&lo, &hi, bits == 6 ? q6->ql[j] : q4->qs[j], bits == 6 ? q6->qh[j] : NULL,
                      bits == 5 ? q5->qh[j] : NULL, NULL, xq + 32 * j);
         if (bits == 6) {
             lo = _mm512_sub_epi32(lo, _mm512_set1_epi32(32 * ks[2 * j]));
@@ -265,18 +265,17 @@ INLINE __m512 packed_superblock(const void *blk, int bits, const int8_t *xq, con
             dot = _mm512_add_epi32(dot, _mm512_mullo_epi32(lo, _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)q6->sc[2 * j]))));
             dot = _mm512_add_epi32(dot, _mm512_mullo_epi32(hi, _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)q6->sc[2 * j + 1]))));
         } else {
-            const uint8_t *scj = bits == 5 ? q5->sc[j] : q4->sc[j], *mnj = bits == 5 ? q5->mn[j] : q4->mn[j];
-            __m512i sc = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)scj));
-            __m512i mn = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)mnj));
+            __m512i sc = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)q4->sc[j]));
+            __m512i mn = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)q4->mn[j]));
             dot = _mm512_add_epi32(dot, _mm512_mullo_epi32(_mm512_add_epi32(lo, hi), sc));
             mins = _mm512_add_epi32(mins, _mm512_mullo_epi32(mn, _mm512_set1_epi32(ks[2 * j] + ks[2 * j + 1])));
         }
     }
     __m512 xd = _mm512_set1_ps(kd);
     __m512 r = _mm512_mul_ps(_mm512_cvtepi32_ps(dot),
-                             _mm512_mul_ps(packed_half16(bits == 6 ? q6->d : bits == 5 ? q5->d : q4->d), xd));
+                             _mm512_mul_ps(packed_half16(bits == 6 ? q6->d : q4->d), xd));
     if (bits == 6) return r;
-    __m512 dmin = _mm512_mul_ps(packed_half16(bits == 5 ? q5->dmin : q4->dmin), xd);
+    __m512 dmin = _mm512_mul_ps(packed_half16(q4->dmin), xd);
     /* Q5_K takes its min term off unfused, as the row-wise kernels do, so
      * that its packed rows give their bits; Q4_K's fused form is older,
      * and kept so that its bits stay as they were */

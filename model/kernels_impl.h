@@ -142,10 +142,7 @@ typedef struct {
     uint8_t qs[QK_K / 32][4][64];
 } PackQ4_K;                           /* 16 rows by one super-block */
 typedef struct {
-    uint8_t d[PACK_ROWS][2], dmin[PACK_ROWS][2];
-    uint8_t sc[QK_K / 32][PACK_ROWS]; /* as Q4_K's */
-    uint8_t mn[QK_K / 32][PACK_ROWS];
-    uint8_t qs[QK_K / 32][4][64];     /* the low 4 bits, as Q4_K's qs */
+    PackQ4_K k4;                      /* the scales, mins and low 4 bits, as Q4_K's */
     uint8_t qh[QK_K / 32][64];        /* byte 4r + i, bit s: the fifth bit of weight 4s + i, bit 4 + s:
                                          of weight 16 + 4s + i (of sub-block j, row r) */
 } PackQ5_K;

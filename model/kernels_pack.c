@@ -29,19 +29,17 @@ static void put_nibbles(uint8_t qs[4][64], int r, const uint8_t *u) {
 }
 
 /* Row r of a Q4_K or Q5_K super-block (its file block, which starts with
- * d and dmin, and its unpacking sb) into a packed group's fields; Q5_K's
- * fifth bits into qh (NULL for Q4_K). */
-static void pack_k4(uint8_t d[PACK_ROWS][2], uint8_t dmin[PACK_ROWS][2], uint8_t sc[][PACK_ROWS],
-                    uint8_t mn[][PACK_ROWS], uint8_t qs[][4][64], uint8_t qh[][64], const uint8_t *block,
-                    const QuantSuperBlock *sb, int r) {
+ * d and dmin, and its unpacking sb) into a packed group; Q5_K's fifth bits
+ * into qh (NULL for Q4_K). */
+static void pack_k4(PackQ4_K *p, uint8_t qh[][64], const uint8_t *block, const QuantSuperBlock *sb, int r) {
     uint8_t u[32];
-    memcpy(d[r], block, 2);
-    memcpy(dmin[r], block + 2, 2);
+    memcpy(p->d[r], block, 2);
+    memcpy(p->dmin[r], block + 2, 2);
     for (int j = 0; j < QK_K / 32; j++) {
-        sc[j][r] = (uint8_t)sb->sc[j];
-        mn[j][r] = (uint8_t)sb->mn[j];
+        p->sc[j][r] = (uint8_t)sb->sc[j];
+        p->mn[j][r] = (uint8_t)sb->mn[j];
         for (int l = 0; l < 32; l++) u[l] = (uint8_t)sb->q[32 * j + l];
-        put_nibbles(qs[j], r, u);
+        put_nibbles(p->qs[j], r, u);
         for (int i = 0; i < 4 && qh; i++) {
             uint8_t bits = 0;
             for (int s = 0; s < 4; s++)
@@ -92,11 +90,11 @@ static void pack_row(TensorType t, void *dst, const uint8_t *row, int r, int col
         if (t == TENSOR_Q4_K) {
             PackQ4_K *p = (PackQ4_K *)dst + b;
             quant_unpack_q4_k(row, &sb);
-            pack_k4(p->d, p->dmin, p->sc, p->mn, p->qs, NULL, row, &sb, r);
+            pack_k4(p, NULL, row, &sb, r);
         } else if (t == TENSOR_Q5_K) {
             PackQ5_K *p = (PackQ5_K *)dst + b;
             quant_unpack_q5_k(row, &sb);
-            pack_k4(p->d, p->dmin, p->sc, p->mn, p->qs, p->qh, row, &sb, r);
+            pack_k4(&p->k4, p->qh, row, &sb, r);
         } else { /* Q6_K */
             PackQ6_K *p = (PackQ6_K *)dst + b;
             quant_unpack_q6_k(row, &sb);
@@ -163,22 +161,15 @@ static void unit_block(QuantUnit *u, TensorType t, const void *p, int b, int g) 
         for (int i = 0; i < 8 * 64; i++) dst[i] = quant_mxfp4_u[dst[i]];
         for (int r = 0; r < PACK_ROWS; r++)
             d[r] = d[16 + r] = quant_e8m0_half(q->e[r]), m[r] = m[16 + r] = 0.0f;
-    } else if (t == TENSOR_Q4_K) {
-        const PackQ4_K *q = (const PackQ4_K *)p + b / 8;
-        int j = b % 8;
-        for (int s = 0; s < 4; s++) unit_vectors(dst, q->qs[j][s], NULL, s);
-        for (int r = 0; r < PACK_ROWS; r++) {
-            d[r] = d[16 + r] = quant_half(q->d[r]) * (float)q->sc[j][r];
-            m[r] = m[16 + r] = -(quant_half(q->dmin[r]) * (float)q->mn[j][r]);
-        }
-    } else if (t == TENSOR_Q5_K) {
-        const PackQ5_K *q = (const PackQ5_K *)p + b / 8;
+    } else if (t == TENSOR_Q4_K || t == TENSOR_Q5_K) {
+        const PackQ5_K *q5 = t == TENSOR_Q5_K ? (const PackQ5_K *)p + b / 8 : NULL;
+        const PackQ4_K *q = q5 ? &q5->k4 : (const PackQ4_K *)p + b / 8;
         int j = b % 8;
         for (int s = 0; s < 4; s++) {
             unit_vectors(dst, q->qs[j][s], NULL, s);
-            for (int i = 0; i < 64; i++) {
-                dst[64 * s + i] |= (uint8_t)((q->qh[j][i] >> s & 1) << 4);
-                dst[64 * (s + 4) + i] |= (uint8_t)((q->qh[j][i] >> (4 + s) & 1) << 4);
+            for (int i = 0; i < 64 && q5; i++) {
+                dst[64 * s + i] |= (uint8_t)((q5->qh[j][i] >> s & 1) << 4);
+                dst[64 * (s + 4) + i] |= (uint8_t)((q5->qh[j][i] >> (4 + s) & 1) << 4);
             }
         }
         for (int r = 0; r < PACK_ROWS; r++) {
@@ -285,29 +276,29 @@ static void pack_dot_k(float *out, const DecodeActs *x, const void *w, size_t by
         }
 }
 
-static float superblock_q4_k(const void *blk, int r, const int8_t *xq, const int16_t *ks, float kd) {
-    const PackQ4_K *p = blk;
-    int32_t dot = 0, mins = 0;
-    for (int j = 0; j < QK_K / 32; j++) {
-        dot += p->sc[j][r] * block_dot(p->qs[j], r, xq + 32 * j, NULL);
-        mins += p->mn[j][r] * (ks[2 * j] + ks[2 * j + 1]);
-    }
-    return quant_half(p->d[r]) * kd * (float)dot - quant_half(p->dmin[r]) * kd * (float)mins;
-}
-
-static float superblock_q5_k(const void *blk, int r, const int8_t *xq, const int16_t *ks, float kd) {
-    const PackQ5_K *p = blk;
+/* Q4_K's and Q5_K's (its fifth bits in qh, NULL for Q4_K) share of row r. */
+static float superblock_k4(const PackQ4_K *p, const uint8_t qh[][64], int r, const int8_t *xq, const int16_t *ks,
+                           float kd) {
     int32_t dot = 0, mins = 0;
     for (int j = 0; j < QK_K / 32; j++) {
         int32_t s = 0;
         for (int i = 0; i < QK; i++) {
-            int bit = p->qh[j][4 * r + i % 4] >> ((i % 16) / 4 + (i < 16 ? 0 : 4)) & 1;
+            int bit = qh ? qh[j][4 * r + i % 4] >> ((i % 16) / 4 + (i < 16 ? 0 : 4)) & 1 : 0;
             s += (nibble(p->qs[j], r, i) | bit << 4) * xq[32 * j + i];
         }
         dot += p->sc[j][r] * s;
         mins += p->mn[j][r] * (ks[2 * j] + ks[2 * j + 1]);
     }
     return quant_half(p->d[r]) * kd * (float)dot - quant_half(p->dmin[r]) * kd * (float)mins;
+}
+
+static float superblock_q4_k(const void *blk, int r, const int8_t *xq, const int16_t *ks, float kd) {
+    return superblock_k4(blk, NULL, r, xq, ks, kd);
+}
+
+static float superblock_q5_k(const void *blk, int r, const int8_t *xq, const int16_t *ks, float kd) {
+    const PackQ5_K *p = blk;
+    return superblock_k4(&p->k4, p->qh, r, xq, ks, kd);
 }
 
 static float superblock_q6_k(const void *blk, int r, const int8_t *xq, const int16_t *ks, float kd) {

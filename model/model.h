@@ -6,9 +6,9 @@
 
 #include "base/gguf.h"
 #include "base/tensor.h"
-#include "model/kernels.h"
 #include "base/util.h"
 #include "model/family.h"
+#include "model/kernels.h"
 #include "positional/pe.h"
 
 typedef struct {
