@@ -26,6 +26,7 @@ static void forward_state_free(ForwardState *s) {
     free(s->q_grouped); free(s->k_grouped); free(s->att_grouped);
     free(s->router); free(s->picks); free(s->pick_weights); free(s->slots_by_expert);
     free(s->expert_start); free(s->expert_in); free(s->expert_out); free(s->expert_sum);
+    free(s->own_x); free(s->own_xb); free(s->own_attn); free(s->own_ffn); free(s->own_hb);
     matmul_scratch_free(&s->mm);
     memset(s, 0, sizeof *s);
 }
@@ -38,7 +39,7 @@ typedef struct {
     size_t rows, cols;
     const char *what;
 } StateBuffer;
-#define MAX_STATE_BUFFERS 18
+#define MAX_STATE_BUFFERS 23
 
 /* The feed-forward's hidden width: an expert's in a mixture of experts. */
 static size_t ffn_width(const ModelConfig *c) {
@@ -63,6 +64,14 @@ static int state_buffers(ForwardState *s, const ModelConfig *c, const ContextSiz
     b[k++] = (StateBuffer){&s->att, NULL, (size_t)omp_get_max_threads() * ATT_TILE,
                            (size_t)ATT_BLOCK + (size_t)c->head_size, "attention scores"};
     b[k++] = (StateBuffer){&s->logits, NULL, (size_t)z->logit_rows, (size_t)c->vocab_size, "logits"};
+    size_t threads = (size_t)omp_get_max_threads();
+    s->own_dim = (dim + 15) / 16 * 16;
+    s->own_hidden = (hidden + 15) / 16 * 16;
+    b[k++] = (StateBuffer){&s->own_x, NULL, threads, s->own_dim, "the threads' rows"};
+    b[k++] = (StateBuffer){&s->own_xb, NULL, threads, s->own_dim, "the threads' rows"};
+    b[k++] = (StateBuffer){&s->own_attn, NULL, threads, s->own_dim, "the threads' rows"};
+    b[k++] = (StateBuffer){&s->own_ffn, NULL, threads, s->own_dim, "the threads' rows"};
+    b[k++] = (StateBuffer){&s->own_hb, NULL, threads, s->own_hidden, "the threads' rows"};
     if (!c->n_experts) return k;
     size_t experts = (size_t)c->n_experts, used = (size_t)c->n_experts_used;
     b[k++] = (StateBuffer){&s->router, NULL, n, experts, "the router's logits"};

@@ -41,6 +41,15 @@ typedef struct {
     float *expert_in;   /* (max_tokens, dim) the rows of the tokens that picked one expert */
     float *expert_out;  /* (max_tokens, dim) that expert's output for them */
     float *expert_sum;  /* (max_tokens, dim) each token's weighted sum over its experts */
+    /* A decoded token's team (forward.c), each thread's own rows, whose
+     * strides (dim and hidden_dim rounded up to a cache line) keep the
+     * threads' writes apart: */
+    size_t own_dim, own_hidden;
+    float *own_x;       /* (threads, own_dim) the residual stream */
+    float *own_xb;      /* (threads, own_dim) a normed row */
+    float *own_attn;    /* (threads, own_dim) the attention's output */
+    float *own_ffn;     /* (threads, own_dim) the feed-forward's output */
+    float *own_hb;      /* (threads, own_hidden) the feed-forward's hidden row */
     MatmulScratch mm;
 } ForwardState;
 
@@ -55,7 +64,8 @@ typedef void (*AttentionObserver)(void *user, int layer, int head, int pos_q,
  * stats), summed until the caller resets it (-m bench shows it). */
 typedef struct {
     double attention_seconds; /* scores, softmax and values over the cached cells */
-    long attention_regions;   /* the parallel regions of that */
+    long regions;             /* parallel regions of attention, and decoded tokens' teams */
+    long barriers;            /* in those teams, the barriers besides the matmuls' */
 } ForwardStats;
 
 /* One layer's attention as this context runs it: the model's table entry
@@ -73,6 +83,11 @@ typedef struct {
                               NULL: none, or left out (LayerAttention.sinks_off) */
 } ContextLayer;
 
+/* Whether a decoded token runs as one team of threads (forward.c): when its
+ * matrices are worth sharing (the default), never, or whenever it can
+ * (tests compare the three on models of any size). */
+typedef enum { TEAM_WHEN_LARGE, TEAM_NEVER, TEAM_ALWAYS } TeamPolicy;
+
 typedef struct {
     const Model *model;
     PositionalEncoding pe;  /* the model-wide scheme: the embedding's hook, the positions it
@@ -84,6 +99,7 @@ typedef struct {
     void *observer_user;
     float *observer_rows; /* (threads, ATT_TILE, n_ctx): whole softmax rows for the observer */
     ForwardStats stats;
+    TeamPolicy team;
     size_t expert_passes; /* expert feed-forwards run so far: each reads one expert's matrices
                              once, for all the tokens of a chunk that picked it (tests count) */
 } Context;

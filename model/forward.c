@@ -15,15 +15,29 @@
  * alternating rounds: 1,652 tok/s with one thread doing them, 1,679). */
 #define PARALLEL_TOKENS 16
 
+/* The for loop given, spread over the threads when `many`, else run by
+ * this thread with no parallel region: one that `if` turns off still costs
+ * half a microsecond (a microsecond inside a decoded token's team), and a
+ * decoded token met several per layer. */
+#define SPREAD_IF(many, ...)                             \
+    do {                                                 \
+        if (many) {                                      \
+            _Pragma("omp parallel for schedule(static)") \
+            __VA_ARGS__;                                 \
+        } else {                                         \
+            __VA_ARGS__;                                 \
+        }                                                \
+    } while (0)
+
+static void norm_row(const ModelConfig *c, float *out, const float *x, const float *w, const float *b) {
+    if (c->family.norm == NORM_RMS) rmsnorm(out, x, w, c->dim, c->norm_eps);
+    else layernorm(out, x, w, b, c->dim, c->norm_eps);
+}
+
 static void norm_rows(const ModelConfig *c, float *out, const float *x, const float *w,
                       const float *b, int n) {
-    #pragma omp parallel for schedule(static) if (n >= PARALLEL_TOKENS)
-    for (int t = 0; t < n; t++) {
-        const float *xi = x + (size_t)t * c->dim;
-        float *oi = out + (size_t)t * c->dim;
-        if (c->family.norm == NORM_RMS) rmsnorm(oi, xi, w, c->dim, c->norm_eps);
-        else layernorm(oi, xi, w, b, c->dim, c->norm_eps);
-    }
+    SPREAD_IF(n >= PARALLEL_TOKENS, for (int t = 0; t < n; t++)
+        norm_row(c, out + (size_t)t * c->dim, x + (size_t)t * c->dim, w, b));
 }
 
 /* One vector normalized as the family's norms are, without a bias (the
@@ -35,20 +49,22 @@ static void norm_vector(const ModelConfig *c, float *v, const float *w, int n) {
 
 /* q and k normalized before rotation: per head, or over the whole
  * projection (family.qk_norm). */
-static void qk_norm(const ModelConfig *c, const LayerWeights *w, float *q, float *k, int n) {
-    int hs = model_head_size(c), q_dim = model_q_dim(c), kv_dim = model_kv_dim(c);
-    #pragma omp parallel for schedule(static) if (n >= PARALLEL_TOKENS)
-    for (int t = 0; t < n; t++) {
-        float *qt = q + (size_t)t * q_dim, *kt = k + (size_t)t * kv_dim;
-        if (c->family.qk_norm == QK_NORM_FULL) {
-            norm_vector(c, qt, w->q_norm, q_dim);
-            norm_vector(c, kt, w->k_norm, kv_dim);
-            continue;
-        }
-        size_t step = w->qk_norm_per_head ? (size_t)hs : 0;
-        for (int h = 0; h < c->n_heads; h++) norm_vector(c, qt + (size_t)h * hs, w->q_norm + h * step, hs);
-        for (int h = 0; h < c->n_kv_heads; h++) norm_vector(c, kt + (size_t)h * hs, w->k_norm + h * step, hs);
+static void qk_norm_token(const ModelConfig *c, const LayerWeights *w, float *q, float *k) {
+    int hs = model_head_size(c);
+    if (c->family.qk_norm == QK_NORM_FULL) {
+        norm_vector(c, q, w->q_norm, model_q_dim(c));
+        norm_vector(c, k, w->k_norm, model_kv_dim(c));
+        return;
     }
+    size_t step = w->qk_norm_per_head ? (size_t)hs : 0;
+    for (int h = 0; h < c->n_heads; h++) norm_vector(c, q + (size_t)h * hs, w->q_norm + h * step, hs);
+    for (int h = 0; h < c->n_kv_heads; h++) norm_vector(c, k + (size_t)h * hs, w->k_norm + h * step, hs);
+}
+
+static void qk_norm(const ModelConfig *c, const LayerWeights *w, float *q, float *k, int n) {
+    size_t q_dim = (size_t)model_q_dim(c), kv_dim = (size_t)model_kv_dim(c);
+    SPREAD_IF(n >= PARALLEL_TOKENS, for (int t = 0; t < n; t++)
+        qk_norm_token(c, w, q + (size_t)t * q_dim, k + (size_t)t * kv_dim));
 }
 
 static void embed_tokens(Context *ctx, const int *tokens, int n, int pos0) {
@@ -231,12 +247,11 @@ static void self_extend_rotate(Context *ctx, int l, int n, int pos0) {
     size_t q_dim = (size_t)model_q_dim(c), kv_dim = (size_t)model_kv_dim(c);
     memcpy(s->q_grouped, s->q, (size_t)n * q_dim * sizeof(float));
     memcpy(s->k_grouped, s->k, (size_t)n * kv_dim * sizeof(float));
-    #pragma omp parallel for schedule(static) if (n >= PARALLEL_TOKENS)
-    for (int t = 0; t < n; t++) {
+    SPREAD_IF(n >= PARALLEL_TOKENS, for (int t = 0; t < n; t++) {
         int grouped = (pos0 + t) / g;
         pe_ops(&cl->pe)->rotate(&cl->pe, s->q_grouped + (size_t)t * q_dim, c->n_heads, grouped + shift);
         pe_ops(&cl->pe)->rotate(&cl->pe, s->k_grouped + (size_t)t * kv_dim, c->n_kv_heads, grouped);
-    }
+    });
 }
 
 /* The attention temperature: each query row (both copies under
@@ -255,6 +270,58 @@ static void temperature_scale(Context *ctx, int l, int n, int pos0) {
     }
 }
 
+/* The chunk's new rows of q, k and v (the state's) made ready for
+ * attention: biases, the clamp, q/k norms, Self-Extend's copies, rotation
+ * and the temperature; then the keys and values stored in their heads'
+ * cells from `first`, rounded to the cache's type. */
+static void attention_inputs(Context *ctx, int l, int first, int n, int pos0) {
+    const ModelConfig *c = &ctx->model->config;
+    const LayerWeights *w = &ctx->model->weights.layers[l];
+    ForwardState *s = &ctx->state;
+    const ContextLayer *cl = &ctx->layers[l];
+    const PositionalEncoding *pe = &cl->pe;
+    const PeOps *ops = pe_ops(pe);
+    int kv_dim = model_kv_dim(c), q_dim = model_q_dim(c);
+    add_bias(s->q, w->bq, n, q_dim);
+    add_bias(s->k, w->bk, n, kv_dim);
+    add_bias(s->v, w->bv, n, kv_dim);
+    if (c->clamp_kqv > 0.0f) {
+        clamp(s->q, (size_t)n * q_dim, c->clamp_kqv);
+        clamp(s->k, (size_t)n * kv_dim, c->clamp_kqv);
+        clamp(s->v, (size_t)n * kv_dim, c->clamp_kqv);
+    }
+    if (w->q_norm) qk_norm(c, w, s->q, s->k, n);
+    if (cl->self_extend_group) self_extend_rotate(ctx, l, n, pos0);
+    if (ops->rotate)
+        SPREAD_IF(n >= PARALLEL_TOKENS, for (int t = 0; t < n; t++) {
+            ops->rotate(pe, s->q + (size_t)t * q_dim, c->n_heads, pos0 + t);
+            ops->rotate(pe, s->k + (size_t)t * kv_dim, c->n_kv_heads, pos0 + t);
+        });
+    if (cl->temperature_beta > 0.0f) temperature_scale(ctx, l, n, pos0);
+    kv_cache_store(&ctx->cache, l, first, n, s->k, s->v);
+    if (cl->self_extend_group) kv_cache_store_grouped(&ctx->cache, l, first, n, s->k_grouped);
+}
+
+/* Attention work item `it` of a chunk of n rows whose cells start at
+ * `first`: one head of one tile of query rows, into the state's xb, in the
+ * calling thread's scratch. */
+static void attend_item(Context *ctx, int l, int it, int first, int n, int pos0) {
+    const ModelConfig *c = &ctx->model->config;
+    int h = it % c->n_heads, t0 = it / c->n_heads * ATT_TILE, nt = n - t0 < ATT_TILE ? n - t0 : ATT_TILE;
+    int th = omp_get_thread_num(), hs = model_head_size(c);
+    if (ctx->observe_attention)
+        attend_observed(ctx, l, h, t0, nt, first, pos0,
+                        ctx->observer_rows + (size_t)th * ATT_TILE * ctx->cache.n_ctx);
+    else
+        attend_tile(ctx, l, h, t0, nt, first, pos0, ctx->state.att + (size_t)th * ATT_TILE * (ATT_BLOCK + hs));
+}
+
+/* The output projection's bias and the family's norm after it, on n rows. */
+static void attention_output(const ModelConfig *c, const LayerWeights *w, float *out, int n) {
+    add_bias(out, w->bo, n, c->dim);
+    if (w->attn_post_norm) norm_rows(c, out, out, w->attn_post_norm, NULL, n);
+}
+
 /* Attention over the chunk, whose cells start at `first`, into s->xb2 (the
  * caller adds it to the residual).  Keys and values are computed in f32 in
  * the state's k and v, rows of kv_dim; kv_cache_store puts each head's part
@@ -263,58 +330,28 @@ static void attention_block(Context *ctx, int l, int first, int n, int pos0) {
     const ModelConfig *c = &ctx->model->config;
     const LayerWeights *w = &ctx->model->weights.layers[l];
     ForwardState *s = &ctx->state;
-    KVCache *kv = &ctx->cache;
-    const ContextLayer *cl = &ctx->layers[l];
-    const PositionalEncoding *pe = &cl->pe;
-    const PeOps *ops = pe_ops(pe);
-    int kv_dim = model_kv_dim(c), q_dim = model_q_dim(c);
-    float *kc = s->k, *vc = s->v;
 
     if (w->attn_norm) norm_rows(c, s->xb, s->x, w->attn_norm, w->attn_norm_b, n);
     else memcpy(s->xb, s->x, (size_t)n * c->dim * sizeof(float));
-    float *qkv[] = {s->q, kc, vc};
+    float *qkv[] = {s->q, s->k, s->v};
     const Tensor *wqkv[] = {&w->wq, &w->wk, &w->wv};
     matmul_many(qkv, s->xb, wqkv, 3, n, &s->mm);
-    add_bias(s->q, w->bq, n, q_dim);
-    add_bias(kc, w->bk, n, kv_dim);
-    add_bias(vc, w->bv, n, kv_dim);
-    if (c->clamp_kqv > 0.0f) {
-        clamp(s->q, (size_t)n * q_dim, c->clamp_kqv);
-        clamp(kc, (size_t)n * kv_dim, c->clamp_kqv);
-        clamp(vc, (size_t)n * kv_dim, c->clamp_kqv);
-    }
-    if (w->q_norm) qk_norm(c, w, s->q, kc, n);
-    if (cl->self_extend_group) self_extend_rotate(ctx, l, n, pos0);
-    if (ops->rotate) {
-        #pragma omp parallel for schedule(static) if (n >= PARALLEL_TOKENS)
-        for (int t = 0; t < n; t++) {
-            ops->rotate(pe, s->q + (size_t)t * q_dim, c->n_heads, pos0 + t);
-            ops->rotate(pe, kc + (size_t)t * kv_dim, c->n_kv_heads, pos0 + t);
-        }
-    }
-    if (cl->temperature_beta > 0.0f) temperature_scale(ctx, l, n, pos0);
-    kv_cache_store(kv, l, first, n, kc, vc);
-    if (cl->self_extend_group) kv_cache_store_grouped(kv, l, first, n, s->k_grouped);
+    attention_inputs(ctx, l, first, n, pos0);
 
     /* Later tiles see more cells: dynamic scheduling evens the load. */
-    int tiles = (n + ATT_TILE - 1) / ATT_TILE, n_cells = first + n, hs = model_head_size(c);
-    int parallel = (size_t)n * q_dim * n_cells >= PARALLEL_MIN_MACS;
+    int items = (n + ATT_TILE - 1) / ATT_TILE * c->n_heads, n_cells = first + n;
+    int parallel = (size_t)n * model_q_dim(c) * n_cells >= PARALLEL_MIN_MACS && omp_get_max_threads() > 1;
     double started = time_now_s();
-    ctx->stats.attention_regions += parallel && omp_get_max_threads() > 1;
-    #pragma omp parallel for schedule(dynamic, 1) if (parallel)
-    for (int it = 0; it < tiles * c->n_heads; it++) {
-        int h = it % c->n_heads, t0 = it / c->n_heads * ATT_TILE, nt = n - t0 < ATT_TILE ? n - t0 : ATT_TILE;
-        int th = omp_get_thread_num();
-        if (ctx->observe_attention)
-            attend_observed(ctx, l, h, t0, nt, first, pos0,
-                            ctx->observer_rows + (size_t)th * ATT_TILE * kv->n_ctx);
-        else
-            attend_tile(ctx, l, h, t0, nt, first, pos0, s->att + (size_t)th * ATT_TILE * (ATT_BLOCK + hs));
+    if (parallel) {
+        ctx->stats.regions++;
+        #pragma omp parallel for schedule(dynamic, 1)
+        for (int it = 0; it < items; it++) attend_item(ctx, l, it, first, n, pos0);
+    } else {
+        for (int it = 0; it < items; it++) attend_item(ctx, l, it, first, n, pos0);
     }
     ctx->stats.attention_seconds += time_now_s() - started;
     matmul(s->xb2, s->xb, &w->wo, n, &s->mm);
-    add_bias(s->xb2, w->bo, n, c->dim);
-    if (w->attn_post_norm) norm_rows(c, s->xb2, s->xb2, w->attn_post_norm, NULL, n);
+    attention_output(c, w, s->xb2, n);
 }
 
 /* gpt-oss's clamped SwiGLU of gate h and up g, into h (HF's GptOssExperts,
@@ -391,10 +428,9 @@ static void moe_block(Context *ctx, int l, int n) {
 
     matmul(s->router, s->xb, &w->router, n, &s->mm);
     add_bias(s->router, w->b_router, n, n_experts);
-    #pragma omp parallel for schedule(static) if (n >= PARALLEL_TOKENS)
-    for (int t = 0; t < n; t++)
+    SPREAD_IF(n >= PARALLEL_TOKENS, for (int t = 0; t < n; t++)
         route(c, s->router + (size_t)t * n_experts, s->picks + (size_t)t * k,
-              s->pick_weights + (size_t)t * k);
+              s->pick_weights + (size_t)t * k));
     /* the slots grouped by expert, in slot order within each (a counting
      * sort: expert_start[e + 1] counts, then accumulates, then each slot
      * takes its place, leaving expert_start[e] at the next expert's start) */
@@ -421,9 +457,8 @@ static void moe_block(Context *ctx, int l, int n) {
         matmul_many(gate_up, s->expert_in, wgu, 2, rows, &s->mm);
         add_bias(s->hb, expert_bias(w->b_gate_exps, e, hidden), rows, (int)hidden);
         add_bias(s->hb2, expert_bias(w->b_up_exps, e, hidden), rows, (int)hidden);
-        #pragma omp parallel for schedule(static) if (rows >= PARALLEL_TOKENS)
-        for (int r = 0; r < rows; r++)
-            gated_activation(&c->family, s->hb + (size_t)r * hidden, s->hb2 + (size_t)r * hidden, (int)hidden);
+        SPREAD_IF(rows >= PARALLEL_TOKENS, for (int r = 0; r < rows; r++)
+            gated_activation(&c->family, s->hb + (size_t)r * hidden, s->hb2 + (size_t)r * hidden, (int)hidden));
         matmul(s->expert_out, s->hb, &down, rows, &s->mm);
         add_bias(s->expert_out, expert_bias(w->b_down_exps, e, dim), rows, (int)dim);
         for (int r = 0; r < rows; r++) {
@@ -435,6 +470,26 @@ static void moe_block(Context *ctx, int l, int n) {
         ctx->expert_passes++;
     }
     memcpy(s->xb, s->expert_sum, (size_t)n * dim * sizeof(float));
+}
+
+/* The hidden rows h (n, hidden_dim) through the family's activation: gated
+ * by the up rows g, or after the up projection's bias. */
+static void ffn_activation(const ModelConfig *c, const LayerWeights *w, float *h, const float *g, int n) {
+    size_t hidden = (size_t)c->hidden_dim;
+    if (model_family_gated(&c->family)) {
+        SPREAD_IF(n >= PARALLEL_TOKENS, for (int t = 0; t < n; t++)
+            gated_activation(&c->family, h + (size_t)t * hidden, g + (size_t)t * hidden, c->hidden_dim));
+        return;
+    }
+    add_bias(h, w->b_up, n, c->hidden_dim);
+    if (c->family.ffn == FFN_GELU_ERF) gelu_erf(h, (int)((size_t)n * hidden));
+    else gelu(h, (int)((size_t)n * hidden));
+}
+
+/* The down projection's bias and the family's norm after it, on n rows. */
+static void ffn_output(const ModelConfig *c, const LayerWeights *w, float *out, int n) {
+    add_bias(out, w->b_down, n, c->dim);
+    if (w->ffn_post_norm) norm_rows(c, out, out, w->ffn_post_norm, NULL, n);
 }
 
 /* The feed-forward network of the chunk into s->xb. */
@@ -450,24 +505,24 @@ static void ffn_block(Context *ctx, int l, int n) {
         if (w->ffn_post_norm) norm_rows(c, s->xb, s->xb, w->ffn_post_norm, NULL, n);
         return;
     }
-    int h = (int)((size_t)n * c->hidden_dim);
-    if (model_family_gated(&c->family)) {
-        float *gate_up[] = {s->hb, s->hb2};
-        const Tensor *wgu[] = {&w->w_gate, &w->w_up};
-        matmul_many(gate_up, s->xb, wgu, 2, n, &s->mm);
-        #pragma omp parallel for schedule(static) if (n >= PARALLEL_TOKENS)
-        for (int t = 0; t < n; t++)
-            gated_activation(&c->family, s->hb + (size_t)t * c->hidden_dim,
-                             s->hb2 + (size_t)t * c->hidden_dim, c->hidden_dim);
-    } else {
-        matmul(s->hb, s->xb, &w->w_up, n, &s->mm);
-        add_bias(s->hb, w->b_up, n, c->hidden_dim);
-        if (c->family.ffn == FFN_GELU_ERF) gelu_erf(s->hb, h);
-        else gelu(s->hb, h);
-    }
+    float *gate_up[] = {s->hb, s->hb2};
+    const Tensor *wgu[] = {&w->w_gate, &w->w_up};
+    if (model_family_gated(&c->family)) matmul_many(gate_up, s->xb, wgu, 2, n, &s->mm);
+    else matmul(s->hb, s->xb, &w->w_up, n, &s->mm);
+    ffn_activation(c, w, s->hb, s->hb2, n);
     matmul(s->xb, s->hb, &w->w_down, n, &s->mm);
-    add_bias(s->xb, w->b_down, n, c->dim);
-    if (w->ffn_post_norm) norm_rows(c, s->xb, s->xb, w->ffn_post_norm, NULL, n);
+    ffn_output(c, w, s->xb, n);
+}
+
+/* A branch's output (len) times the residual scale (Granite's), in place. */
+static void scale_branch(float *branch, size_t len, float r, int many) {
+    if (r != 1.0f) SPREAD_IF(many, for (size_t i = 0; i < len; i++) branch[i] *= r);
+}
+
+/* x (len) += a, or a + b where a parallel residual adds both branches. */
+static void add_residual(float *x, const float *a, const float *b, size_t len, int many) {
+    if (b) SPREAD_IF(many, for (size_t i = 0; i < len; i++) x[i] += a[i] + b[i]);
+    else SPREAD_IF(many, for (size_t i = 0; i < len; i++) x[i] += a[i]);
 }
 
 /* x += attn(norm1 x); x += ffn(norm2 x) — or, with a parallel residual,
@@ -478,28 +533,104 @@ static void transformer_layer(Context *ctx, int l, int first_cell, int n, int po
     const ModelConfig *c = &ctx->model->config;
     ForwardState *s = &ctx->state;
     size_t len = (size_t)n * c->dim;
-    int many = n >= PARALLEL_TOKENS;
-    float r = c->residual_scale;
+    int many = n >= PARALLEL_TOKENS, parallel = c->family.parallel_residual;
     attention_block(ctx, l, first_cell, n, pos0);
-    if (r != 1.0f) {
-        #pragma omp parallel for schedule(static) if (many)
-        for (size_t i = 0; i < len; i++) s->xb2[i] *= r;
-    }
-    if (!c->family.parallel_residual) {
-        #pragma omp parallel for schedule(static) if (many)
-        for (size_t i = 0; i < len; i++) s->x[i] += s->xb2[i];
-    }
+    scale_branch(s->xb2, len, c->residual_scale, many);
+    if (!parallel) add_residual(s->x, s->xb2, NULL, len, many);
     ffn_block(ctx, l, n);
-    if (r != 1.0f) {
-        #pragma omp parallel for schedule(static) if (many)
-        for (size_t i = 0; i < len; i++) s->xb[i] *= r;
+    scale_branch(s->xb, len, c->residual_scale, many);
+    add_residual(s->x, s->xb, parallel ? s->xb2 : NULL, len, many);
+}
+
+/* ---- a decoded token's team ------------------------------------------------ */
+
+/* A decoded token runs in one parallel region (decode_in_team) where it
+ * would start one per matrix-vector product: each thread carries its own
+ * copy of the residual stream through every layer, doing the norms, the
+ * activations' quantization, the activation function and the residual on
+ * its copy (the same bits in every copy, so nothing waits for them), and
+ * the threads meet only where the data needs it: at the end of each
+ * product (matmul_team), after one thread has made the attention's inputs
+ * ready and stored the new cell, and after the heads, split among them.
+ * Each step is the one the per-step path runs, on the same rows, so the
+ * bits are those of any thread count and of prefill.  It takes one token,
+ * at least two threads and matrices worth sharing; a mixture's experts,
+ * Self-Extend's grouped copies and an observer's whole rows keep the
+ * per-step path. */
+static int team_threads(const Context *ctx, int n) {
+    const ModelConfig *c = &ctx->model->config;
+    int threads = omp_get_max_threads() < ctx->state.mm.n_threads ? omp_get_max_threads() : ctx->state.mm.n_threads;
+    if (n != 1 || threads < 2 || c->n_experts || ctx->observe_attention || ctx->team == TEAM_NEVER) return 0;
+    if (ctx->team == TEAM_WHEN_LARGE && (size_t)model_kv_dim(c) * c->dim < PARALLEL_MIN_MACS) return 0;
+    for (int l = 0; l < c->n_layers; l++)
+        if (ctx->layers[l].self_extend_group) return 0;
+    return threads;
+}
+
+/* Layer l of the token at pos0 (its cell `first`), run by every thread of
+ * the team on its own rows. */
+static void team_layer(Context *ctx, int l, int first, int pos0) {
+    const ModelConfig *c = &ctx->model->config;
+    const LayerWeights *w = &ctx->model->weights.layers[l];
+    ForwardState *s = &ctx->state;
+    int th = omp_get_thread_num(), parallel = c->family.parallel_residual;
+    size_t dim = (size_t)c->dim;
+    float *x = s->own_x + th * s->own_dim, *xb = s->own_xb + th * s->own_dim;
+    float *attn = s->own_attn + th * s->own_dim, *ffn = s->own_ffn + th * s->own_dim;
+    float *hb = s->own_hb + th * s->own_hidden;
+
+    if (w->attn_norm) norm_row(c, xb, x, w->attn_norm, w->attn_norm_b);
+    else memcpy(xb, x, dim * sizeof(float));
+    float *qkv[] = {s->q, s->k, s->v};
+    const Tensor *wqkv[] = {&w->wq, &w->wk, &w->wv}, *wo = &w->wo, *down = &w->w_down;
+    matmul_team(qkv, xb, wqkv, 3, &s->mm);
+    #pragma omp single
+    {
+        attention_inputs(ctx, l, first, 1, pos0);
+        ctx->stats.barriers += 2; /* this one's end, and the heads' below */
     }
-    if (c->family.parallel_residual) {
-        #pragma omp parallel for schedule(static) if (many)
-        for (size_t i = 0; i < len; i++) s->x[i] += s->xb2[i] + s->xb[i];
-    } else {
-        #pragma omp parallel for schedule(static) if (many)
-        for (size_t i = 0; i < len; i++) s->x[i] += s->xb[i];
+    double started = time_now_s();
+    #pragma omp for schedule(static)
+    for (int h = 0; h < c->n_heads; h++) attend_item(ctx, l, h, first, 1, pos0);
+    if (th == 0) ctx->stats.attention_seconds += time_now_s() - started;
+    matmul_team(&s->xb2, s->xb, &wo, 1, &s->mm);
+    memcpy(attn, s->xb2, dim * sizeof(float));
+    attention_output(c, w, attn, 1);
+    scale_branch(attn, dim, c->residual_scale, 0);
+    if (!parallel) add_residual(x, attn, NULL, dim, 0);
+
+    if (w->ffn_norm) norm_row(c, xb, x, w->ffn_norm, w->ffn_norm_b);
+    else memcpy(xb, x, dim * sizeof(float));
+    float *gate_up[] = {s->hb, s->hb2};
+    const Tensor *wgu[] = {&w->w_gate, &w->w_up}, *up = &w->w_up;
+    if (model_family_gated(&c->family)) matmul_team(gate_up, xb, wgu, 2, &s->mm);
+    else matmul_team(&s->hb, xb, &up, 1, &s->mm);
+    memcpy(hb, s->hb, (size_t)c->hidden_dim * sizeof(float));
+    ffn_activation(c, w, hb, s->hb2, 1);
+    matmul_team(&s->xb, hb, &down, 1, &s->mm);
+    memcpy(ffn, s->xb, dim * sizeof(float));
+    ffn_output(c, w, ffn, 1);
+    scale_branch(ffn, dim, c->residual_scale, 0);
+    add_residual(x, ffn, parallel ? attn : NULL, dim, 0);
+}
+
+/* The embedded token (s->x) through every layer and the final norm into
+ * the classifier, in one region of `threads`. */
+static void decode_in_team(Context *ctx, int first, int pos0, int threads) {
+    const ModelConfig *c = &ctx->model->config;
+    const ModelWeights *w = &ctx->model->weights;
+    ForwardState *s = &ctx->state;
+    ctx->stats.regions++;
+    #pragma omp parallel num_threads(threads)
+    {
+        int th = omp_get_thread_num();
+        float *x = s->own_x + th * s->own_dim, *xb = s->own_xb + th * s->own_dim;
+        const Tensor *output = &w->output;
+        memcpy(x, s->x, (size_t)c->dim * sizeof(float));
+        for (int l = 0; l < c->n_layers; l++) team_layer(ctx, l, first, pos0);
+        norm_row(c, xb, x, w->output_norm, w->output_norm_b);
+        matmul_team(&s->logits, xb, &output, 1, &s->mm);
+        matmul_team_end(&s->mm);
     }
 }
 
@@ -510,16 +641,17 @@ const float *context_forward(Context *ctx, const int *tokens, int n, int pos0, i
 
     embed_tokens(ctx, tokens, n, pos0);
     int first_cell = kv_cache_append(&ctx->cache, tokens, n, pos0);
-    for (int l = 0; l < c->n_layers; l++) {
-        pe_prepare(&ctx->layers[l].pe, pos0 + n - 1, ctx->cache.n_ctx);
-        transformer_layer(ctx, l, first_cell, n, pos0);
-    }
-
+    for (int l = 0; l < c->n_layers; l++) pe_prepare(&ctx->layers[l].pe, pos0 + n - 1, ctx->cache.n_ctx);
     /* Only the rows whose logits are wanted go through the classifier. */
-    int first = all_logits ? 0 : n - 1, rows = n - first;
-    float *x = s->x + (size_t)first * c->dim;
-    norm_rows(c, x, x, w->output_norm, w->output_norm_b, rows);
-    matmul(s->logits, x, &w->output, rows, &s->mm);
+    int first = all_logits ? 0 : n - 1, rows = n - first, team = team_threads(ctx, n);
+    if (team) {
+        decode_in_team(ctx, first_cell, pos0, team);
+    } else {
+        for (int l = 0; l < c->n_layers; l++) transformer_layer(ctx, l, first_cell, n, pos0);
+        float *x = s->x + (size_t)first * c->dim;
+        norm_rows(c, x, x, w->output_norm, w->output_norm_b, rows);
+        matmul(s->logits, x, &w->output, rows, &s->mm);
+    }
     add_bias(s->logits, w->output_b, rows, c->vocab_size);
     size_t n_logits = (size_t)rows * c->vocab_size;
     if (c->logit_scale != 1.0f)

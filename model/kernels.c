@@ -129,12 +129,36 @@ static size_t panel_floats(int max_cols) {
     return PANEL_FLOATS > pad ? PANEL_FLOATS : pad;
 }
 
-/* Q8 activations: one int8 per column and one scale per 32; as Q8_K, one
- * int8 per column, one scale per 256 and one int16 sum per 16. */
-static size_t xd_floats(int max_cols) { return (size_t)(max_cols / QK + 1); }
-static size_t xsum_count(int max_cols) { return (size_t)(max_cols / QK + 1); }
-static size_t kd_floats(int max_cols) { return (size_t)(max_cols / QK_K + 1); }
-static size_t ksum_count(int max_cols) { return (size_t)(max_cols / 16 + 1); }
+/* One token's activations quantized, a thread's: as Q8, one int8 per
+ * column, one scale and one int32 sum per 32; as Q8_K, one int8 per column,
+ * one scale per 256 and one int16 sum per 16.  The quants first, each
+ * array aligned, the whole a number of cache lines. */
+typedef struct {
+    int8_t *xq, *kq;
+    float *xd, *kd;
+    int32_t *xsum;
+    int16_t *ksum;
+} TokenActs;
+
+static size_t token_acts_bytes(int max_cols) {
+    size_t q = ((size_t)max_cols + 63) / 64 * 64, blocks = (size_t)(max_cols / QK + 1);
+    size_t bytes = 2 * q + blocks * (sizeof(float) + sizeof(int32_t)) +
+                   (size_t)(max_cols / QK_K + 1) * sizeof(float) + (size_t)(max_cols / 16 + 1) * sizeof(int16_t);
+    return (bytes + 63) / 64 * 64;
+}
+
+static TokenActs token_acts(const MatmulScratch *s, int thread) {
+    char *a = s->token_acts + (size_t)thread * s->token_acts_bytes;
+    size_t q = ((size_t)s->max_cols + 63) / 64 * 64, blocks = (size_t)(s->max_cols / QK + 1);
+    TokenActs t;
+    t.xq = (int8_t *)a;
+    t.kq = (int8_t *)(a + q);
+    t.xd = (float *)(a + 2 * q);
+    t.xsum = (int32_t *)(t.xd + blocks);
+    t.kd = (float *)(t.xsum + blocks);
+    t.ksum = (int16_t *)(t.kd + s->max_cols / QK_K + 1);
+    return t;
+}
 
 /* Prefill of block-quantized weights quantizes this many tokens at a time
  * and fills each unit of weight rows once per that many. */
@@ -153,11 +177,9 @@ static size_t unit_bytes(int max_cols) {
 }
 
 size_t matmul_scratch_bytes(int max_cols) {
-    return (panel_floats(max_cols) * sizeof(float) + unit_bytes(max_cols)) *
+    return (panel_floats(max_cols) * sizeof(float) + unit_bytes(max_cols) + token_acts_bytes(max_cols)) *
                (size_t)omp_get_max_threads() +
-           2 * (size_t)max_cols + (xd_floats(max_cols) + kd_floats(max_cols)) * sizeof(float) +
-           xsum_count(max_cols) * sizeof(int32_t) +
-           ksum_count(max_cols) * sizeof(int16_t) + acts_bytes(max_cols) + xbf_bytes(max_cols);
+           acts_bytes(max_cols) + xbf_bytes(max_cols);
 }
 
 int matmul_scratch_build(MatmulScratch *s, int max_cols, PosencError *err) {
@@ -166,24 +188,22 @@ int matmul_scratch_build(MatmulScratch *s, int max_cols, PosencError *err) {
     s->max_cols = max_cols;
     s->panel_floats = panel_floats(max_cols);
     s->panel = malloc_lines(s->panel_floats * sizeof(float) * (size_t)s->n_threads);
-    s->xq = malloc_lines((size_t)max_cols);
-    s->xd = malloc(xd_floats(max_cols) * sizeof(float));
-    s->xsum = malloc(xsum_count(max_cols) * sizeof(int32_t));
-    s->kq = malloc_lines((size_t)max_cols);
-    s->kd = malloc(kd_floats(max_cols) * sizeof(float));
-    s->ksum = malloc(ksum_count(max_cols) * sizeof(int16_t));
+    s->token_acts_bytes = token_acts_bytes(max_cols);
+    s->token_acts = malloc_lines(s->token_acts_bytes * (size_t)s->n_threads);
     s->acts = malloc(sizeof *s->acts);
     s->acts_data = malloc_lines(acts_bytes(max_cols));
     s->xbf = malloc_lines(xbf_bytes(max_cols));
     s->units = calloc((size_t)s->n_threads, sizeof *s->units);
     s->units_data = malloc_lines(unit_bytes(max_cols) * (size_t)s->n_threads);
     s->thread_done = malloc_lines((size_t)s->n_threads * THREAD_DONE_STRIDE * sizeof(double));
-    if (!s->thread_done || !s->panel || !s->xq || !s->xd || !s->xsum || !s->kq || !s->kd || !s->ksum || !s->acts || !s->acts_data || !s->xbf || !s->units ||
-        !s->units_data) {
+    s->thread_idle = malloc_lines((size_t)s->n_threads * THREAD_DONE_STRIDE * sizeof(double));
+    if (!s->thread_done || !s->thread_idle || !s->panel || !s->token_acts || !s->acts || !s->acts_data ||
+        !s->xbf || !s->units || !s->units_data) {
         matmul_scratch_free(s);
         return posenc_error_oom(err, s->panel_floats * (size_t)s->n_threads, sizeof(float),
                                 "the matmul panels");
     }
+    memset(s->thread_idle, 0, (size_t)s->n_threads * THREAD_DONE_STRIDE * sizeof(double));
     /* f32 arrays first, then the bytes: every array stays aligned */
     char *a = s->acts_data;
     *s->acts = (QuantActs){max_cols, (int8_t *)(a + acts_scale_bytes(max_cols) + acts_sum_bytes(max_cols)),
@@ -200,18 +220,14 @@ int matmul_scratch_build(MatmulScratch *s, int max_cols, PosencError *err) {
 
 void matmul_scratch_free(MatmulScratch *s) {
     free(s->panel);
-    free(s->xq);
-    free(s->xd);
-    free(s->xsum);
-    free(s->kq);
-    free(s->kd);
-    free(s->ksum);
+    free(s->token_acts);
     free(s->acts);
     free(s->acts_data);
     free(s->xbf);
     free(s->units);
     free(s->units_data);
     free(s->thread_done);
+    free(s->thread_idle);
     memset(s, 0, sizeof *s);
 }
 
@@ -229,68 +245,82 @@ static const void *packed_group(const Tensor *w, int r0) {
 }
 
 /* Block-quantized weights are dotted with activations quantized to Q8
- * blocks (s->xq, s->xd, s->xsum) or, the K-quants, to Q8_K super-blocks
- * (s->kq, s->kd, s->ksum), on their packed copy when they have one (r0 is
- * a multiple of PACK_ROWS); the others with the f32 activations. */
-static void gemv_rows(float *out, const float *x, const Tensor *w, int r0, int r1,
-                      const MatmulScratch *s) {
+ * blocks or, the K-quants, to Q8_K super-blocks (a), on their packed copy
+ * when they have one (r0 is a multiple of PACK_ROWS); the others with the
+ * f32 activations (a->x). */
+static void gemv_rows(float *out, const DecodeActs *a, const Tensor *w, int r0, int r1) {
     const TypeKernels *tk = &active_path()->type[w->type];
     int k = w->cols;
     const void *rows = tensor_row(w, r0);
     size_t row_bytes = tensor_row_bytes(w->type, (size_t)k);
-    if (packed(w)) {
-        DecodeActs a = {s->xq, s->xd, s->xsum, s->kq, s->kd, s->ksum, x};
-        tk->dot_packed(out + r0, &a, packed_group(w, r0), r1 - r0, k);
-    } else if (tk->dot_q8)
-        tk->dot_q8(out + r0, s->xq, s->xd, rows, row_bytes, r1 - r0, k);
+    if (packed(w))
+        tk->dot_packed(out + r0, a, packed_group(w, r0), r1 - r0, k);
+    else if (tk->dot_q8)
+        tk->dot_q8(out + r0, a->q, a->d, rows, row_bytes, r1 - r0, k);
     else if (tk->dot_q8k)
-        tk->dot_q8k(out + r0, s->kq, s->kd, s->ksum, rows, row_bytes, r1 - r0, k);
+        tk->dot_q8k(out + r0, a->kq, a->kd, a->ksum, rows, row_bytes, r1 - r0, k);
     else
-        tk->dot(out + r0, 0, x, 0, rows, (size_t)k, 1, r1 - r0, k);
+        tk->dot(out + r0, 0, a->x, 0, rows, (size_t)k, 1, r1 - r0, k);
 }
 
-/* Several matrices over the same x in one parallel region: their rows are
- * laid end to end in steps of GEMV_ROW_STEP and split by bytes, so the
- * threads stream from the first row to the last without a barrier between
- * matrices, each reading as many bytes (in Q4_K_M, the q and k of Q4_K
- * beside a v of Q6_K, half again as wide: an even split by rows left one
- * thread a third more to read). */
-static void gemv(float *const *outs, const float *x, const Tensor *const *ws, int count,
-                 MatmulScratch *s) {
-    int total = 0, steps[MATMUL_MANY_MAX];
-    size_t step_bytes[MATMUL_MANY_MAX], all_bytes = 0;
-    for (int i = 0; i < count; i++) {
-        steps[i] = (ws[i]->rows + GEMV_ROW_STEP - 1) / GEMV_ROW_STEP;
-        step_bytes[i] = GEMV_ROW_STEP * tensor_row_bytes(ws[i]->type, (size_t)ws[i]->cols);
-        total += steps[i];
-        all_bytes += (size_t)steps[i] * step_bytes[i];
-    }
+/* x quantized into t as the matrices' kernels read it, and the view of
+ * both that they take. */
+static DecodeActs gemv_quantize(const TokenActs *t, const float *x, const Tensor *const *ws, int count) {
     int q8 = 0, q8k = 0, q8_packed = 0;
     for (int i = 0; i < count; i++) {
         q8 |= active_path()->type[ws[i]->type].dot_q8 != NULL;
         q8k |= active_path()->type[ws[i]->type].dot_q8k != NULL;
         q8_packed |= active_path()->type[ws[i]->type].dot_q8 && packed(ws[i]);
     }
-    if (q8) active_path()->quantize_q8(s->xq, s->xd, x, ws[0]->cols);
-    if (q8_packed) quant_sums(s->xsum, s->xq, ws[0]->cols, QK); /* the packed Q4_0 kernel's centre term */
-    if (q8k) active_path()->quantize_q8k(s->kq, s->kd, s->ksum, x, ws[0]->cols);
-    int nt = n_threads_for(s, (size_t)total * GEMV_ROW_STEP * ws[0]->cols), team = 1;
+    if (q8) active_path()->quantize_q8(t->xq, t->xd, x, ws[0]->cols);
+    if (q8_packed) quant_sums(t->xsum, t->xq, ws[0]->cols, QK); /* the packed Q4_0 kernel's centre term */
+    if (q8k) active_path()->quantize_q8k(t->kq, t->kd, t->ksum, x, ws[0]->cols);
+    return (DecodeActs){t->xq, t->xd, t->xsum, t->kq, t->kd, t->ksum, x};
+}
+
+/* Thread `thread` of `threads`' share of several matrices over the same
+ * x: their rows laid end to end in steps of GEMV_ROW_STEP and split by
+ * bytes, so the threads stream from the first row to the last without a
+ * barrier between matrices, each reading as many bytes (in Q4_K_M, the q
+ * and k of Q4_K beside a v of Q6_K, half again as wide: an even split by
+ * rows left one thread a third more to read).  A thread's steps are those
+ * that start in its part of the bytes. */
+static void gemv_share(float *const *outs, const DecodeActs *a, const Tensor *const *ws, int count, int thread,
+                       int threads) {
+    int steps[MATMUL_MANY_MAX];
+    size_t step_bytes[MATMUL_MANY_MAX], all_bytes = 0;
+    for (int i = 0; i < count; i++) {
+        steps[i] = (ws[i]->rows + GEMV_ROW_STEP - 1) / GEMV_ROW_STEP;
+        step_bytes[i] = GEMV_ROW_STEP * tensor_row_bytes(ws[i]->type, (size_t)ws[i]->cols);
+        all_bytes += (size_t)steps[i] * step_bytes[i];
+    }
+    size_t lo = all_bytes * (size_t)thread / (size_t)threads, hi = all_bytes * (size_t)(thread + 1) / (size_t)threads;
+    size_t base = 0;
+    for (int i = 0; i < count && base < hi; i++) {
+        size_t first = lo > base ? (lo - base + step_bytes[i] - 1) / step_bytes[i] : 0;
+        size_t last = (hi - base + step_bytes[i] - 1) / step_bytes[i];
+        if (first > (size_t)steps[i]) first = (size_t)steps[i];
+        if (last > (size_t)steps[i]) last = (size_t)steps[i];
+        int r0 = (int)first * GEMV_ROW_STEP, r1 = (int)last * GEMV_ROW_STEP < ws[i]->rows ? (int)last * GEMV_ROW_STEP : ws[i]->rows;
+        if (r0 < r1) gemv_rows(outs[i], a, ws[i], r0, r1);
+        base += (size_t)steps[i] * step_bytes[i];
+    }
+}
+
+/* Decode outside a team: x quantized once, then a region of its own. */
+static void gemv(float *const *outs, const float *x, const Tensor *const *ws, int count,
+                 MatmulScratch *s) {
+    TokenActs first = token_acts(s, 0);
+    DecodeActs a = gemv_quantize(&first, x, ws, count);
+    int steps = 0;
+    for (int i = 0; i < count; i++) steps += (ws[i]->rows + GEMV_ROW_STEP - 1) / GEMV_ROW_STEP;
+    int nt = n_threads_for(s, (size_t)steps * GEMV_ROW_STEP * ws[0]->cols), team = 1;
     double t0 = time_now_s();
     #pragma omp parallel num_threads(nt)
     {
-        int t = omp_get_thread_num(), n = omp_get_num_threads();
-        if (t == 0) team = n;
-        /* this thread's steps: those that start in its share of the bytes */
-        size_t lo = all_bytes * (size_t)t / (size_t)n, hi = all_bytes * (size_t)(t + 1) / (size_t)n, base = 0;
-        for (int i = 0; i < count && base < hi; i++) {
-            size_t a = lo > base ? (lo - base + step_bytes[i] - 1) / step_bytes[i] : 0;
-            size_t b = (hi - base + step_bytes[i] - 1) / step_bytes[i];
-            if (a > (size_t)steps[i]) a = (size_t)steps[i];
-            if (b > (size_t)steps[i]) b = (size_t)steps[i];
-            int r0 = (int)a * GEMV_ROW_STEP, r1 = (int)b * GEMV_ROW_STEP < ws[i]->rows ? (int)b * GEMV_ROW_STEP : ws[i]->rows;
-            if (r0 < r1) gemv_rows(outs[i], x, ws[i], r0, r1, s);
-            base += (size_t)steps[i] * step_bytes[i];
-        }
+        int t = omp_get_thread_num();
+        if (t == 0) team = omp_get_num_threads();
+        gemv_share(outs, &a, ws, count, t, omp_get_num_threads());
         s->thread_done[t * THREAD_DONE_STRIDE] = time_now_s() - t0;
     }
     double wall = time_now_s() - t0;
@@ -299,6 +329,29 @@ static void gemv(float *const *outs, const float *x, const Tensor *const *ws, in
         s->stats.regions++;
         for (int t = 0; t < team; t++) s->stats.idle_seconds += wall - s->thread_done[t * THREAD_DONE_STRIDE];
     }
+}
+
+void matmul_team(float *const *outs, const float *x, const Tensor *const *ws, int count, MatmulScratch *s) {
+    int t = omp_get_thread_num();
+    TokenActs own = token_acts(s, t);
+    DecodeActs a = gemv_quantize(&own, x, ws, count);
+    double t0 = time_now_s();
+    gemv_share(outs, &a, ws, count, t, omp_get_num_threads());
+    double done = time_now_s();
+    #pragma omp barrier
+    double end = time_now_s();
+    s->thread_idle[t * THREAD_DONE_STRIDE] += end - done;
+    if (t == 0) {
+        s->stats.seconds += end - t0;
+        s->stats.barriers++;
+    }
+}
+
+void matmul_team_end(MatmulScratch *s) {
+    int t = omp_get_thread_num();
+    #pragma omp atomic
+    s->stats.idle_seconds += s->thread_idle[t * THREAD_DONE_STRIDE];
+    s->thread_idle[t * THREAD_DONE_STRIDE] = 0.0;
 }
 
 /* Work item (row panel, token panel); a panel of f16/bf16/quantized rows is

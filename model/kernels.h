@@ -24,11 +24,13 @@
  * it (-m bench shows it per test). */
 typedef struct {
     long regions;           /* parallel regions started (teams of more than one thread) */
+    long barriers;          /* matmul_team's barriers */
     double seconds;         /* wall time in the matmuls' work: a chunk's whole call, a single
                                token's parallel region (its activations are quantized before
                                it, one thread's work) */
-    double idle_seconds;    /* thread-seconds in the matrix-vector regions between a thread's
-                               last row and the region's end: load imbalance and the join */
+    double idle_seconds;    /* thread-seconds in the matrix-vector products between a thread's
+                               last row and the region's end or the barrier: load imbalance and
+                               the join */
 } MatmulStats;
 
 /* Working memory of matmul, sized once per context so that no kernel
@@ -38,12 +40,10 @@ typedef struct {
     int max_cols;        /* widest input a matmul may see */
     size_t panel_floats; /* per thread */
     float *panel;        /* (n_threads, panel_floats) weight rows converted to f32 */
-    int8_t *xq;          /* (max_cols) one token's activations as Q8 */
-    float *xd;           /* (max_cols / 32) their scales */
-    int32_t *xsum;       /* (max_cols / 32) the sum of each block's quants */
-    int8_t *kq;          /* (max_cols) the same as Q8_K, for the K-quants */
-    float *kd;           /* (max_cols / 256) their scales */
-    int16_t *ksum;       /* (max_cols / 16) sums of each 16 */
+    char *token_acts;    /* (n_threads, token_acts_bytes) one token's activations quantized,
+                            each thread's own (TokenActs in kernels.c): Q8 and Q8_K quants, scales
+                            and sums */
+    size_t token_acts_bytes;
     /* prefill against block-quantized weights (kernels_impl.h): */
     struct QuantActs *acts;   /* one chunk's activations */
     struct QuantUnit *units;  /* (n_threads) a unit of weight rows per thread */
@@ -51,6 +51,8 @@ typedef struct {
     uint16_t *xbf;       /* (512, max_cols) activations rounded to BF16 (BF16 prefill, Bf16Prefill) */
     double *thread_done; /* (n_threads, 8) when each thread left the last matrix-vector region, one
                             cache line each */
+    double *thread_idle; /* (n_threads, 8) each thread's waits at matmul_team's barriers, until
+                            matmul_team_end adds them to stats */
     MatmulStats stats;
 } MatmulScratch;
 
@@ -82,6 +84,15 @@ void matmul(float *out, const float *x, const Tensor *w, int n, MatmulScratch *s
 #define MATMUL_MANY_MAX 3
 void matmul_many(float *const *outs, const float *x, const Tensor *const *ws, int count, int n,
                  MatmulScratch *s);
+
+/* One token's outs[i] = x . ws[i]^T, called by every thread of a parallel
+ * region with the same arguments (a decoded token's team, forward.c): each
+ * thread quantizes x into its own buffers, computes its share of the rows
+ * (matmul_many's split by bytes: the same bits), then waits at a barrier
+ * for the others, so that outs are whole when it returns.  Each thread
+ * calls matmul_team_end before the region ends. */
+void matmul_team(float *const *outs, const float *x, const Tensor *const *ws, int count, MatmulScratch *s);
+void matmul_team_end(MatmulScratch *s);
 
 /* The packed copy of a Q4_0/Q8_0/MXFP4/Q4_K/Q5_K/Q6_K, F32 or F16 matrix
  * (kernels_impl.h): the bytes it takes (SIZE_MAX if they overflow), 0 when

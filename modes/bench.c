@@ -172,6 +172,7 @@ typedef struct {
     double flops_fraction; /* prefill only: mean of achieved / probed per repetition */
     int threads;
     double regions_per_token; /* parallel regions the matmuls and attention started, per token */
+    double barriers_per_token; /* barriers inside them (a decoded token's team), per token */
     double matmul_share;      /* of the measured wall time, inside the matmuls */
     double idle_share;        /* decode only: of the threads' time, idle at the end of a matmul */
     double attention_share;   /* of the wall time, in attention over the cache */
@@ -249,7 +250,9 @@ static int run_test(const Model *m, const BenchOptions *o, int threads, int n_pr
     }
     const MatmulStats *ms = &ctx.state.mm.stats;
     r->threads = threads;
-    r->regions_per_token = (double)(ms->regions + ctx.stats.attention_regions) / ((double)(n_prompt + n_gen) * o->reps);
+    double run_tokens = (double)(n_prompt + n_gen) * o->reps;
+    r->regions_per_token = (double)(ms->regions + ctx.stats.regions) / run_tokens;
+    r->barriers_per_token = (double)(ms->barriers + ctx.stats.barriers) / run_tokens;
     r->matmul_share = ms->seconds / measured;
     r->idle_share = n_gen ? ms->idle_seconds / (measured * threads) : 0.0;
     r->attention_share = ctx.stats.attention_seconds / measured;
@@ -324,13 +327,14 @@ int bench_run(const Model *m, const BenchOptions *o, FILE *out, PosencError *err
                          "\"reps\": %d, \"tok_s\": %.3f, \"tok_s_sd\": %.3f, "
                          "\"bytes_per_token\": %.0f, \"read_bw_gbs\": %.2f, \"bw_fraction\": %.4f, "
                          "\"gflops\": %.6g, \"fma_peak_gflops\": %.6g, \"flops_fraction\": %.6g, "
-                         "\"regions_per_token\": %.3f, \"matmul_share\": %.4f, \"matmul_idle_share\": %.4f, "
+                         "\"regions_per_token\": %.3f, \"barriers_per_token\": %.3f, "
+                         "\"matmul_share\": %.4f, \"matmul_idle_share\": %.4f, "
                          "\"attention_share\": %.4f}\n",
                     model_name(m), m->config.family.name, size, params, weight_type(m),
                     o->pe_label, kv, kernels_path_name(), kernels_amx_name(), r->threads, r->name, r->n_prompt,
                     r->n_gen, r->depth, o->reps, r->mean, r->sd,
                     r->bytes_per_token, r->bw_gbs, r->bw_fraction, r->gflops, r->peak_gflops,
-                    r->flops_fraction, r->regions_per_token, r->matmul_share, r->idle_share,
+                    r->flops_fraction, r->regions_per_token, r->barriers_per_token, r->matmul_share, r->idle_share,
                     r->attention_share);
         } else {
             char ts[32], bw[16] = "", frac[16] = "", gf[16] = "", gfrac[16] = "";
@@ -357,24 +361,27 @@ int bench_run(const Model *m, const BenchOptions *o, FILE *out, PosencError *err
               "measured beside it (read GB/s); above 100%, the weights are served from the CPU's\n"
               "caches, not from memory.  of peak: prefill's FLOP/s against these threads' probed\n"
               "FMA peak.\n", out);
-        fprintf(out, "\n| %-19s | %7s | %13s | %7s | %10s | %9s | %8s |\n", "where the time went", "threads",
-                "regions/token", "matmuls", "their idle", "attention", "the rest");
-        fprintf(out, "| %-19s | %7s | %13s | %7s | %10s | %9s | %8s |\n", "-------------------", "------:",
-                "------------:", "------:", "---------:", "--------:", "-------:");
+        fprintf(out, "\n| %-19s | %7s | %13s | %14s | %7s | %10s | %9s | %8s |\n", "where the time went",
+                "threads", "regions/token", "barriers/token", "matmuls", "their idle", "attention", "the rest");
+        fprintf(out, "| %-19s | %7s | %13s | %14s | %7s | %10s | %9s | %8s |\n", "-------------------",
+                "------:", "------------:", "-------------:", "------:", "---------:", "--------:", "-------:");
         for (int i = 0; i < n_runs; i++) {
             const BenchResult *r = &results[i];
             char idle[16] = "";
             if (r->n_gen) snprintf(idle, sizeof idle, "%.1f%%", 100.0 * r->idle_share);
-            fprintf(out, "| %-19s | %7d | %13.1f | %6.1f%% | %10s | %8.1f%% | %7.1f%% |\n", r->name, r->threads,
-                    r->regions_per_token, 100.0 * r->matmul_share, idle, 100.0 * r->attention_share,
+            fprintf(out, "| %-19s | %7d | %13.1f | %14.1f | %6.1f%% | %10s | %8.1f%% | %7.1f%% |\n", r->name,
+                    r->threads, r->regions_per_token, r->barriers_per_token, 100.0 * r->matmul_share, idle,
+                    100.0 * r->attention_share,
                     100.0 * (1.0 - r->matmul_share - r->attention_share));
         }
         fputs("\nWhere the time went, as shares of each test's measured time: regions/token, the\n"
-              "parallel regions (teams of threads started and joined) of the matmuls and attention;\n"
-              "matmuls and attention, the wall time in each; their idle, decode's thread-time spent\n"
-              "waiting at the end of a matrix-vector product (load imbalance and the join); the rest,\n"
-              "one thread's work between them (norms, quantizing the activations, rotation, the\n"
-              "activation functions), whose share grows with the threads.\n", out);
+              "parallel regions (teams of threads started and joined) of the matmuls and attention,\n"
+              "or one per decoded token that runs as a team; barriers/token, where that team's\n"
+              "threads wait for each other; matmuls and attention, the wall time in each; their\n"
+              "idle, decode's thread-time spent waiting at the end of a matrix-vector product (load\n"
+              "imbalance and the join or barrier); the rest, the work between them (norms,\n"
+              "quantizing the activations, rotation, the activation functions), one thread's or\n"
+              "every thread's alike, whose share grows with the threads.\n", out);
         if (most > 1 && size < SMALL_MODEL_BYTES)
             fprintf(out, "A model of %.1f MB spends more in starting %d threads than in its "
                          "matmuls: --threads 1 may be faster.\n", size / 1e6, most);

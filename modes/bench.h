@@ -7,7 +7,7 @@
  * machine's read bandwidth, measured in the same run with the same
  * threads: the bytes a token reads (every weight matrix once, plus the
  * cached keys and values it attends to) times tok/s over GB/s.  Where the
- * time went is shown per test: parallel regions per token, and the shares
+ * time went is shown per test: parallel regions and barriers per token, and the shares
  * of the matmuls (with their threads' idle time), of attention and of the
  * rest, the serial part whose share grows with the thread count. */
 #ifndef POSENC_BENCH_H

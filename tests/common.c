@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,6 +111,53 @@ void tests_load_tokenizer(Tokenizer *t, const char *path, int expected_vocab) {
 void tests_build_context(Context *ctx, const Model *m, const PeParams *pe, int n_ctx) {
     PosencError err;
     ck_assert_msg(context_build(ctx, m, pe, n_ctx, n_ctx, &err) == 0, "%s", err.msg);
+}
+
+/* The logits of ids[0..n) decoded one at a time, n rows of the vocabulary,
+ * at `threads` threads under `team`; *barriers, the team's. */
+static float *decode_rows(const Model *m, const int *ids, int n, int threads, TeamPolicy team, long *barriers) {
+    int saved = omp_get_max_threads();
+    omp_set_num_threads(threads);
+    Context ctx;
+    tests_build_context(&ctx, m, &m->pe, n);
+    ctx.team = team;
+    size_t vocab = (size_t)m->config.vocab_size;
+    float *rows = malloc(sizeof(float) * vocab * (size_t)n);
+    ck_assert_ptr_nonnull(rows);
+    for (int t = 0; t < n; t++) memcpy(rows + vocab * t, context_forward(&ctx, ids + t, 1, t, 0), vocab * sizeof(float));
+    *barriers = ctx.stats.barriers + ctx.state.mm.stats.barriers;
+    context_free(&ctx);
+    omp_set_num_threads(saved);
+    return rows;
+}
+
+void tests_check_team_decode(const Model *m, const int *ids, int n, const char *name) {
+    size_t vocab = (size_t)m->config.vocab_size, bytes = sizeof(float) * vocab * (size_t)n;
+    long barriers;
+    float *steps = decode_rows(m, ids, n, 1, TEAM_NEVER, &barriers);
+    ck_assert_int_eq(barriers, 0);
+    for (int threads = 2; threads <= 3; threads++) {
+        float *team = decode_rows(m, ids, n, threads, TEAM_ALWAYS, &barriers);
+        if (m->config.n_experts) ck_assert_msg(barriers == 0, "%s: a mixture ran as a team", name);
+        else ck_assert_msg(barriers > 0, "%s: no team ran at %d threads", name, threads);
+        size_t first = 0;
+        while (first < vocab * (size_t)n && !memcmp(&team[first], &steps[first], sizeof(float))) first++;
+        ck_assert_msg(first == vocab * (size_t)n, "%s: at %d threads the team's logit %zu of token %zu is %.9g, the steps' %.9g",
+                      name, threads, first % vocab, first / vocab, (double)team[first], (double)steps[first]);
+        free(team);
+    }
+    int *changed = malloc(sizeof(int) * (size_t)n);
+    ck_assert_ptr_nonnull(changed);
+    memcpy(changed, ids, sizeof(int) * (size_t)n);
+    changed[0] = (ids[0] + 1) % m->config.vocab_size;
+    float *control = decode_rows(m, changed, n, 2, TEAM_ALWAYS, &barriers);
+    ck_assert_msg(memcmp(control, steps, bytes) != 0, "%s: control: another first token leaves the logits", name);
+    if (barriers) printf("%-24s team decode at 2 and 3 threads: the steps' bits in %d rows (%ld barriers at 2)\n",
+                         name, n, barriers);
+    else printf("%-24s decode at 2 and 3 threads, per step (a mixture): one thread's bits in %d rows\n", name, n);
+    free(control);
+    free(changed);
+    free(steps);
 }
 
 void tests_load_zoo(Model *m, const char *models_dir, const char *scheme) {

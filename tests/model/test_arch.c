@@ -143,6 +143,15 @@ START_TEST(matches_reference) {
 }
 END_TEST
 
+START_TEST(team_decode_is_the_steps_bits) {
+    if (!ready) return;
+    Model m;
+    tests_load_model(&m, ggufs[_i]);
+    tests_check_team_decode(&m, IDS, N_IDS, CASES[_i].name);
+    model_free(&m);
+}
+END_TEST
+
 START_TEST(broken_feature_is_detected) {
     if (!ready) return;
     const Control *c = &CONTROLS[_i];
@@ -361,6 +370,7 @@ int main(void) {
     tcase_add_unchecked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 300);
     tcase_add_loop_test(tc, matches_reference, 0, N_CASES);
+    tcase_add_loop_test(tc, team_decode_is_the_steps_bits, 0, N_CASES);
     tcase_add_loop_test(tc, broken_feature_is_detected, 0,
                         (int)(sizeof CONTROLS / sizeof CONTROLS[0]));
     tcase_add_loop_test(tc, malformed_family_file, 0,

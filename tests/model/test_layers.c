@@ -247,6 +247,15 @@ START_TEST(matches_reference) {
 }
 END_TEST
 
+START_TEST(team_decode_is_the_steps_bits) {
+    if (!ready) return;
+    Model m;
+    tests_load_model(&m, ggufs[_i]);
+    tests_check_team_decode(&m, ids, N_TOKENS, CASES[_i].name);
+    model_free(&m);
+}
+END_TEST
+
 /* transformers ran chunk, steps, split and offset in that order on one
  * model: dynamic NTK keeps the theta it grew for the 80-token chunk through
  * the split's first 50 tokens (its steps restart below the original
@@ -1006,6 +1015,7 @@ static Suite *suite(void) {
     tcase_add_unchecked_fixture(tc, setup, teardown);
     tcase_add_loop_test(tc, matches_reference, 0, N_CASES);
     tcase_add_loop_test(tc, matches_transformers, 0, N_CASES);
+    tcase_add_loop_test(tc, team_decode_is_the_steps_bits, 0, N_CASES);
     tcase_add_loop_test(tc, reference_controls, 0, N_CONTROLS);
     tcase_add_test(tc, engine_controls);
     tcase_add_test(tc, router_controls);

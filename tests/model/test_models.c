@@ -330,6 +330,18 @@ START_TEST(logits_match_reference) {
 }
 END_TEST
 
+/* Every scheme's hooks (the embedding's, rotation, score biases) inside a
+ * decoded token's team: the bits of one thread's steps. */
+START_TEST(zoo_team_decode) {
+    REQUIRE_MODELS();
+    const Ref *ref = &refs[_i];
+    Model m;
+    tests_load_model(&m, ref->gguf);
+    tests_check_team_decode(&m, ref->text, ref->n_text < 48 ? ref->n_text : 48, ref->dir);
+    model_free(&m);
+}
+END_TEST
+
 START_TEST(zoo_greedy_matches_reference) {
     REQUIRE_MODELS();
     const Ref *ref = &refs[_i];
@@ -740,6 +752,7 @@ int main(void) {
     tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, logits_match_reference, 0, N_REFS);
     tcase_add_loop_test(tc, zoo_greedy_matches_reference, 0, N_ZOO);
+    tcase_add_loop_test(tc, zoo_team_decode, 0, N_ZOO);
     tcase_add_test(tc, makemore_greedy_name);
     tcase_add_test(tc, t5_matches_numpy_reference);
     suite_add_tcase(s, tc);
