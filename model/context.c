@@ -27,6 +27,7 @@ static void forward_state_free(ForwardState *s) {
     free(s->router); free(s->picks); free(s->pick_weights); free(s->slots_by_expert);
     free(s->expert_start); free(s->expert_in); free(s->expert_out); free(s->expert_sum);
     free(s->own_x); free(s->own_xb); free(s->own_attn); free(s->own_ffn); free(s->own_hb);
+    free(s->own_hb2); free(s->own_router); free(s->own_expert);
     matmul_scratch_free(&s->mm);
     memset(s, 0, sizeof *s);
 }
@@ -39,7 +40,7 @@ typedef struct {
     size_t rows, cols;
     const char *what;
 } StateBuffer;
-#define MAX_STATE_BUFFERS 23
+#define MAX_STATE_BUFFERS 26
 
 /* The feed-forward's hidden width: an expert's in a mixture of experts. */
 static size_t ffn_width(const ModelConfig *c) {
@@ -72,6 +73,7 @@ static int state_buffers(ForwardState *s, const ModelConfig *c, const ContextSiz
     b[k++] = (StateBuffer){&s->own_attn, NULL, threads, s->own_dim, "the threads' rows"};
     b[k++] = (StateBuffer){&s->own_ffn, NULL, threads, s->own_dim, "the threads' rows"};
     b[k++] = (StateBuffer){&s->own_hb, NULL, threads, s->own_hidden, "the threads' rows"};
+    b[k++] = (StateBuffer){&s->own_hb2, NULL, threads, s->own_hidden, "the threads' rows"};
     if (!c->n_experts) return k;
     size_t experts = (size_t)c->n_experts, used = (size_t)c->n_experts_used;
     b[k++] = (StateBuffer){&s->router, NULL, n, experts, "the router's logits"};
@@ -82,6 +84,9 @@ static int state_buffers(ForwardState *s, const ModelConfig *c, const ContextSiz
     b[k++] = (StateBuffer){&s->expert_in, NULL, n, dim, "the experts' buffers"};
     b[k++] = (StateBuffer){&s->expert_out, NULL, n, dim, "the experts' buffers"};
     b[k++] = (StateBuffer){&s->expert_sum, NULL, n, dim, "the experts' buffers"};
+    s->own_experts = (experts + 15) / 16 * 16;
+    b[k++] = (StateBuffer){&s->own_router, NULL, threads, s->own_experts, "the threads' rows"};
+    b[k++] = (StateBuffer){&s->own_expert, NULL, threads, s->own_dim, "the threads' rows"};
     return k;
 }
 

@@ -44,12 +44,15 @@ typedef struct {
     /* A decoded token's team (forward.c), each thread's own rows, whose
      * strides (dim and hidden_dim rounded up to a cache line) keep the
      * threads' writes apart: */
-    size_t own_dim, own_hidden;
+    size_t own_dim, own_hidden, own_experts;
     float *own_x;       /* (threads, own_dim) the residual stream */
     float *own_xb;      /* (threads, own_dim) a normed row */
     float *own_attn;    /* (threads, own_dim) the attention's output */
     float *own_ffn;     /* (threads, own_dim) the feed-forward's output */
-    float *own_hb;      /* (threads, own_hidden) the feed-forward's hidden row */
+    float *own_hb, *own_hb2; /* (threads, own_hidden) the feed-forward's hidden rows */
+    /* a mixture of experts' (else NULL): */
+    float *own_router;  /* (threads, own_experts) the router's logits */
+    float *own_expert;  /* (threads, own_dim) one expert's output */
     MatmulScratch mm;
 } ForwardState;
 

@@ -29,6 +29,13 @@
         }                                                \
     } while (0)
 
+/* The threads a region may start: those asked for, at most the ones the
+ * context's per-thread scratch was built for. */
+static int context_threads(const Context *ctx) {
+    int asked = omp_get_max_threads();
+    return asked < ctx->state.mm.n_threads ? asked : ctx->state.mm.n_threads;
+}
+
 static void norm_row(const ModelConfig *c, float *out, const float *x, const float *w, const float *b) {
     if (c->family.norm == NORM_RMS) rmsnorm(out, x, w, c->dim, c->norm_eps);
     else layernorm(out, x, w, b, c->dim, c->norm_eps);
@@ -340,11 +347,11 @@ static void attention_block(Context *ctx, int l, int first, int n, int pos0) {
 
     /* Later tiles see more cells: dynamic scheduling evens the load. */
     int items = (n + ATT_TILE - 1) / ATT_TILE * c->n_heads, n_cells = first + n;
-    int parallel = (size_t)n * model_q_dim(c) * n_cells >= PARALLEL_MIN_MACS && omp_get_max_threads() > 1;
+    int threads = context_threads(ctx), parallel = (size_t)n * model_q_dim(c) * n_cells >= PARALLEL_MIN_MACS && threads > 1;
     double started = time_now_s();
     if (parallel) {
         ctx->stats.regions++;
-        #pragma omp parallel for schedule(dynamic, 1)
+        #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
         for (int it = 0; it < items; it++) attend_item(ctx, l, it, first, n, pos0);
     } else {
         for (int it = 0; it < items; it++) attend_item(ctx, l, it, first, n, pos0);
@@ -554,17 +561,78 @@ static void transformer_layer(Context *ctx, int l, int first_cell, int n, int po
  * ready and stored the new cell, and after the heads, split among them.
  * Each step is the one the per-step path runs, on the same rows, so the
  * bits are those of any thread count and of prefill.  It takes one token,
- * at least two threads and matrices worth sharing; a mixture's experts,
- * Self-Extend's grouped copies and an observer's whole rows keep the
- * per-step path. */
+ * at least two threads and matrices worth sharing; Self-Extend's grouped
+ * copies, an observer's whole rows and a mixture that picks more experts
+ * than one team product takes (2k > MATMUL_MANY_MAX) keep the per-step
+ * path. */
 static int team_threads(const Context *ctx, int n) {
     const ModelConfig *c = &ctx->model->config;
-    int threads = omp_get_max_threads() < ctx->state.mm.n_threads ? omp_get_max_threads() : ctx->state.mm.n_threads;
-    if (n != 1 || threads < 2 || c->n_experts || ctx->observe_attention || ctx->team == TEAM_NEVER) return 0;
+    int threads = context_threads(ctx);
+    if (n != 1 || threads < 2 || ctx->observe_attention || ctx->team == TEAM_NEVER) return 0;
+    if (c->n_experts && (2 * c->n_experts_used > MATMUL_MANY_MAX || ctx->state.max_tokens < c->n_experts_used))
+        return 0;
     if (ctx->team == TEAM_WHEN_LARGE && (size_t)model_kv_dim(c) * c->dim < PARALLEL_MIN_MACS) return 0;
-    for (int l = 0; l < c->n_layers; l++)
-        if (ctx->layers[l].self_extend_group) return 0;
-    return threads;
+    return context_self_extend_layer(ctx) < 0 ? threads : 0;
+}
+
+/* A mixture of experts over the token's normed row xb into sum (dim), as
+ * moe_block computes it for one token: the router's product shared, the
+ * route each thread's own, the gate and up products of all k picked experts
+ * shared as one, then expert by expert in increasing order (moe_block's for
+ * one token) the down product shared (into its own row of expert_out, so
+ * that no thread writes where another still reads) and the weighted sum on
+ * each thread's rows. */
+static void team_experts(Context *ctx, int l, const float *xb, float *sum) {
+    const ModelConfig *c = &ctx->model->config;
+    const LayerWeights *w = &ctx->model->weights.layers[l];
+    ForwardState *s = &ctx->state;
+    int th = omp_get_thread_num(), n_experts = c->n_experts, k = c->n_experts_used;
+    size_t dim = (size_t)c->dim, hidden = (size_t)c->expert_hidden_dim;
+    float *hb = s->own_hb + th * s->own_hidden, *hb2 = s->own_hb2 + th * s->own_hidden;
+    float *logits = s->own_router + th * s->own_experts, *out = s->own_expert + th * s->own_dim;
+    int picks[MATMUL_MANY_MAX / 2];
+    float weights[MATMUL_MANY_MAX / 2];
+
+    const Tensor *router = &w->router;
+    matmul_team(&s->router, xb, &router, 1, &s->mm);
+    memcpy(logits, s->router, (size_t)n_experts * sizeof(float));
+    add_bias(logits, w->b_router, 1, n_experts);
+    route(c, logits, picks, weights);
+    for (int j = 1; j < k; j++) /* the picks in increasing order, their weights with them */
+        for (int i = j; i > 0 && picks[i - 1] > picks[i]; i--) {
+            int e = picks[i];
+            float wt = weights[i];
+            picks[i] = picks[i - 1], weights[i] = weights[i - 1];
+            picks[i - 1] = e, weights[i - 1] = wt;
+        }
+    Tensor gates[MATMUL_MANY_MAX / 2], ups[MATMUL_MANY_MAX / 2];
+    float *outs[MATMUL_MANY_MAX];
+    const Tensor *ws[MATMUL_MANY_MAX];
+    for (int j = 0; j < k; j++) {
+        gates[j] = model_expert_matrix(&w->gate_exps, n_experts, picks[j]);
+        ups[j] = model_expert_matrix(&w->up_exps, n_experts, picks[j]);
+        outs[2 * j] = s->hb + j * hidden, outs[2 * j + 1] = s->hb2 + j * hidden;
+        ws[2 * j] = &gates[j], ws[2 * j + 1] = &ups[j];
+    }
+    matmul_team(outs, xb, ws, 2 * k, &s->mm);
+
+    memset(sum, 0, dim * sizeof(float));
+    for (int j = 0; j < k; j++) {
+        int e = picks[j];
+        memcpy(hb, s->hb + j * hidden, hidden * sizeof(float));
+        memcpy(hb2, s->hb2 + j * hidden, hidden * sizeof(float));
+        add_bias(hb, expert_bias(w->b_gate_exps, e, hidden), 1, (int)hidden);
+        add_bias(hb2, expert_bias(w->b_up_exps, e, hidden), 1, (int)hidden);
+        gated_activation(&c->family, hb, hb2, (int)hidden);
+        Tensor down = model_expert_matrix(&w->down_exps, n_experts, e);
+        const Tensor *wd = &down;
+        float *row = s->expert_out + j * dim;
+        matmul_team(&row, hb, &wd, 1, &s->mm);
+        memcpy(out, row, dim * sizeof(float));
+        add_bias(out, expert_bias(w->b_down_exps, e, dim), 1, (int)dim);
+        for (size_t i = 0; i < dim; i++) sum[i] += weights[j] * out[i];
+    }
+    if (th == 0) ctx->expert_passes += (size_t)k;
 }
 
 /* Layer l of the token at pos0 (its cell `first`), run by every thread of
@@ -582,17 +650,18 @@ static void team_layer(Context *ctx, int l, int first, int pos0) {
     if (w->attn_norm) norm_row(c, xb, x, w->attn_norm, w->attn_norm_b);
     else memcpy(xb, x, dim * sizeof(float));
     float *qkv[] = {s->q, s->k, s->v};
-    const Tensor *wqkv[] = {&w->wq, &w->wk, &w->wv}, *wo = &w->wo, *down = &w->w_down;
+    const Tensor *wqkv[] = {&w->wq, &w->wk, &w->wv};
     matmul_team(qkv, xb, wqkv, 3, &s->mm);
     #pragma omp single
-    {
-        attention_inputs(ctx, l, first, 1, pos0);
-        ctx->stats.barriers += 2; /* this one's end, and the heads' below */
-    }
+    attention_inputs(ctx, l, first, 1, pos0);
     double started = time_now_s();
     #pragma omp for schedule(static)
     for (int h = 0; h < c->n_heads; h++) attend_item(ctx, l, h, first, 1, pos0);
-    if (th == 0) ctx->stats.attention_seconds += time_now_s() - started;
+    if (th == 0) {
+        ctx->stats.attention_seconds += time_now_s() - started;
+        ctx->stats.barriers += 2; /* the single's end and the heads' */
+    }
+    const Tensor *wo = &w->wo;
     matmul_team(&s->xb2, s->xb, &wo, 1, &s->mm);
     memcpy(attn, s->xb2, dim * sizeof(float));
     attention_output(c, w, attn, 1);
@@ -601,15 +670,22 @@ static void team_layer(Context *ctx, int l, int first, int pos0) {
 
     if (w->ffn_norm) norm_row(c, xb, x, w->ffn_norm, w->ffn_norm_b);
     else memcpy(xb, x, dim * sizeof(float));
-    float *gate_up[] = {s->hb, s->hb2};
-    const Tensor *wgu[] = {&w->w_gate, &w->w_up}, *up = &w->w_up;
-    if (model_family_gated(&c->family)) matmul_team(gate_up, xb, wgu, 2, &s->mm);
-    else matmul_team(&s->hb, xb, &up, 1, &s->mm);
-    memcpy(hb, s->hb, (size_t)c->hidden_dim * sizeof(float));
-    ffn_activation(c, w, hb, s->hb2, 1);
-    matmul_team(&s->xb, hb, &down, 1, &s->mm);
-    memcpy(ffn, s->xb, dim * sizeof(float));
-    ffn_output(c, w, ffn, 1);
+    if (c->n_experts) {
+        team_experts(ctx, l, xb, ffn);
+        if (w->ffn_post_norm) norm_row(c, ffn, ffn, w->ffn_post_norm, NULL);
+    } else {
+        float *gate_up[] = {s->hb, s->hb2};
+        const Tensor *wgu[] = {&w->w_gate, &w->w_up};
+        const Tensor *up = &w->w_up, *down = &w->w_down;
+        if (model_family_gated(&c->family)) matmul_team(gate_up, xb, wgu, 2, &s->mm);
+        else matmul_team(&s->hb, xb, &up, 1, &s->mm);
+        /* the activation writes h in place and only reads g */
+        memcpy(hb, s->hb, (size_t)c->hidden_dim * sizeof(float));
+        ffn_activation(c, w, hb, s->hb2, 1);
+        matmul_team(&s->xb, hb, &down, 1, &s->mm);
+        memcpy(ffn, s->xb, dim * sizeof(float));
+        ffn_output(c, w, ffn, 1);
+    }
     scale_branch(ffn, dim, c->residual_scale, 0);
     add_residual(x, ffn, parallel ? attn : NULL, dim, 0);
 }

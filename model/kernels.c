@@ -131,8 +131,8 @@ static size_t panel_floats(int max_cols) {
 
 /* One token's activations quantized, a thread's: as Q8, one int8 per
  * column, one scale and one int32 sum per 32; as Q8_K, one int8 per column,
- * one scale per 256 and one int16 sum per 16.  The quants first, each
- * array aligned, the whole a number of cache lines. */
+ * one scale per 256 and one int16 sum per 16.  The quants first, on cache
+ * lines, then the scales and sums; the whole a number of cache lines. */
 typedef struct {
     int8_t *xq, *kq;
     float *xd, *kd;
@@ -185,6 +185,7 @@ size_t matmul_scratch_bytes(int max_cols) {
 int matmul_scratch_build(MatmulScratch *s, int max_cols, PosencError *err) {
     memset(s, 0, sizeof *s);
     s->n_threads = omp_get_max_threads();
+    active_path(); /* chosen here, before the threads of a team all ask for it */
     s->max_cols = max_cols;
     s->panel_floats = panel_floats(max_cols);
     s->panel = malloc_lines(s->panel_floats * sizeof(float) * (size_t)s->n_threads);

@@ -25,9 +25,9 @@
 typedef struct {
     long regions;           /* parallel regions started (teams of more than one thread) */
     long barriers;          /* matmul_team's barriers */
-    double seconds;         /* wall time in the matmuls' work: a chunk's whole call, a single
-                               token's parallel region (its activations are quantized before
-                               it, one thread's work) */
+    double seconds;         /* wall time in the matmuls' work: a chunk's whole call; for a
+                               single token, from its activations quantized to the end of its
+                               region or of the team's barrier (matmul_team: thread 0's) */
     double idle_seconds;    /* thread-seconds in the matrix-vector products between a thread's
                                last row and the region's end or the barrier: load imbalance and
                                the join */
@@ -77,11 +77,12 @@ void matmul_scratch_free(MatmulScratch *s);
  * several times faster than the f32 panels. */
 void matmul(float *out, const float *x, const Tensor *w, int n, MatmulScratch *s);
 /* outs[i] = x . ws[i]^T for `count` <= MATMUL_MANY_MAX matrices of the same
- * width (q, k, v; gate, up): for decode, and for prefill against
+ * width (q, k, v; gate, up; the gates and ups of a decoded token's experts,
+ * up to 8): for decode, and for prefill against
  * block-quantized weights or BF16 ones with BF16 activations
  * (kernels_bf16_activations), one parallel region does them all, and the
  * activations are quantized or rounded once. */
-#define MATMUL_MANY_MAX 3
+#define MATMUL_MANY_MAX 16
 void matmul_many(float *const *outs, const float *x, const Tensor *const *ws, int count, int n,
                  MatmulScratch *s);
 

@@ -43,8 +43,9 @@ void tests_build_context(Context *ctx, const Model *m, const PeParams *pe, int n
  * per-step path on one thread (TEAM_NEVER): ids[0..n) decoded one at a
  * time must give the same bits in every row (both run the same steps on
  * the same rows: the tolerance is 0), and the team must have run (its
- * barriers counted) unless the model keeps the per-step path (a mixture of
- * experts).  Control: the team's rows after ids[0] is changed differ. */
+ * barriers counted).  By default (TEAM_WHEN_LARGE) it runs only where the
+ * model's matrices are worth sharing.  Control: the team's rows after
+ * ids[0] is changed differ. */
 void tests_check_team_decode(const Model *m, const int *ids, int n, const char *name);
 
 /* The PE zoo's model for `scheme` (zoo/<scheme>), converted and loaded. */

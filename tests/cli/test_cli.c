@@ -363,6 +363,8 @@ START_TEST(bench_thread_list_and_profile) {
     ck_assert_double_eq(tests_json_number(second, "threads"), 2.0);
     ck_assert_double_eq(tests_json_number(r.out, "regions_per_token"), 0.0);
     ck_assert_double_eq(tests_json_number(second, "regions_per_token"), 1.0);
+    /* too small for a team: the one region is the head's product */
+    ck_assert_double_eq(tests_json_number(second, "barriers_per_token"), 0.0);
     ck_assert_double_eq(tests_json_number(r.out, "matmul_idle_share"), 0.0);
     const char *objs[] = {r.out, second};
     for (int i = 0; i < 2; i++) {

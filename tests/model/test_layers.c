@@ -256,6 +256,23 @@ START_TEST(team_decode_is_the_steps_bits) {
 }
 END_TEST
 
+/* A model whose matrices are worth sharing (kv_dim x dim = 192 x 192, over
+ * PARALLEL_MIN_MACS) decodes as a team by default; the cases above are
+ * too small to. */
+START_TEST(team_by_default_where_large) {
+    if (!ready) return;
+    TestsRun r = tests_run_python_ok((const char *[]){"tools/random_model.py", "custom", "build/team", "--dim", "192",
+                                                      "--hidden", "512", "--layers", "2", "--heads", "4",
+                                                      "--kv-heads", "4", "--vocab", "260", "--seq", "64",
+                                                      "--formats", "f32", NULL});
+    tests_run_free(&r);
+    Model m;
+    tests_load_model(&m, "build/team/custom-192x2-f32.gguf");
+    tests_check_team_decode(&m, ids, 48, "random 192 x 2 layers");
+    model_free(&m);
+}
+END_TEST
+
 /* transformers ran chunk, steps, split and offset in that order on one
  * model: dynamic NTK keeps the theta it grew for the 80-token chunk through
  * the split's first 50 tokens (its steps restart below the original
@@ -1016,6 +1033,7 @@ static Suite *suite(void) {
     tcase_add_loop_test(tc, matches_reference, 0, N_CASES);
     tcase_add_loop_test(tc, matches_transformers, 0, N_CASES);
     tcase_add_loop_test(tc, team_decode_is_the_steps_bits, 0, N_CASES);
+    tcase_add_test(tc, team_by_default_where_large);
     tcase_add_loop_test(tc, reference_controls, 0, N_CONTROLS);
     tcase_add_test(tc, engine_controls);
     tcase_add_test(tc, router_controls);
