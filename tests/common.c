@@ -131,7 +131,10 @@ static float *decode_rows(const Model *m, const int *ids, int n, int threads, Te
     return rows;
 }
 
-void tests_check_team_decode(const Model *m, const int *ids, int n, const char *name) {
+void tests_check_team_decode(const char *gguf, const int *ids, int n, const char *name) {
+    Model model;
+    tests_load_model(&model, gguf);
+    const Model *m = &model;
     size_t vocab = (size_t)m->config.vocab_size, bytes = sizeof(float) * vocab * (size_t)n;
     long barriers;
     float *steps = decode_rows(m, ids, n, 1, TEAM_NEVER, &barriers);
@@ -163,6 +166,7 @@ void tests_check_team_decode(const Model *m, const int *ids, int n, const char *
     free(control);
     free(changed);
     free(steps);
+    model_free(&model);
 }
 
 void tests_load_zoo(Model *m, const char *models_dir, const char *scheme) {

@@ -39,14 +39,14 @@ void tests_load_model(Model *m, const char *path);
 void tests_load_tokenizer(Tokenizer *t, const char *path, int expected_vocab);
 void tests_build_context(Context *ctx, const Model *m, const PeParams *pe, int n_ctx);
 
-/* A decoded token's team (TEAM_ALWAYS) at 2 and 3 threads against the
- * per-step path on one thread (TEAM_NEVER): ids[0..n) decoded one at a
- * time must give the same bits in every row (both run the same steps on
+/* The model in gguf decoded as a team (TEAM_ALWAYS) at 2 and 3 threads
+ * against the per-step path on one thread (TEAM_NEVER): ids[0..n) decoded
+ * one at a time must give the same bits in every row (both run the same steps on
  * the same rows: the tolerance is 0), and the team must have run (its
  * barriers counted).  By default (TEAM_WHEN_LARGE) it runs only where the
  * model's matrices are worth sharing.  Control: the team's rows after
  * ids[0] is changed differ. */
-void tests_check_team_decode(const Model *m, const int *ids, int n, const char *name);
+void tests_check_team_decode(const char *gguf, const int *ids, int n, const char *name);
 
 /* The PE zoo's model for `scheme` (zoo/<scheme>), converted and loaded. */
 void tests_load_zoo(Model *m, const char *models_dir, const char *scheme);

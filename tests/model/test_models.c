@@ -335,10 +335,7 @@ END_TEST
 START_TEST(zoo_team_decode) {
     REQUIRE_MODELS();
     const Ref *ref = &refs[_i];
-    Model m;
-    tests_load_model(&m, ref->gguf);
-    tests_check_team_decode(&m, ref->text, ref->n_text < 48 ? ref->n_text : 48, ref->dir);
-    model_free(&m);
+    tests_check_team_decode(ref->gguf, ref->text, ref->n_text < 48 ? ref->n_text : 48, ref->dir);
 }
 END_TEST
 
