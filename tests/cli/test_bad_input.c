@@ -473,8 +473,10 @@ START_TEST(inspect_states_peak_memory) {
         const char *mem = strstr(r.out, "\"memory\"");
         ck_assert_msg(mem, "%s", r.out);
         double kv = 2 * n_ctx * kv_dim * (f16 ? 2 : 4) + 2 * n_ctx * 4; /* + positions, tokens */
-        double chunk = 512, panels = 65536 * 4 * threads + 16 + 4 + 4  /* matmul, 16 columns: Q8, sums */
-                                     + 16 + 4 + 2 * 2                   /* and Q8_K activations */
+        double chunk = 512, panels = 65536 * 4 * threads                /* matmul; each thread's token of */
+                                     + threads * 192                    /* 16 columns as Q8 and Q8_K: quants */
+                                                                        /* on cache lines, 64 + 64, then */
+                                                                        /* scales and sums, 3 lines in all */
                                      + 512 * 16 + 512 * 1 * 4           /* int8 prefill: 512 tokens' Q8 and */
                                      + threads * 32 * 16                /* sums of 16 (no whole block of 32: */
                                                                         /* no scales), a 32-row unit each */
@@ -482,7 +484,11 @@ START_TEST(inspect_states_peak_memory) {
         double gen = chunk * (4 * dim + 2 * hidden + 2 * kv_dim) * 4   /* activations, new keys, values */
                      + threads * 16 * (256 + 8) * 4                     /* attention: 16 queries' scores of */
                                                                         /* 256 cells and values (head 8) */
-                     + vocab * 4 + panels;                              /* one row of logits */
+                     + vocab * 4 + panels                               /* one row of logits */
+                     + threads * (4 * 16 + 2 * 16) * 4;                 /* a decoded token's team: each */
+                                                                        /* thread's x, normed row and two */
+                                                                        /* branches (8, padded to 16) and */
+                                                                        /* two hidden rows (16) */
         double ppl = gen - chunk * (4 * dim + 2 * hidden + 2 * kv_dim) * 4 - vocab * 4 +
                      n_ctx * (4 * dim + 2 * hidden + 2 * kv_dim) * 4 + n_ctx * vocab * 4;
         ck_assert_double_eq(tests_json_number(mem, "weights_bytes"), weights);
