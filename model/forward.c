@@ -563,8 +563,8 @@ static void transformer_layer(Context *ctx, int l, int first_cell, int n, int po
  * bits are those of any thread count and of prefill.  It takes one token,
  * at least two threads and matrices worth sharing; Self-Extend's grouped
  * copies, an observer's whole rows and a mixture that picks more experts
- * than one team product takes (2k > MATMUL_MANY_MAX) keep the per-step
- * path. */
+ * than one team product takes (2k > MATMUL_MANY_MAX) or than the state
+ * has rows for (max_tokens) keep the per-step path. */
 static int team_threads(const Context *ctx, int n) {
     const ModelConfig *c = &ctx->model->config;
     int threads = context_threads(ctx);
