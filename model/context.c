@@ -62,10 +62,10 @@ static int state_buffers(ForwardState *s, const ModelConfig *c, const ContextSiz
     b[k++] = (StateBuffer){&s->v, NULL, n, kv_dim, "values"};
     b[k++] = (StateBuffer){&s->hb, NULL, n, hidden, "the feed-forward buffers"};
     b[k++] = (StateBuffer){&s->hb2, NULL, n, hidden, "the feed-forward buffers"};
-    b[k++] = (StateBuffer){&s->att, NULL, (size_t)omp_get_max_threads() * ATT_TILE,
-                           (size_t)ATT_BLOCK + (size_t)c->head_size, "attention scores"};
-    b[k++] = (StateBuffer){&s->logits, NULL, (size_t)z->logit_rows, (size_t)c->vocab_size, "logits"};
     size_t threads = (size_t)omp_get_max_threads();
+    b[k++] = (StateBuffer){&s->att, NULL, threads * ATT_TILE, (size_t)ATT_BLOCK + (size_t)c->head_size,
+                           "attention scores"};
+    b[k++] = (StateBuffer){&s->logits, NULL, (size_t)z->logit_rows, (size_t)c->vocab_size, "logits"};
     s->own_dim = (dim + 15) / 16 * 16;
     s->own_hidden = (hidden + 15) / 16 * 16;
     b[k++] = (StateBuffer){&s->own_x, NULL, threads, s->own_dim, "the threads' rows"};

@@ -29,13 +29,6 @@
         }                                                \
     } while (0)
 
-/* The threads a region may start: those asked for, at most the ones the
- * context's per-thread scratch was built for. */
-static int context_threads(const Context *ctx) {
-    int asked = omp_get_max_threads();
-    return asked < ctx->state.mm.n_threads ? asked : ctx->state.mm.n_threads;
-}
-
 static void norm_row(const ModelConfig *c, float *out, const float *x, const float *w, const float *b) {
     if (c->family.norm == NORM_RMS) rmsnorm(out, x, w, c->dim, c->norm_eps);
     else layernorm(out, x, w, b, c->dim, c->norm_eps);
@@ -45,6 +38,13 @@ static void norm_rows(const ModelConfig *c, float *out, const float *x, const fl
                       const float *b, int n) {
     SPREAD_IF(n >= PARALLEL_TOKENS, for (int t = 0; t < n; t++)
         norm_row(c, out + (size_t)t * c->dim, x + (size_t)t * c->dim, w, b));
+}
+
+/* A branch's input: the n rows of x through the branch's norm w (bias b),
+ * or as they are where the family has none there. */
+static void branch_input(const ModelConfig *c, float *out, const float *x, const float *w, const float *b, int n) {
+    if (w) norm_rows(c, out, x, w, b, n);
+    else memcpy(out, x, (size_t)n * c->dim * sizeof(float));
 }
 
 /* One vector normalized as the family's norms are, without a bias (the
@@ -338,8 +338,7 @@ static void attention_block(Context *ctx, int l, int first, int n, int pos0) {
     const LayerWeights *w = &ctx->model->weights.layers[l];
     ForwardState *s = &ctx->state;
 
-    if (w->attn_norm) norm_rows(c, s->xb, s->x, w->attn_norm, w->attn_norm_b, n);
-    else memcpy(s->xb, s->x, (size_t)n * c->dim * sizeof(float));
+    branch_input(c, s->xb, s->x, w->attn_norm, w->attn_norm_b, n);
     float *qkv[] = {s->q, s->k, s->v};
     const Tensor *wqkv[] = {&w->wq, &w->wk, &w->wv};
     matmul_many(qkv, s->xb, wqkv, 3, n, &s->mm);
@@ -347,7 +346,7 @@ static void attention_block(Context *ctx, int l, int first, int n, int pos0) {
 
     /* Later tiles see more cells: dynamic scheduling evens the load. */
     int items = (n + ATT_TILE - 1) / ATT_TILE * c->n_heads, n_cells = first + n;
-    int threads = context_threads(ctx), parallel = (size_t)n * model_q_dim(c) * n_cells >= PARALLEL_MIN_MACS && threads > 1;
+    int threads = matmul_scratch_threads(&s->mm), parallel = (size_t)n * model_q_dim(c) * n_cells >= PARALLEL_MIN_MACS && threads > 1;
     double started = time_now_s();
     if (parallel) {
         ctx->stats.regions++;
@@ -388,6 +387,16 @@ static void gated_activation(const ModelFamily *f, float *h, const float *g, int
 /* Expert e's row of a stacked bias (n_experts, width), or NULL without one. */
 static const float *expert_bias(const float *b, int e, size_t width) {
     return b ? b + (size_t)e * width : NULL;
+}
+
+/* Expert e's gate rows h and up rows g (rows, expert_hidden_dim) with the
+ * expert's biases, through the family's gated activation into h. */
+static void expert_activation(const ModelConfig *c, const LayerWeights *w, int e, float *h, float *g, int rows) {
+    size_t hidden = (size_t)c->expert_hidden_dim;
+    add_bias(h, expert_bias(w->b_gate_exps, e, hidden), rows, (int)hidden);
+    add_bias(g, expert_bias(w->b_up_exps, e, hidden), rows, (int)hidden);
+    SPREAD_IF(rows >= PARALLEL_TOKENS, for (int r = 0; r < rows; r++)
+        gated_activation(&c->family, h + (size_t)r * hidden, g + (size_t)r * hidden, (int)hidden));
 }
 
 /* One token's router logits (n_experts, overwritten) into its k experts
@@ -431,7 +440,7 @@ static void moe_block(Context *ctx, int l, int n) {
     const LayerWeights *w = &ctx->model->weights.layers[l];
     ForwardState *s = &ctx->state;
     int n_experts = c->n_experts, k = c->n_experts_used, slots = n * k;
-    size_t dim = (size_t)c->dim, hidden = (size_t)c->expert_hidden_dim;
+    size_t dim = (size_t)c->dim;
 
     matmul(s->router, s->xb, &w->router, n, &s->mm);
     add_bias(s->router, w->b_router, n, n_experts);
@@ -462,10 +471,7 @@ static void moe_block(Context *ctx, int l, int n) {
         float *gate_up[] = {s->hb, s->hb2};
         const Tensor *wgu[] = {&gate, &up};
         matmul_many(gate_up, s->expert_in, wgu, 2, rows, &s->mm);
-        add_bias(s->hb, expert_bias(w->b_gate_exps, e, hidden), rows, (int)hidden);
-        add_bias(s->hb2, expert_bias(w->b_up_exps, e, hidden), rows, (int)hidden);
-        SPREAD_IF(rows >= PARALLEL_TOKENS, for (int r = 0; r < rows; r++)
-            gated_activation(&c->family, s->hb + (size_t)r * hidden, s->hb2 + (size_t)r * hidden, (int)hidden));
+        expert_activation(c, w, e, s->hb, s->hb2, rows);
         matmul(s->expert_out, s->hb, &down, rows, &s->mm);
         add_bias(s->expert_out, expert_bias(w->b_down_exps, e, dim), rows, (int)dim);
         for (int r = 0; r < rows; r++) {
@@ -505,8 +511,7 @@ static void ffn_block(Context *ctx, int l, int n) {
     const LayerWeights *w = &ctx->model->weights.layers[l];
     ForwardState *s = &ctx->state;
 
-    if (w->ffn_norm) norm_rows(c, s->xb, s->x, w->ffn_norm, w->ffn_norm_b, n);
-    else memcpy(s->xb, s->x, (size_t)n * c->dim * sizeof(float));
+    branch_input(c, s->xb, s->x, w->ffn_norm, w->ffn_norm_b, n);
     if (c->n_experts) {
         moe_block(ctx, l, n);
         if (w->ffn_post_norm) norm_rows(c, s->xb, s->xb, w->ffn_post_norm, NULL, n);
@@ -567,7 +572,7 @@ static void transformer_layer(Context *ctx, int l, int first_cell, int n, int po
  * has rows for (max_tokens) keep the per-step path. */
 static int team_threads(const Context *ctx, int n) {
     const ModelConfig *c = &ctx->model->config;
-    int threads = context_threads(ctx);
+    int threads = matmul_scratch_threads(&ctx->state.mm);
     if (n != 1 || threads < 2 || ctx->observe_attention || ctx->team == TEAM_NEVER) return 0;
     if (c->n_experts && (2 * c->n_experts_used > MATMUL_MANY_MAX || ctx->state.max_tokens < c->n_experts_used))
         return 0;
@@ -621,9 +626,7 @@ static void team_experts(Context *ctx, int l, const float *xb, float *sum) {
         int e = picks[j];
         memcpy(hb, s->hb + j * hidden, hidden * sizeof(float));
         memcpy(hb2, s->hb2 + j * hidden, hidden * sizeof(float));
-        add_bias(hb, expert_bias(w->b_gate_exps, e, hidden), 1, (int)hidden);
-        add_bias(hb2, expert_bias(w->b_up_exps, e, hidden), 1, (int)hidden);
-        gated_activation(&c->family, hb, hb2, (int)hidden);
+        expert_activation(c, w, e, hb, hb2, 1);
         Tensor down = model_expert_matrix(&w->down_exps, n_experts, e);
         const Tensor *wd = &down;
         float *row = s->expert_out + j * dim;
@@ -647,8 +650,7 @@ static void team_layer(Context *ctx, int l, int first, int pos0) {
     float *attn = s->own_attn + th * s->own_dim, *ffn = s->own_ffn + th * s->own_dim;
     float *hb = s->own_hb + th * s->own_hidden;
 
-    if (w->attn_norm) norm_row(c, xb, x, w->attn_norm, w->attn_norm_b);
-    else memcpy(xb, x, dim * sizeof(float));
+    branch_input(c, xb, x, w->attn_norm, w->attn_norm_b, 1);
     float *qkv[] = {s->q, s->k, s->v};
     const Tensor *wqkv[] = {&w->wq, &w->wk, &w->wv};
     matmul_team(qkv, xb, wqkv, 3, &s->mm);
@@ -668,8 +670,7 @@ static void team_layer(Context *ctx, int l, int first, int pos0) {
     scale_branch(attn, dim, c->residual_scale, 0);
     if (!parallel) add_residual(x, attn, NULL, dim, 0);
 
-    if (w->ffn_norm) norm_row(c, xb, x, w->ffn_norm, w->ffn_norm_b);
-    else memcpy(xb, x, dim * sizeof(float));
+    branch_input(c, xb, x, w->ffn_norm, w->ffn_norm_b, 1);
     if (c->n_experts) {
         team_experts(ctx, l, xb, ffn);
         if (w->ffn_post_norm) norm_row(c, ffn, ffn, w->ffn_post_norm, NULL);

@@ -140,24 +140,28 @@ typedef struct {
     int16_t *ksum;
 } TokenActs;
 
-static size_t token_acts_bytes(int max_cols) {
+/* Where each array starts in a thread's bytes, and how many they are. */
+typedef struct {
+    size_t kq, xd, xsum, kd, ksum, bytes;
+} TokenActsLayout;
+
+static TokenActsLayout token_acts_layout(int max_cols) {
     size_t q = ((size_t)max_cols + 63) / 64 * 64, blocks = (size_t)(max_cols / QK + 1);
-    size_t bytes = 2 * q + blocks * (sizeof(float) + sizeof(int32_t)) +
-                   (size_t)(max_cols / QK_K + 1) * sizeof(float) + (size_t)(max_cols / 16 + 1) * sizeof(int16_t);
-    return (bytes + 63) / 64 * 64;
+    TokenActsLayout l;
+    l.kq = q;
+    l.xd = 2 * q;
+    l.xsum = l.xd + blocks * sizeof(float);
+    l.kd = l.xsum + blocks * sizeof(int32_t);
+    l.ksum = l.kd + (size_t)(max_cols / QK_K + 1) * sizeof(float);
+    l.bytes = (l.ksum + (size_t)(max_cols / 16 + 1) * sizeof(int16_t) + 63) / 64 * 64;
+    return l;
 }
 
 static TokenActs token_acts(const MatmulScratch *s, int thread) {
-    char *a = s->token_acts + (size_t)thread * s->token_acts_bytes;
-    size_t q = ((size_t)s->max_cols + 63) / 64 * 64, blocks = (size_t)(s->max_cols / QK + 1);
-    TokenActs t;
-    t.xq = (int8_t *)a;
-    t.kq = (int8_t *)(a + q);
-    t.xd = (float *)(a + 2 * q);
-    t.xsum = (int32_t *)(t.xd + blocks);
-    t.kd = (float *)(t.xsum + blocks);
-    t.ksum = (int16_t *)(t.kd + s->max_cols / QK_K + 1);
-    return t;
+    TokenActsLayout l = token_acts_layout(s->max_cols);
+    char *a = s->token_acts + (size_t)thread * l.bytes;
+    return (TokenActs){(int8_t *)a, (int8_t *)(a + l.kq), (float *)(a + l.xd), (float *)(a + l.kd),
+                       (int32_t *)(a + l.xsum), (int16_t *)(a + l.ksum)};
 }
 
 /* Prefill of block-quantized weights quantizes this many tokens at a time
@@ -177,7 +181,7 @@ static size_t unit_bytes(int max_cols) {
 }
 
 size_t matmul_scratch_bytes(int max_cols) {
-    return (panel_floats(max_cols) * sizeof(float) + unit_bytes(max_cols) + token_acts_bytes(max_cols)) *
+    return (panel_floats(max_cols) * sizeof(float) + unit_bytes(max_cols) + token_acts_layout(max_cols).bytes) *
                (size_t)omp_get_max_threads() +
            acts_bytes(max_cols) + xbf_bytes(max_cols);
 }
@@ -189,8 +193,7 @@ int matmul_scratch_build(MatmulScratch *s, int max_cols, PosencError *err) {
     s->max_cols = max_cols;
     s->panel_floats = panel_floats(max_cols);
     s->panel = malloc_lines(s->panel_floats * sizeof(float) * (size_t)s->n_threads);
-    s->token_acts_bytes = token_acts_bytes(max_cols);
-    s->token_acts = malloc_lines(s->token_acts_bytes * (size_t)s->n_threads);
+    s->token_acts = malloc_lines(token_acts_layout(max_cols).bytes * (size_t)s->n_threads);
     s->acts = malloc(sizeof *s->acts);
     s->acts_data = malloc_lines(acts_bytes(max_cols));
     s->xbf = malloc_lines(xbf_bytes(max_cols));
@@ -232,10 +235,13 @@ void matmul_scratch_free(MatmulScratch *s) {
     memset(s, 0, sizeof *s);
 }
 
-static int n_threads_for(const MatmulScratch *s, size_t macs) {
-    if (macs < PARALLEL_MIN_MACS) return 1;
+int matmul_scratch_threads(const MatmulScratch *s) {
     int t = omp_get_max_threads();
     return t < s->n_threads ? t : s->n_threads;
+}
+
+static int n_threads_for(const MatmulScratch *s, size_t macs) {
+    return macs < PARALLEL_MIN_MACS ? 1 : matmul_scratch_threads(s);
 }
 
 /* Whether decode reads w's packed copy on the path in use; the group that

@@ -40,10 +40,9 @@ typedef struct {
     int max_cols;        /* widest input a matmul may see */
     size_t panel_floats; /* per thread */
     float *panel;        /* (n_threads, panel_floats) weight rows converted to f32 */
-    char *token_acts;    /* (n_threads, token_acts_bytes) one token's activations quantized,
-                            each thread's own (TokenActs in kernels.c): Q8 and Q8_K quants, scales
-                            and sums */
-    size_t token_acts_bytes;
+    char *token_acts;    /* (n_threads, a layout's bytes) one token's activations quantized, each
+                            thread's own (TokenActs in kernels.c): Q8 and Q8_K quants, scales and
+                            sums */
     /* prefill against block-quantized weights (kernels_impl.h): */
     struct QuantActs *acts;   /* one chunk's activations */
     struct QuantUnit *units;  /* (n_threads) a unit of weight rows per thread */
@@ -60,6 +59,9 @@ int matmul_scratch_build(MatmulScratch *s, int max_cols, PosencError *err);
 /* The bytes matmul_scratch_build allocates at omp_get_max_threads(). */
 size_t matmul_scratch_bytes(int max_cols);
 void matmul_scratch_free(MatmulScratch *s);
+/* The threads a region may start: those asked for (omp_get_max_threads),
+ * at most the ones s was built for. */
+int matmul_scratch_threads(const MatmulScratch *s);
 
 /* out (n, w->rows) = x (n, w->cols) . w^T, parallel over output rows (and,
  * for n > 1, over blocks of tokens).  n = 1 streams the weights once with
